@@ -186,7 +186,24 @@ func loadDoc(t *testing.T, path string) *fixtureDoc {
 // fileInfo is what the parse saw besides the keys.
 type fileInfo struct {
 	encodings map[string]int
+	keys      int
 	slots     int // keys that came with a SLOT_INFO slot
+	idles     int // keys with an LRU idle time
+	freqs     int // keys with an LFU frequency
+}
+
+// requiredEncodings lists, per file magic, the on-disk encodings the full data
+// set (variant "default") must produce: the generator's claim, checked.
+var requiredEncodings = map[string][]string{
+	"REDIS0009": {"string", "quicklist", "set", "intset", "zset2", "zset-ziplist", "hash",
+		"hash-ziplist", "stream-listpacks"},
+	"REDIS0010": {"string", "quicklist2", "set", "intset", "zset2", "zset-listpack", "hash",
+		"hash-listpack", "stream-listpacks2"},
+	"REDIS0012": {"string", "quicklist2", "set", "intset", "set-listpack", "zset2",
+		"zset-listpack", "hash", "hash-listpack", "hash-listpack-ex", "hash-metadata",
+		"stream-listpacks3", "module"},
+	"VALKEY080": {"string", "quicklist2", "set", "intset", "set-listpack", "zset2",
+		"zset-listpack", "hash", "hash-listpack", "hash2", "stream-listpacks3"},
 }
 
 // parseAll reads every key and converts it to the expected-JSON shape.
@@ -206,6 +223,14 @@ func parseAll(t *testing.T, name string, p *rdb.Parser) (map[string]map[string]a
 		} else {
 			rec["expire_at_ms"] = nil
 		}
+		if e.Freq >= 0 {
+			rec["lfu_freq"] = e.Freq
+			info.freqs++
+		}
+		if e.Idle >= 0 {
+			info.idles++
+		}
+		info.keys++
 		info.encodings[e.Encoding.String()]++
 		if e.Slot >= 0 {
 			info.slots++
@@ -701,6 +726,25 @@ func checkHeader(t *testing.T, name string, doc *fixtureDoc, h *rdb.Header, info
 	// Redis writes SLOT_INFO from RDB 12 on; Valkey 9 writes none.
 	if doc.Config["cluster-enabled"] == "yes" && h.Magic == "REDIS" && h.Version >= 12 && info.slots == 0 {
 		t.Errorf("%s: cluster-mode dump but no key came with a SLOT_INFO slot", name)
+	}
+	switch policy := doc.Config["maxmemory-policy"]; {
+	case strings.Contains(policy, "lru") && info.idles != info.keys:
+		t.Errorf("%s: policy %s but only %d of %d keys have an IDLE time", name, policy, info.idles, info.keys)
+	case strings.Contains(policy, "lfu") && info.freqs != info.keys:
+		t.Errorf("%s: policy %s but only %d of %d keys have a FREQ", name, policy, info.freqs, info.keys)
+	case !strings.Contains(policy, "lru") && info.idles != 0, !strings.Contains(policy, "lfu") && info.freqs != 0:
+		t.Errorf("%s: policy %q but %d IDLE and %d FREQ hints", name, policy, info.idles, info.freqs)
+	}
+	if doc.Variant == "default" {
+		req, ok := requiredEncodings[doc.Magic]
+		if !ok {
+			t.Errorf("%s: no required encodings listed for %s", name, doc.Magic)
+		}
+		for _, enc := range req {
+			if info.encodings[enc] == 0 {
+				t.Errorf("%s: the data set should produce encoding %s; got %v", name, enc, info.encodings)
+			}
+		}
 	}
 	t.Logf("%s: encodings %v", name, info.encodings)
 }

@@ -536,9 +536,14 @@ def read_stream(c, key):
     return out
 
 
-def read_key(c, server, db, key):
+def read_key(c, server, db, key, lfu):
+    # First, before anything could touch the key: the LFU counter SAVE wrote (OBJECT FREQ
+    # does not count as an access, and nothing touched the key since SAVE).
+    freq = c("OBJECT", "FREQ", key) if lfu else None
     typ = c("TYPE", key).decode()
     rec = {"db": db, "key": jbytes(key), "type": typ, "expire_at_ms": None}
+    if freq is not None:
+        rec["lfu_freq"] = freq
     if server.at_least(7, 0):
         t = c("PEXPIRETIME", key)
         rec["expire_at_ms"] = t if t >= 0 else None
@@ -590,7 +595,7 @@ def read_key(c, server, db, key):
     return rec
 
 
-def read_all(c, server, dbs):
+def read_all(c, server, dbs, lfu):
     keys = []
     for db in dbs:
         c("SELECT", db)
@@ -602,7 +607,7 @@ def read_all(c, server, dbs):
             if cursor == b"0":
                 break
         for k in sorted(names):
-            keys.append(read_key(c, server, db, k))
+            keys.append(read_key(c, server, db, k, lfu))
     c("SELECT", 0)
     return keys
 
@@ -656,7 +661,7 @@ def make_fixture(server, variant, out, work):
             load_dataset(c, server)
         c("SAVE")
         dbs = [0] if cluster else [0, 1, 5, 15]
-        keys = read_all(c, server, dbs)
+        keys = read_all(c, server, dbs, "lfu" in config["maxmemory-policy"])
         info = c("INFO", "server").decode()
         # Valkey also reports redis_version (7.2.4, for client compatibility).
         fields = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
