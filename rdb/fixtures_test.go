@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,10 @@ func TestFixturesRoundTrip(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "gen", "gen.py"),
 		"--out", out, "--require", "redis-debian")
+	// On timeout, SIGTERM lets the generator shut its servers down; they also get
+	// SIGKILL if it dies (PR_SET_PDEATHSIG), so none outlives the test.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
