@@ -57,7 +57,7 @@ func writeStream(w *rdbBuilder, t byte) {
 		w.len(2) // entries read
 	}
 	w.len(1).raw([]byte(rawID(1000, 0))).u64le(1700000000999).len(3) // PEL
-	w.len(1).str("alice").u64le(1700000000111)                        // consumer, seen time
+	w.len(1).str("alice").u64le(1700000000111)                       // consumer, seen time
 	if t >= rdbStreamListpacks3 {
 		w.u64le(1700000000222) // active time
 	}
