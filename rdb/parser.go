@@ -61,7 +61,7 @@ const (
 const (
 	maxRedisVersion  = 13
 	minValkeyVersion = 80
-	maxValkeyVersion = 80
+	maxValkeyVersion = 81
 	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
 )
 
