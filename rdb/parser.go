@@ -512,6 +512,35 @@ func (p *Parser) readLen() (uint64, error) {
 // readLenOrEnc reads a length; special reports the 11xxxxxx form, whose low
 // six bits (returned as n) name a string encoding.
 func (p *Parser) readLenOrEnc() (n uint64, special bool, err error) {
+	// Fast path: enough bytes in the window for any length form.
+	if r := &p.r; r.end-r.pos >= 9 {
+		w := r.buf[r.pos:r.end]
+		c := w[0]
+		switch c >> 6 {
+		case 0:
+			r.pos++
+			return uint64(c & 0x3f), false, nil
+		case 1:
+			r.pos += 2
+			return uint64(c&0x3f)<<8 | uint64(w[1]), false, nil
+		case 3:
+			r.pos++
+			return uint64(c & 0x3f), true, nil
+		}
+		switch c {
+		case 0x80:
+			r.pos += 5
+			return uint64(binary.BigEndian.Uint32(w[1:])), false, nil
+		case 0x81:
+			r.pos += 9
+			return binary.BigEndian.Uint64(w[1:]), false, nil
+		}
+		return 0, false, errorf(ErrMalformed, "length prefix 0x%02x", c)
+	}
+	return p.readLenOrEncSlow()
+}
+
+func (p *Parser) readLenOrEncSlow() (n uint64, special bool, err error) {
 	b, err := p.r.readByte()
 	if err != nil {
 		return 0, false, err
