@@ -206,11 +206,7 @@ func (p *Parser) Next() bool {
 	p.entry.Key = nil
 	p.value = nil
 	p.r.shrink()
-	if p.mapping != nil {
-		// Nothing before pos is borrowed any more: sum it, then let it go.
-		p.r.sumCRC(p.r.pos)
-		p.mapping.release(p.r.pos)
-	}
+	p.releaseMapped()
 	if err := p.nextRecord(); err != nil {
 		p.fail(err)
 		return false
@@ -259,6 +255,7 @@ func (p *Parser) nextRecord() error {
 	e.ExpireAt, e.Idle, e.Freq = 0, -1, -1
 	recStart := int64(-1)
 	for {
+		p.releaseMapped() // a filter may skip a whole file inside this loop
 		off := p.r.offset()
 		t, err := p.r.readByte()
 		if err != nil {
@@ -396,6 +393,16 @@ func (p *Parser) nextRecord() error {
 			}
 			return nil
 		}
+	}
+}
+
+// releaseMapped hands the pages of a mapped file before the current
+// position back to the kernel once enough of them are done with. Nothing
+// before pos is borrowed between records; the CRC is brought up to pos first.
+func (p *Parser) releaseMapped() {
+	if m := p.mapping; m != nil && p.r.pos-m.released >= releaseChunk {
+		p.r.sumCRC(p.r.pos)
+		m.release(p.r.pos)
 	}
 }
 
