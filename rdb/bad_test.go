@@ -182,7 +182,7 @@ func TestNoAttackerSizedAllocation(t *testing.T) {
 // and mapped inputs: a good file passes, one flipped byte anywhere is caught,
 // and abandoning or failing a parse stops the helper (goleak in TestMain).
 func TestChecksumLargeInputs(t *testing.T) {
-	data := syntheticRDB(42000) // ~17 MB, above crcWorkerMinLen
+	data := syntheticRDB(45000) // ~17.5 MB, above crcWorkerMinLen
 	if len(data) < crcWorkerMinLen {
 		t.Fatalf("test file of %d bytes does not reach the helper's threshold", len(data))
 	}
