@@ -132,3 +132,19 @@ func BenchmarkCRC64(b *testing.B) {
 		crc64Update(0, data)
 	}
 }
+
+// BenchmarkReadBaseline copies the in-memory file through a 256 KiB buffer
+// (what reading it costs at all), for comparison with the parse figures.
+func BenchmarkReadBaseline(b *testing.B) {
+	data := benchRDB()
+	buf := make([]byte, defaultBufferSize)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		r := bytes.NewReader(data)
+		for {
+			if _, err := r.Read(buf); err != nil {
+				break
+			}
+		}
+	}
+}
