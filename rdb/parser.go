@@ -56,10 +56,12 @@ const (
 	rdbStreamListpacks4    = 26
 )
 
-// maxRedisVersion is the newest Redis RDB version this parser knows of;
-// Valkey files ("VALKEY" magic) use versions from 80 on.
+// maxRedisVersion is the newest Redis RDB version accepted: 13 is Redis 8.6;
+// 14 (Redis 8.8) is accepted for the types it shares with 13, its new types
+// (27 and up) fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
+// versions from 80 on.
 const (
-	maxRedisVersion  = 13
+	maxRedisVersion  = 14
 	minValkeyVersion = 80
 	maxValkeyVersion = 81
 	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
