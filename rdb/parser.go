@@ -91,18 +91,25 @@ type Parser struct {
 	db   int
 	slot int
 
-	// Reused buffers. Each holds bytes that must outlive later reads of the
-	// window; see readString.
-	keyBuf, lzfBuf, lzfBuf2, fieldBuf, groupBuf, scratch []byte
-	numA, numB                                           [24]byte
-	masterFields                                         [][]byte
-	masterScratch                                        []byte
-	el                                                   Element
-	fields                                               [][]byte
-	visiting                                             func(*Element) error
-	stopped                                              bool // SkipRest returned during this Visit
-	moduleID                                             uint64
-	moduleName                                           string
+	// Reused buffers, grown to the largest value seen and kept. Which
+	// buffer a string is decoded into decides how long it lives:
+	keyBuf   []byte // the current key (streaming input); valid until the next Next
+	lzfBuf   []byte // LZF/int strings: Value's result, list items, listpacks; until the next read
+	lzfBuf2  []byte // hash values, while the field sits in fieldBuf
+	fieldBuf []byte // a field or member that must survive the read of its value or score
+	groupBuf []byte // the stream group name while its PEL and consumers are read
+
+	numA, numB    [24]byte // decimal form of packed integers, one per slot of an element
+	scratch       []byte   // stream entry integers (see packedBytesInto)
+	masterFields  [][]byte // fields of the current stream node's master entry
+	masterScratch []byte   // their integers
+	fields        [][]byte // Element.Fields of the current stream entry
+
+	el         Element              // passed to the Visit callback; valid during the call only
+	visiting   func(*Element) error // the Visit callback; nil outside Visit
+	stopped    bool                 // SkipRest returned during this Visit
+	moduleID   uint64               // last module type id seen, and its decoded name
+	moduleName string
 }
 
 // NewParser returns a Parser reading r. opts may be nil. Nothing is read
