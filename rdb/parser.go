@@ -619,6 +619,19 @@ func (p *Parser) checkSize(n uint64) (int, error) {
 // into *dst (for a streaming source) so it survives later reads. Integer and
 // LZF encodings are always decoded into *dst. *dst is reused across calls.
 func (p *Parser) readString(dst *[]byte, stable bool) ([]byte, error) {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			start := r.pos + 1
+			end := start + int(c)
+			r.pos = end
+			if stable && r.src != nil {
+				*dst = append((*dst)[:0], r.buf[start:end]...)
+				return *dst, nil
+			}
+			return r.buf[start:end:end], nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return nil, err
@@ -709,6 +722,13 @@ func (p *Parser) readLZF(dst *[]byte) ([]byte, error) {
 // skipString walks over one RDB string without decoding it: LZF payloads
 // are skipped by their compressed length.
 func (p *Parser) skipString() error {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			r.pos += 1 + int(c)
+			return nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return err
