@@ -130,6 +130,27 @@ func NewBytesParser(data []byte, opts *Options) *Parser {
 	return p
 }
 
+// Reset makes p parse a new input read from r, as NewParser would, keeping
+// its options and its grown buffers, so scanning many files costs no new
+// allocations. If p came from Open, its file is closed first.
+func (p *Parser) Reset(r io.Reader) {
+	_ = p.Close()
+	var window []byte
+	if p.r.src != nil { // our own window (not the caller's bytes or a mapping)
+		window = p.r.buf[:cap(p.r.buf)]
+		if len(window) > maxRetainedBuffer {
+			window = nil
+		}
+	}
+	p.r = reader{src: r, buf: window, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	p.hdr = Header{Aux: p.hdr.Aux[:0]}
+	p.started, p.done, p.err = false, false, nil
+	p.entry = Entry{Idle: -1, Freq: -1, Slot: -1}
+	p.hasEntry, p.consumed, p.value, p.valkey = false, false, nil, false
+	p.db, p.slot = 0, -1
+	p.path, p.mapping = "", nil
+}
+
 // Header returns the file header and the AUX fields read so far.
 func (p *Parser) Header() *Header { return &p.hdr }
 
