@@ -227,3 +227,32 @@ func TestChecksumLargeInputs(t *testing.T) {
 		t.Fatalf("truncated: %v", err)
 	}
 }
+
+// TestOpenSmallFileAndClose: a small file is read, not mapped; after Close,
+// Next returns false without inventing an error.
+func TestOpenSmallFileAndClose(t *testing.T) {
+	data := handmadeCorpus()["redis74-all"]
+	path := filepath.Join(t.TempDir(), "small.rdb")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.mapping != nil {
+		t.Fatal("a file under mmapMinSize was mapped")
+	}
+	if !p.Next() {
+		t.Fatal(p.Err())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Next() || p.Err() != nil || p.Entry() != nil {
+		t.Fatalf("after Close: Next true or err %v", p.Err())
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.rdb"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}

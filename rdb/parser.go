@@ -177,6 +177,7 @@ func (p *Parser) Close() error {
 	if p.closer == nil {
 		return nil
 	}
+	p.done = true // the input is gone: Next returns false, Err keeps its value
 	c := p.closer
 	p.closer = nil
 	p.r.buf = nil

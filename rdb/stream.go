@@ -82,7 +82,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 		return err
 	}
 	for ; groups > 0; groups-- {
-		name, err := p.readString(&p.groupBuf, true)
+		var name []byte
+		if visit {
+			name, err = p.readString(&p.groupBuf, true)
+		} else {
+			err = p.skipString()
+		}
 		if err != nil {
 			return err
 		}
@@ -135,7 +140,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 			return err
 		}
 		for ; consumers > 0; consumers-- {
-			cname, err := p.readString(&p.fieldBuf, true)
+			var cname []byte
+			if visit {
+				cname, err = p.readString(&p.fieldBuf, true)
+			} else {
+				err = p.skipString()
+			}
 			if err != nil {
 				return err
 			}
