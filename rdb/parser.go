@@ -54,11 +54,12 @@ const (
 	rdbHashMetadata        = 24
 	rdbHashListpackEx      = 25
 	rdbStreamListpacks4    = 26
+	rdbStreamListpacks5    = 27
 )
 
 // maxRedisVersion is the newest Redis RDB version accepted: 13 is Redis 8.6;
-// 14 (Redis 8.8) is accepted for the types it shares with 13, its new types
-// (27 and up) fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
+// 14 (Redis 8.8) adds stream type 27, read here, and types 28 and up
+// (arrays, hash templates, GCRA), which fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
 // versions from 80 on.
 const (
 	maxRedisVersion  = 14
@@ -510,6 +511,8 @@ func (p *Parser) classify(t byte) (Encoding, Type, bool) {
 		return EncHashListpackEx, Hash, !p.valkey
 	case rdbStreamListpacks4:
 		return EncStreamListpacks4, Stream, !p.valkey
+	case rdbStreamListpacks5:
+		return EncStreamListpacks5, Stream, !p.valkey
 	}
 	return 0, 0, false
 }

@@ -184,6 +184,19 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 				}
 			}
 		}
+		if t >= rdbStreamListpacks5 {
+			// The NACK zone: [n] { [ID: 16 raw] }*, group PEL entries no
+			// consumer owns (already visited as StreamPending).
+			n, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			for ; n > 0; n-- {
+				if err := p.r.skip(16); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	if t >= rdbStreamListpacks4 {
 		return p.skipStreamIDMP()
