@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -254,5 +255,34 @@ func TestOpenSmallFileAndClose(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(t.TempDir(), "missing.rdb"), nil); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestStreamingChecksumHelper drives the streaming reader's background
+// checksum through many buffer swaps, window growth for a 9 MiB value and the
+// shrink after it: a good file passes, one flipped byte is caught.
+func TestStreamingChecksumHelper(t *testing.T) {
+	w := newRDB(11)
+	for i := range 2000 {
+		w.key(rdbString, "k"+strconv.Itoa(i)).str(strings.Repeat("v", i%700))
+	}
+	w.key(rdbString, "huge").str(strings.Repeat("h", 9<<20))
+	for i := range 2000 {
+		w.key(rdbList, "l"+strconv.Itoa(i)).len(2).str("a").str(strings.Repeat("b", i%300))
+	}
+	data := w.end()
+	for _, size := range []int{64, 4096, 1 << 20} {
+		if err := parseAll(NewParser(iotest.HalfReader(bytes.NewReader(data)), &Options{BufferSize: size}), size != 64); err != nil {
+			t.Fatalf("buffer %d: %v", size, err)
+		}
+		for _, at := range []int{100, len(data) / 2, len(data) - 30} {
+			bad := bytes.Clone(data)
+			i := bytes.IndexAny(bad[at:], "vhb") + at
+			bad[i] ^= 0x20
+			err := parseAll(NewParser(bytes.NewReader(bad), &Options{BufferSize: size}), at%2 == 0)
+			if !errors.Is(err, ErrChecksum) {
+				t.Fatalf("buffer %d, flip at %d: err = %v", size, i, err)
+			}
+		}
 	}
 }

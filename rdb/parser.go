@@ -143,7 +143,8 @@ func (p *Parser) Reset(r io.Reader) {
 			window = nil
 		}
 	}
-	p.r = reader{src: r, buf: window, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	spare := p.r.spare // Close stopped the helper: no chunk is in flight
+	p.r = reader{src: r, buf: window, spare: spare, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
 	p.hdr = Header{Aux: p.hdr.Aux[:0]}
 	p.started, p.done, p.err = false, false, nil
 	p.entry = Entry{Idle: -1, Freq: -1, Slot: -1}
