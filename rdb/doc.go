@@ -36,14 +36,15 @@
 //
 // # Inputs
 //
-// NewParser reads any io.Reader through a window buffer that is compacted
-// before it grows and shrinks back after a value over 8 MiB. NewBytesParser
-// and Open (which memory-maps files of 1 MiB and more on Linux) parse in
-// place: nothing is copied, the CRC64 is summed by a helper goroutine behind
-// the parser, and a mapped file's pages are released as the parse moves on,
-// so the resident set stays around 20 MB whatever the file size (plus the
-// largest single value). Reset reuses a Parser and its buffers for the next
-// file.
+// NewParser reads any io.Reader through a window buffer (two, alternating,
+// once the input outgrows the first) that is refilled before it grows and
+// shrinks back after a value over 8 MiB. NewBytesParser and Open (which
+// memory-maps files of 1 MiB and more on Linux) parse in place: nothing is
+// copied, and a mapped file's pages are released as the parse moves on, so
+// the resident set stays around 20 MB whatever the file size (plus the
+// largest single value). Either way the CRC64 is summed by a helper
+// goroutine behind the parser, which ends with the parse (EOF, error or
+// Close). Reset reuses a Parser and its buffers for the next file.
 //
 // # Formats
 //
