@@ -292,3 +292,46 @@ func TestStreamingChecksumHelper(t *testing.T) {
 		}
 	}
 }
+
+// TestKeySurvivesRefills: the key is left in the window and moved out only
+// when a refill comes; it must read the same after its value was decoded or
+// skipped through many refills, and name the key in an error found late in
+// a long value.
+func TestKeySurvivesRefills(t *testing.T) {
+	for name, data := range handmadeCorpus() {
+		var want []string
+		p := NewBytesParser(data, nil)
+		for p.Next() {
+			want = append(want, string(p.Entry().Key))
+		}
+		for _, visit := range []bool{true, false} {
+			q := NewParser(iotest.OneByteReader(bytes.NewReader(data)), &Options{BufferSize: 64})
+			var got []string
+			for q.Next() {
+				if visit {
+					if q.Entry().Type == String {
+						q.Value()
+					} else {
+						q.Visit(func(*Element) error { return nil })
+					}
+				}
+				got = append(got, string(q.Entry().Key)) // read after the value
+			}
+			if q.Err() != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("%s (visit %v): err %v\ngot  %q\nwant %q", name, visit, q.Err(), got, want)
+			}
+		}
+	}
+	w := newRDB(9).key(rdbList, "the-key").len(1000)
+	for range 999 {
+		w.str(strings.Repeat("x", 50))
+	}
+	data := w.byte1(0xC7).end() // a bad string encoding as the last item
+	for _, filter := range []Filter{nil, func(*Entry) bool { return false }} {
+		err := parseAll(NewParser(bytes.NewReader(data), &Options{BufferSize: 64, Filter: filter}), true)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || string(ce.Key) != "the-key" {
+			t.Fatalf("filter %v: err %v", filter != nil, err)
+		}
+	}
+}
