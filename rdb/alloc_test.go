@@ -2,7 +2,10 @@ package rdb
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestZeroCopyAllocations: decoding every value of a file allocates a
@@ -72,4 +75,25 @@ func TestResetReusesBuffers(t *testing.T) {
 	if large > 30 || large > small+2 {
 		t.Fatalf("%.0f allocations per Reset+parse of a 10x larger file (%.0f for the smaller)", large, small)
 	}
+}
+
+// TestAbandonedParserStopsHelper: a Parser dropped half way without Close
+// has its checksum helper stopped by the cleanup once it is collected.
+func TestAbandonedParserStopsHelper(t *testing.T) {
+	data := syntheticRDB(3000)
+	func() {
+		p := NewParser(bytes.NewReader(data), &Options{BufferSize: 4096})
+		for range 2000 {
+			if !p.Next() {
+				t.Fatal(p.Err())
+			}
+		}
+		if p.r.worker == nil {
+			t.Fatal("the checksum helper did not start")
+		}
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	goleak.VerifyNone(t)
 }
