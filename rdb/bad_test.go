@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -31,7 +34,10 @@ func parseAll(p *Parser, visit bool) error {
 
 // TestTruncatedEveryOffset cuts each file at every length: each prefix must
 // fail with a *CorruptionError whose offset is within the prefix, never
-// succeed, never panic, whether values are visited or skipped.
+// succeed, never panic, whether values are visited or skipped. The
+// hand-built files and real fixtures up to 4 KiB are cut at every offset;
+// larger fixtures (the work is quadratic) at every offset of their first
+// 512 and last 64 bytes and every 101st in between.
 func TestTruncatedEveryOffset(t *testing.T) {
 	files := handmadeCorpus()
 	for name, data := range fixtureFiles() {
@@ -39,6 +45,9 @@ func TestTruncatedEveryOffset(t *testing.T) {
 	}
 	for name, data := range files {
 		for cut := range len(data) {
+			if len(data) > 4096 && cut > 512 && cut < len(data)-64 && cut%101 != 0 {
+				continue
+			}
 			prefix := data[:cut]
 			for _, mode := range []string{"visit", "skip", "bytes", "filter"} {
 				var err error
@@ -173,5 +182,163 @@ func TestNoAttackerSizedAllocation(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
 		t.Fatalf("allocated %d bytes", grew)
+	}
+}
+
+// TestChecksumLargeInputs covers the background checksum of large in-memory
+// and mapped inputs: a good file passes, one flipped byte anywhere is caught,
+// and abandoning or failing a parse stops the helper (goleak in TestMain).
+func TestChecksumLargeInputs(t *testing.T) {
+	data := syntheticRDB(45000) // ~17.5 MB, above crcWorkerMinLen
+	if len(data) < crcWorkerMinLen {
+		t.Fatalf("test file of %d bytes does not reach the helper's threshold", len(data))
+	}
+	if err := parseAll(NewBytesParser(data, nil), false); err != nil {
+		t.Fatal(err)
+	}
+	flips := []int{len(data) / 2, len(data) - 20}
+	if raceEnabled {
+		flips = flips[1:] // 10x slower under -race; one flip still covers the helper
+	}
+	for _, at := range flips {
+		bad := bytes.Clone(data)
+		// Flip a byte inside a string value so the structure stays readable.
+		i := bytes.Index(bad[at:], []byte("vvvv")) + at
+		bad[i] = 'w'
+		if err := parseAll(NewBytesParser(bad, nil), false); !errors.Is(err, ErrChecksum) {
+			t.Fatalf("flip at %d: err = %v", i, err)
+		}
+		path := filepath.Join(t.TempDir(), "bad.rdb")
+		if err := os.WriteFile(path, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = parseAll(p, true)
+		if !errors.Is(err, ErrChecksum) {
+			t.Fatalf("mapped, flip at %d: err = %v", i, err)
+		}
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.Path != path {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+		p.Close()
+	}
+	// Stop half way: Close must stop the helper.
+	p := NewBytesParser(data, nil)
+	for range 1000 {
+		p.Next()
+	}
+	p.Close()
+	// Fail half way: the helper stops too.
+	trunc := data[:len(data)/2]
+	if err := parseAll(NewBytesParser(trunc, nil), false); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("truncated: %v", err)
+	}
+}
+
+// TestOpenSmallFileAndClose: a small file is read, not mapped; after Close,
+// Next returns false without inventing an error.
+func TestOpenSmallFileAndClose(t *testing.T) {
+	data := handmadeCorpus()["redis74-all"]
+	path := filepath.Join(t.TempDir(), "small.rdb")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.mapping != nil {
+		t.Fatal("a file under mmapMinSize was mapped")
+	}
+	if !p.Next() {
+		t.Fatal(p.Err())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Next() || p.Err() != nil || p.Entry() != nil {
+		t.Fatalf("after Close: Next true or err %v", p.Err())
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.rdb"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestStreamingChecksumHelper drives the streaming reader's background
+// checksum through many buffer swaps, window growth for a 9 MiB value and the
+// shrink after it: a good file passes, one flipped byte is caught.
+func TestStreamingChecksumHelper(t *testing.T) {
+	w := newRDB(11)
+	for i := range 2000 {
+		w.key(rdbString, "k"+strconv.Itoa(i)).str(strings.Repeat("v", i%700))
+	}
+	w.key(rdbString, "huge").str(strings.Repeat("h", 9<<20))
+	for i := range 2000 {
+		w.key(rdbList, "l"+strconv.Itoa(i)).len(2).str("a").str(strings.Repeat("b", i%300))
+	}
+	data := w.end()
+	for _, size := range []int{64, 4096, 1 << 20} {
+		if err := parseAll(NewParser(iotest.HalfReader(bytes.NewReader(data)), &Options{BufferSize: size}), size != 64); err != nil {
+			t.Fatalf("buffer %d: %v", size, err)
+		}
+		if size != 4096 && raceEnabled {
+			continue // the flips below at one window size are enough under -race
+		}
+		for _, at := range []int{100, len(data) / 2, len(data) - 30} {
+			bad := bytes.Clone(data)
+			i := bytes.IndexAny(bad[at:], "vhb") + at
+			bad[i] ^= 0x20
+			err := parseAll(NewParser(bytes.NewReader(bad), &Options{BufferSize: size}), at%2 == 0)
+			if !errors.Is(err, ErrChecksum) {
+				t.Fatalf("buffer %d, flip at %d: err = %v", size, i, err)
+			}
+		}
+	}
+}
+
+// TestKeySurvivesRefills: the key is left in the window and moved out only
+// when a refill comes; it must read the same after its value was decoded or
+// skipped through many refills, and name the key in an error found late in
+// a long value.
+func TestKeySurvivesRefills(t *testing.T) {
+	for name, data := range handmadeCorpus() {
+		var want []string
+		p := NewBytesParser(data, nil)
+		for p.Next() {
+			want = append(want, string(p.Entry().Key))
+		}
+		for _, visit := range []bool{true, false} {
+			q := NewParser(iotest.OneByteReader(bytes.NewReader(data)), &Options{BufferSize: 64})
+			var got []string
+			for q.Next() {
+				if visit {
+					if q.Entry().Type == String {
+						q.Value()
+					} else {
+						q.Visit(func(*Element) error { return nil })
+					}
+				}
+				got = append(got, string(q.Entry().Key)) // read after the value
+			}
+			if q.Err() != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("%s (visit %v): err %v\ngot  %q\nwant %q", name, visit, q.Err(), got, want)
+			}
+		}
+	}
+	w := newRDB(9).key(rdbList, "the-key").len(1000)
+	for range 999 {
+		w.str(strings.Repeat("x", 50))
+	}
+	data := w.byte1(0xC7).end() // a bad string encoding as the last item
+	for _, filter := range []Filter{nil, func(*Entry) bool { return false }} {
+		err := parseAll(NewParser(bytes.NewReader(data), &Options{BufferSize: 64, Filter: filter}), true)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || string(ce.Key) != "the-key" {
+			t.Fatalf("filter %v: err %v", filter != nil, err)
+		}
 	}
 }

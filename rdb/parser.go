@@ -54,12 +54,15 @@ const (
 	rdbHashMetadata        = 24
 	rdbHashListpackEx      = 25
 	rdbStreamListpacks4    = 26
+	rdbStreamListpacks5    = 27
 )
 
-// maxRedisVersion is the newest Redis RDB version this parser knows of;
-// Valkey files ("VALKEY" magic) use versions from 80 on.
+// maxRedisVersion is the newest Redis RDB version accepted: 13 is Redis 8.6;
+// 14 (Redis 8.8) adds stream type 27, read here, and types 28 and up
+// (arrays, hash templates, GCRA), which fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
+// versions from 80 on.
 const (
-	maxRedisVersion  = 13
+	maxRedisVersion  = 14
 	minValkeyVersion = 80
 	maxValkeyVersion = 81
 	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
@@ -89,18 +92,25 @@ type Parser struct {
 	db   int
 	slot int
 
-	// Reused buffers. Each holds bytes that must outlive later reads of the
-	// window; see readString.
-	keyBuf, lzfBuf, lzfBuf2, fieldBuf, groupBuf, scratch []byte
-	numA, numB                                           [24]byte
-	masterFields                                         [][]byte
-	masterScratch                                        []byte
-	el                                                   Element
-	fields                                               [][]byte
-	visiting                                             func(*Element) error
-	stopped                                              bool // SkipRest returned during this Visit
-	moduleID                                             uint64
-	moduleName                                           string
+	// Reused buffers, grown to the largest value seen and kept. Which
+	// buffer a string is decoded into decides how long it lives:
+	keyBuf   []byte // the current key (streaming input); valid until the next Next
+	lzfBuf   []byte // LZF/int strings: Value's result, list items, listpacks; until the next read
+	lzfBuf2  []byte // hash values, while the field sits in fieldBuf
+	fieldBuf []byte // a field or member that must survive the read of its value or score
+	groupBuf []byte // the stream group name while its PEL and consumers are read
+
+	numA, numB    [24]byte // decimal form of packed integers, one per slot of an element
+	scratch       []byte   // stream entry integers (see packedBytesInto)
+	masterFields  [][]byte // fields of the current stream node's master entry
+	masterScratch []byte   // their integers
+	fields        [][]byte // Element.Fields of the current stream entry
+
+	el         Element              // passed to the Visit callback; valid during the call only
+	visiting   func(*Element) error // the Visit callback; nil outside Visit
+	stopped    bool                 // SkipRest returned during this Visit
+	moduleID   uint64               // last module type id seen, and its decoded name
+	moduleName string
 }
 
 // NewParser returns a Parser reading r. opts may be nil. Nothing is read
@@ -121,6 +131,28 @@ func NewBytesParser(data []byte, opts *Options) *Parser {
 	return p
 }
 
+// Reset makes p parse a new input read from r, as NewParser would, keeping
+// its options and its grown buffers, so scanning many files costs no new
+// allocations. If p came from Open, its file is closed first.
+func (p *Parser) Reset(r io.Reader) {
+	_ = p.Close()
+	var window []byte
+	if p.r.src != nil { // our own window (not the caller's bytes or a mapping)
+		window = p.r.buf[:cap(p.r.buf)]
+		if len(window) > maxRetainedBuffer {
+			window = nil
+		}
+	}
+	spare := p.r.spare // Close stopped the helper: no chunk is in flight
+	p.r = reader{src: r, buf: window, spare: spare, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	p.hdr = Header{Aux: p.hdr.Aux[:0]}
+	p.started, p.done, p.err = false, false, nil
+	p.entry = Entry{Idle: -1, Freq: -1, Slot: -1}
+	p.hasEntry, p.consumed, p.value, p.valkey = false, false, nil, false
+	p.db, p.slot = 0, -1
+	p.path, p.mapping = "", nil
+}
+
 // Header returns the file header and the AUX fields read so far.
 func (p *Parser) Header() *Header { return &p.hdr }
 
@@ -139,18 +171,31 @@ func (p *Parser) Err() error { return p.err }
 // Offset returns the byte offset of the next unread byte.
 func (p *Parser) Offset() int64 { return p.r.offset() }
 
-// Close releases the file (and its mapping) opened by Open. It is a no-op
-// for NewParser. After Close no borrowed bytes may be used.
+// Close stops the checksum helper goroutine, if one is running, and releases
+// the file (and its mapping) opened by Open. A parse that reaches the end or
+// fails stops the helper by itself; call Close when abandoning a parse half
+// way (a dropped Parser's helper is otherwise only stopped by a cleanup after
+// garbage collection). After Close no borrowed bytes may be used.
 func (p *Parser) Close() error {
 	p.hasEntry = false
+	p.stopWorker()
 	if p.closer == nil {
 		return nil
 	}
+	p.done = true // the input is gone: Next returns false, Err keeps its value
 	c := p.closer
 	p.closer = nil
 	p.r.buf = nil
 	p.r.pos, p.r.end = 0, 0
 	return c()
+}
+
+// stopWorker ends the checksum helper, if any, before its input goes away.
+func (p *Parser) stopWorker() {
+	if p.r.worker != nil {
+		p.r.worker.stop()
+		p.r.worker = nil
+	}
 }
 
 // fail records err as the sticky error, as a *CorruptionError at the current
@@ -161,6 +206,7 @@ func (p *Parser) fail(err error) error {
 	}
 	p.err = p.corrupt(err)
 	p.hasEntry = false
+	p.stopWorker()
 	return p.err
 }
 
@@ -195,6 +241,7 @@ func (p *Parser) Next() bool {
 			p.fail(err)
 			return false
 		}
+		p.attachCRCWorker()
 	}
 	if p.hasEntry && !p.consumed {
 		if err := p.skipValue(p.rawType); err != nil {
@@ -204,13 +251,10 @@ func (p *Parser) Next() bool {
 	}
 	p.hasEntry = false
 	p.entry.Key = nil
+	p.r.pinLive = false
 	p.value = nil
 	p.r.shrink()
-	if p.mapping != nil {
-		// Nothing before pos is borrowed any more: sum it, then let it go.
-		p.r.sumCRC(p.r.pos)
-		p.mapping.release(p.r.pos)
-	}
+	p.releaseMapped()
 	if err := p.nextRecord(); err != nil {
 		p.fail(err)
 		return false
@@ -259,6 +303,7 @@ func (p *Parser) nextRecord() error {
 	e.ExpireAt, e.Idle, e.Freq = 0, -1, -1
 	recStart := int64(-1)
 	for {
+		p.releaseMapped() // a filter may skip a whole file inside this loop
 		off := p.r.offset()
 		t, err := p.r.readByte()
 		if err != nil {
@@ -371,11 +416,16 @@ func (p *Parser) nextRecord() error {
 			if recStart < 0 {
 				recStart = off
 			}
-			key, err := p.readString(&p.keyBuf, true)
+			// The key stays in the window; the reader copies it out only if
+			// a refill comes before the next Next (see reader.pinned).
+			key, err := p.readString(&p.keyBuf, false)
 			if err != nil {
 				return err
 			}
 			e.DB, e.Key, e.Type, e.Encoding, e.Slot, e.Offset = p.db, key, typ, enc, p.slot, recStart
+			if !p.r.static() {
+				p.r.pinned, p.r.pinBuf, p.r.pinLive = &e.Key, &p.keyBuf, true
+			}
 			e.Module = ""
 			p.rawType = t
 			p.hasEntry, p.consumed = true, false
@@ -396,6 +446,19 @@ func (p *Parser) nextRecord() error {
 			}
 			return nil
 		}
+	}
+}
+
+// releaseMapped hands the pages of a mapped file before the current
+// position back to the kernel once enough of them are done with. Nothing
+// before pos is borrowed between records; the CRC is brought up to pos first.
+func (p *Parser) releaseMapped() {
+	if p.r.worker != nil && p.r.pos-p.r.crcPos >= crcChunk {
+		p.r.sumCRC(p.r.pos)
+	}
+	if m := p.mapping; m != nil && p.r.pos-m.released >= releaseChunk {
+		p.r.sumCRC(p.r.pos)
+		m.release(min(p.r.pos, p.r.crcProgress()))
 	}
 }
 
@@ -458,14 +521,14 @@ func (p *Parser) classify(t byte) (Encoding, Type, bool) {
 		return EncHashListpackEx, Hash, !p.valkey
 	case rdbStreamListpacks4:
 		return EncStreamListpacks4, Stream, !p.valkey
+	case rdbStreamListpacks5:
+		return EncStreamListpacks5, Stream, !p.valkey
 	}
 	return 0, 0, false
 }
 
 func (p *Parser) finish() error {
-	p.r.sumCRC(p.r.pos)
-	sum := p.r.crc
-	p.r.crcOn = false
+	sum := p.r.finishCRC(p.r.pos)
 	p.done = true
 	if p.hdr.Version < 5 && !p.valkey {
 		return nil // no checksum before RDB 5
@@ -512,6 +575,35 @@ func (p *Parser) readLen() (uint64, error) {
 // readLenOrEnc reads a length; special reports the 11xxxxxx form, whose low
 // six bits (returned as n) name a string encoding.
 func (p *Parser) readLenOrEnc() (n uint64, special bool, err error) {
+	// Fast path: enough bytes in the window for any length form.
+	if r := &p.r; r.end-r.pos >= 9 {
+		w := r.buf[r.pos:r.end]
+		c := w[0]
+		switch c >> 6 {
+		case 0:
+			r.pos++
+			return uint64(c & 0x3f), false, nil
+		case 1:
+			r.pos += 2
+			return uint64(c&0x3f)<<8 | uint64(w[1]), false, nil
+		case 3:
+			r.pos++
+			return uint64(c & 0x3f), true, nil
+		}
+		switch c {
+		case 0x80:
+			r.pos += 5
+			return uint64(binary.BigEndian.Uint32(w[1:])), false, nil
+		case 0x81:
+			r.pos += 9
+			return binary.BigEndian.Uint64(w[1:]), false, nil
+		}
+		return 0, false, errorf(ErrMalformed, "length prefix 0x%02x", c)
+	}
+	return p.readLenOrEncSlow()
+}
+
+func (p *Parser) readLenOrEncSlow() (n uint64, special bool, err error) {
 	b, err := p.r.readByte()
 	if err != nil {
 		return 0, false, err
@@ -562,6 +654,19 @@ func (p *Parser) checkSize(n uint64) (int, error) {
 // into *dst (for a streaming source) so it survives later reads. Integer and
 // LZF encodings are always decoded into *dst. *dst is reused across calls.
 func (p *Parser) readString(dst *[]byte, stable bool) ([]byte, error) {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			start := r.pos + 1
+			end := start + int(c)
+			r.pos = end
+			if stable && r.src != nil {
+				*dst = append((*dst)[:0], r.buf[start:end]...)
+				return *dst, nil
+			}
+			return r.buf[start:end:end], nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return nil, err
@@ -652,6 +757,13 @@ func (p *Parser) readLZF(dst *[]byte) ([]byte, error) {
 // skipString walks over one RDB string without decoding it: LZF payloads
 // are skipped by their compressed length.
 func (p *Parser) skipString() error {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			r.pos += 1 + int(c)
+			return nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return err

@@ -145,13 +145,16 @@ func TestCRC64Jones(t *testing.T) {
 	if got := crc64Update(0, []byte("123456789")); got != 0xe9c6d914c4b8d9ca {
 		t.Fatalf("crc64(123456789) = %x", got)
 	}
-	long := bytes.Repeat([]byte("0123456789abcdef"), 100)
+	long := bytes.Repeat([]byte("0123456789abcdef!"), 5000) // several three-lane blocks and a tail
 	var bytewise uint64
 	for _, c := range long {
 		bytewise = crc64Update(bytewise, []byte{c})
 	}
 	if whole := crc64Update(0, long); whole != bytewise {
-		t.Fatalf("slicing-by-8 %x != bytewise %x", whole, bytewise)
+		t.Fatalf("three-lane %x != bytewise %x", whole, bytewise)
+	}
+	if split := crc64Update(crc64Update(7, long[:12345]), long[12345:]); split != crc64Update(7, long) {
+		t.Fatalf("split update %x != whole", split)
 	}
 }
 
@@ -413,5 +416,24 @@ func TestAccessorMisuse(t *testing.T) {
 	p.Next()
 	if err := p.Visit(func(*Element) error { return boom }); err != boom || p.Err() != boom || p.Next() {
 		t.Fatalf("callback error: %v / %v", err, p.Err())
+	}
+}
+
+func TestCloneDoesNotAlias(t *testing.T) {
+	w := newRDB(11).key(rdbHashListpack, "h").str(string(listpack("f1", "v1", "f2", 2)))
+	w.key(rdbString, "next").str("x")
+	data := w.end()
+	p := NewParser(bytes.NewReader(data), &Options{BufferSize: 64})
+	var kept []Element
+	var keys []Entry
+	for p.Next() {
+		keys = append(keys, p.Entry().Clone())
+		if p.Entry().Type == Hash {
+			p.Visit(func(el *Element) error { kept = append(kept, el.Clone()); return nil })
+		}
+	}
+	if p.Err() != nil || len(kept) != 2 || string(kept[0].Member) != "f1" || string(kept[0].Value) != "v1" ||
+		string(kept[1].Member) != "f2" || string(kept[1].Value) != "2" || string(keys[0].Key) != "h" || string(keys[1].Key) != "next" {
+		t.Fatalf("err %v kept %+v keys %+v", p.Err(), kept, keys)
 	}
 }

@@ -31,6 +31,29 @@ type reader struct {
 	crcOn  bool
 	crc    uint64
 	crcPos int
+	worker *crcWorker // sums in the background (crcworker.go); nil: inline
+
+	// Streaming input with a helper: the window alternates between buf and
+	// spare. pendSpare chunks handed to the helper from spare (or from
+	// buffers dropped by growth) and pendBuf from buf are not yet
+	// acknowledged; acks arrive in order, spare's first. REQUIRES before
+	// refilling into spare: pendSpare == 0.
+	spare              []byte
+	pendSpare, pendBuf int
+	onWorker           func(*crcWorker) // called when a streaming helper starts
+
+	// A slice of buf that must outlive refills (the current key): while
+	// pinLive, the first refill copies *pinned into *pinBuf and repoints it.
+	// Keys are thus copied only when their value spans a refill.
+	pinned, pinBuf *[]byte
+	pinLive        bool
+}
+
+// savePin moves the pinned slice out of the window before it is reused.
+func (r *reader) savePin() {
+	*r.pinBuf = append((*r.pinBuf)[:0], *r.pinned...)
+	*r.pinned = *r.pinBuf
+	r.pinLive = false
 }
 
 func (r *reader) offset() int64 { return r.base + int64(r.pos) }
@@ -48,12 +71,39 @@ func (r *reader) remaining() int64 {
 
 // sumCRC brings the CRC up to buf[:i].
 func (r *reader) sumCRC(i int) {
-	if r.crcOn && i > r.crcPos {
+	if i <= r.crcPos {
+		return
+	}
+	switch {
+	case r.worker != nil:
+		r.worker.add(r.buf[r.crcPos:i])
+		if r.src != nil {
+			r.pendBuf++
+		}
+	case r.crcOn:
 		r.crc = crc64Update(r.crc, r.buf[r.crcPos:i])
 	}
-	if i > r.crcPos {
-		r.crcPos = i
+	r.crcPos = i
+}
+
+// crcProgress returns how much of a static input has been summed (the
+// helper may lag behind crcPos).
+func (r *reader) crcProgress() int {
+	if r.worker != nil {
+		return int(r.worker.progress.Load())
 	}
+	return r.crcPos
+}
+
+// finishCRC sums up to buf[:i], stops the helper and returns the CRC.
+func (r *reader) finishCRC(i int) uint64 {
+	r.sumCRC(i)
+	if r.worker != nil {
+		r.crc = r.worker.stop()
+		r.worker = nil
+	}
+	r.crcOn = false
+	return r.crc
 }
 
 // errTruncatedAt is what running out of input means; a real read error from
@@ -70,12 +120,42 @@ func (r *reader) drop() {
 	if r.pos == 0 {
 		return
 	}
+	if r.pinLive {
+		r.savePin()
+	}
+	if r.worker == nil && r.crcOn && r.onWorker != nil {
+		// The input outgrew the first window: sum the rest in the background.
+		r.worker = startCRCWorker(r.crc, true)
+		r.onWorker(r.worker)
+	}
 	r.sumCRC(r.pos)
-	n := copy(r.buf, r.buf[r.pos:r.end])
+	if r.worker == nil {
+		n := copy(r.buf, r.buf[r.pos:r.end])
+		r.base += int64(r.pos)
+		r.end, r.pos, r.crcPos = n, 0, 0
+		return
+	}
+	// buf's consumed bytes are with the helper: move the unconsumed tail
+	// to the other buffer once the helper is done with it.
+	for ; r.pendSpare > 0; r.pendSpare-- {
+		<-r.worker.acks
+	}
+	if cap(r.spare) < len(r.buf) {
+		r.spare = make([]byte, len(r.buf))
+	}
+	next := r.spare[:len(r.buf)]
+	n := copy(next, r.buf[r.pos:r.end])
+	r.spare, r.buf = r.buf, next
+	r.pendSpare, r.pendBuf = r.pendBuf, 0
 	r.base += int64(r.pos)
-	r.end = n
-	r.pos = 0
-	r.crcPos = 0
+	r.end, r.pos, r.crcPos = n, 0, 0
+}
+
+// abandonBuf is called when buf is replaced by a new array: its chunks in
+// flight are counted with spare's, so spare is reused only after them.
+func (r *reader) abandonBuf() {
+	r.pendSpare += r.pendBuf
+	r.pendBuf = 0
 }
 
 // readMore reads once from src into buf[end:], growing buf if it is full.
@@ -91,6 +171,7 @@ func (r *reader) readMore() error {
 		nb := make([]byte, n)
 		copy(nb, r.buf[:r.end])
 		r.buf = nb
+		r.abandonBuf()
 	}
 	for tries := 0; ; tries++ {
 		m, err := r.src.Read(r.buf[r.end:])
@@ -134,10 +215,16 @@ func (r *reader) fill(n int) error {
 }
 
 func (r *reader) readByte() (byte, error) {
-	if r.pos >= r.end {
-		if err := r.fill(1); err != nil {
-			return 0, err
-		}
+	if p := r.pos; p < r.end { // fast path, kept small enough to inline
+		r.pos = p + 1
+		return r.buf[p], nil
+	}
+	return r.readByteSlow()
+}
+
+func (r *reader) readByteSlow() (byte, error) {
+	if err := r.fill(1); err != nil {
+		return 0, err
 	}
 	b := r.buf[r.pos]
 	r.pos++
@@ -146,10 +233,17 @@ func (r *reader) readByte() (byte, error) {
 
 // read consumes n bytes and returns them as a window slice.
 func (r *reader) read(n int) ([]byte, error) {
-	if r.end-r.pos < n {
-		if err := r.fill(n); err != nil {
-			return nil, err
-		}
+	p := r.pos
+	if r.end-p < n {
+		return r.readSlow(n)
+	}
+	r.pos = p + n
+	return r.buf[p : p+n : p+n], nil
+}
+
+func (r *reader) readSlow(n int) ([]byte, error) {
+	if err := r.fill(n); err != nil {
+		return nil, err
 	}
 	b := r.buf[r.pos : r.pos+n : r.pos+n]
 	r.pos += n
@@ -199,7 +293,13 @@ func (r *reader) skip(n int64) error {
 
 // shrink releases an oversized window once a large value has been consumed.
 func (r *reader) shrink() {
-	if r.src == nil || len(r.buf) <= maxRetainedBuffer || r.end-r.pos > r.initSize {
+	if len(r.buf) > maxRetainedBuffer && r.src != nil {
+		r.shrinkSlow()
+	}
+}
+
+func (r *reader) shrinkSlow() {
+	if r.end-r.pos > r.initSize {
 		return
 	}
 	r.sumCRC(r.pos)
@@ -207,4 +307,8 @@ func (r *reader) shrink() {
 	n := copy(nb, r.buf[r.pos:r.end])
 	r.base += int64(r.pos)
 	r.buf, r.pos, r.end, r.crcPos = nb, 0, n, 0
+	r.abandonBuf()
+	if len(r.spare) > maxRetainedBuffer {
+		r.spare = nil // a new one is made at the next refill; in-flight chunks keep theirs alive
+	}
 }

@@ -82,7 +82,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 		return err
 	}
 	for ; groups > 0; groups-- {
-		name, err := p.readString(&p.groupBuf, true)
+		var name []byte
+		if visit {
+			name, err = p.readString(&p.groupBuf, true)
+		} else {
+			err = p.skipString()
+		}
 		if err != nil {
 			return err
 		}
@@ -135,7 +140,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 			return err
 		}
 		for ; consumers > 0; consumers-- {
-			cname, err := p.readString(&p.fieldBuf, true)
+			var cname []byte
+			if visit {
+				cname, err = p.readString(&p.fieldBuf, true)
+			} else {
+				err = p.skipString()
+			}
 			if err != nil {
 				return err
 			}
@@ -171,6 +181,19 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 					if err := p.emit(); err != nil {
 						return err
 					}
+				}
+			}
+		}
+		if t >= rdbStreamListpacks5 {
+			// The NACK zone: [n] { [ID: 16 raw] }*, group PEL entries no
+			// consumer owns (already visited as StreamPending).
+			n, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			for ; n > 0; n-- {
+				if err := p.r.skip(16); err != nil {
+					return err
 				}
 			}
 		}
@@ -212,12 +235,9 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 	if !ok || nf < 0 || nf > int64(len(lp)) {
 		return bad("master field count")
 	}
-	// Master fields are formatted once into masterScratch, sized up front so
-	// the slices into it stay valid.
+	// Master fields are formatted once into masterScratch (see
+	// packedBytesInto for why earlier slices into it stay valid).
 	p.masterFields = p.masterFields[:0]
-	if need := int(nf) * 21; cap(p.masterScratch) < need {
-		p.masterScratch = make([]byte, 0, need)
-	}
 	p.masterScratch = p.masterScratch[:0]
 	for range nf {
 		if ok, err := it.next(); err != nil || !ok {
@@ -254,9 +274,6 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 			}
 		}
 		p.fields = p.fields[:0]
-		if need := int(n) * 2 * 21; cap(p.scratch) < need {
-			p.scratch = make([]byte, 0, need)
-		}
 		p.scratch = p.scratch[:0]
 		for i := range n {
 			if !same {
@@ -288,11 +305,17 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 }
 
 // packedBytesInto returns the current entry's bytes, formatting an integer
-// at the end of *scratch (whose capacity the caller reserved, so earlier
-// slices into it stay valid).
+// at the end of *scratch. When *scratch is full it moves to a new, larger
+// array rather than growing in place, so slices already handed out keep
+// pointing at intact bytes; the largest array is then reused for later
+// entries. Growth follows the integers actually present, never a count read
+// from the file.
 func (p *Parser) packedBytesInto(it *packedIter, scratch *[]byte) []byte {
 	if !it.isInt {
 		return it.s
+	}
+	if cap(*scratch)-len(*scratch) < 20 {
+		*scratch = make([]byte, 0, max(256, 2*cap(*scratch)))
 	}
 	start := len(*scratch)
 	*scratch = strconv.AppendInt(*scratch, it.v, 10)

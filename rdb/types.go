@@ -61,6 +61,7 @@ const (
 	EncHashListpackEx                      // 25: min TTL, then listpack of field, value, TTL
 	EncStreamListpacks4                    // 26: stream, Redis 8.6
 	EncHash2                               // 22 in a Valkey 9 file: field, value, per-field expiry
+	EncStreamListpacks5                    // 27: stream, Redis 8.8 (per-group NACK zone)
 )
 
 var encodingNames = [...]string{
@@ -68,6 +69,7 @@ var encodingNames = [...]string{
 	"zset-ziplist", "hash-ziplist", "quicklist", "stream-listpacks", "hash-listpack", "zset-listpack",
 	"quicklist2", "stream-listpacks2", "set-listpack", "stream-listpacks3", "hash-metadata-pre-ga",
 	"hash-listpack-ex-pre-ga", "hash-metadata", "hash-listpack-ex", "stream-listpacks4", "hash2",
+	"stream-listpacks5",
 }
 
 // String returns a short stable name for the encoding ("quicklist2", ...).
@@ -203,6 +205,22 @@ type Element struct {
 	// Modules.
 	ModuleOpcode int   // ModuleSint ... ModuleString
 	Int          int64 // ModuleSint, ModuleUint (as the same 64 bits)
+}
+
+// Clone returns a copy of el whose byte slices do not alias the parser's
+// buffers, for callers that keep elements past the callback.
+func (el *Element) Clone() Element {
+	c := *el
+	c.Member = bytes.Clone(el.Member)
+	c.Value = bytes.Clone(el.Value)
+	c.Group = bytes.Clone(el.Group)
+	if el.Fields != nil {
+		c.Fields = make([][]byte, len(el.Fields))
+		for i, f := range el.Fields {
+			c.Fields[i] = bytes.Clone(f)
+		}
+	}
+	return c
 }
 
 // Header describes the file: its magic, RDB version and the AUX fields read
