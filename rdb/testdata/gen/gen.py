@@ -230,11 +230,22 @@ class Running:
                 if self.proc.poll() is not None:
                     break
                 try:
-                    self.client.raw("PING")
-                    return self
+                    info = self.client.raw("INFO", "server").decode()
                 except (redis.ConnectionError, redis.BusyLoadingError):
                     time.sleep(0.05)
-            self.stop()
+                    continue
+                # Make sure it is our server answering, not one that took the port
+                # between free_port() and our bind (ours would then exit).
+                if f"process_id:{self.proc.pid}\r\n" in info:
+                    return self
+                break
+            # Not started (or not ours on that port): end our process only, without
+            # sending SHUTDOWN to whatever answers on the port.
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.client.r.close()
+            self.proc = None
         log = ""
         try:
             with open(os.path.join(self.dir, "server.log")) as f:
