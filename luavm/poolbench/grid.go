@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,11 @@ type Result struct {
 	Cell
 	NsPerOp float64 `json:"ns_per_op"`
 	// CPUNsPerOp is CPU time (all cores) per op during the measured run.
-	CPUNsPerOp  float64 `json:"cpu_ns_per_op"`
+	CPUNsPerOp float64 `json:"cpu_ns_per_op"`
+	// PBusy is the share of the Go scheduler's P time that was not idle
+	// during the measured run (runtime/metrics): how well the strategy keeps
+	// GOMAXPROCS busy, whatever share of the machine the OS gave the child.
+	PBusy       float64 `json:"p_busy"`
 	BytesPerOp  int64   `json:"bytes_per_op"`
 	AllocsPerOp int64   `json:"allocs_per_op"`
 	Ops         int     `json:"ops"`
@@ -82,16 +87,23 @@ func RunChild(cell Cell, w io.Writer) error {
 	type run struct {
 		r     testing.BenchmarkResult
 		cpuNs float64
+		busy  float64
 	}
 	var runs []run
 	for range max(cell.Count, 1) {
 		before := selfCPU()
+		idle0, total0 := schedCPU()
 		r := testing.Benchmark(fn)
 		if r.N == 0 {
 			return fmt.Errorf("poolbench: cell %s failed (see stderr)", cell)
 		}
+		idle1, total1 := schedCPU()
+		busy := 0.0
+		if total1 > total0 {
+			busy = 100 * (1 - (idle1-idle0)/(total1-total0))
+		}
 		// testing.Benchmark runs the body once with N=1 before the N run.
-		runs = append(runs, run{r, float64(selfCPU()-before) / float64(r.N+1)})
+		runs = append(runs, run{r, float64(selfCPU()-before) / float64(r.N+1), busy})
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].r.NsPerOp() < runs[j].r.NsPerOp() })
 	med := runs[len(runs)/2]
@@ -99,11 +111,24 @@ func RunChild(cell Cell, w io.Writer) error {
 		Cell:        cell,
 		NsPerOp:     float64(med.r.T.Nanoseconds()) / float64(med.r.N),
 		CPUNsPerOp:  med.cpuNs,
+		PBusy:       med.busy,
 		BytesPerOp:  med.r.AllocedBytesPerOp(),
 		AllocsPerOp: med.r.AllocsPerOp(),
 		Ops:         med.r.N,
 	}
 	return json.NewEncoder(w).Encode(res)
+}
+
+// schedCPU returns the Go runtime's idle and total P time in seconds. The
+// runtime accumulates them at GC, hence the GC first.
+func schedCPU() (idle, total float64) {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 || s[1].Value.Kind() != metrics.KindFloat64 {
+		return 0, 0
+	}
+	return s[0].Value.Float64(), s[1].Value.Float64()
 }
 
 // selfCPU is this process's user+system CPU time so far.
@@ -247,22 +272,35 @@ func Grid(strategies []string, modes []Mode, goroutines, cpus []int, d time.Dura
 }
 
 // Header are the table's columns, the report's plus ours.
-var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB"}
+var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "P busy %", "est. idle ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB"}
 
 func (r Result) row() []string {
 	if r.Err != "" {
-		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", ""}
+		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", "", "", ""}
 	}
 	return []string{
 		r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines),
 		strconv.FormatFloat(r.NsPerOp, 'f', 0, 64),
 		strconv.FormatFloat(r.CPUNsPerOp, 'f', 0, 64),
+		strconv.FormatFloat(r.PBusy, 'f', 0, 64),
+		strconv.FormatFloat(r.EstNsPerOp(), 'f', 0, 64),
 		strconv.FormatInt(r.BytesPerOp, 10),
 		strconv.FormatInt(r.AllocsPerOp, 10),
 		strconv.FormatFloat(r.CPUAvg, 'f', 0, 64),
 		strconv.FormatFloat(r.CPUPeak, 'f', 0, 64),
 		strconv.FormatFloat(float64(r.MaxRSS)/(1<<20), 'f', 1, 64),
 	}
+}
+
+// EstNsPerOp estimates the wall ns/op the cell would show on an idle
+// machine: its CPU time per op spread over the Ps it kept busy. On a machine
+// shared with other work the OS gives the child only part of its CPUs, which
+// inflates wall ns/op but not CPU time per op.
+func (r Result) EstNsPerOp() float64 {
+	if r.PBusy <= 0 || r.CPUs <= 0 {
+		return r.NsPerOp
+	}
+	return r.CPUNsPerOp / (float64(r.CPUs) * r.PBusy / 100)
 }
 
 // WriteMarkdown writes results as a markdown table.
