@@ -392,3 +392,25 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func TestDoPanicDiscardsVM(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("p", `function ok(n) return n end`, ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic in f did not propagate")
+			}
+		}()
+		m.Do(context.Background(), "p", func(vm *VM) error { panic("in f") })
+	}()
+	st := stats(t, m, "p")
+	if st.VMsClosed != 1 || st.VMsCore != 0 {
+		t.Fatalf("the VM of a panicking f was kept: %+v", st)
+	}
+	if _, err := m.Invoke(context.Background(), "p", "ok", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+}
