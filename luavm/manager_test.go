@@ -414,3 +414,36 @@ func TestDoPanicDiscardsVM(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReusedRow(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("r", `function f(row) row.total = row.price * row.qty return row.id end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := []map[string]any{
+		{"id": "a", "price": 2.5, "qty": int64(4)},
+		{"id": "b", "price": 1.0, "qty": int64(3)},
+	}
+	err := m.Do(context.Background(), "r", func(vm *VM) error {
+		fn, err := vm.Func("f")
+		if err != nil {
+			return err
+		}
+		for _, row := range rows {
+			id, err := vm.Call1(fn, vm.Row(row))
+			if err != nil {
+				return err
+			}
+			if id.String() != row["id"] {
+				t.Errorf("id = %s, want %s", id, row["id"])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0]["total"] != int64(10) || rows[1]["total"] != int64(3) {
+		t.Fatalf("rows = %v", rows)
+	}
+}

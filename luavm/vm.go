@@ -40,6 +40,10 @@ type VM struct {
 	dirty     bool
 	scratch   []lua.LValue
 
+	// row is the reusable proxy of Row; rowData its value.
+	row     *lua.LUserData
+	rowData *rowData
+
 	// ctx is the VM's one context, set on the LState once at creation; the
 	// watchdog closes its done channel when the call's deadline passes.
 	// nil when the script has no time limit (the interpreter loop then
@@ -202,6 +206,9 @@ func (vm *VM) cleanGlobals() {
 func (vm *VM) reset() {
 	if vm.L.GetTop() != 0 {
 		vm.L.SetTop(0)
+	}
+	if vm.rowData != nil {
+		vm.rowData.m = nil // do not keep the caller's row alive
 	}
 	if vm.dirty || (vm.proxyMeta != nil && vm.proxy.Metatable != lua.LValue(vm.proxyMeta)) {
 		vm.cleanGlobals()
