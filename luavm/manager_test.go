@@ -447,3 +447,27 @@ func TestReusedRow(t *testing.T) {
 		t.Fatalf("rows = %v", rows)
 	}
 }
+
+func TestWriteMetrics(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load(`a"b.lua`, `function ok() return 1 end function bad() error("x") end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Invoke(context.Background(), `a"b.lua`, "ok", 1)
+	m.Invoke(context.Background(), `a"b.lua`, "bad", 1)
+	var buf strings.Builder
+	if err := m.WriteMetrics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# TYPE luavm_calls_total counter\n",
+		`luavm_calls_total{script="a\"b.lua"} 2` + "\n",
+		`luavm_errors_total{script="a\"b.lua"} 1` + "\n",
+		`luavm_vms_core{script="a\"b.lua"} 1` + "\n",
+		`luavm_vms_created_total{script="a\"b.lua"} 1` + "\n",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, buf.String())
+		}
+	}
+}
