@@ -129,8 +129,9 @@ type pool struct {
 	// sync.Pool: a VM released on a P is parked in that P's slot and the
 	// next acquire on the same P takes it back with one atomic swap, without
 	// the mutex and without touching a cache line another CPU writes (with
-	// 2 CPUs really running in parallel, the shared mutex alone cost the
-	// default ~2x). The slots are skipped whenever callers wait (those only
+	// two CPUs in parallel, one shared free list let VMs wander between the
+	// CPUs and callers wait; see docs/pool.md). Slots are skipped whenever
+	// callers wait (those only
 	// look at free), and waiters look into every slot before they park (the
 	// release and the wait store then load in opposite orders, so one of the
 	// two always sees the other). nil for StrategyNone. VMs in slots are
