@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/spf13/cobra v1.10.2
+	github.com/yuin/gopher-lua v1.1.2
 	go.uber.org/goleak v1.3.0
 )
 
