@@ -1,0 +1,10 @@
+// Package rdbtool is what `sluice rdb` and `sluice bench rdb` do with a Redis
+// RDB snapshot, built on the streaming parser in package rdb: JSON / JSON
+// Lines export in a lossless, documented form, a memory report (estimated
+// bytes per key, as redis-rdb-tools estimates them), key listing and counts,
+// filters mapped onto the parser's own key filter so rejected values are
+// skipped undecoded, per-key Lua scripts through luavm, and the benchmark
+// corpus generator and runner.
+//
+// The JSON form is documented in docs/rdb.md.
+package rdbtool
