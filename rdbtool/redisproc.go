@@ -228,4 +228,3 @@ func readReply(r *bufio.Reader) (any, error) {
 	}
 	return nil, fmt.Errorf("rdbtool: unexpected reply type %q", line[0])
 }
-

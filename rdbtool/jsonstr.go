@@ -1,0 +1,119 @@
+package rdbtool
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// appendString appends s as the lossless JSON form of a Redis string: a JSON
+// string when s is valid UTF-8, else {"base64":"..."} (standard alphabet,
+// padded). Redis strings are binary-safe, JSON strings are Unicode: this keeps
+// every byte and keeps the common case readable.
+func appendString(dst, s []byte) []byte {
+	mark := len(dst)
+	dst, ok := appendQuotedUTF8(dst, s)
+	if ok {
+		return dst
+	}
+	dst = append(dst[:mark], `{"base64":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, s)
+	return append(dst, `"}`...)
+}
+
+// appendQuotedUTF8 appends s as a JSON string. It reports false (with dst
+// holding partial output the caller discards) if s is not valid UTF-8.
+//
+// Escapes: '"' and '\\' with a backslash, control bytes < 0x20 as \n \r \t
+// \b \f or \u00XX; everything else, including multi-byte UTF-8, is copied.
+// U+2028 / U+2029 are valid JSON and copied (encoding/json escapes them only
+// for embedding in HTML/JavaScript).
+func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
+	dst = append(dst, '"')
+	start := 0 // s[start:i] is safe and not yet copied
+	i := 0
+	for i < len(s) {
+		// Eight bytes at a time while none needs attention (SWAR).
+		for i+8 <= len(s) && !needsAttention(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, false
+			}
+			i += size
+			continue
+		}
+		if safeASCII[c] {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// safeASCII[c] is true for ASCII bytes copied verbatim into a JSON string.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// needsAttention reports whether any of the 8 bytes in x is a control byte
+// (< 0x20), '"', '\\' or non-ASCII (>= 0x80). Classic SWAR: a byte b is
+// "less than n" when (b - n) borrows into bit 7 while b itself had bit 7 clear.
+func needsAttention(x uint64) bool {
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	lessThan20 := (x - lo*0x20) & ^x
+	quote := x ^ (lo * '"')
+	isQuote := (quote - lo) & ^quote
+	bslash := x ^ (lo * '\\')
+	isBslash := (bslash - lo) & ^bslash
+	return (lessThan20|isQuote|isBslash|x)&hi != 0
+}
+
+// appendFloat appends a zset score or other double in a JSON-safe form: a
+// JSON number in the shortest form that round-trips, or the strings "inf",
+// "-inf", "nan", which JSON numbers cannot express.
+func appendFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(dst, `"inf"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-inf"`...)
+	case math.IsNaN(f):
+		return append(dst, `"nan"`...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
