@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/spf13/cobra v1.10.2
+	github.com/yuin/gopher-lua v1.1.2
+	go.uber.org/goleak v1.3.0
 	golang.org/x/term v0.47.0
 )
 
