@@ -1,0 +1,55 @@
+// Package rdb reads Redis and Valkey RDB snapshot files as a stream of keys.
+//
+// It is built for nightly scans of multi-gigabyte snapshots: the file is read
+// once, front to back, through a reusable window buffer (or a memory map, see
+// Open), and nothing is decoded that the caller does not ask for.
+//
+//	p := rdb.NewParser(r, nil)
+//	for p.Next() {
+//		e := p.Entry() // DB, Key, Type, Encoding, ExpireAt, ...; the value is not read yet
+//		switch e.Type {
+//		case rdb.String:
+//			v, err := p.Value() // the string, LZF-decompressed into a reused buffer
+//		default:
+//			err := p.Visit(func(el *rdb.Element) error { ... }) // element by element
+//		}
+//	}
+//	if err := p.Err(); err != nil { ... } // *CorruptionError with offset and key
+//
+// # Lazy values and filters
+//
+// Next reads the record header (expiry, LRU/LFU hints, type byte, key) and
+// stops. If the caller neither calls Value nor Visit, the following Next
+// skips the value by walking its lengths only: LZF payloads are skipped by
+// their compressed length, ziplists and listpacks by their byte length, and
+// nothing is materialised. Options.Filter rejects keys before any of their
+// value is read, so a filter that rejects everything runs at close to the
+// speed of reading the file.
+//
+// # Borrowed bytes
+//
+// Entry.Key and the slice returned by Value are valid until the next call to
+// Next (or Close). The byte slices in an Element passed to a Visit callback
+// are valid only until the callback returns. Callers that keep bytes must
+// copy them (bytes.Clone, or Entry.Clone). This is what makes the iteration
+// allocation-free after warm-up.
+//
+// # Formats
+//
+// RDB versions 1 to 12 of Redis 2.x to 7.4, the Redis 8.x additions the
+// public sources describe, and Valkey up to 9 (magic "VALKEY", version 80).
+// Every length and string encoding, every value type (string, list, set,
+// zset, zset2, hash, zipmap, ziplist, intset, listpack, quicklist,
+// quicklist2 with plain and packed nodes, streams 1 to 3, hashes with
+// per-field expiry, module values walked through their opcodes) and every
+// opcode (AUX, MODULE_AUX, FUNCTION, SELECTDB, RESIZEDB, EXPIRETIME(_MS),
+// FREQ, IDLE, SLOT_INFO). The on-disk format is written down in
+// docs/rdb-format.md.
+//
+// # Errors
+//
+// A parse failure is a *CorruptionError carrying the byte offset and the key
+// being read; it unwraps to one of the sentinel errors (ErrTruncated,
+// ErrChecksum, ErrBadMagic, ...). The parser never panics on bad input and
+// never allocates a size read from the file before the bytes have arrived.
+package rdb

@@ -1,0 +1,747 @@
+package rdb
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// RDB opcodes (the byte before a record where a value type byte would be).
+const (
+	opKeyMeta       = 243 // Redis 8.6: key metadata before the type byte; Valkey 9: SLOT_IMPORT
+	opSlotInfo      = 244
+	opFunction2     = 245
+	opFunctionPreGA = 246
+	opModuleAux     = 247
+	opIdle          = 248
+	opFreq          = 249
+	opAux           = 250
+	opResizeDB      = 251
+	opExpireTimeMs  = 252
+	opExpireTime    = 253
+	opSelectDB      = 254
+	opEOF           = 255
+)
+
+// RDB value type bytes.
+const (
+	rdbString              = 0
+	rdbList                = 1
+	rdbSet                 = 2
+	rdbZSet                = 3
+	rdbHash                = 4
+	rdbZSet2               = 5
+	rdbModulePreGA         = 6
+	rdbModule2             = 7
+	rdbHashZipmap          = 9
+	rdbListZiplist         = 10
+	rdbSetIntset           = 11
+	rdbZSetZiplist         = 12
+	rdbHashZiplist         = 13
+	rdbListQuicklist       = 14
+	rdbStreamListpacks     = 15
+	rdbHashListpack        = 16
+	rdbZSetListpack        = 17
+	rdbListQuicklist2      = 18
+	rdbStreamListpacks2    = 19
+	rdbSetListpack         = 20
+	rdbStreamListpacks3    = 21
+	rdbHashMetadataPreGA   = 22 // Valkey 9: HASH_2
+	rdbHashListpackExPreGA = 23
+	rdbHashMetadata        = 24
+	rdbHashListpackEx      = 25
+	rdbStreamListpacks4    = 26
+)
+
+// maxRedisVersion is the newest Redis RDB version this parser knows of;
+// Valkey files ("VALKEY" magic) use versions from 80 on.
+const (
+	maxRedisVersion  = 13
+	minValkeyVersion = 80
+	maxValkeyVersion = 80
+	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
+)
+
+// Parser reads an RDB file key by key. It is not safe for concurrent use.
+type Parser struct {
+	r    reader
+	opts Options
+	hdr  Header
+
+	closer  func() error // Open's file and mapping; nil for NewParser
+	path    string       // file name for errors, from Open
+	mapping *mapping     // Open's memory map, if any
+
+	started bool
+	done    bool
+	err     error // sticky: set once, returned by Err
+
+	entry    Entry
+	hasEntry bool // entry is current: its value may be accessed
+	consumed bool // the current value has been read (or partly read and failed)
+	rawType  byte // RDB type byte of the current entry
+	value    []byte
+	valkey   bool // "VALKEY" magic: 243 and 22 mean what Valkey says
+
+	db   int
+	slot int
+
+	// Reused buffers. Each holds bytes that must outlive later reads of the
+	// window; see readString.
+	keyBuf, lzfBuf, lzfBuf2, fieldBuf, groupBuf, scratch []byte
+	numA, numB                                           [24]byte
+	masterFields                                         [][]byte
+	masterScratch                                        []byte
+	el                                                   Element
+	fields                                               [][]byte
+	visiting                                             func(*Element) error
+	stopped                                              bool // SkipRest returned during this Visit
+	moduleID                                             uint64
+	moduleName                                           string
+}
+
+// NewParser returns a Parser reading r. opts may be nil. Nothing is read
+// until the first Next.
+func NewParser(r io.Reader, opts *Options) *Parser {
+	p := &Parser{opts: opts.normalized()}
+	p.r = reader{src: r, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	p.entry.Idle, p.entry.Freq, p.entry.Slot = -1, -1, -1
+	p.slot = -1
+	return p
+}
+
+// NewBytesParser returns a Parser over an in-memory file; values and keys
+// are then slices of data itself, never copied.
+func NewBytesParser(data []byte, opts *Options) *Parser {
+	p := NewParser(nil, opts)
+	p.r.buf, p.r.end = data, len(data)
+	return p
+}
+
+// Header returns the file header and the AUX fields read so far.
+func (p *Parser) Header() *Header { return &p.hdr }
+
+// Entry returns the current key. It is owned by the Parser: valid until the
+// next Next. It is nil before the first Next and after Next returns false.
+func (p *Parser) Entry() *Entry {
+	if !p.hasEntry {
+		return nil
+	}
+	return &p.entry
+}
+
+// Err returns the error that stopped Next, or nil at a clean end of file.
+func (p *Parser) Err() error { return p.err }
+
+// Offset returns the byte offset of the next unread byte.
+func (p *Parser) Offset() int64 { return p.r.offset() }
+
+// Close releases the file (and its mapping) opened by Open. It is a no-op
+// for NewParser. After Close no borrowed bytes may be used.
+func (p *Parser) Close() error {
+	p.hasEntry = false
+	if p.closer == nil {
+		return nil
+	}
+	c := p.closer
+	p.closer = nil
+	p.r.buf = nil
+	p.r.pos, p.r.end = 0, 0
+	return c()
+}
+
+// fail records err as the sticky error, as a *CorruptionError at the current
+// offset unless it is one already or it came from a Visit callback.
+func (p *Parser) fail(err error) error {
+	if p.err != nil {
+		return p.err
+	}
+	p.err = p.corrupt(err)
+	p.hasEntry = false
+	return p.err
+}
+
+func (p *Parser) corrupt(err error) error {
+	if _, ok := err.(*CorruptionError); ok {
+		return err
+	}
+	ce := &CorruptionError{Path: p.path, Offset: p.r.offset(), Err: err}
+	if p.hasEntry || p.entry.Key != nil {
+		ce.Key = bytes.Clone(p.entry.Key)
+		if ce.Key == nil {
+			ce.Key = []byte{}
+		}
+	}
+	return ce
+}
+
+func errorf(base error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{base}, args...)...)
+}
+
+// Next advances to the next key. It returns false at the end of the file or
+// on an error (see Err). If the previous key's value was not read, it is
+// skipped without being decoded.
+func (p *Parser) Next() bool {
+	if p.err != nil || p.done {
+		return false
+	}
+	if !p.started {
+		p.started = true
+		if err := p.readHeader(); err != nil {
+			p.fail(err)
+			return false
+		}
+	}
+	if p.hasEntry && !p.consumed {
+		if err := p.skipValue(p.rawType); err != nil {
+			p.fail(err)
+			return false
+		}
+	}
+	p.hasEntry = false
+	p.entry.Key = nil
+	p.value = nil
+	p.r.shrink()
+	if p.mapping != nil {
+		// Nothing before pos is borrowed any more: sum it, then let it go.
+		p.r.sumCRC(p.r.pos)
+		p.mapping.release(p.r.pos)
+	}
+	if err := p.nextRecord(); err != nil {
+		p.fail(err)
+		return false
+	}
+	return p.hasEntry
+}
+
+func (p *Parser) readHeader() error {
+	b, err := p.r.read(9)
+	if err != nil {
+		if err == ErrTruncated {
+			return ErrBadMagic
+		}
+		return err
+	}
+	var digits []byte
+	switch {
+	case bytes.HasPrefix(b, []byte("REDIS")):
+		p.hdr.Magic, digits = "REDIS", b[5:]
+	case bytes.HasPrefix(b, []byte("VALKEY")):
+		p.hdr.Magic, digits = "VALKEY", b[6:]
+		p.valkey = true
+	default:
+		return ErrBadMagic
+	}
+	v := 0
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return errorf(ErrBadMagic, "version %q is not a number", digits)
+		}
+		v = v*10 + int(c-'0')
+	}
+	p.hdr.Version = v
+	switch {
+	case p.valkey && (v < minValkeyVersion || v > maxValkeyVersion),
+		!p.valkey && (v < 1 || v > maxRedisVersion):
+		return errorf(ErrUnsupportedVersion, "%s version %d", p.hdr.Magic, v)
+	}
+	return nil
+}
+
+// nextRecord reads opcodes up to and including the next key, leaving its
+// value unread; at EOF it checks the checksum and sets done.
+func (p *Parser) nextRecord() error {
+	e := &p.entry
+	e.ExpireAt, e.Idle, e.Freq = 0, -1, -1
+	recStart := int64(-1)
+	for {
+		off := p.r.offset()
+		t, err := p.r.readByte()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case opEOF:
+			return p.finish()
+		case opSelectDB:
+			n, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			if n > math.MaxInt32 {
+				return errorf(ErrMalformed, "SELECTDB %d", n)
+			}
+			p.db = int(n)
+			recStart = -1
+		case opExpireTime:
+			v, err := p.r.uint32LE()
+			if err != nil {
+				return err
+			}
+			e.ExpireAt = int64(int32(v)) * 1000
+			if recStart < 0 {
+				recStart = off
+			}
+		case opExpireTimeMs:
+			v, err := p.r.uint64LE()
+			if err != nil {
+				return err
+			}
+			e.ExpireAt = int64(v)
+			if recStart < 0 {
+				recStart = off
+			}
+		case opResizeDB:
+			if _, err := p.readLen(); err != nil {
+				return err
+			}
+			if _, err := p.readLen(); err != nil {
+				return err
+			}
+		case opAux:
+			if err := p.readAux(); err != nil {
+				return err
+			}
+		case opFreq:
+			v, err := p.r.readByte()
+			if err != nil {
+				return err
+			}
+			e.Freq = int(v)
+			if recStart < 0 {
+				recStart = off
+			}
+		case opIdle:
+			v, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			e.Idle = int64(min(v, math.MaxInt64))
+			if recStart < 0 {
+				recStart = off
+			}
+		case opModuleAux:
+			if err := p.skipModuleAux(); err != nil {
+				return err
+			}
+		case opFunctionPreGA:
+			if err := p.skipFunctionPreGA(); err != nil {
+				return err
+			}
+		case opFunction2:
+			if err := p.skipString(); err != nil {
+				return err
+			}
+		case opSlotInfo:
+			id, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			for range 2 { // slot size, expires slot size
+				if _, err := p.readLen(); err != nil {
+					return err
+				}
+			}
+			if id > 16383 {
+				return errorf(ErrMalformed, "SLOT_INFO slot %d", id)
+			}
+			p.slot = int(id)
+		case opKeyMeta:
+			if p.valkey {
+				if err := p.skipSlotImport(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := p.skipKeyMeta(); err != nil {
+				return err
+			}
+			if recStart < 0 {
+				recStart = off
+			}
+		default:
+			enc, typ, ok := p.classify(t)
+			if !ok {
+				return errorf(ErrUnknownType, "type byte %d", t)
+			}
+			if recStart < 0 {
+				recStart = off
+			}
+			key, err := p.readString(&p.keyBuf, true)
+			if err != nil {
+				return err
+			}
+			e.DB, e.Key, e.Type, e.Encoding, e.Slot, e.Offset = p.db, key, typ, enc, p.slot, recStart
+			e.Module = ""
+			p.rawType = t
+			p.hasEntry, p.consumed = true, false
+			if t == rdbModule2 {
+				if err := p.readModuleID(); err != nil {
+					return err
+				}
+				e.Module = p.moduleName
+			}
+			if p.opts.Filter != nil && !p.opts.Filter(e) {
+				if err := p.skipValue(t); err != nil {
+					return err
+				}
+				p.hasEntry = false
+				e.ExpireAt, e.Idle, e.Freq, e.Key = 0, -1, -1, nil
+				recStart = -1
+				continue
+			}
+			return nil
+		}
+	}
+}
+
+// classify maps an RDB type byte to its encoding and logical type.
+func (p *Parser) classify(t byte) (Encoding, Type, bool) {
+	switch t {
+	case rdbString:
+		return EncString, String, true
+	case rdbList:
+		return EncList, List, true
+	case rdbSet:
+		return EncSet, Set, true
+	case rdbZSet:
+		return EncZSet, ZSet, true
+	case rdbHash:
+		return EncHash, Hash, true
+	case rdbZSet2:
+		return EncZSet2, ZSet, true
+	case rdbModule2:
+		return EncModule, Module, true
+	case rdbHashZipmap:
+		return EncZipmap, Hash, true
+	case rdbListZiplist:
+		return EncZiplist, List, true
+	case rdbSetIntset:
+		return EncIntset, Set, true
+	case rdbZSetZiplist:
+		return EncZSetZiplist, ZSet, true
+	case rdbHashZiplist:
+		return EncHashZiplist, Hash, true
+	case rdbListQuicklist:
+		return EncQuicklist, List, true
+	case rdbStreamListpacks:
+		return EncStreamListpacks, Stream, true
+	case rdbHashListpack:
+		return EncHashListpack, Hash, true
+	case rdbZSetListpack:
+		return EncZSetListpack, ZSet, true
+	case rdbListQuicklist2:
+		return EncQuicklist2, List, true
+	case rdbStreamListpacks2:
+		return EncStreamListpacks2, Stream, true
+	case rdbSetListpack:
+		return EncSetListpack, Set, true
+	case rdbStreamListpacks3:
+		return EncStreamListpacks3, Stream, true
+	case rdbHashMetadataPreGA:
+		if p.valkey {
+			return EncHash2, Hash, true
+		}
+		return EncHashMetadataPreGA, Hash, true
+	case rdbHashListpackExPreGA:
+		if p.valkey {
+			return 0, 0, false
+		}
+		return EncHashListpackExPreGA, Hash, true
+	case rdbHashMetadata:
+		return EncHashMetadata, Hash, !p.valkey
+	case rdbHashListpackEx:
+		return EncHashListpackEx, Hash, !p.valkey
+	case rdbStreamListpacks4:
+		return EncStreamListpacks4, Stream, !p.valkey
+	}
+	return 0, 0, false
+}
+
+func (p *Parser) finish() error {
+	p.r.sumCRC(p.r.pos)
+	sum := p.r.crc
+	p.r.crcOn = false
+	p.done = true
+	if p.hdr.Version < 5 && !p.valkey {
+		return nil // no checksum before RDB 5
+	}
+	b, err := p.r.read(8)
+	if err != nil {
+		return err
+	}
+	stored := binary.LittleEndian.Uint64(b)
+	p.hdr.Checksum = stored
+	if stored != 0 && !p.opts.SkipChecksum && stored != sum {
+		return errorf(ErrChecksum, "stored %016x, computed %016x", stored, sum)
+	}
+	return nil
+}
+
+func (p *Parser) readAux() error {
+	k, err := p.readString(&p.fieldBuf, true)
+	if err != nil {
+		return err
+	}
+	v, err := p.readString(&p.lzfBuf, false)
+	if err != nil {
+		return err
+	}
+	if len(p.hdr.Aux) < maxAuxFields {
+		p.hdr.Aux = append(p.hdr.Aux, AuxField{Key: string(k), Value: string(v)})
+	}
+	return nil
+}
+
+// readLen reads an RDB length; a special (string) encoding is an error here.
+func (p *Parser) readLen() (uint64, error) {
+	n, special, err := p.readLenOrEnc()
+	if err != nil {
+		return 0, err
+	}
+	if special {
+		return 0, errorf(ErrMalformed, "string encoding %d where a length belongs", n)
+	}
+	return n, nil
+}
+
+// readLenOrEnc reads a length; special reports the 11xxxxxx form, whose low
+// six bits (returned as n) name a string encoding.
+func (p *Parser) readLenOrEnc() (n uint64, special bool, err error) {
+	b, err := p.r.readByte()
+	if err != nil {
+		return 0, false, err
+	}
+	switch b >> 6 {
+	case 0:
+		return uint64(b & 0x3f), false, nil
+	case 1:
+		c, err := p.r.readByte()
+		if err != nil {
+			return 0, false, err
+		}
+		return uint64(b&0x3f)<<8 | uint64(c), false, nil
+	case 2:
+		switch b {
+		case 0x80:
+			s, err := p.r.read(4)
+			if err != nil {
+				return 0, false, err
+			}
+			return uint64(binary.BigEndian.Uint32(s)), false, nil
+		case 0x81:
+			s, err := p.r.read(8)
+			if err != nil {
+				return 0, false, err
+			}
+			return binary.BigEndian.Uint64(s), false, nil
+		}
+		return 0, false, errorf(ErrMalformed, "length prefix 0x%02x", b)
+	}
+	return uint64(b & 0x3f), true, nil
+}
+
+// checkSize validates a byte length read from the file before anything is
+// read or allocated for it.
+func (p *Parser) checkSize(n uint64) (int, error) {
+	if n > uint64(p.opts.MaxValueSize) {
+		return 0, errorf(ErrTooLarge, "length %d exceeds the %d-byte limit", n, p.opts.MaxValueSize)
+	}
+	if rem := p.r.remaining(); rem >= 0 && n > uint64(rem) {
+		return 0, errorf(ErrTruncated, "length %d but only %d bytes left", n, rem)
+	}
+	return int(n), nil
+}
+
+// readString reads one RDB string. A raw string is returned as a window
+// slice, valid until the next read, unless stable is set: then it is copied
+// into *dst (for a streaming source) so it survives later reads. Integer and
+// LZF encodings are always decoded into *dst. *dst is reused across calls.
+func (p *Parser) readString(dst *[]byte, stable bool) ([]byte, error) {
+	n, special, err := p.readLenOrEnc()
+	if err != nil {
+		return nil, err
+	}
+	if special {
+		switch n {
+		case 0, 1, 2:
+			v, err := p.readEncInt(int(n))
+			if err != nil {
+				return nil, err
+			}
+			*dst = strconv.AppendInt((*dst)[:0], v, 10)
+			return *dst, nil
+		case 3:
+			return p.readLZF(dst)
+		}
+		return nil, errorf(ErrMalformed, "unknown string encoding %d", n)
+	}
+	size, err := p.checkSize(n)
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.r.read(size)
+	if err != nil {
+		return nil, err
+	}
+	if stable && !p.r.static() {
+		*dst = append((*dst)[:0], s...)
+		return *dst, nil
+	}
+	return s, nil
+}
+
+func (p *Parser) readEncInt(enc int) (int64, error) {
+	switch enc {
+	case 0:
+		b, err := p.r.readByte()
+		return int64(int8(b)), err
+	case 1:
+		b, err := p.r.read(2)
+		if err != nil {
+			return 0, err
+		}
+		return int64(int16(binary.LittleEndian.Uint16(b))), nil
+	default:
+		b, err := p.r.read(4)
+		if err != nil {
+			return 0, err
+		}
+		return int64(int32(binary.LittleEndian.Uint32(b))), nil
+	}
+}
+
+func (p *Parser) readLZF(dst *[]byte) ([]byte, error) {
+	clen, err := p.readLen()
+	if err != nil {
+		return nil, err
+	}
+	ulen, err := p.readLen()
+	if err != nil {
+		return nil, err
+	}
+	csize, err := p.checkSize(clen)
+	if err != nil {
+		return nil, err
+	}
+	if ulen > uint64(p.opts.MaxValueSize) {
+		return nil, errorf(ErrTooLarge, "LZF uncompressed length %d exceeds the %d-byte limit", ulen, p.opts.MaxValueSize)
+	}
+	if ulen > uint64(csize)*lzfMaxRatio || (ulen == 0) != (csize == 0) {
+		return nil, errorf(ErrMalformed, "LZF lengths %d compressed, %d uncompressed", csize, ulen)
+	}
+	in, err := p.r.read(csize) // the compressed bytes arrive before the output is sized
+	if err != nil {
+		return nil, err
+	}
+	if uint64(cap(*dst)) < ulen {
+		*dst = make([]byte, ulen)
+	}
+	out := (*dst)[:ulen]
+	if err := lzfDecompress(in, out); err != nil {
+		return nil, errorf(ErrMalformed, "%v", err)
+	}
+	*dst = out
+	return out, nil
+}
+
+// skipString walks over one RDB string without decoding it: LZF payloads
+// are skipped by their compressed length.
+func (p *Parser) skipString() error {
+	n, special, err := p.readLenOrEnc()
+	if err != nil {
+		return err
+	}
+	if special {
+		switch n {
+		case 0:
+			return p.r.skip(1)
+		case 1:
+			return p.r.skip(2)
+		case 2:
+			return p.r.skip(4)
+		case 3:
+			clen, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			if _, err := p.readLen(); err != nil {
+				return err
+			}
+			n = clen
+		default:
+			return errorf(ErrMalformed, "unknown string encoding %d", n)
+		}
+	}
+	if n > uint64(p.opts.MaxValueSize) {
+		return errorf(ErrTooLarge, "length %d exceeds the %d-byte limit", n, p.opts.MaxValueSize)
+	}
+	return p.r.skip(int64(n))
+}
+
+func (p *Parser) skipFunctionPreGA() error {
+	// Redis 7.0 RC1/RC2: name, engine name, has-description flag,
+	// [description], code.
+	for range 2 {
+		if err := p.skipString(); err != nil {
+			return err
+		}
+	}
+	hasDesc, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	if hasDesc != 0 {
+		if err := p.skipString(); err != nil {
+			return err
+		}
+	}
+	return p.skipString()
+}
+
+func (p *Parser) skipModuleAux() error {
+	if _, err := p.readLen(); err != nil { // module id
+		return err
+	}
+	whenOp, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	if whenOp != ModuleUint {
+		return errorf(ErrMalformed, "MODULE_AUX when-opcode %d", whenOp)
+	}
+	if _, err := p.readLen(); err != nil { // when
+		return err
+	}
+	return p.walkModule(nil)
+}
+
+// readModuleID reads a module value's 64-bit type id and names it.
+func (p *Parser) readModuleID() error {
+	id, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	if id != p.moduleID || p.moduleName == "" {
+		p.moduleID, p.moduleName = id, moduleTypeName(id)
+	}
+	return nil
+}
+
+const moduleNameCharset = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// moduleTypeName decodes the 9-character type name from the high 54 bits of
+// a module type id (the low 10 bits are the encoding version).
+func moduleTypeName(id uint64) string {
+	var name [9]byte
+	id >>= 10
+	for j := 8; j >= 0; j-- {
+		name[j] = moduleNameCharset[id&63]
+		id >>= 6
+	}
+	return string(name[:])
+}

@@ -1,0 +1,210 @@
+package rdb
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+)
+
+// reader is a window over the input: buf[pos:end] is read but not consumed.
+// With a source (src != nil) it refills by compacting (moving the unconsumed
+// tail to the front) before it grows, and grows only by doubling while bytes
+// actually arrive, so a length field can never make it allocate more than
+// twice the bytes the file really holds. Without a source, buf is the whole
+// input (a memory map or a byte slice) and nothing is ever copied.
+//
+// Slices returned by read point into buf and are valid until the next call
+// that may refill (read, skip, readByte... when the window is exhausted).
+type reader struct {
+	src  io.Reader // nil: buf is the whole input
+	buf  []byte
+	pos  int   // next byte to consume; invariant 0 <= pos <= end <= len(buf)
+	end  int   // end of valid data in buf
+	base int64 // file offset of buf[0]
+	err  error // sticky error from src (io.EOF included)
+
+	initSize int
+
+	// CRC64 of every consumed byte is kept current lazily: crc covers the
+	// file up to offset base+crcPos. Bytes are summed before they are
+	// dropped by compaction or skipping. crcOff stops the summing.
+	crcOn  bool
+	crc    uint64
+	crcPos int
+}
+
+func (r *reader) offset() int64 { return r.base + int64(r.pos) }
+
+// static reports whether the input is entirely in memory (slices never move).
+func (r *reader) static() bool { return r.src == nil }
+
+// remaining returns how many bytes are left for a static input, or -1.
+func (r *reader) remaining() int64 {
+	if r.src == nil {
+		return int64(r.end - r.pos)
+	}
+	return -1
+}
+
+// sumCRC brings the CRC up to buf[:i].
+func (r *reader) sumCRC(i int) {
+	if r.crcOn && i > r.crcPos {
+		r.crc = crc64Update(r.crc, r.buf[r.crcPos:i])
+	}
+	if i > r.crcPos {
+		r.crcPos = i
+	}
+}
+
+// errTruncatedAt is what running out of input means; a real read error from
+// the source is reported instead when there is one.
+func (r *reader) eofErr() error {
+	if r.err != nil && r.err != io.EOF {
+		return r.err
+	}
+	return ErrTruncated
+}
+
+// drop discards everything consumed so far, keeping buf[pos:end].
+func (r *reader) drop() {
+	if r.pos == 0 {
+		return
+	}
+	r.sumCRC(r.pos)
+	n := copy(r.buf, r.buf[r.pos:r.end])
+	r.base += int64(r.pos)
+	r.end = n
+	r.pos = 0
+	r.crcPos = 0
+}
+
+// readMore reads once from src into buf[end:], growing buf if it is full.
+func (r *reader) readMore() error {
+	if r.err != nil {
+		return r.eofErr()
+	}
+	if r.end == len(r.buf) {
+		n := 2 * len(r.buf)
+		if n < r.initSize {
+			n = r.initSize
+		}
+		nb := make([]byte, n)
+		copy(nb, r.buf[:r.end])
+		r.buf = nb
+	}
+	for tries := 0; ; tries++ {
+		m, err := r.src.Read(r.buf[r.end:])
+		if m < 0 || m > len(r.buf)-r.end {
+			r.err = errors.New("rdb: source returned an invalid count")
+			return r.err
+		}
+		r.end += m
+		if err != nil {
+			r.err = err
+			if m > 0 {
+				return nil
+			}
+			return r.eofErr()
+		}
+		if m > 0 {
+			return nil
+		}
+		if tries >= 100 {
+			r.err = io.ErrNoProgress
+			return r.err
+		}
+	}
+}
+
+// fill makes at least n bytes available at buf[pos:].
+func (r *reader) fill(n int) error {
+	if r.end-r.pos >= n {
+		return nil
+	}
+	if r.src == nil {
+		return ErrTruncated
+	}
+	r.drop()
+	for r.end < n {
+		if err := r.readMore(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *reader) readByte() (byte, error) {
+	if r.pos >= r.end {
+		if err := r.fill(1); err != nil {
+			return 0, err
+		}
+	}
+	b := r.buf[r.pos]
+	r.pos++
+	return b, nil
+}
+
+// read consumes n bytes and returns them as a window slice.
+func (r *reader) read(n int) ([]byte, error) {
+	if r.end-r.pos < n {
+		if err := r.fill(n); err != nil {
+			return nil, err
+		}
+	}
+	b := r.buf[r.pos : r.pos+n : r.pos+n]
+	r.pos += n
+	return b, nil
+}
+
+func (r *reader) uint32LE() (uint32, error) {
+	b, err := r.read(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
+func (r *reader) uint64LE() (uint64, error) {
+	b, err := r.read(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// skip consumes n bytes without keeping them: the window never grows for a
+// skipped value, whatever its size.
+func (r *reader) skip(n int64) error {
+	if n < 0 {
+		return ErrMalformed
+	}
+	for {
+		avail := int64(r.end - r.pos)
+		if n <= avail {
+			r.pos += int(n)
+			return nil
+		}
+		if r.src == nil {
+			r.pos = r.end
+			return ErrTruncated
+		}
+		n -= avail
+		r.pos = r.end
+		r.drop()
+		if err := r.readMore(); err != nil {
+			return err
+		}
+	}
+}
+
+// shrink releases an oversized window once a large value has been consumed.
+func (r *reader) shrink() {
+	if r.src == nil || len(r.buf) <= maxRetainedBuffer || r.end-r.pos > r.initSize {
+		return
+	}
+	r.sumCRC(r.pos)
+	nb := make([]byte, r.initSize)
+	n := copy(nb, r.buf[r.pos:r.end])
+	r.base += int64(r.pos)
+	r.buf, r.pos, r.end, r.crcPos = nb, 0, n, 0
+}
