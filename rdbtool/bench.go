@@ -1,0 +1,268 @@
+package rdbtool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/sluicedb/sluice/rdb"
+)
+
+// BenchCases are the cases `sluice bench rdb` runs, in order.
+var BenchCases = []string{"read-file", "visit-all", "keys-only", "filter-none", "export-jsonl", "memory-csv"}
+
+// benchCaseDoc says what each case measures (the table's first column).
+var benchCaseDoc = map[string]string{
+	"read-file":    "read the file (1 MiB reads to nowhere, like cat > /dev/null)",
+	"visit-all":    "parse, visiting every element of every value",
+	"keys-only":    "key scan, every value skipped undecoded",
+	"filter-none":  "all-rejecting filter (parser filter returns false)",
+	"export-jsonl": "JSON Lines export to /dev/null",
+	"memory-csv":   "memory report CSV to /dev/null",
+}
+
+// CaseResult is one case's measurement, made inside the child process that
+// ran it (so PeakRSS is that case's own).
+type CaseResult struct {
+	Case       string
+	Bytes      int64 // file size
+	Keys       int64 // keys seen (0 for filter-none and read-file)
+	Elements   int64 // elements visited (visit-all)
+	Elapsed    time.Duration
+	TotalAlloc uint64 // bytes allocated during the run (runtime.MemStats.TotalAlloc delta)
+	Mallocs    uint64
+	PeakRSS    int64 // bytes, from getrusage(RUSAGE_SELF).ru_maxrss at the end of the run
+}
+
+// MBps is the throughput in MB/s (10^6 bytes per second), the unit of the
+// peers' published figures.
+func (r CaseResult) MBps() float64 { return float64(r.Bytes) / 1e6 / r.Elapsed.Seconds() }
+
+// RunBenchCase runs one case on the RDB file at path in this process. If
+// cpuProfile is not empty a CPU profile of the run is written there.
+func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResult, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	res := CaseResult{Case: name, Bytes: st.Size()}
+	// Warm the page cache, as the peers' figures are "warm cache".
+	if err := readFile(path); err != nil {
+		return res, err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	switch name {
+	case "read-file":
+		err = readFile(path)
+	case "visit-all":
+		res.Keys, res.Elements, err = visitAll(path)
+	case "keys-only":
+		res.Keys, err = keysOnly(path, nil)
+	case "filter-none":
+		_, err = keysOnly(path, func(*rdb.Entry) bool { return false })
+	case "export-jsonl", "memory-csv":
+		var null *os.File
+		null, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return res, err
+		}
+		defer null.Close()
+		var s Stats
+		if name == "export-jsonl" {
+			s, err = Export(ctx, path, null, JSONLines, Options{})
+		} else {
+			s, err = Memory(ctx, path, null, Options{})
+		}
+		res.Keys = s.Keys
+	default:
+		return res, fmt.Errorf("rdbtool: unknown bench case %q", name)
+	}
+	res.Elapsed = time.Since(start)
+	runtime.ReadMemStats(&after)
+	res.TotalAlloc = after.TotalAlloc - before.TotalAlloc
+	res.Mallocs = after.Mallocs - before.Mallocs
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.PeakRSS = ru.Maxrss * 1024 // Linux reports KiB
+	}
+	return res, err
+}
+
+func readFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func visitAll(path string) (keys, elements int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	p := rdb.NewParser(f, &rdb.Options{BufferSize: 1 << 20})
+	var touched int64
+	visit := func(el *rdb.Element) error {
+		elements++
+		touched += int64(len(el.Member) + len(el.Value) + len(el.Fields))
+		return nil
+	}
+	for p.Next() {
+		keys++
+		e := p.Entry()
+		if e.Type == rdb.String {
+			v, err := p.Value()
+			if err != nil {
+				return keys, elements, err
+			}
+			touched += int64(len(v))
+			continue
+		}
+		if err := p.Visit(visit); err != nil {
+			return keys, elements, err
+		}
+	}
+	_ = touched
+	return keys, elements, p.Err()
+}
+
+func keysOnly(path string, filter rdb.Filter) (keys int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	p := rdb.NewParser(f, &rdb.Options{BufferSize: 1 << 20, Filter: filter})
+	for p.Next() {
+		keys++
+	}
+	return keys, p.Err()
+}
+
+// BenchOptions configures RunBench.
+type BenchOptions struct {
+	Corpus GenerateOptions
+	// Cases to run (default BenchCases).
+	Cases []string
+	// Runs per case; the fastest run is reported (default 3).
+	Runs int
+	// ProfileDir, if set, receives <case>.pprof CPU profiles (last run).
+	ProfileDir string
+	// Child returns the command that runs one case in a fresh process and
+	// prints its CaseResult as JSON on stdout (the CLI re-executes itself
+	// with a hidden flag). Required.
+	Child func(name, path, cpuProfile string) *exec.Cmd
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// RunBench generates (or reuses) the corpus and runs every case Runs times,
+// each run in its own child process, returning the best run of each case.
+func RunBench(ctx context.Context, opts BenchOptions) (string, []CaseResult, error) {
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Corpus.Log == nil {
+		opts.Corpus.Log = opts.Log
+	}
+	if len(opts.Cases) == 0 {
+		opts.Cases = BenchCases
+	}
+	if opts.Runs <= 0 {
+		opts.Runs = 3
+	}
+	path, err := Generate(ctx, opts.Corpus)
+	if err != nil {
+		return "", nil, err
+	}
+	var results []CaseResult
+	for _, name := range opts.Cases {
+		var best CaseResult
+		for run := 0; run < opts.Runs; run++ {
+			prof := ""
+			if opts.ProfileDir != "" && run == opts.Runs-1 {
+				prof = fmt.Sprintf("%s/%s.pprof", opts.ProfileDir, name)
+			}
+			cmd := opts.Child(name, path, prof)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			if err := cmd.Run(); err != nil {
+				return path, results, fmt.Errorf("rdbtool: bench case %s: %v: %s", name, err, errOut.String())
+			}
+			var r CaseResult
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				return path, results, fmt.Errorf("rdbtool: bench case %s: bad child output %q: %w", name, out.String(), err)
+			}
+			// The child's own getrusage is authoritative; the parent's view
+			// of the child (ru_maxrss of the reaped process) is the same
+			// number and a cross-check.
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > r.PeakRSS {
+				r.PeakRSS = ru.Maxrss * 1024
+			}
+			fmt.Fprintf(opts.Log, "%-13s run %d: %7.1f MB/s  %s\n", name, run+1, r.MBps(), r.Elapsed.Round(time.Millisecond))
+			if run == 0 || r.Elapsed < best.Elapsed {
+				peak := max(best.PeakRSS, r.PeakRSS)
+				best = r
+				best.PeakRSS = peak
+			} else {
+				best.PeakRSS = max(best.PeakRSS, r.PeakRSS)
+			}
+		}
+		results = append(results, best)
+	}
+	return path, results, nil
+}
+
+// WriteBenchTable writes results as a Markdown table. keys is the number of
+// keys in the file (for ns/key of cases that see none).
+func WriteBenchTable(w io.Writer, results []CaseResult) {
+	var keys int64
+	for _, r := range results {
+		keys = max(keys, r.Keys)
+	}
+	fmt.Fprintln(w, "| case | what | MB/s | ns/key | B alloc/key | TotalAlloc/byte | allocs | peak RSS MB |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		nsKey, bKey := "-", "-"
+		if keys > 0 && r.Case != "read-file" {
+			nsKey = fmt.Sprintf("%.0f", float64(r.Elapsed.Nanoseconds())/float64(keys))
+			bKey = fmt.Sprintf("%.2f", float64(r.TotalAlloc)/float64(keys))
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.5f | %d | %.1f |\n", r.Case, benchCaseDoc[r.Case], r.MBps(),
+			nsKey, bKey, float64(r.TotalAlloc)/float64(r.Bytes), r.Mallocs, float64(r.PeakRSS)/(1<<20))
+	}
+}
