@@ -1,7 +1,6 @@
 package rdbtool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -27,10 +26,10 @@ type Stats struct {
 	InputSize int64 // bytes of the RDB file
 }
 
-// flushAt is the buffered record size above which the export writes what
-// it has so far mid-value, so one huge value never sits in memory twice.
-// (With MinSize the record must be held until its size is known.)
-const flushAt = 64 << 10
+// flushAt is the buffered size above which the exporter writes to its
+// io.Writer: after a record, or in the middle of a huge value so that one
+// value never sits in memory twice (unless the record is held, see build).
+const flushAt = 256 << 10
 
 // Export writes every selected key of the RDB file at path to w as JSON in
 // the form docs/rdb.md documents: one object per key,
@@ -62,14 +61,18 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 	return Stats{Keys: ex.keys, InputSize: in.size}, err
 }
 
-// exporter writes key records. buf holds the record being built; it is
-// written to bw when the record is complete (or grows past flushAt).
+// exporter writes key records. Records are appended straight into buf (no
+// second copy through a bufio.Writer) and buf is written to w once it holds
+// flushAt bytes. buf[mark:] is the record being built, which can be dropped
+// until it is committed.
 type exporter struct {
-	bw     *bufio.Writer
+	w      io.Writer
+	err    error // first write error, sticky
 	format Format
 	buf    []byte
+	mark   int
 	keys   int64
-	hold   bool // MinSize in force: keep the whole record until its estimate is known
+	hold   bool // the record must stay droppable (MinSize, script): no mid-record flush
 	in     *input
 
 	n     int64 // elements written in the current value
@@ -82,29 +85,42 @@ type exporter struct {
 }
 
 func newExporter(w io.Writer, format Format) *exporter {
-	ex := &exporter{bw: bufio.NewWriterSize(w, 256<<10), format: format, buf: make([]byte, 0, 64<<10)}
+	ex := &exporter{w: w, format: format, buf: make([]byte, 0, flushAt+64<<10)}
 	ex.visit = ex.element // bound once: passing ex.element to Visit would allocate per key
 	return ex
 }
 
 func (ex *exporter) open() {
 	if ex.format == JSON {
-		ex.bw.WriteString("[\n")
+		ex.buf = append(ex.buf, "[\n"...)
 	}
 }
 
 func (ex *exporter) close() error {
 	if ex.format == JSON {
 		if ex.keys > 0 {
-			ex.bw.WriteString("\n")
+			ex.buf = append(ex.buf, '\n')
 		}
-		ex.bw.WriteString("]\n")
+		ex.buf = append(ex.buf, "]\n"...)
 	}
-	if err := ex.bw.Flush(); err != nil {
-		return fmt.Errorf("rdbtool: write: %w", err)
+	ex.flush()
+	if ex.err != nil {
+		return fmt.Errorf("rdbtool: write: %w", ex.err)
 	}
 	return nil
 }
+
+// flush writes buf out.
+func (ex *exporter) flush() {
+	if ex.err == nil && len(ex.buf) > 0 {
+		_, ex.err = ex.w.Write(ex.buf)
+	}
+	ex.buf = ex.buf[:0]
+	ex.mark = 0
+}
+
+// drop discards the record being built.
+func (ex *exporter) drop() { ex.buf = ex.buf[:ex.mark] }
 
 // appendHeader appends the record's fields before the value.
 func appendHeader(b []byte, e *rdb.Entry) []byte {
@@ -130,6 +146,7 @@ func (ex *exporter) record(in *input, e *rdb.Entry) error {
 	}
 	if ex.hold {
 		if size, _ := in.est.finish(); size < in.minSize {
+			ex.drop()
 			return nil
 		}
 	}
@@ -144,7 +161,7 @@ func (ex *exporter) build(in *input, e *rdb.Entry, hold bool) error {
 	ex.hold = hold
 	// The separator goes at the front of the record, so a record dropped
 	// by MinSize takes its separator with it.
-	ex.buf = ex.buf[:0]
+	ex.mark = len(ex.buf)
 	if ex.keys > 0 && ex.format == JSON {
 		ex.buf = append(ex.buf, ",\n"...)
 	}
@@ -197,11 +214,14 @@ func (ex *exporter) build(in *input, e *rdb.Entry, hold bool) error {
 	return nil
 }
 
-// commit writes the record built by build.
+// commit keeps the record built by build.
 func (ex *exporter) commit() error {
 	ex.keys++
-	_, err := ex.bw.Write(ex.buf)
-	return err
+	ex.mark = len(ex.buf)
+	if len(ex.buf) >= flushAt {
+		ex.flush()
+	}
+	return ex.err
 }
 
 // element appends one element of a list, set, zset, hash, module or stream.
@@ -266,9 +286,8 @@ func (ex *exporter) maybeFlush() error {
 	if len(ex.buf) < flushAt || ex.hold {
 		return nil
 	}
-	_, err := ex.bw.Write(ex.buf)
-	ex.buf = ex.buf[:0]
-	return err
+	ex.flush()
+	return ex.err
 }
 
 // streamWriter writes a stream value. Entries are written as they come;

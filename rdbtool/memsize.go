@@ -2,6 +2,7 @@ package rdbtool
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strconv"
 )
@@ -89,22 +90,41 @@ func dictSize(n int64) int64 {
 }
 
 // parseInt reports whether s is the canonical decimal form of an int64, the
-// test Redis uses (string2ll) to store a value as an integer.
+// test Redis uses (string2ll) to store a value as an integer. Hand-written:
+// strconv.ParseInt(string(s)) allocates, and this runs per element.
 func parseInt(s []byte) (int64, bool) {
 	if len(s) == 0 || len(s) > 20 {
 		return 0, false
 	}
-	if len(s) > 1 && (s[0] == '0' || (s[0] == '-' && s[1] == '0')) {
+	neg := s[0] == '-'
+	digits := s
+	if neg {
+		digits = s[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && (len(digits) > 1 || neg)) {
 		return 0, false
 	}
-	if s[0] == '-' && len(s) == 1 {
+	var u uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if u > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > math.MaxInt64 {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(string(s), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
+	return int64(u), true
 }
 
 // listpackEntrySize is the bytes one element takes in a listpack: encoding

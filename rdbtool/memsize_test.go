@@ -99,3 +99,34 @@ func TestEstimateGrowsWithValue(t *testing.T) {
 		t.Errorf("10000 50-byte items: %d bytes %s in %d nodes", n, enc, e.nodes)
 	}
 }
+
+func TestParseInt(t *testing.T) {
+	f := func(s string, want int64, ok bool) {
+		t.Helper()
+		got, gotOK := parseInt([]byte(s))
+		if gotOK != ok || (ok && got != want) {
+			t.Errorf("parseInt(%q) = %d, %v; want %d, %v", s, got, gotOK, want, ok)
+		}
+	}
+	f("0", 0, true)
+	f("-1", -1, true)
+	f("9223372036854775807", 9223372036854775807, true)
+	f("-9223372036854775808", -9223372036854775808, true)
+	f("9223372036854775808", 0, false)
+	f("-0", 0, false)
+	f("01", 0, false)
+	f("", 0, false)
+	f("-", 0, false)
+	f("1a", 0, false)
+	f("99999999999999999999", 0, false)
+	if n := testing.AllocsPerRun(100, func() {
+		var e keyEstimate
+		e.start(memZSet, []byte("k"), true)
+		e.zsetMember([]byte("member-with-a-long-enough-name-to-escape"), 1.5)
+		e.member([]byte("12345678901234567890123456789012345"))
+		e.hashField([]byte("f"), []byte("v"))
+		e.finish()
+	}); n != 0 {
+		t.Errorf("estimating allocates %v times per key, want 0", n)
+	}
+}

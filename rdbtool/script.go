@@ -86,7 +86,6 @@ type scriptRun struct {
 	entry  *rdb.Entry
 	loaded bool // e.value was decoded (and ex.buf holds the key's record)
 	value  lua.LValue
-	row    []byte
 	// Lua value under construction (collections).
 	stream *lua.LTable
 }
@@ -178,24 +177,25 @@ func (sr *scriptRun) key(vm *luavm.VM, fn *lua.LFunction) error {
 	}
 	switch ret := ret.(type) {
 	case *lua.LTable:
-		sr.row = sr.row[:0]
-		if sr.ex.keys > 0 && sr.ex.format == JSON {
-			sr.row = append(sr.row, ",\n"...)
+		ex := sr.ex
+		ex.drop() // the key's own record, if e.value built it
+		if ex.keys > 0 && ex.format == JSON {
+			ex.buf = append(ex.buf, ",\n"...)
 		}
-		sr.row, err = appendLua(sr.row, ret, 0)
+		ex.buf, err = appendLua(ex.buf, ret, 0)
 		if err != nil {
 			return fmt.Errorf("rdbtool: script on key %q (db %d) at offset %d: returned row: %w", e.Key, e.DB, e.Offset, err)
 		}
-		if sr.ex.format == JSONLines {
-			sr.row = append(sr.row, '\n')
+		if ex.format == JSONLines {
+			ex.buf = append(ex.buf, '\n')
 		}
-		sr.ex.keys++
-		_, err = sr.ex.bw.Write(sr.row)
-		return err
+		return ex.commit()
 	case *lua.LNilType:
+		sr.ex.drop()
 		return nil
 	case lua.LBool:
 		if !ret {
+			sr.ex.drop()
 			return nil
 		}
 	}
