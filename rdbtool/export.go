@@ -447,7 +447,9 @@ func (s *streamWriter) flushGroup(b []byte) []byte {
 		b = appendString(b, c.name)
 		b = append(b, `,"seen_time_ms":`...)
 		b = strconv.AppendInt(b, c.seen, 10)
-		if c.active >= 0 {
+		// Streams 3+ store the active time (-1 = never active); older
+		// encodings do not, and the parser reports -1 for those too.
+		if s.enc == rdb.EncStreamListpacks3 || s.enc == rdb.EncStreamListpacks4 {
 			b = append(b, `,"active_time_ms":`...)
 			b = strconv.AppendInt(b, c.active, 10)
 		}
