@@ -115,5 +115,11 @@ func appendFloat(dst []byte, f float64) []byte {
 	case math.IsNaN(f):
 		return append(dst, `"nan"`...)
 	}
+	// Whole scores are common (counters, timestamps): format them as
+	// integers, much cheaper than the shortest-float search. -0 keeps the
+	// general path so its sign survives.
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(dst, int64(f), 10)
+	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }

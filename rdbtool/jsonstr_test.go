@@ -107,10 +107,13 @@ func TestAppendFloat(t *testing.T) {
 	f(1, "1")
 	f(-2.5, "-2.5")
 	f(1e21, "1e+21")
+	f(123456789, "123456789")
+	f(math.Copysign(0, -1), "-0")
+	f(1<<53-1, "9007199254740991")
 	f(math.Inf(1), `"inf"`)
 	f(math.Inf(-1), `"-inf"`)
 	f(math.NaN(), `"nan"`)
-	for _, v := range []float64{0.1, 1.0 / 3, 1e-300, math.MaxFloat64, 123456789012345678} {
+	for _, v := range []float64{0.1, 1.0 / 3, 1e-300, math.MaxFloat64, 123456789012345678, -42, 1<<53 - 1, math.Copysign(0, -1)} {
 		var back float64
 		if err := json.Unmarshal(appendFloat(nil, v), &back); err != nil || back != v {
 			t.Errorf("appendFloat(%v) does not round-trip through encoding/json: %v %v", v, back, err)
