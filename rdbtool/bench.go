@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -190,9 +191,43 @@ type BenchOptions struct {
 	Log io.Writer
 }
 
+// BenchReport is what RunBench measured, and on what.
+type BenchReport struct {
+	Corpus     string // path of the RDB file
+	Size       int64  // its size in bytes
+	Results    []CaseResult
+	CPUs       int
+	GoVersion  string
+	LoadBefore string // /proc/loadavg before and after: the machine is shared
+	LoadAfter  string
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // RunBench generates (or reuses) the corpus and runs every case Runs times,
 // each run in its own child process, returning the best run of each case.
-func RunBench(ctx context.Context, opts BenchOptions) (string, []CaseResult, error) {
+func RunBench(ctx context.Context, opts BenchOptions) (BenchReport, error) {
+	rep := BenchReport{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	path, results, err := runBench(ctx, opts, &rep)
+	rep.Corpus, rep.Results = path, results
+	if st, serr := os.Stat(path); serr == nil {
+		rep.Size = st.Size()
+	}
+	rep.LoadAfter = loadAvg()
+	return rep, err
+}
+
+func runBench(ctx context.Context, opts BenchOptions, rep *BenchReport) (string, []CaseResult, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
@@ -210,6 +245,7 @@ func RunBench(ctx context.Context, opts BenchOptions) (string, []CaseResult, err
 		return "", nil, err
 	}
 	var results []CaseResult
+	rep.LoadBefore = loadAvg()
 	for _, name := range opts.Cases {
 		var best CaseResult
 		for run := 0; run < opts.Runs; run++ {
@@ -247,9 +283,14 @@ func RunBench(ctx context.Context, opts BenchOptions) (string, []CaseResult, err
 	return path, results, nil
 }
 
-// WriteBenchTable writes results as a Markdown table. keys is the number of
-// keys in the file (for ns/key of cases that see none).
-func WriteBenchTable(w io.Writer, results []CaseResult) {
+// WriteBenchTable writes the report: what was measured on, then a Markdown
+// table. ns/key and B/key divide by the keys in the file (for the cases that
+// see none, too).
+func WriteBenchTable(w io.Writer, rep BenchReport) {
+	results := rep.Results
+	fmt.Fprintf(w, "corpus: %s (%.1f MB)\n", rep.Corpus, float64(rep.Size)/1e6)
+	fmt.Fprintf(w, "machine: %d CPUs, %s, load average before %s, after %s (shared with other builds)\n\n",
+		rep.CPUs, rep.GoVersion, rep.LoadBefore, rep.LoadAfter)
 	var keys int64
 	for _, r := range results {
 		keys = max(keys, r.Keys)

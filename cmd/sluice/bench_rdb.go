@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -49,7 +48,7 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 					return err
 				}
 			}
-			path, results, err := rdbtool.RunBench(cmd.Context(), rdbtool.BenchOptions{
+			rep, err := rdbtool.RunBench(cmd.Context(), rdbtool.BenchOptions{
 				Corpus: corpus, Cases: cases, Runs: runs, ProfileDir: profileDir, Log: cmd.ErrOrStderr(),
 				Child: func(name, file, prof string) *exec.Cmd {
 					return exec.Command(self, "bench", "rdb", "--child", name, "--child-file", file, "--child-profile", prof)
@@ -58,9 +57,7 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 			if err != nil {
 				return err
 			}
-			st, _ := os.Stat(path)
-			fmt.Fprintf(cmd.OutOrStdout(), "corpus: %s (%.1f MB)\n\n", path, float64(st.Size())/1e6)
-			rdbtool.WriteBenchTable(cmd.OutOrStdout(), results)
+			rdbtool.WriteBenchTable(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
