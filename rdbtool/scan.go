@@ -94,6 +94,9 @@ type input struct {
 	progress *Progress
 	minSize  int64
 	est      keyEstimate
+	// estimateFn is in.estimateElement bound once: a method value passed
+	// to Visit directly would allocate a closure per key.
+	estimateFn func(*rdb.Element) error
 }
 
 func openInput(path, label string, opts Options) (*input, error) {
@@ -111,6 +114,7 @@ func openInput(path, label string, opts Options) (*input, error) {
 		return nil, fmt.Errorf("rdbtool: %w", err)
 	}
 	in := &input{path: path, f: f, size: st.Size(), minSize: opts.Filter.MinSize}
+	in.estimateFn = in.estimateElement
 	in.p = rdb.NewParser(f, &rdb.Options{Filter: filter, SkipChecksum: opts.SkipChecksum, BufferSize: 1 << 20})
 	if opts.Progress != nil {
 		in.progress = NewProgress(opts.Progress, label, in.size)
@@ -180,7 +184,7 @@ func (in *input) estimate(e *rdb.Entry) error {
 		in.est.stringValue(v)
 		return nil
 	}
-	return in.p.Visit(in.estimateElement)
+	return in.p.Visit(in.estimateFn)
 }
 
 func (in *input) estimateElement(el *rdb.Element) error {
