@@ -26,7 +26,7 @@ func newValkeyRDB(version int) *rdbBuilder {
 }
 
 func (w *rdbBuilder) raw(b []byte) *rdbBuilder { w.b = append(w.b, b...); return w }
-func (w *rdbBuilder) byte1(c byte) *rdbBuilder  { w.b = append(w.b, c); return w }
+func (w *rdbBuilder) byte1(c byte) *rdbBuilder { w.b = append(w.b, c); return w }
 
 // len writes n in the shortest RDB length form.
 func (w *rdbBuilder) len(n uint64) *rdbBuilder {

@@ -61,7 +61,7 @@ const (
 const (
 	maxRedisVersion  = 13
 	minValkeyVersion = 80
-	maxValkeyVersion = 80
+	maxValkeyVersion = 81
 	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
 )
 
@@ -206,11 +206,7 @@ func (p *Parser) Next() bool {
 	p.entry.Key = nil
 	p.value = nil
 	p.r.shrink()
-	if p.mapping != nil {
-		// Nothing before pos is borrowed any more: sum it, then let it go.
-		p.r.sumCRC(p.r.pos)
-		p.mapping.release(p.r.pos)
-	}
+	p.releaseMapped()
 	if err := p.nextRecord(); err != nil {
 		p.fail(err)
 		return false
@@ -259,6 +255,7 @@ func (p *Parser) nextRecord() error {
 	e.ExpireAt, e.Idle, e.Freq = 0, -1, -1
 	recStart := int64(-1)
 	for {
+		p.releaseMapped() // a filter may skip a whole file inside this loop
 		off := p.r.offset()
 		t, err := p.r.readByte()
 		if err != nil {
@@ -399,6 +396,16 @@ func (p *Parser) nextRecord() error {
 	}
 }
 
+// releaseMapped hands the pages of a mapped file before the current
+// position back to the kernel once enough of them are done with. Nothing
+// before pos is borrowed between records; the CRC is brought up to pos first.
+func (p *Parser) releaseMapped() {
+	if m := p.mapping; m != nil && p.r.pos-m.released >= releaseChunk {
+		p.r.sumCRC(p.r.pos)
+		m.release(p.r.pos)
+	}
+}
+
 // classify maps an RDB type byte to its encoding and logical type.
 func (p *Parser) classify(t byte) (Encoding, Type, bool) {
 	switch t {
@@ -512,6 +519,35 @@ func (p *Parser) readLen() (uint64, error) {
 // readLenOrEnc reads a length; special reports the 11xxxxxx form, whose low
 // six bits (returned as n) name a string encoding.
 func (p *Parser) readLenOrEnc() (n uint64, special bool, err error) {
+	// Fast path: enough bytes in the window for any length form.
+	if r := &p.r; r.end-r.pos >= 9 {
+		w := r.buf[r.pos:r.end]
+		c := w[0]
+		switch c >> 6 {
+		case 0:
+			r.pos++
+			return uint64(c & 0x3f), false, nil
+		case 1:
+			r.pos += 2
+			return uint64(c&0x3f)<<8 | uint64(w[1]), false, nil
+		case 3:
+			r.pos++
+			return uint64(c & 0x3f), true, nil
+		}
+		switch c {
+		case 0x80:
+			r.pos += 5
+			return uint64(binary.BigEndian.Uint32(w[1:])), false, nil
+		case 0x81:
+			r.pos += 9
+			return binary.BigEndian.Uint64(w[1:]), false, nil
+		}
+		return 0, false, errorf(ErrMalformed, "length prefix 0x%02x", c)
+	}
+	return p.readLenOrEncSlow()
+}
+
+func (p *Parser) readLenOrEncSlow() (n uint64, special bool, err error) {
 	b, err := p.r.readByte()
 	if err != nil {
 		return 0, false, err

@@ -145,13 +145,16 @@ func TestCRC64Jones(t *testing.T) {
 	if got := crc64Update(0, []byte("123456789")); got != 0xe9c6d914c4b8d9ca {
 		t.Fatalf("crc64(123456789) = %x", got)
 	}
-	long := bytes.Repeat([]byte("0123456789abcdef"), 100)
+	long := bytes.Repeat([]byte("0123456789abcdef!"), 5000) // several three-lane blocks and a tail
 	var bytewise uint64
 	for _, c := range long {
 		bytewise = crc64Update(bytewise, []byte{c})
 	}
 	if whole := crc64Update(0, long); whole != bytewise {
-		t.Fatalf("slicing-by-8 %x != bytewise %x", whole, bytewise)
+		t.Fatalf("three-lane %x != bytewise %x", whole, bytewise)
+	}
+	if split := crc64Update(crc64Update(7, long[:12345]), long[12345:]); split != crc64Update(7, long) {
+		t.Fatalf("split update %x != whole", split)
 	}
 }
 

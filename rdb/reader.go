@@ -134,10 +134,16 @@ func (r *reader) fill(n int) error {
 }
 
 func (r *reader) readByte() (byte, error) {
-	if r.pos >= r.end {
-		if err := r.fill(1); err != nil {
-			return 0, err
-		}
+	if p := r.pos; p < r.end { // fast path, kept small enough to inline
+		r.pos = p + 1
+		return r.buf[p], nil
+	}
+	return r.readByteSlow()
+}
+
+func (r *reader) readByteSlow() (byte, error) {
+	if err := r.fill(1); err != nil {
+		return 0, err
 	}
 	b := r.buf[r.pos]
 	r.pos++
@@ -146,10 +152,17 @@ func (r *reader) readByte() (byte, error) {
 
 // read consumes n bytes and returns them as a window slice.
 func (r *reader) read(n int) ([]byte, error) {
-	if r.end-r.pos < n {
-		if err := r.fill(n); err != nil {
-			return nil, err
-		}
+	p := r.pos
+	if r.end-p < n {
+		return r.readSlow(n)
+	}
+	r.pos = p + n
+	return r.buf[p : p+n : p+n], nil
+}
+
+func (r *reader) readSlow(n int) ([]byte, error) {
+	if err := r.fill(n); err != nil {
+		return nil, err
 	}
 	b := r.buf[r.pos : r.pos+n : r.pos+n]
 	r.pos += n
@@ -199,7 +212,13 @@ func (r *reader) skip(n int64) error {
 
 // shrink releases an oversized window once a large value has been consumed.
 func (r *reader) shrink() {
-	if r.src == nil || len(r.buf) <= maxRetainedBuffer || r.end-r.pos > r.initSize {
+	if len(r.buf) > maxRetainedBuffer && r.src != nil {
+		r.shrinkSlow()
+	}
+}
+
+func (r *reader) shrinkSlow() {
+	if r.end-r.pos > r.initSize {
 		return
 	}
 	r.sumCRC(r.pos)

@@ -175,6 +175,9 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 			}
 		}
 	}
+	if t >= rdbStreamListpacks4 {
+		return p.skipStreamIDMP()
+	}
 	return nil
 }
 

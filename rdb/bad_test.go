@@ -1,0 +1,177 @@
+package rdb
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// parseAll reads every key and every value; visit=false skips values.
+func parseAll(p *Parser, visit bool) error {
+	for p.Next() {
+		if !visit {
+			continue
+		}
+		if p.Entry().Type == String {
+			if _, err := p.Value(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.Visit(func(*Element) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return p.Err()
+}
+
+// TestTruncatedEveryOffset cuts each file at every length: each prefix must
+// fail with a *CorruptionError whose offset is within the prefix, never
+// succeed, never panic, whether values are visited or skipped.
+func TestTruncatedEveryOffset(t *testing.T) {
+	files := handmadeCorpus()
+	for name, data := range fixtureFiles() {
+		files[name] = data
+	}
+	for name, data := range files {
+		for cut := range len(data) {
+			prefix := data[:cut]
+			for _, mode := range []string{"visit", "skip", "bytes", "filter"} {
+				var err error
+				switch mode {
+				case "visit":
+					err = parseAll(NewParser(bytes.NewReader(prefix), nil), true)
+				case "skip":
+					err = parseAll(NewParser(bytes.NewReader(prefix), nil), false)
+				case "bytes":
+					err = parseAll(NewBytesParser(prefix, nil), true)
+				case "filter":
+					err = parseAll(NewParser(bytes.NewReader(prefix), &Options{Filter: func(*Entry) bool { return false }}), false)
+				}
+				var ce *CorruptionError
+				if !errors.As(err, &ce) {
+					t.Fatalf("%s cut at %d (%s): err = %v, want a *CorruptionError", name, cut, mode, err)
+				}
+				if ce.Offset > int64(cut) {
+					t.Fatalf("%s cut at %d (%s): offset %d past the end", name, cut, mode, ce.Offset)
+				}
+				if !errors.Is(err, ErrTruncated) && !(cut < 9 && errors.Is(err, ErrBadMagic)) {
+					t.Fatalf("%s cut at %d (%s): err = %v, want ErrTruncated", name, cut, mode, err)
+				}
+			}
+		}
+		if err := parseAll(NewBytesParser(data, nil), true); err != nil {
+			t.Fatalf("%s whole: %v", name, err)
+		}
+	}
+}
+
+// TestAdversarialReaders feeds the same files through readers that return
+// one byte at a time, data together with io.EOF, half the requested bytes,
+// and compares with the in-memory parse.
+func TestAdversarialReaders(t *testing.T) {
+	for name, data := range handmadeCorpus() {
+		want, err := dumpParser(NewBytesParser(data, nil))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for rname, r := range map[string]io.Reader{
+			"onebyte": iotest.OneByteReader(bytes.NewReader(data)),
+			"dataerr": iotest.DataErrReader(bytes.NewReader(data)),
+			"half":    iotest.HalfReader(bytes.NewReader(data)),
+			"eofbyte": &oneByteReader{data: data},
+		} {
+			got, err := dumpParser(NewParser(r, &Options{BufferSize: 64}))
+			if err != nil || got != want {
+				t.Fatalf("%s via %s: err %v\ngot\n%s\nwant\n%s", name, rname, err, got, want)
+			}
+		}
+	}
+	// A read error from the source surfaces, wrapped with the offset.
+	data := handmadeCorpus()["redis74-all"]
+	err := parseAll(NewParser(iotest.TimeoutReader(bytes.NewReader(data)), &Options{BufferSize: 64}), true)
+	var ce *CorruptionError
+	if !errors.Is(err, iotest.ErrTimeout) || !errors.As(err, &ce) || ce.Offset != 64 {
+		t.Fatalf("timeout reader: %v", err)
+	}
+	// A reader that never makes progress is an error, not a hang.
+	err = parseAll(NewParser(zeroReader{}, nil), true)
+	if !errors.Is(err, io.ErrNoProgress) {
+		t.Fatalf("no-progress reader: %v", err)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
+func TestBadInput(t *testing.T) {
+	f := func(name string, data []byte, opts *Options, want error) {
+		t.Helper()
+		for _, p := range []*Parser{NewParser(bytes.NewReader(data), opts), NewBytesParser(data, opts)} {
+			err := parseAll(p, true)
+			var ce *CorruptionError
+			if !errors.Is(err, want) || !errors.As(err, &ce) {
+				t.Errorf("%s: err = %v, want %v", name, err, want)
+			}
+		}
+	}
+	huge := newRDB(9).key(rdbString, "k").byte1(0x81).raw([]byte{0x10, 0, 0, 0, 0, 0, 0, 0}).raw([]byte("short"))
+	f("64-bit length", huge.end(), nil, ErrTooLarge)
+	big := newRDB(9).key(rdbString, "k").len(400 << 20).raw([]byte("short"))
+	f("length past the end", big.end(), nil, ErrTruncated)
+	f("MaxValueSize", newRDB(9).key(rdbString, "k").str(strings.Repeat("x", 100)).end(), &Options{MaxValueSize: 99}, ErrTooLarge)
+	f("corrupt lzf", newRDB(9).key(rdbString, "k").lzfStr([]byte{2, 'a', 'b', 'c', 4 << 5, 9}, 9).end(), nil, ErrMalformed)
+	f("lzf ratio", newRDB(9).key(rdbString, "k").lzfStr([]byte{0, 'a'}, 1000).end(), nil, ErrMalformed)
+	f("bad length prefix", newRDB(9).key(rdbString, "k").byte1(0x82).end(), nil, ErrMalformed)
+	f("bad string encoding", newRDB(9).key(rdbString, "k").byte1(0xC7).end(), nil, ErrMalformed)
+	f("ziplist bytes", newRDB(9).key(rdbListZiplist, "k").str("\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff").end(), nil, ErrMalformed)
+	lp := listpack("a", "b")
+	lp[6] = 0xF0 // a 32-bit string length running past the end
+	f("listpack entry", newRDB(11).key(rdbSetListpack, "k").str(string(lp)).end(), nil, ErrMalformed)
+	f("intset width", newRDB(9).key(rdbSetIntset, "k").str(string(intset(3))).end(), nil, ErrMalformed)
+	f("zset score", newRDB(9).key(rdbZSet, "k").len(1).str("m").byte1(3).raw([]byte("abc")).end(), nil, ErrMalformed)
+	f("quicklist container", newRDB(11).key(rdbListQuicklist2, "k").len(1).len(7).str("x").end(), nil, ErrMalformed)
+	f("module opcode", newRDB(9).key(rdbModule2, "k").len(1).len(9).end(), nil, ErrMalformed)
+	f("stream node key", newRDB(9).key(rdbStreamListpacks, "k").len(1).str("short").str("x").end(), nil, ErrMalformed)
+	f("unknown opcode", newRDB(9).byte1(30).end(), nil, ErrUnknownType)
+
+	// The error names the key and where it was read.
+	_, err := dump(newRDB(9).key(rdbString, "good").str("v").key(rdbSet, "bad\x00key").len(5).str("a").end(), nil)
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || string(ce.Key) != "bad\x00key" || ce.Offset == 0 ||
+		!strings.Contains(err.Error(), `key "bad\x00key" at offset`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestNoAttackerSizedAllocation declares a 400 MiB string in a tiny stream
+// and checks that the parser allocates nothing like it.
+func TestNoAttackerSizedAllocation(t *testing.T) {
+	data := newRDB(9).key(rdbString, "k").len(400 << 20).raw(bytes.Repeat([]byte("x"), 1000)).end()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := parseAll(NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 30}), true)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTruncated) {
+		t.Fatalf("err = %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("allocated %d bytes for a %d-byte file", grew, len(data))
+	}
+	// The same for a list claiming 2^40 elements.
+	data = newRDB(9).key(rdbList, "k").len(1 << 40).str("a").end()
+	runtime.ReadMemStats(&before)
+	err = parseAll(NewParser(bytes.NewReader(data), nil), true)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrMalformed) {
+		t.Fatalf("err = %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("allocated %d bytes", grew)
+	}
+}

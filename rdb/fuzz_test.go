@@ -1,0 +1,119 @@
+package rdb
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+)
+
+var rewriteCorpus = flag.Bool("rewrite-corpus", false, "rewrite testdata/fuzz seed files from the hand-built corpus")
+
+// addSeeds gives a fuzz target the hand-built files and the real fixtures;
+// the same files are committed under testdata/fuzz (see TestFuzzCorpus).
+func addSeeds(f *testing.F) {
+	for _, data := range handmadeCorpus() {
+		f.Add(data)
+	}
+	for _, data := range fixtureFiles() {
+		f.Add(data)
+	}
+}
+
+// FuzzParse checks that no input panics, and that the streaming and the
+// in-memory readers agree: same keys and elements when both succeed, and
+// one never succeeds where the other fails.
+func FuzzParse(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		opts := &Options{MaxValueSize: 1 << 20, BufferSize: 64}
+		streamed, errS := dumpParser(NewParser(bytes.NewReader(data), opts))
+		mapped, errB := dumpParser(NewBytesParser(data, opts))
+		if (errS == nil) != (errB == nil) {
+			t.Fatalf("streaming err %v, in-memory err %v", errS, errB)
+		}
+		if errS == nil && streamed != mapped {
+			t.Fatalf("streaming and in-memory parses differ:\n%s\n---\n%s", streamed, mapped)
+		}
+	})
+}
+
+// FuzzSkip checks that skipping values agrees with decoding them: whenever
+// a full decode succeeds, a pass that skips every value (and one whose filter
+// rejects every key) succeeds too and sees the same keys.
+func FuzzSkip(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		opts := &Options{MaxValueSize: 1 << 20}
+		var full []string
+		p := NewBytesParser(data, opts)
+		for p.Next() {
+			full = append(full, string(p.Entry().Key))
+			if p.Entry().Type == String {
+				p.Value()
+			} else {
+				p.Visit(func(*Element) error { return nil })
+			}
+		}
+		if p.Err() != nil {
+			return
+		}
+		var skipped []string
+		q := NewParser(bytes.NewReader(data), opts)
+		for q.Next() {
+			skipped = append(skipped, string(q.Entry().Key))
+		}
+		if q.Err() != nil || fmt.Sprint(skipped) != fmt.Sprint(full) {
+			t.Fatalf("skip pass: err %v, keys %q, want %q", q.Err(), skipped, full)
+		}
+		reject := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, Filter: func(*Entry) bool { return false }})
+		if reject.Next() || reject.Err() != nil {
+			t.Fatalf("reject-all pass: err %v", reject.Err())
+		}
+	})
+}
+
+// FuzzLZF checks the decompressor against arbitrary input and sizes.
+func FuzzLZF(f *testing.F) {
+	f.Add([]byte{2, 'a', 'b', 'c', 4 << 5, 2}, uint16(9))
+	f.Add([]byte{0, 'a', 0xE0, 0xFF, 0}, uint16(300))
+	f.Fuzz(func(t *testing.T, in []byte, n uint16) {
+		out := make([]byte, n)
+		_ = lzfDecompress(in, out)
+	})
+}
+
+// TestFuzzCorpus checks that the committed seed corpus is the hand-built
+// corpus (run with -rewrite-corpus after changing handmadeCorpus).
+func TestFuzzCorpus(t *testing.T) {
+	c := handmadeCorpus()
+	names := make([]string, 0, len(c))
+	for n := range c {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, target := range []string{"FuzzParse", "FuzzSkip"} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		for _, n := range names {
+			want := "go test fuzz v1\n[]byte(" + strconv.Quote(string(c[n])) + ")\n"
+			path := filepath.Join(dir, "handmade-"+n)
+			if *rewriteCorpus {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || string(got) != want {
+				t.Errorf("%s is missing or stale (err %v); run go test -run TestFuzzCorpus ./rdb/ -args -rewrite-corpus", path, err)
+			}
+		}
+	}
+}
