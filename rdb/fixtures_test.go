@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,10 @@ func TestFixturesRoundTrip(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "gen", "gen.py"),
 		"--out", out, "--require", "redis-debian")
+	// On timeout, SIGTERM lets the generator shut its servers down; they also get
+	// SIGKILL if it dies (PR_SET_PDEATHSIG), so none outlives the test.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
@@ -99,7 +104,43 @@ func TestFixturesRoundTrip(t *testing.T) {
 	}
 	for _, path := range paths {
 		checkFixture(t, path)
+		checkCommittedCurrent(t, path)
 	}
+}
+
+// checkCommittedCurrent compares a freshly generated fixture's keys and types
+// with the committed fixture of the same name, if there is one: a data set
+// changed in gen.py without regenerating testdata/redis shows up here. Values
+// are not compared, as relative expiries and stream times differ per run.
+func checkCommittedCurrent(t *testing.T, fresh string) {
+	t.Helper()
+	name := strings.TrimSuffix(filepath.Base(fresh), ".rdb")
+	committed := filepath.Join("testdata", "redis", name+".json")
+	if _, err := os.Stat(committed); err != nil {
+		t.Logf("%s: no committed fixture of that name (another server version?)", name)
+		return
+	}
+	summary := func(doc *fixtureDoc) []string {
+		var out []string
+		for _, k := range doc.Keys {
+			out = append(out, fmt.Sprintf("db %v key %s type %v", k["db"], jsonText(k["key"]), k["type"]))
+		}
+		sort.Strings(out)
+		return out
+	}
+	got := summary(loadDoc(t, strings.TrimSuffix(fresh, ".rdb")+".json"))
+	want := summary(loadDoc(t, committed))
+	if d := diff("keys", any(toAny(want)), any(toAny(got))); d != "" {
+		t.Errorf("%s: committed fixture is stale, regenerate testdata/redis (see its README): %s", name, d)
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // generatorPython returns a Python interpreter that can import redis, or "".
