@@ -67,7 +67,7 @@ func BenchmarkKeys(b *testing.B) {
 func BenchmarkVisitAll(b *testing.B) {
 	path := benchCorpus(b)
 	for b.Loop() {
-		if _, _, err := visitAll(path); err != nil {
+		if _, _, err := visitAll(path, false); err != nil {
 			b.Fatal(err)
 		}
 	}
