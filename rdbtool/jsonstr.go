@@ -31,9 +31,22 @@ func appendString(dst, s []byte) []byte {
 // U+2028 / U+2029 are valid JSON and copied (encoding/json escapes them only
 // for embedding in HTML/JavaScript).
 func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
+	// Fast path, the common case: nothing to escape and all ASCII. Check 8
+	// bytes at a time, the last word overlapping the one before so no byte
+	// is looked at alone, then copy the whole string at once.
+	i := 0 // s[:i] is known clean
+	if n := len(s); n >= 8 {
+		for i+8 <= n && !needsAttention(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i+8 > n && !needsAttention(binary.LittleEndian.Uint64(s[n-8:])) {
+			dst = append(dst, '"')
+			dst = append(dst, s...)
+			return append(dst, '"'), true
+		}
+	}
 	dst = append(dst, '"')
 	start := 0 // s[start:i] is safe and not yet copied
-	i := 0
 	for i < len(s) {
 		// Eight bytes at a time while none needs attention (SWAR).
 		for i+8 <= len(s) && !needsAttention(binary.LittleEndian.Uint64(s[i:])) {
