@@ -34,6 +34,9 @@ const scriptBatch = 256
 // JSON record is built in the same pass so a later `return true` costs
 // nothing more.
 func ExportScript(ctx context.Context, path string, w io.Writer, format Format, scriptPath string, opts Options) (Stats, error) {
+	if opts.Filter.MinSize > 0 {
+		return Stats{}, fmt.Errorf("rdbtool: --min-size cannot be combined with --script (the script sees e.value; filter on its size there)")
+	}
 	m := luavm.NewManager(luavm.Options{})
 	defer m.Close()
 	if err := m.LoadFile(scriptPath, luavm.ScriptConfig{}); err != nil {
