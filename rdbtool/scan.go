@@ -83,12 +83,13 @@ type Options struct {
 	Progress io.Writer
 	// SkipChecksum turns off the parser's CRC64 check.
 	SkipChecksum bool
+	// NoMmap reads the file through a buffer instead of mapping it.
+	NoMmap bool
 }
 
 // input is an open RDB file being scanned by one verb.
 type input struct {
 	path     string
-	f        *os.File
 	p        *rdb.Parser
 	size     int64
 	progress *Progress
@@ -104,18 +105,19 @@ func openInput(path, label string, opts Options) (*input, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rdbtool: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rdbtool: %w", err)
-	}
-	in := &input{path: path, f: f, size: st.Size(), minSize: opts.Filter.MinSize}
+	in := &input{path: path, size: st.Size(), minSize: opts.Filter.MinSize}
 	in.estimateFn = in.estimateElement
-	in.p = rdb.NewParser(f, &rdb.Options{Filter: filter, SkipChecksum: opts.SkipChecksum, BufferSize: 1 << 20})
+	// rdb.Open maps the file (zero-copy; the parser releases pages behind
+	// it, so RSS stays bounded) unless NoMmap; then it reads through a
+	// 1 MiB window.
+	in.p, err = rdb.Open(path, &rdb.Options{Filter: filter, SkipChecksum: opts.SkipChecksum, BufferSize: 1 << 20, NoMmap: opts.NoMmap})
+	if err != nil {
+		return nil, fmt.Errorf("rdbtool: %w", err)
+	}
 	if opts.Progress != nil {
 		in.progress = NewProgress(opts.Progress, label, in.size)
 	}
@@ -141,17 +143,21 @@ func (in *input) next(ctx context.Context, n *int) bool {
 // *CorruptionError carries offset and key) or ctx's error.
 func (in *input) finish(ctx context.Context, err error) error {
 	in.progress.Finish()
-	in.f.Close()
 	if err == nil {
 		err = in.p.Err()
+	}
+	if cerr := in.p.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("rdbtool: %w", cerr)
 	}
 	if err == nil {
 		err = ctx.Err()
 	}
-	if err != nil {
+	var ce *rdb.CorruptionError
+	if err != nil && !errors.As(err, &ce) {
+		// A CorruptionError from rdb.Open names the file already.
 		return fmt.Errorf("%s: %w", in.path, err)
 	}
-	return nil
+	return err
 }
 
 // memKindOf maps a logical type to the estimator's.

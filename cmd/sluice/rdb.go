@@ -20,6 +20,7 @@ type rdbFlags struct {
 	keyRegex   string
 	minSize    int64
 	noChecksum bool
+	noMmap     bool
 	noProgress bool
 	output     string
 	script     string
@@ -41,7 +42,7 @@ and a message naming the byte offset and the key.`,
 }
 
 func rdbOptions(cmd *cobra.Command) (rdbtool.Options, error) {
-	o := rdbtool.Options{SkipChecksum: rdbOpts.noChecksum}
+	o := rdbtool.Options{SkipChecksum: rdbOpts.noChecksum, NoMmap: rdbOpts.noMmap}
 	o.Filter = rdbtool.Filter{
 		DBs: rdbOpts.dbs, Prefixes: rdbOpts.prefixes, Pattern: rdbOpts.pattern,
 		Regex: rdbOpts.keyRegex, MinSize: rdbOpts.minSize,
@@ -112,6 +113,7 @@ func init() {
 	f.StringVar(&rdbOpts.keyRegex, "key", "", "only keys matching this regular expression (Go RE2 syntax)")
 	f.Int64Var(&rdbOpts.minSize, "min-size", 0, "only keys whose estimated memory is at least this many bytes (decodes values)")
 	f.BoolVar(&rdbOpts.noChecksum, "no-checksum", false, "do not verify the file's CRC64")
+	f.BoolVar(&rdbOpts.noMmap, "no-mmap", false, "read the file through a buffer instead of memory-mapping it")
 	f.BoolVar(&rdbOpts.noProgress, "no-progress", false, "no progress bar (it is only drawn when stderr is a terminal)")
 	f.StringVarP(&rdbOpts.output, "output", "o", "", "write to this file instead of stdout")
 
