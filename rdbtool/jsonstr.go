@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -36,10 +37,10 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 	// is looked at alone, then copy the whole string at once.
 	i := 0 // s[:i] is known clean
 	if n := len(s); n >= 8 {
-		for i+8 <= n && !needsAttention(binary.LittleEndian.Uint64(s[i:])) {
+		for i+8 <= n && attention(binary.LittleEndian.Uint64(s[i:])) == 0 {
 			i += 8
 		}
-		if i+8 > n && !needsAttention(binary.LittleEndian.Uint64(s[n-8:])) {
+		if i+8 > n && attention(binary.LittleEndian.Uint64(s[n-8:])) == 0 {
 			dst = append(dst, '"')
 			dst = append(dst, s...)
 			return append(dst, '"'), true
@@ -48,24 +49,30 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 	dst = append(dst, '"')
 	start := 0 // s[start:i] is safe and not yet copied
 	for i < len(s) {
-		// Eight bytes at a time while none needs attention (SWAR).
-		for i+8 <= len(s) && !needsAttention(binary.LittleEndian.Uint64(s[i:])) {
-			i += 8
+		var c byte
+		if i+8 <= len(s) {
+			// Jump straight to the first byte needing attention in the next
+			// word (JSON-in-a-string values have a quote every few bytes).
+			m := attention(binary.LittleEndian.Uint64(s[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+			c = s[i]
+		} else {
+			c = s[i]
+			if c < utf8.RuneSelf && safeASCII[c] {
+				i++
+				continue
+			}
 		}
-		if i >= len(s) {
-			break
-		}
-		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRune(s[i:])
 			if r == utf8.RuneError && size == 1 {
 				return dst, false
 			}
 			i += size
-			continue
-		}
-		if safeASCII[c] {
-			i++
 			continue
 		}
 		dst = append(dst, s[start:i]...)
@@ -102,18 +109,20 @@ var safeASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// needsAttention reports whether any of the 8 bytes in x is a control byte
-// (< 0x20), '"', '\\' or non-ASCII (>= 0x80). Classic SWAR: a byte b is
-// "less than n" when (b - n) borrows into bit 7 while b itself had bit 7 clear.
-func needsAttention(x uint64) bool {
+// attention returns a mask with bit 7 set in (at least) the lowest byte of
+// x that is a control byte (< 0x20), '"', '\\' or non-ASCII (>= 0x80), and
+// 0 when there is none. Classic SWAR: a byte b is "less than n" when b - n
+// borrows into bit 7 while b itself had bit 7 clear; equality is "b XOR v
+// less than 1". Borrows can only flag bytes above a flagged byte, so the
+// lowest flagged byte is exact (what bits.TrailingZeros64 finds).
+func attention(x uint64) uint64 {
 	const lo = 0x0101010101010101
 	const hi = 0x8080808080808080
-	lessThan20 := (x - lo*0x20) & ^x
-	quote := x ^ (lo * '"')
-	isQuote := (quote - lo) & ^quote
-	bslash := x ^ (lo * '\\')
-	isBslash := (bslash - lo) & ^bslash
-	return (lessThan20|isQuote|isBslash|x)&hi != 0
+	q := x ^ (lo * '"')
+	bs := x ^ (lo * '\\')
+	// q and bs keep x's bit 7 (neither constant has it), so one &^ x
+	// serves all three "less than" tests.
+	return ((x-lo*0x20)|(q-lo)|(bs-lo))&^x&hi | x&hi
 }
 
 // appendFloat appends a zset score or other double in a JSON-safe form: a

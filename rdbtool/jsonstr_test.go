@@ -130,3 +130,19 @@ func BenchmarkAppendString(b *testing.B) {
 		buf = appendString(buf[:0], s)
 	}
 }
+
+// BenchmarkAppendStringJSONText is the escape-heavy case: a cached JSON
+// document stored as a Redis string, a quote every few bytes.
+func BenchmarkAppendStringJSONText(b *testing.B) {
+	var doc bytes.Buffer
+	for i := 0; doc.Len() < 4096; i++ {
+		doc.WriteString(`{"id":12345,"name":"item 7","tags":["red","green"],"price":12.50},`)
+	}
+	s := doc.Bytes()
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	buf := make([]byte, 0, 8192)
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
+	}
+}
