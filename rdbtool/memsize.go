@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
-	"strconv"
 )
 
 // Memory estimation: how many bytes a key would take in a 64-bit Redis 7
@@ -130,33 +129,55 @@ func parseInt(s []byte) (int64, bool) {
 // listpackEntrySize is the bytes one element takes in a listpack: encoding
 // byte(s) + data + backlen.
 func listpackEntrySize(s []byte) int64 {
-	var n int64
 	if v, ok := parseInt(s); ok {
-		switch {
-		case v >= 0 && v <= 127:
-			n = 1
-		case v >= -4096 && v <= 4095:
-			n = 2
-		case v >= -1<<15 && v < 1<<15:
-			n = 3
-		case v >= -1<<23 && v < 1<<23:
-			n = 4
-		case v >= -1<<31 && v < 1<<31:
-			n = 5
-		default:
-			n = 9
-		}
-	} else {
-		l := int64(len(s))
-		switch {
-		case l < 64:
-			n = 1 + l
-		case l < 4096:
-			n = 2 + l
-		default:
-			n = 5 + l
-		}
+		return listpackIntSize(v)
 	}
+	var n int64
+	l := int64(len(s))
+	switch {
+	case l < 64:
+		n = 1 + l
+	case l < 4096:
+		n = 2 + l
+	default:
+		n = 5 + l
+	}
+	return withBacklen(n)
+}
+
+// listpackScoreSize is the listpack entry of a zset score: an integer entry
+// when the score is whole, else the %.17g text Redis stores (taken as 18
+// characters, the usual length, rather than formatting every score).
+func listpackScoreSize(f float64) int64 {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+		return listpackIntSize(int64(f))
+	}
+	return withBacklen(1 + 18)
+}
+
+// listpackIntSize is the listpack entry of an integer: 7-bit unsigned,
+// 13/16/24/32/64-bit signed encodings.
+func listpackIntSize(v int64) int64 {
+	var n int64
+	switch {
+	case v >= 0 && v <= 127:
+		n = 1
+	case v >= -4096 && v <= 4095:
+		n = 2
+	case v >= -1<<15 && v < 1<<15:
+		n = 3
+	case v >= -1<<23 && v < 1<<23:
+		n = 4
+	case v >= -1<<31 && v < 1<<31:
+		n = 5
+	default:
+		n = 9
+	}
+	return withBacklen(n)
+}
+
+// withBacklen adds the back-length field to an entry of n bytes.
+func withBacklen(n int64) int64 {
 	switch {
 	case n < 128:
 		return n + 1
@@ -275,8 +296,7 @@ func (e *keyEstimate) member(m []byte) {
 func (e *keyEstimate) zsetMember(m []byte, score float64) {
 	e.elements++
 	e.note(m)
-	var buf [32]byte
-	e.compact += listpackEntrySize(m) + listpackEntrySize(strconv.AppendFloat(buf[:0], score, 'g', 17, 64))
+	e.compact += listpackEntrySize(m) + listpackScoreSize(score)
 	// A skiplist node has 1 + k levels with P(k) = 0.25^k; take the level
 	// from a hash of the member so the estimate is reproducible.
 	level := int64(1)
