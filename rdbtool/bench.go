@@ -18,18 +18,19 @@ import (
 )
 
 // BenchCases are the cases `sluice bench rdb` runs, in order.
-var BenchCases = []string{"read-file", "visit-all", "visit-all-mmap", "keys-only", "filter-none", "filter-none-mmap", "export-jsonl", "memory-csv"}
+var BenchCases = []string{"read-file", "visit-all", "visit-all-mmap", "keys-only", "filter-none", "filter-none-mmap", "export-jsonl", "export-jsonl-serial", "memory-csv"}
 
 // benchCaseDoc says what each case measures (the table's first column).
 var benchCaseDoc = map[string]string{
-	"read-file":        "read the file (1 MiB reads to nowhere, like cat > /dev/null)",
-	"visit-all":        "parse, visiting every element of every value",
-	"keys-only":        "key scan, every value skipped undecoded",
-	"filter-none":      "all-rejecting filter (parser filter returns false)",
-	"visit-all-mmap":   "visit-all, file memory-mapped (rdb.Open)",
-	"filter-none-mmap": "filter-none, file memory-mapped (rdb.Open)",
-	"export-jsonl":     "JSON Lines export to /dev/null",
-	"memory-csv":       "memory report CSV to /dev/null",
+	"read-file":           "read the file (1 MiB reads to nowhere, like cat > /dev/null)",
+	"visit-all":           "parse, visiting every element of every value",
+	"keys-only":           "key scan, every value skipped undecoded",
+	"filter-none":         "all-rejecting filter (parser filter returns false)",
+	"visit-all-mmap":      "visit-all, file memory-mapped (rdb.Open)",
+	"filter-none-mmap":    "filter-none, file memory-mapped (rdb.Open)",
+	"export-jsonl":        "JSON Lines export to /dev/null (parse and JSON writing on 2 goroutines)",
+	"export-jsonl-serial": "JSON Lines export to /dev/null, one goroutine (--no-parallel)",
+	"memory-csv":          "memory report CSV to /dev/null",
 }
 
 // CaseResult is one case's measurement, made inside the child process that
@@ -91,7 +92,7 @@ func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResul
 		_, err = keysOnly(path, func(*rdb.Entry) bool { return false }, false)
 	case "filter-none-mmap":
 		_, err = keysOnly(path, func(*rdb.Entry) bool { return false }, true)
-	case "export-jsonl", "memory-csv":
+	case "export-jsonl", "export-jsonl-serial", "memory-csv":
 		var null *os.File
 		null, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 		if err != nil {
@@ -99,9 +100,12 @@ func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResul
 		}
 		defer null.Close()
 		var s Stats
-		if name == "export-jsonl" {
+		switch name {
+		case "export-jsonl":
 			s, err = Export(ctx, path, null, JSONLines, Options{})
-		} else {
+		case "export-jsonl-serial":
+			s, err = Export(ctx, path, null, JSONLines, Options{NoParallel: true})
+		default:
 			s, err = Memory(ctx, path, null, Options{})
 		}
 		res.Keys = s.Keys

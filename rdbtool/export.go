@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 
 	"github.com/sluicedb/sluice/rdb"
@@ -43,6 +44,10 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 	in, err := openInput(path, "export", opts)
 	if err != nil {
 		return Stats{}, err
+	}
+	if opts.Filter.MinSize == 0 && !opts.NoParallel && runtime.GOMAXPROCS(0) >= 2 {
+		keys, err := exportParallel(ctx, in, w, format)
+		return Stats{Keys: keys, InputSize: in.size}, err
 	}
 	ex := newExporter(w, format)
 	var n int

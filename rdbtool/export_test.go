@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -271,8 +272,11 @@ func TestExportMatchesFixtures(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".rdb")
 		t.Run(name, func(t *testing.T) {
 			want := loadFixture(t, path)
-			compareRecords(t, name, want, exportRecords(t, path, JSONLines, Options{}))
-			compareRecords(t, name+" (json)", want, exportRecords(t, path, JSON, Options{}))
+			for _, serial := range []bool{false, true} {
+				o := Options{NoParallel: serial}
+				compareRecords(t, fmt.Sprintf("%s (jsonl, serial %v)", name, serial), want, exportRecords(t, path, JSONLines, o))
+				compareRecords(t, fmt.Sprintf("%s (json, serial %v)", name, serial), want, exportRecords(t, path, JSON, o))
+			}
 		})
 	}
 }
@@ -282,5 +286,47 @@ func TestExportEmptyResultIsValidJSON(t *testing.T) {
 	recs := exportRecords(t, path, JSON, Options{Filter: Filter{Prefixes: []string{"no such prefix"}}})
 	if len(recs) != 0 {
 		t.Errorf("got %d records", len(recs))
+	}
+}
+
+// failingWriter fails once more than limit bytes have been written.
+type failingWriter struct{ n, limit int }
+
+var errDiskFull = errors.New("disk full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.n+len(p) > w.limit {
+		return 0, errDiskFull
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+func TestExportWriteErrorStops(t *testing.T) {
+	path, _ := withLiveServer(t)
+	for _, serial := range []bool{false, true} {
+		_, err := Export(context.Background(), path, &failingWriter{limit: 300 << 10}, JSONLines, Options{NoParallel: serial})
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("serial %v: want the writer's error, got %v", serial, err)
+		}
+	}
+}
+
+func TestExportParallelEqualsSerial(t *testing.T) {
+	path, _ := withLiveServer(t)
+	for _, format := range []Format{JSON, JSONLines} {
+		var par, ser bytes.Buffer
+		if _, err := Export(context.Background(), path, &par, format, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Export(context.Background(), path, &ser, format, Options{NoParallel: true}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(par.Bytes(), ser.Bytes()) {
+			t.Errorf("format %d: parallel and serial exports differ (%d vs %d bytes)", format, par.Len(), ser.Len())
+		}
+		if par.Len() < tapeSize*4 {
+			t.Errorf("export of %d bytes does not cross enough tapes to test the hand-over", par.Len())
+		}
 	}
 }

@@ -58,6 +58,12 @@ func withLiveServer(t *testing.T) (string, *redisServer) {
 			writeCommand(w, "SET", "empty", "")
 			writeCommand(w, "SET", "ctl\x00\x01\"\\", "\xff\xfe not utf-8")
 			writeCommand(w, "ZADD", "zinf", "inf", "a", "-inf", "b", "0.1", "c")
+			// A value bigger than an export tape (parallel hand-over mid-value).
+			big := []string{"RPUSH", "biglist"}
+			for i := 0; i < 30000; i++ {
+				big = append(big, fmt.Sprintf("item %d \"quoted\" ünïcode", i))
+			}
+			writeCommand(w, big...)
 			return nil
 		})
 		if err == nil {

@@ -85,6 +85,9 @@ type Options struct {
 	SkipChecksum bool
 	// NoMmap reads the file through a buffer instead of mapping it.
 	NoMmap bool
+	// NoParallel keeps Export on one goroutine. By default, with two or
+	// more CPUs and no MinSize, parsing and JSON writing run on two.
+	NoParallel bool
 }
 
 // input is an open RDB file being scanned by one verb.

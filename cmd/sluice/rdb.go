@@ -21,6 +21,7 @@ type rdbFlags struct {
 	minSize    int64
 	noChecksum bool
 	noMmap     bool
+	noParallel bool
 	noProgress bool
 	output     string
 	script     string
@@ -42,7 +43,7 @@ and a message naming the byte offset and the key.`,
 }
 
 func rdbOptions(cmd *cobra.Command) (rdbtool.Options, error) {
-	o := rdbtool.Options{SkipChecksum: rdbOpts.noChecksum, NoMmap: rdbOpts.noMmap}
+	o := rdbtool.Options{SkipChecksum: rdbOpts.noChecksum, NoMmap: rdbOpts.noMmap, NoParallel: rdbOpts.noParallel}
 	o.Filter = rdbtool.Filter{
 		DBs: rdbOpts.dbs, Prefixes: rdbOpts.prefixes, Pattern: rdbOpts.pattern,
 		Regex: rdbOpts.keyRegex, MinSize: rdbOpts.minSize,
@@ -130,6 +131,7 @@ func init() {
 		RunE:  rdbVerb(exportVerb(rdbtool.JSONLines)),
 	}
 	for _, c := range []*cobra.Command{jsonCmd, jsonlCmd} {
+		c.Flags().BoolVar(&rdbOpts.noParallel, "no-parallel", false, "parse and write JSON on one goroutine (default: two when there are 2+ CPUs)")
 		c.Flags().StringVar(&rdbOpts.script, "script", "", "Lua file whose function key(e) keeps, drops or rewrites each key (see docs/rdb.md)")
 	}
 
