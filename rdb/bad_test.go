@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -173,5 +175,55 @@ func TestNoAttackerSizedAllocation(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
 		t.Fatalf("allocated %d bytes", grew)
+	}
+}
+
+// TestChecksumLargeInputs covers the background checksum of large in-memory
+// and mapped inputs: a good file passes, one flipped byte anywhere is caught,
+// and abandoning or failing a parse stops the helper (goleak in TestMain).
+func TestChecksumLargeInputs(t *testing.T) {
+	data := syntheticRDB(45000) // ~17.5 MB, above crcWorkerMinLen
+	if len(data) < crcWorkerMinLen {
+		t.Fatalf("test file of %d bytes does not reach the helper's threshold", len(data))
+	}
+	if err := parseAll(NewBytesParser(data, nil), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{len(data) / 2, len(data) - 20} {
+		bad := bytes.Clone(data)
+		// Flip a byte inside a string value so the structure stays readable.
+		i := bytes.Index(bad[at:], []byte("vvvv")) + at
+		bad[i] = 'w'
+		if err := parseAll(NewBytesParser(bad, nil), false); !errors.Is(err, ErrChecksum) {
+			t.Fatalf("flip at %d: err = %v", i, err)
+		}
+		path := filepath.Join(t.TempDir(), "bad.rdb")
+		if err := os.WriteFile(path, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = parseAll(p, true)
+		if !errors.Is(err, ErrChecksum) {
+			t.Fatalf("mapped, flip at %d: err = %v", i, err)
+		}
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.Path != path {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+		p.Close()
+	}
+	// Stop half way: Close must stop the helper.
+	p := NewBytesParser(data, nil)
+	for range 1000 {
+		p.Next()
+	}
+	p.Close()
+	// Fail half way: the helper stops too.
+	trunc := data[:len(data)/2]
+	if err := parseAll(NewBytesParser(trunc, nil), false); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("truncated: %v", err)
 	}
 }

@@ -9,14 +9,23 @@ import (
 )
 
 var (
-	benchOnce sync.Once
-	benchData []byte
+	benchOnce      sync.Once
+	benchData      []byte
+	benchLargeOnce sync.Once
+	benchLargeData []byte
 )
 
-// benchRDB is a ~32 MiB synthetic snapshot (see syntheticRDB), built once.
+// benchRDB is a ~32 MiB synthetic snapshot of small values (see
+// syntheticRDB), built once: the worst case, element overhead dominates.
 func benchRDB() []byte {
 	benchOnce.Do(func() { benchData = syntheticRDB(64000) })
 	return benchData
+}
+
+// benchRDBLarge is a ~40 MiB snapshot of 0.5-2 KiB values (syntheticRDBLarge).
+func benchRDBLarge() []byte {
+	benchLargeOnce.Do(func() { benchLargeData = syntheticRDBLarge(30000) })
+	return benchLargeData
 }
 
 // visitAll decodes every value and touches every element.
@@ -43,7 +52,11 @@ func visitAll(p *Parser) (n int, err error) {
 }
 
 func BenchmarkParse(b *testing.B) {
-	data := benchRDB()
+	b.Run("small", func(b *testing.B) { benchmarkParse(b, benchRDB()) })
+	b.Run("large", func(b *testing.B) { benchmarkParse(b, benchRDBLarge()) })
+}
+
+func benchmarkParse(b *testing.B, data []byte) {
 	run := func(name string, mk func() *Parser, visit bool) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
@@ -117,5 +130,21 @@ func BenchmarkCRC64(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		crc64Update(0, data)
+	}
+}
+
+// BenchmarkReadBaseline copies the in-memory file through a 256 KiB buffer
+// (what reading it costs at all), for comparison with the parse figures.
+func BenchmarkReadBaseline(b *testing.B) {
+	data := benchRDB()
+	buf := make([]byte, defaultBufferSize)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		r := bytes.NewReader(data)
+		for {
+			if _, err := r.Read(buf); err != nil {
+				break
+			}
+		}
 	}
 }

@@ -116,3 +116,41 @@ func syntheticRDB(n int) []byte {
 	}
 	return w.end()
 }
+
+// syntheticRDBLarge builds a snapshot of bigger values, like a cache of
+// serialized objects: 0.5-2 KiB strings (a third LZF-compressed), hashes of
+// 20 fields with 100-byte values, 200-member zsets in the skiplist encoding.
+func syntheticRDBLarge(n int) []byte {
+	w := newRDB(11).aux("redis-ver", "7.2.4").selectDB(0)
+	blob := strings.Repeat(`{"id":12345,"name":"some user","tags":["a","b","c"],"active":true}`, 32)
+	// An LZF payload as Redis writes it for a repetitive value: one literal
+	// run, then long back references of the maximum length.
+	lit := []byte(blob[:32])
+	comp := append([]byte{31}, lit...)
+	ulen := 32
+	for ulen+264 <= 2048 {
+		comp = append(comp, 0xE0, 255, 31) // length 7+255+2 = 264, distance 32
+		ulen += 264
+	}
+	for i := range n {
+		k := "obj:" + strconv.Itoa(i)
+		switch i % 3 {
+		case 0:
+			w.key(rdbString, k).str(blob[:512+i%1536])
+		case 1:
+			w.key(rdbString, k).lzfStr(comp, ulen)
+		case 2:
+			w.key(rdbHash, k).len(20)
+			for j := range 20 {
+				w.str("field-" + strconv.Itoa(j)).str(blob[j : j+100])
+			}
+		}
+		if i%100 == 0 {
+			w.key(rdbZSet2, k+":z").len(200)
+			for j := range 200 {
+				w.str("member-" + strconv.Itoa(j)).u64le(math.Float64bits(float64(j)))
+			}
+		}
+	}
+	return w.end()
+}

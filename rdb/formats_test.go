@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -234,5 +235,36 @@ func TestVersionsAndMagic(t *testing.T) {
 		if _, err := dump(data, nil); err != nil {
 			t.Errorf("version %d: %v", v, err)
 		}
+	}
+}
+
+// TestStreamManyIntegerFields: integer fields and values are formatted into a
+// scratch buffer that must not overwrite bytes handed out earlier in the same
+// entry, however many there are.
+func TestStreamManyIntegerFields(t *testing.T) {
+	var vals []any
+	var want []string
+	for i := range 300 {
+		vals = append(vals, i*1000+1, -i*77-100000)
+		want = append(want, strconv.Itoa(i*1000+1), strconv.Itoa(-i*77-100000))
+	}
+	w := newRDB(11).key(rdbStreamListpacks3, "s")
+	w.len(1).str(rawID(1, 0)).str(string(streamNode([]string{"f"}, append([]any{0, 0, 0}, vals...))))
+	w.len(1).len(1).len(0).len(1).len(0).len(0).len(0).len(1).len(0) // meta, no groups
+	p := NewBytesParser(w.end(), nil)
+	if !p.Next() {
+		t.Fatal(p.Err())
+	}
+	var got []string
+	err := p.Visit(func(el *Element) error {
+		if el.Kind == StreamEntry {
+			for _, f := range el.Fields {
+				got = append(got, string(f))
+			}
+		}
+		return nil
+	})
+	if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("err %v\ngot  %v\nwant %v", err, got, want)
 	}
 }

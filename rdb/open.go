@@ -11,7 +11,7 @@ const mmapMinSize = 1 << 20
 // releaseChunk: with a mapped file, consumed pages are handed back to the
 // kernel in chunks of this size, so the resident set does not grow with the
 // file (mapped file pages count towards RSS).
-const releaseChunk = 32 << 20
+const releaseChunk = 16 << 20
 
 // Open returns a Parser reading the file at path. Large files are memory
 // mapped (on Linux, unless Options.NoMmap): keys and values are then slices

@@ -56,10 +56,12 @@ const (
 	rdbStreamListpacks4    = 26
 )
 
-// maxRedisVersion is the newest Redis RDB version this parser knows of;
-// Valkey files ("VALKEY" magic) use versions from 80 on.
+// maxRedisVersion is the newest Redis RDB version accepted: 13 is Redis 8.6;
+// 14 (Redis 8.8) is accepted for the types it shares with 13, its new types
+// (27 and up) fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
+// versions from 80 on.
 const (
-	maxRedisVersion  = 13
+	maxRedisVersion  = 14
 	minValkeyVersion = 80
 	maxValkeyVersion = 81
 	maxAuxFields     = 1024 // AUX fields kept in Header; later ones are read and dropped
@@ -143,6 +145,7 @@ func (p *Parser) Offset() int64 { return p.r.offset() }
 // for NewParser. After Close no borrowed bytes may be used.
 func (p *Parser) Close() error {
 	p.hasEntry = false
+	p.stopWorker()
 	if p.closer == nil {
 		return nil
 	}
@@ -153,6 +156,14 @@ func (p *Parser) Close() error {
 	return c()
 }
 
+// stopWorker ends the checksum helper, if any, before its input goes away.
+func (p *Parser) stopWorker() {
+	if p.r.worker != nil {
+		p.r.worker.stop()
+		p.r.worker = nil
+	}
+}
+
 // fail records err as the sticky error, as a *CorruptionError at the current
 // offset unless it is one already or it came from a Visit callback.
 func (p *Parser) fail(err error) error {
@@ -161,6 +172,7 @@ func (p *Parser) fail(err error) error {
 	}
 	p.err = p.corrupt(err)
 	p.hasEntry = false
+	p.stopWorker()
 	return p.err
 }
 
@@ -195,6 +207,7 @@ func (p *Parser) Next() bool {
 			p.fail(err)
 			return false
 		}
+		p.attachCRCWorker()
 	}
 	if p.hasEntry && !p.consumed {
 		if err := p.skipValue(p.rawType); err != nil {
@@ -400,9 +413,12 @@ func (p *Parser) nextRecord() error {
 // position back to the kernel once enough of them are done with. Nothing
 // before pos is borrowed between records; the CRC is brought up to pos first.
 func (p *Parser) releaseMapped() {
+	if p.r.worker != nil && p.r.pos-p.r.crcPos >= crcChunk {
+		p.r.sumCRC(p.r.pos)
+	}
 	if m := p.mapping; m != nil && p.r.pos-m.released >= releaseChunk {
 		p.r.sumCRC(p.r.pos)
-		m.release(p.r.pos)
+		m.release(min(p.r.pos, p.r.crcProgress()))
 	}
 }
 
@@ -470,9 +486,7 @@ func (p *Parser) classify(t byte) (Encoding, Type, bool) {
 }
 
 func (p *Parser) finish() error {
-	p.r.sumCRC(p.r.pos)
-	sum := p.r.crc
-	p.r.crcOn = false
+	sum := p.r.finishCRC(p.r.pos)
 	p.done = true
 	if p.hdr.Version < 5 && !p.valkey {
 		return nil // no checksum before RDB 5

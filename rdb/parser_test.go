@@ -418,3 +418,22 @@ func TestAccessorMisuse(t *testing.T) {
 		t.Fatalf("callback error: %v / %v", err, p.Err())
 	}
 }
+
+func TestCloneDoesNotAlias(t *testing.T) {
+	w := newRDB(11).key(rdbHashListpack, "h").str(string(listpack("f1", "v1", "f2", 2)))
+	w.key(rdbString, "next").str("x")
+	data := w.end()
+	p := NewParser(bytes.NewReader(data), &Options{BufferSize: 64})
+	var kept []Element
+	var keys []Entry
+	for p.Next() {
+		keys = append(keys, p.Entry().Clone())
+		if p.Entry().Type == Hash {
+			p.Visit(func(el *Element) error { kept = append(kept, el.Clone()); return nil })
+		}
+	}
+	if p.Err() != nil || len(kept) != 2 || string(kept[0].Member) != "f1" || string(kept[0].Value) != "v1" ||
+		string(kept[1].Member) != "f2" || string(kept[1].Value) != "2" || string(keys[0].Key) != "h" || string(keys[1].Key) != "next" {
+		t.Fatalf("err %v kept %+v keys %+v", p.Err(), kept, keys)
+	}
+}

@@ -31,6 +31,7 @@ type reader struct {
 	crcOn  bool
 	crc    uint64
 	crcPos int
+	worker *crcWorker // static inputs: sums in the background (crcworker.go)
 }
 
 func (r *reader) offset() int64 { return r.base + int64(r.pos) }
@@ -48,12 +49,36 @@ func (r *reader) remaining() int64 {
 
 // sumCRC brings the CRC up to buf[:i].
 func (r *reader) sumCRC(i int) {
-	if r.crcOn && i > r.crcPos {
+	if i <= r.crcPos {
+		return
+	}
+	switch {
+	case r.worker != nil:
+		r.worker.add(r.buf[r.crcPos:i])
+	case r.crcOn:
 		r.crc = crc64Update(r.crc, r.buf[r.crcPos:i])
 	}
-	if i > r.crcPos {
-		r.crcPos = i
+	r.crcPos = i
+}
+
+// crcProgress returns how much of a static input has been summed (the
+// helper may lag behind crcPos).
+func (r *reader) crcProgress() int {
+	if r.worker != nil {
+		return int(r.worker.progress.Load())
 	}
+	return r.crcPos
+}
+
+// finishCRC sums up to buf[:i], stops the helper and returns the CRC.
+func (r *reader) finishCRC(i int) uint64 {
+	r.sumCRC(i)
+	if r.worker != nil {
+		r.crc = r.worker.stop()
+		r.worker = nil
+	}
+	r.crcOn = false
+	return r.crc
 }
 
 // errTruncatedAt is what running out of input means; a real read error from

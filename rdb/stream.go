@@ -212,12 +212,9 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 	if !ok || nf < 0 || nf > int64(len(lp)) {
 		return bad("master field count")
 	}
-	// Master fields are formatted once into masterScratch, sized up front so
-	// the slices into it stay valid.
+	// Master fields are formatted once into masterScratch (see
+	// packedBytesInto for why earlier slices into it stay valid).
 	p.masterFields = p.masterFields[:0]
-	if need := int(nf) * 21; cap(p.masterScratch) < need {
-		p.masterScratch = make([]byte, 0, need)
-	}
 	p.masterScratch = p.masterScratch[:0]
 	for range nf {
 		if ok, err := it.next(); err != nil || !ok {
@@ -254,9 +251,6 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 			}
 		}
 		p.fields = p.fields[:0]
-		if need := int(n) * 2 * 21; cap(p.scratch) < need {
-			p.scratch = make([]byte, 0, need)
-		}
 		p.scratch = p.scratch[:0]
 		for i := range n {
 			if !same {
@@ -288,11 +282,17 @@ func (p *Parser) visitStreamListpack(master StreamID, lp []byte) error {
 }
 
 // packedBytesInto returns the current entry's bytes, formatting an integer
-// at the end of *scratch (whose capacity the caller reserved, so earlier
-// slices into it stay valid).
+// at the end of *scratch. When *scratch is full it moves to a new, larger
+// array rather than growing in place, so slices already handed out keep
+// pointing at intact bytes; the largest array is then reused for later
+// entries. Growth follows the integers actually present, never a count read
+// from the file.
 func (p *Parser) packedBytesInto(it *packedIter, scratch *[]byte) []byte {
 	if !it.isInt {
 		return it.s
+	}
+	if cap(*scratch)-len(*scratch) < 20 {
+		*scratch = make([]byte, 0, max(256, 2*cap(*scratch)))
 	}
 	start := len(*scratch)
 	*scratch = strconv.AppendInt(*scratch, it.v, 10)

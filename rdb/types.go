@@ -205,6 +205,22 @@ type Element struct {
 	Int          int64 // ModuleSint, ModuleUint (as the same 64 bits)
 }
 
+// Clone returns a copy of el whose byte slices do not alias the parser's
+// buffers, for callers that keep elements past the callback.
+func (el *Element) Clone() Element {
+	c := *el
+	c.Member = bytes.Clone(el.Member)
+	c.Value = bytes.Clone(el.Value)
+	c.Group = bytes.Clone(el.Group)
+	if el.Fields != nil {
+		c.Fields = make([][]byte, len(el.Fields))
+		for i, f := range el.Fields {
+			c.Fields[i] = bytes.Clone(f)
+		}
+	}
+	return c
+}
+
 // Header describes the file: its magic, RDB version and the AUX fields read
 // so far (AUX fields may appear between keys, so the list can grow).
 type Header struct {

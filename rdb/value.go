@@ -64,6 +64,7 @@ func (p *Parser) Visit(fn func(*Element) error) error {
 		if ce, ok := err.(*callbackError); ok {
 			p.err = ce.err
 			p.hasEntry = false
+			p.stopWorker()
 			return ce.err
 		}
 		return p.fail(err)
