@@ -44,10 +44,7 @@ type fixtureDoc struct {
 
 // skippedFixtures names fixtures the parser cannot read yet, with the missing
 // format. Keep it empty when the parser covers everything.
-var skippedFixtures = map[string]string{
-	"valkey-9.1.2":            "Valkey 9 HASH_2 (type 22 in VALKEY080 files: hashes with per-field expiry)",
-	"valkey-9.1.2-nochecksum": "Valkey 9 HASH_2 (type 22 in VALKEY080 files: hashes with per-field expiry)",
-}
+var skippedFixtures = map[string]string{}
 
 func TestFixtures(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "redis", "*.rdb"))
