@@ -35,22 +35,14 @@ func TestMain(m *testing.M) {
 // account of their contents (rdb/testdata/redis/README.md).
 var fixtureDir = filepath.Join("..", "rdb", "testdata", "redis")
 
-// fixtures returns the default-variant and nochecksum fixtures, skipping
-// those the parser's own test skips (see rdb/fixtures_test.go).
+// fixtures returns every fixture RDB file.
 func fixtures(t *testing.T) []string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(fixtureDir, "*.rdb"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no fixtures in %s (%v)", fixtureDir, err)
 	}
-	var out []string
-	for _, p := range paths {
-		if strings.HasPrefix(filepath.Base(p), "valkey-9.1.2") && !strings.Contains(p, "cluster") {
-			continue // Valkey 9 HASH_2: the parser does not read it yet (rdb skippedFixtures)
-		}
-		out = append(out, p)
-	}
-	return out
+	return paths
 }
 
 type fixtureDoc struct {
