@@ -353,6 +353,8 @@ func TestMemoryEstimateTracksServer(t *testing.T) {
 		est, real int64
 	}
 	var pairs []pair
+	encodings := map[string]int{}
+	wrongEnc := 0
 	_, err := scanMemory(context.Background(), path, Options{}, func(r *MemoryRecord) error {
 		srv.Do("SELECT", strconv.Itoa(r.DB))
 		v, err := srv.Do("MEMORY", "USAGE", string(r.Key), "SAMPLES", "0")
@@ -360,10 +362,27 @@ func TestMemoryEstimateTracksServer(t *testing.T) {
 			return fmt.Errorf("MEMORY USAGE %q: %w", r.Key, err)
 		}
 		pairs = append(pairs, pair{string(r.Key), r.Bytes, v.(int64)})
+		enc, err := srv.Do("OBJECT", "ENCODING", string(r.Key))
+		if err != nil {
+			return err
+		}
+		encodings[string(bulk(enc))]++
+		if string(bulk(enc)) != r.Encoding {
+			wrongEnc++
+			if wrongEnc <= 5 {
+				t.Errorf("%q: encoding %s, the server says %s", r.Key, r.Encoding, bulk(enc))
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The generator's mix covers every in-memory encoding of Redis 7.0.
+	for _, want := range []string{"int", "embstr", "raw", "listpack", "quicklist", "intset", "hashtable", "skiplist", "stream"} {
+		if encodings[want] == 0 {
+			t.Errorf("the corpus has no key with encoding %s (server's OBJECT ENCODING): %v", want, encodings)
+		}
 	}
 	off := 0
 	for _, p := range pairs {
