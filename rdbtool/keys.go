@@ -95,9 +95,13 @@ func Count(ctx context.Context, path string, opts Options) (Counts, Stats, error
 	if err != nil {
 		return c, Stats{}, err
 	}
+	type dbCounts [8][2]int64 // [type][keys, expires]
 	var (
 		n     int
 		cbErr error
+		perDB = map[int]*dbCounts{}
+		curDB int
+		cur   *dbCounts
 	)
 	for in.next(ctx, &n) {
 		e := in.p.Entry()
@@ -109,12 +113,31 @@ func Count(ctx context.Context, path string, opts Options) (Counts, Stats, error
 				continue
 			}
 		}
-		k := CountKey{e.DB, e.Type}
-		c.Keys[k]++
+		// Count into a per-db array (no map operation per key); the
+		// arrays go into the maps at the end.
+		if cur == nil || e.DB != curDB {
+			curDB = e.DB
+			if cur = perDB[curDB]; cur == nil {
+				cur = new(dbCounts)
+				perDB[curDB] = cur
+			}
+		}
+		t := int(e.Type) & 7
+		cur[t][0]++
 		if e.ExpireAt != 0 {
-			c.Expires[k]++
+			cur[t][1]++
 		}
 		c.Total++
+	}
+	for db, arr := range perDB {
+		for t := range arr {
+			if arr[t][0] > 0 {
+				c.Keys[CountKey{db, rdb.Type(t)}] = arr[t][0]
+			}
+			if arr[t][1] > 0 {
+				c.Expires[CountKey{db, rdb.Type(t)}] = arr[t][1]
+			}
+		}
 	}
 	return c, Stats{Keys: c.Total, InputSize: in.size}, in.finish(ctx, cbErr)
 }

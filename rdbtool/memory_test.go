@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,4 +159,35 @@ func TestGroupOf(t *testing.T) {
 	f(GroupBy{}, "plainkey", "plainkey")
 	f(GroupBy{Pattern: true}, "user:42:name:7", "user:*:name:*")
 	f(GroupBy{Separator: "/"}, "a/b/c", "a/*")
+}
+
+// TestCountMatchesFixture counts keys and expiries per db and type and
+// compares with the server's account of every fixture.
+func TestCountMatchesFixture(t *testing.T) {
+	for _, path := range fixtures(t) {
+		want := map[CountKey]int64{}
+		wantExp := map[CountKey]int64{}
+		for _, k := range loadFixture(t, path) {
+			typ, err := ParseType(k["type"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ck := CountKey{int(k["db"].(float64)), typ}
+			want[ck]++
+			if k["expire_at_ms"] != nil {
+				wantExp[ck]++
+			}
+		}
+		c, _, err := Count(context.Background(), path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c.Keys, want) || !reflect.DeepEqual(c.Expires, wantExp) {
+			t.Errorf("%s: counts %v / expires %v, the server had %v / %v", filepath.Base(path), c.Keys, c.Expires, want, wantExp)
+		}
+		var table bytes.Buffer
+		if err := c.WriteTable(&table); err != nil || !strings.Contains(table.String(), "all  all") {
+			t.Errorf("table: %v\n%s", err, table.String())
+		}
+	}
 }
