@@ -6,5 +6,8 @@
 // skipped undecoded, per-key Lua scripts through luavm, and the benchmark
 // corpus generator and runner.
 //
-// The JSON form is documented in docs/rdb.md.
+// Export writes JSON by hand into reused buffers (no reflection per key) and,
+// with two or more CPUs, parses on one goroutine while another escapes and
+// formats (see parallel.go). The JSON form, the memory model, the script
+// contract and the benchmark are documented in docs/rdb.md.
 package rdbtool

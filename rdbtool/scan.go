@@ -214,6 +214,3 @@ func (in *input) estimateElement(el *rdb.Element) error {
 	}
 	return nil
 }
-
-// errStop ends a scan early without an error (e.g. a script asked to stop).
-var errStop = errors.New("rdbtool: stop")

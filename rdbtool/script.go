@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -24,8 +25,12 @@ import (
 // written as `sluice rdb jsonl` would), or a table written as one JSON line.
 const ScriptFunc = "key"
 
-// scriptBatch is the number of keys handled per VM acquisition (Manager.Do).
-const scriptBatch = 256
+// scriptBatch is the number of keys handled per VM acquisition (Manager.Do),
+// and scriptBatchTimeout the time a batch may take.
+const (
+	scriptBatch        = 256
+	scriptBatchTimeout = time.Minute
+)
 
 // ExportScript runs the Lua script at scriptPath on every selected key of
 // the RDB file at path and writes what it returns to w (see ScriptFunc).
@@ -39,7 +44,9 @@ func ExportScript(ctx context.Context, path string, w io.Writer, format Format, 
 	}
 	m := luavm.NewManager(luavm.Options{})
 	defer m.Close()
-	if err := m.LoadFile(scriptPath, luavm.ScriptConfig{}); err != nil {
+	// The time limit covers a whole batch (one Do): scriptBatch keys, any
+	// of which may hand the script a large value.
+	if err := m.LoadFile(scriptPath, luavm.ScriptConfig{Timeout: scriptBatchTimeout}); err != nil {
 		return Stats{}, err
 	}
 	in, err := openInput(path, "script", opts)
