@@ -3,6 +3,7 @@ package rdbtool
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -128,5 +129,28 @@ func TestParseInt(t *testing.T) {
 		e.finish()
 	}); n != 0 {
 		t.Errorf("estimating allocates %v times per key, want 0", n)
+	}
+}
+
+// TestKeyLineRoundTrips: every listed key reads back to its exact bytes,
+// plain as it is or through strconv.Unquote when quoted.
+func TestKeyLineRoundTrips(t *testing.T) {
+	for _, k := range []string{"user:1", "héllo", "", "with space", "tab\there", "nl\nx", "\x00\xff", "\"quoted\"", "del\x7f"} {
+		line := string(appendKeyLine(nil, []byte(k)))
+		if !strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 {
+			t.Errorf("key %q: line %q is not one line", k, line)
+			continue
+		}
+		body := strings.TrimSuffix(line, "\n")
+		got := body
+		if strings.HasPrefix(body, "\"") {
+			var err error
+			if got, err = strconv.Unquote(body); err != nil {
+				t.Errorf("key %q: %q does not unquote: %v", k, body, err)
+			}
+		}
+		if got != k {
+			t.Errorf("key %q listed as %q", k, body)
+		}
 	}
 }
