@@ -36,13 +36,16 @@ var benchCaseDoc = map[string]string{
 // CaseResult is one case's measurement, made inside the child process that
 // ran it (so PeakRSS is that case's own).
 type CaseResult struct {
-	Case       string
-	Bytes      int64 // file size
-	Keys       int64 // keys seen (0 for filter-none and read-file)
-	Elements   int64 // elements visited (visit-all)
-	Elapsed    time.Duration
-	CPU        time.Duration // user+system CPU time of the run, all threads (GC included)
-	TotalAlloc uint64        // bytes allocated during the run (runtime.MemStats.TotalAlloc delta)
+	Case     string
+	Bytes    int64 // file size
+	Keys     int64 // keys seen (0 for filter-none and read-file)
+	Elements int64 // elements visited (visit-all)
+	Elapsed  time.Duration
+	CPU      time.Duration // user+system CPU time of the run, all threads (GC included)
+	// StageCPU (export-jsonl only): CPU time of the parsing goroutine's and
+	// the writer goroutine's threads.
+	StageCPU   [2]time.Duration `json:",omitempty"`
+	TotalAlloc uint64           // bytes allocated during the run (runtime.MemStats.TotalAlloc delta)
 	Mallocs    uint64
 	PeakRSS    int64 // bytes, from getrusage(RUSAGE_SELF).ru_maxrss at the end of the run
 }
@@ -102,7 +105,9 @@ func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResul
 		var s Stats
 		switch name {
 		case "export-jsonl":
+			stageCPU = &res.StageCPU
 			s, err = Export(ctx, path, null, JSONLines, Options{})
+			stageCPU = nil
 		case "export-jsonl-serial":
 			s, err = Export(ctx, path, null, JSONLines, Options{NoParallel: true})
 		default:
@@ -339,5 +344,11 @@ func WriteBenchTable(w io.Writer, rep BenchReport) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %s | %s | %.5f | %d | %.1f |\n", r.Case, benchCaseDoc[r.Case], r.MBps(), r.CPUMBps(),
 			nsKey, bKey, float64(r.TotalAlloc)/float64(r.Bytes), r.Mallocs, float64(r.PeakRSS)/(1<<20))
+	}
+	for _, r := range results {
+		if slowest := max(r.StageCPU[0], r.StageCPU[1]); slowest > 0 {
+			fmt.Fprintf(w, "\n%s stages: parsing goroutine %.2fs CPU, writer goroutine %.2fs CPU: with two idle cores at most %.0f MB/s\n",
+				r.Case, r.StageCPU[0].Seconds(), r.StageCPU[1].Seconds(), float64(r.Bytes)/1e6/slowest.Seconds())
+		}
 	}
 }
