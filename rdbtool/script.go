@@ -22,7 +22,8 @@ import (
 //	e.encoding (on-disk encoding name), e.value (decoded on first access)
 //
 // and returns false/nil to drop the key, true to keep it (its record is
-// written as `sluice rdb jsonl` would), or a table written as one JSON line.
+// written as `sluice rdb jsonl` would), or a table written as one JSON line;
+// `return true, row` writes both, `return false, row` the row only.
 const ScriptFunc = "key"
 
 // scriptBatch is the number of keys handled per VM acquisition (Manager.Do),
@@ -181,41 +182,47 @@ func (sr *scriptRun) key(vm *luavm.VM, fn *lua.LFunction) error {
 		t.RawSetString("expire_at_ms", lua.LNil)
 	}
 	t.RawSetString("value", lua.LNil)
-	ret, err := vm.Call1(fn, t)
+	rets, err := vm.Call(fn, 2, t)
 	if err != nil {
 		return fmt.Errorf("rdbtool: script on key %q (db %d) at offset %d: %w", e.Key, e.DB, e.Offset, err)
 	}
-	switch ret := ret.(type) {
-	case *lua.LTable:
-		ex := sr.ex
-		ex.drop() // the key's own record, if e.value built it
-		if ex.keys > 0 && ex.format == JSON {
-			ex.buf = append(ex.buf, ",\n"...)
-		}
-		ex.buf, err = appendLua(ex.buf, ret, 0)
-		if err != nil {
-			return fmt.Errorf("rdbtool: script on key %q (db %d) at offset %d: returned row: %w", e.Key, e.DB, e.Offset, err)
-		}
-		if ex.format == JSONLines {
-			ex.buf = append(ex.buf, '\n')
-		}
-		return ex.commit()
-	case *lua.LNilType:
-		sr.ex.drop()
-		return nil
-	case lua.LBool:
-		if !ret {
-			sr.ex.drop()
-			return nil
-		}
+	// keep, row: `return true`, `return false`, `return {row}` (row only),
+	// `return true, {row}` (record and row), `return false, {row}`.
+	first, second := rets[0], rets[1]
+	keep := lua.LVAsBool(first)
+	row, _ := second.(*lua.LTable)
+	if t, ok := first.(*lua.LTable); ok {
+		keep, row = false, t
 	}
-	// Keep the key: its record was built if the script read the value.
-	if !sr.loaded {
-		if err := sr.ex.build(sr.in, e, true); err != nil {
+	ex := sr.ex
+	if keep {
+		// The record was built if the script read the value.
+		if !sr.loaded {
+			if err := ex.build(sr.in, e, true); err != nil {
+				return err
+			}
+		}
+		if err := ex.commit(); err != nil {
 			return err
 		}
+	} else {
+		ex.drop() // the key's own record, if e.value built it
 	}
-	return sr.ex.commit()
+	if row == nil {
+		return nil
+	}
+	ex.mark = len(ex.buf)
+	if ex.keys > 0 && ex.format == JSON {
+		ex.buf = append(ex.buf, ",\n"...)
+	}
+	ex.buf, err = appendLua(ex.buf, row, 0)
+	if err != nil {
+		return fmt.Errorf("rdbtool: script on key %q (db %d) at offset %d: returned row: %w", e.Key, e.DB, e.Offset, err)
+	}
+	if ex.format == JSONLines {
+		ex.buf = append(ex.buf, '\n')
+	}
+	return ex.commit()
 }
 
 // appendLua appends a Lua value as JSON: tables that are sequences 1..n as

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -27,6 +29,9 @@ function key(e)
   if e.type == "hash" then
     return true -- keep without reading the value
   end
+  if e.type == "set" then
+    return true, {set = e.key, members = #e.value} -- the record and a row
+  end
   return false
 end
 `
@@ -42,7 +47,7 @@ func TestExportScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows, records []map[string]any
+	var rows, setRows, records []map[string]any
 	sc := bufio.NewScanner(&out)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -52,16 +57,19 @@ func TestExportScript(t *testing.T) {
 		}
 		if _, ok := m["len"]; ok {
 			rows = append(rows, m)
+		} else if _, ok := m["set"]; ok {
+			setRows = append(setRows, m)
 		} else {
 			records = append(records, m)
 		}
 	}
-	if int64(len(rows)+len(records)) != st.Keys {
-		t.Errorf("stats say %d keys, %d lines", st.Keys, len(rows)+len(records))
+	if int64(len(rows)+len(setRows)+len(records)) != st.Keys {
+		t.Errorf("stats say %d keys, %d lines", st.Keys, len(rows)+len(setRows)+len(records))
 	}
 	// What the server said, filtered by the rule the script implements.
 	var wantRecords []map[string]any
 	wantLen := map[string]float64{}
+	wantByKey := map[string]int{}
 	for _, k := range loadFixture(t, path) {
 		switch k["type"] {
 		case "string":
@@ -74,9 +82,23 @@ func TestExportScript(t *testing.T) {
 			}
 		case "hash":
 			wantRecords = append(wantRecords, k)
+		case "set":
+			wantRecords = append(wantRecords, k)
+			wantByKey[fmt.Sprintf("%q %v", decodeBytes(t, k["key"]), float64(len(k["value"].([]any))))]++
 		}
 	}
 	compareRecords(t, "script records", wantRecords, records)
+	if len(setRows) == 0 {
+		t.Error("no set rows")
+	}
+	// Set rows carry no db: compare (key, member count) with multiplicity.
+	gotMembers := map[string]int{}
+	for _, r := range setRows {
+		gotMembers[fmt.Sprintf("%q %v", decodeBytes(t, r["set"]), r["members"])]++
+	}
+	if !reflect.DeepEqual(gotMembers, wantByKey) {
+		t.Errorf("set rows %v, want %v", gotMembers, wantByKey)
+	}
 	if len(rows) != len(wantLen) {
 		t.Errorf("%d rows, want %d (one per db-0 string)", len(rows), len(wantLen))
 	}
