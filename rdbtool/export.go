@@ -38,8 +38,10 @@ const flushAt = 256 << 10
 //	{"db":0,"key":"k","type":"hash","expire_at_ms":null,"value":[{"field":"f","value":"v"}]}
 //
 // with binary-safe strings (a JSON string when valid UTF-8, else
-// {"base64":"..."}). Records are built by hand into one reused buffer and
-// written through a bufio.Writer: no reflection, no per-key allocation.
+// {"base64":"..."}). Records are built by hand into one reused buffer
+// written to w every flushAt bytes: no reflection, no per-key allocation.
+// With two or more CPUs and no MinSize, parsing and JSON writing run on two
+// goroutines (see parallel.go; Options.NoParallel turns it off).
 func Export(ctx context.Context, path string, w io.Writer, format Format, opts Options) (Stats, error) {
 	in, err := openInput(path, "export", opts)
 	if err != nil {
