@@ -45,6 +45,21 @@ func newListpackIter(b []byte) (packedIter, error) {
 
 // next advances to the next entry; it returns false at the end marker.
 func (it *packedIter) next() (bool, error) {
+	// Fast path for the two commonest listpack entries: a 7-bit integer and
+	// a string under 64 bytes, both with a 1-byte backlen, ending before the
+	// end marker.
+	if b, pos := it.b, it.pos; it.lp && pos+2 < len(b) {
+		switch enc := b[pos]; {
+		case enc < 0x80:
+			it.isInt, it.v, it.pos = true, int64(enc), pos+2
+			return true, nil
+		case enc&0xC0 == 0x80:
+			if n := int(enc & 0x3f); pos+2+n < len(b) {
+				it.isInt, it.s, it.pos = false, b[pos+1:pos+1+n:pos+1+n], pos+2+n
+				return true, nil
+			}
+		}
+	}
 	if it.pos >= len(it.b) {
 		return false, it.malformed()
 	}

@@ -91,18 +91,25 @@ type Parser struct {
 	db   int
 	slot int
 
-	// Reused buffers. Each holds bytes that must outlive later reads of the
-	// window; see readString.
-	keyBuf, lzfBuf, lzfBuf2, fieldBuf, groupBuf, scratch []byte
-	numA, numB                                           [24]byte
-	masterFields                                         [][]byte
-	masterScratch                                        []byte
-	el                                                   Element
-	fields                                               [][]byte
-	visiting                                             func(*Element) error
-	stopped                                              bool // SkipRest returned during this Visit
-	moduleID                                             uint64
-	moduleName                                           string
+	// Reused buffers, grown to the largest value seen and kept. Which
+	// buffer a string is decoded into decides how long it lives:
+	keyBuf   []byte // the current key (streaming input); valid until the next Next
+	lzfBuf   []byte // LZF/int strings: Value's result, list items, listpacks; until the next read
+	lzfBuf2  []byte // hash values, while the field sits in fieldBuf
+	fieldBuf []byte // a field or member that must survive the read of its value or score
+	groupBuf []byte // the stream group name while its PEL and consumers are read
+
+	numA, numB    [24]byte // decimal form of packed integers, one per slot of an element
+	scratch       []byte   // stream entry integers (see packedBytesInto)
+	masterFields  [][]byte // fields of the current stream node's master entry
+	masterScratch []byte   // their integers
+	fields        [][]byte // Element.Fields of the current stream entry
+
+	el         Element              // passed to the Visit callback; valid during the call only
+	visiting   func(*Element) error // the Visit callback; nil outside Visit
+	stopped    bool                 // SkipRest returned during this Visit
+	moduleID   uint64               // last module type id seen, and its decoded name
+	moduleName string
 }
 
 // NewParser returns a Parser reading r. opts may be nil. Nothing is read
@@ -121,6 +128,27 @@ func NewBytesParser(data []byte, opts *Options) *Parser {
 	p := NewParser(nil, opts)
 	p.r.buf, p.r.end = data, len(data)
 	return p
+}
+
+// Reset makes p parse a new input read from r, as NewParser would, keeping
+// its options and its grown buffers, so scanning many files costs no new
+// allocations. If p came from Open, its file is closed first.
+func (p *Parser) Reset(r io.Reader) {
+	_ = p.Close()
+	var window []byte
+	if p.r.src != nil { // our own window (not the caller's bytes or a mapping)
+		window = p.r.buf[:cap(p.r.buf)]
+		if len(window) > maxRetainedBuffer {
+			window = nil
+		}
+	}
+	p.r = reader{src: r, buf: window, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	p.hdr = Header{Aux: p.hdr.Aux[:0]}
+	p.started, p.done, p.err = false, false, nil
+	p.entry = Entry{Idle: -1, Freq: -1, Slot: -1}
+	p.hasEntry, p.consumed, p.value, p.valkey = false, false, nil, false
+	p.db, p.slot = 0, -1
+	p.path, p.mapping = "", nil
 }
 
 // Header returns the file header and the AUX fields read so far.
@@ -612,6 +640,19 @@ func (p *Parser) checkSize(n uint64) (int, error) {
 // into *dst (for a streaming source) so it survives later reads. Integer and
 // LZF encodings are always decoded into *dst. *dst is reused across calls.
 func (p *Parser) readString(dst *[]byte, stable bool) ([]byte, error) {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			start := r.pos + 1
+			end := start + int(c)
+			r.pos = end
+			if stable && r.src != nil {
+				*dst = append((*dst)[:0], r.buf[start:end]...)
+				return *dst, nil
+			}
+			return r.buf[start:end:end], nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return nil, err
@@ -702,6 +743,13 @@ func (p *Parser) readLZF(dst *[]byte) ([]byte, error) {
 // skipString walks over one RDB string without decoding it: LZF payloads
 // are skipped by their compressed length.
 func (p *Parser) skipString() error {
+	// Fast path: a short raw string (6-bit length) wholly in the window.
+	if r := &p.r; r.pos < r.end {
+		if c := r.buf[r.pos]; c < 0x40 && int64(c) <= p.opts.MaxValueSize && r.end-r.pos > int(c) {
+			r.pos += 1 + int(c)
+			return nil
+		}
+	}
 	n, special, err := p.readLenOrEnc()
 	if err != nil {
 		return err
