@@ -92,8 +92,8 @@ func dictSize(n int64) int64 {
 // test Redis uses (string2ll) to store a value as an integer. Hand-written:
 // strconv.ParseInt(string(s)) allocates, and this runs per element.
 func parseInt(s []byte) (int64, bool) {
-	if len(s) == 0 || len(s) > 20 {
-		return 0, false
+	if len(s) == 0 || len(s) > 20 || (s[0] > '9' && s[0] != '-') {
+		return 0, false // most text starts with a letter: one comparison
 	}
 	neg := s[0] == '-'
 	digits := s
@@ -132,6 +132,11 @@ func listpackEntrySize(s []byte) int64 {
 	if v, ok := parseInt(s); ok {
 		return listpackIntSize(v)
 	}
+	return listpackStringSize(s)
+}
+
+// listpackStringSize is the listpack entry of s stored as a string.
+func listpackStringSize(s []byte) int64 {
 	var n int64
 	l := int64(len(s))
 	switch {
@@ -269,7 +274,13 @@ func (e *keyEstimate) note(s []byte) {
 func (e *keyEstimate) member(m []byte) {
 	e.elements++
 	e.note(m)
-	lp := listpackEntrySize(m)
+	v, isInt := parseInt(m) // once: it decides the listpack size and the intset
+	var lp int64
+	if isInt {
+		lp = listpackIntSize(v)
+	} else {
+		lp = listpackStringSize(m)
+	}
 	e.compact += lp
 	switch e.kind {
 	case memList:
@@ -280,7 +291,7 @@ func (e *keyEstimate) member(m []byte) {
 		e.nodeBytes += lp
 		e.table += lp
 	case memSet:
-		if v, ok := parseInt(m); ok && e.allInts {
+		if isInt && e.allInts {
 			if v < 0 {
 				v = -v
 			}
