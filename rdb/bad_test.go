@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -225,5 +226,63 @@ func TestChecksumLargeInputs(t *testing.T) {
 	trunc := data[:len(data)/2]
 	if err := parseAll(NewBytesParser(trunc, nil), false); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("truncated: %v", err)
+	}
+}
+
+// TestOpenSmallFileAndClose: a small file is read, not mapped; after Close,
+// Next returns false without inventing an error.
+func TestOpenSmallFileAndClose(t *testing.T) {
+	data := handmadeCorpus()["redis74-all"]
+	path := filepath.Join(t.TempDir(), "small.rdb")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.mapping != nil {
+		t.Fatal("a file under mmapMinSize was mapped")
+	}
+	if !p.Next() {
+		t.Fatal(p.Err())
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Next() || p.Err() != nil || p.Entry() != nil {
+		t.Fatalf("after Close: Next true or err %v", p.Err())
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "missing.rdb"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestStreamingChecksumHelper drives the streaming reader's background
+// checksum through many buffer swaps, window growth for a 9 MiB value and the
+// shrink after it: a good file passes, one flipped byte is caught.
+func TestStreamingChecksumHelper(t *testing.T) {
+	w := newRDB(11)
+	for i := range 2000 {
+		w.key(rdbString, "k"+strconv.Itoa(i)).str(strings.Repeat("v", i%700))
+	}
+	w.key(rdbString, "huge").str(strings.Repeat("h", 9<<20))
+	for i := range 2000 {
+		w.key(rdbList, "l"+strconv.Itoa(i)).len(2).str("a").str(strings.Repeat("b", i%300))
+	}
+	data := w.end()
+	for _, size := range []int{64, 4096, 1 << 20} {
+		if err := parseAll(NewParser(iotest.HalfReader(bytes.NewReader(data)), &Options{BufferSize: size}), size != 64); err != nil {
+			t.Fatalf("buffer %d: %v", size, err)
+		}
+		for _, at := range []int{100, len(data) / 2, len(data) - 30} {
+			bad := bytes.Clone(data)
+			i := bytes.IndexAny(bad[at:], "vhb") + at
+			bad[i] ^= 0x20
+			err := parseAll(NewParser(bytes.NewReader(bad), &Options{BufferSize: size}), at%2 == 0)
+			if !errors.Is(err, ErrChecksum) {
+				t.Fatalf("buffer %d, flip at %d: err = %v", size, i, err)
+			}
+		}
 	}
 }

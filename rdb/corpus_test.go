@@ -68,6 +68,11 @@ func handmadeCorpus() map[string][]byte {
 	writeStream(w, rdbStreamListpacks4)
 	c["redis86-keymeta-stream4"] = w.end()
 
+	w = newRDB(14)
+	w.key(rdbStreamListpacks5, "s5")
+	writeStream(w, rdbStreamListpacks5)
+	c["redis88-stream5"] = w.end()
+
 	w = newValkeyRDB(80).aux("valkey-ver", "9.0.0")
 	w.byte1(opKeyMeta).str(strings.Repeat("j", 40)).len(1).len(0).len(99)
 	w.key(rdbHashMetadataPreGA, "h2").len(2).str("f").str("v").u64le(1800000000000).str("g").intStr(9).u64le(math.MaxUint64)

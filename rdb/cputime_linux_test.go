@@ -41,12 +41,12 @@ func TestCPUThroughput(t *testing.T) {
 		}{
 			{"visit-all/bytes (crc in helper)", func() *Parser { return NewBytesParser(data, nil) }, true},
 			{"visit-all/bytes-nocrc", func() *Parser { return NewBytesParser(data, &Options{SkipChecksum: true}) }, true},
-			{"visit-all/reader (crc inline)", func() *Parser { return NewParser(bytes.NewReader(data), nil) }, true},
+			{"visit-all/reader (crc in helper)", func() *Parser { return NewParser(bytes.NewReader(data), nil) }, true},
 			{"reject-all/bytes (crc in helper)", func() *Parser { return NewBytesParser(data, &Options{Filter: rejectAll}) }, false},
 			{"reject-all/bytes-nocrc", func() *Parser {
 				return NewBytesParser(data, &Options{Filter: rejectAll, SkipChecksum: true})
 			}, false},
-			{"reject-all/reader (crc inline)", func() *Parser {
+			{"reject-all/reader (crc in helper)", func() *Parser {
 				return NewParser(bytes.NewReader(data), &Options{Filter: rejectAll})
 			}, false},
 		} {

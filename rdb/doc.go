@@ -34,6 +34,18 @@
 // copy them (bytes.Clone, or Entry.Clone). This is what makes the iteration
 // allocation-free after warm-up.
 //
+// # Inputs
+//
+// NewParser reads any io.Reader through a window buffer (two, alternating,
+// once the input outgrows the first) that is refilled before it grows and
+// shrinks back after a value over 8 MiB. NewBytesParser and Open (which
+// memory-maps files of 1 MiB and more on Linux) parse in place: nothing is
+// copied, and a mapped file's pages are released as the parse moves on, so
+// the resident set stays around 20 MB whatever the file size (plus the
+// largest single value). Either way the CRC64 is summed by a helper
+// goroutine behind the parser, which ends with the parse (EOF, error or
+// Close). Reset reuses a Parser and its buffers for the next file.
+//
 // # Formats
 //
 // RDB versions 1 to 12 of Redis 2.x to 7.4, the Redis 8.x additions the

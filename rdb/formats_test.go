@@ -63,6 +63,9 @@ func writeStream(w *rdbBuilder, t byte) {
 		w.u64le(1700000000222) // active time
 	}
 	w.len(1).raw([]byte(rawID(1000, 0))) // consumer PEL
+	if t >= rdbStreamListpacks5 {
+		w.len(1).raw([]byte(rawID(1000, 0))) // NACK zone
+	}
 	if t >= rdbStreamListpacks4 {
 		// IDMP: duration, max entries, one producer with one IID, added, duplicates.
 		w.len(100).len(1000).len(1).str("pid1").len(1).str("iid1").len(1000).len(0).len(1).len(0)
@@ -82,6 +85,7 @@ func TestStreams(t *testing.T) {
 		{rdbStreamListpacks2, 10, "stream-listpacks2", "-1", "len=2 last=1005-0 first=1000-0 maxdel=1000-1 added=3", "2"},
 		{rdbStreamListpacks3, 11, "stream-listpacks3", "1700000000222", "len=2 last=1005-0 first=1000-0 maxdel=1000-1 added=3", "2"},
 		{rdbStreamListpacks4, 13, "stream-listpacks4", "1700000000222", "len=2 last=1005-0 first=1000-0 maxdel=1000-1 added=3", "2"},
+		{rdbStreamListpacks5, 14, "stream-listpacks5", "1700000000222", "len=2 last=1005-0 first=1000-0 maxdel=1000-1 added=3", "2"},
 	} {
 		w := newRDB(tc.version)
 		w.key(tc.t, "s")
@@ -223,7 +227,8 @@ func TestVersionsAndMagic(t *testing.T) {
 	f([]byte("REDIS0099\xff"), ErrUnsupportedVersion)
 	f([]byte("VALKEY079\xff"), ErrUnsupportedVersion)
 	f(newRDB(9).byte1(8).str("k").end(), ErrUnknownType)
-	f(newRDB(9).byte1(27).str("k").end(), ErrUnknownType)
+	f(newRDB(14).byte1(28).str("k").end(), ErrUnknownType) // Redis 8.8 arrays
+	f(newValkeyRDB(80).byte1(27).str("k").end(), ErrUnknownType)
 	for v := 1; v <= maxRedisVersion; v++ {
 		w := newRDB(v).key(rdbString, "k").str("v")
 		var data []byte

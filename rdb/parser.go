@@ -54,11 +54,12 @@ const (
 	rdbHashMetadata        = 24
 	rdbHashListpackEx      = 25
 	rdbStreamListpacks4    = 26
+	rdbStreamListpacks5    = 27
 )
 
 // maxRedisVersion is the newest Redis RDB version accepted: 13 is Redis 8.6;
-// 14 (Redis 8.8) is accepted for the types it shares with 13, its new types
-// (27 and up) fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
+// 14 (Redis 8.8) adds stream type 27, read here, and types 28 and up
+// (arrays, hash templates, GCRA), which fail with ErrUnknownType. Valkey files ("VALKEY" magic) use
 // versions from 80 on.
 const (
 	maxRedisVersion  = 14
@@ -142,7 +143,8 @@ func (p *Parser) Reset(r io.Reader) {
 			window = nil
 		}
 	}
-	p.r = reader{src: r, buf: window, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
+	spare := p.r.spare // Close stopped the helper: no chunk is in flight
+	p.r = reader{src: r, buf: window, spare: spare, initSize: p.opts.BufferSize, crcOn: !p.opts.SkipChecksum}
 	p.hdr = Header{Aux: p.hdr.Aux[:0]}
 	p.started, p.done, p.err = false, false, nil
 	p.entry = Entry{Idle: -1, Freq: -1, Slot: -1}
@@ -177,6 +179,7 @@ func (p *Parser) Close() error {
 	if p.closer == nil {
 		return nil
 	}
+	p.done = true // the input is gone: Next returns false, Err keeps its value
 	c := p.closer
 	p.closer = nil
 	p.r.buf = nil
@@ -509,6 +512,8 @@ func (p *Parser) classify(t byte) (Encoding, Type, bool) {
 		return EncHashListpackEx, Hash, !p.valkey
 	case rdbStreamListpacks4:
 		return EncStreamListpacks4, Stream, !p.valkey
+	case rdbStreamListpacks5:
+		return EncStreamListpacks5, Stream, !p.valkey
 	}
 	return 0, 0, false
 }

@@ -31,7 +31,16 @@ type reader struct {
 	crcOn  bool
 	crc    uint64
 	crcPos int
-	worker *crcWorker // static inputs: sums in the background (crcworker.go)
+	worker *crcWorker // sums in the background (crcworker.go); nil: inline
+
+	// Streaming input with a helper: the window alternates between buf and
+	// spare. pendSpare chunks handed to the helper from spare (or from
+	// buffers dropped by growth) and pendBuf from buf are not yet
+	// acknowledged; acks arrive in order, spare's first. REQUIRES before
+	// refilling into spare: pendSpare == 0.
+	spare              []byte
+	pendSpare, pendBuf int
+	onWorker           func(*crcWorker) // called when a streaming helper starts
 }
 
 func (r *reader) offset() int64 { return r.base + int64(r.pos) }
@@ -55,6 +64,9 @@ func (r *reader) sumCRC(i int) {
 	switch {
 	case r.worker != nil:
 		r.worker.add(r.buf[r.crcPos:i])
+		if r.src != nil {
+			r.pendBuf++
+		}
 	case r.crcOn:
 		r.crc = crc64Update(r.crc, r.buf[r.crcPos:i])
 	}
@@ -95,12 +107,39 @@ func (r *reader) drop() {
 	if r.pos == 0 {
 		return
 	}
+	if r.worker == nil && r.crcOn && r.onWorker != nil {
+		// The input outgrew the first window: sum the rest in the background.
+		r.worker = startCRCWorker(r.crc, true)
+		r.onWorker(r.worker)
+	}
 	r.sumCRC(r.pos)
-	n := copy(r.buf, r.buf[r.pos:r.end])
+	if r.worker == nil {
+		n := copy(r.buf, r.buf[r.pos:r.end])
+		r.base += int64(r.pos)
+		r.end, r.pos, r.crcPos = n, 0, 0
+		return
+	}
+	// buf's consumed bytes are with the helper: move the unconsumed tail
+	// to the other buffer once the helper is done with it.
+	for ; r.pendSpare > 0; r.pendSpare-- {
+		<-r.worker.acks
+	}
+	if cap(r.spare) < len(r.buf) {
+		r.spare = make([]byte, len(r.buf))
+	}
+	next := r.spare[:len(r.buf)]
+	n := copy(next, r.buf[r.pos:r.end])
+	r.spare, r.buf = r.buf, next
+	r.pendSpare, r.pendBuf = r.pendBuf, 0
 	r.base += int64(r.pos)
-	r.end = n
-	r.pos = 0
-	r.crcPos = 0
+	r.end, r.pos, r.crcPos = n, 0, 0
+}
+
+// abandonBuf is called when buf is replaced by a new array: its chunks in
+// flight are counted with spare's, so spare is reused only after them.
+func (r *reader) abandonBuf() {
+	r.pendSpare += r.pendBuf
+	r.pendBuf = 0
 }
 
 // readMore reads once from src into buf[end:], growing buf if it is full.
@@ -116,6 +155,7 @@ func (r *reader) readMore() error {
 		nb := make([]byte, n)
 		copy(nb, r.buf[:r.end])
 		r.buf = nb
+		r.abandonBuf()
 	}
 	for tries := 0; ; tries++ {
 		m, err := r.src.Read(r.buf[r.end:])
@@ -251,4 +291,8 @@ func (r *reader) shrinkSlow() {
 	n := copy(nb, r.buf[r.pos:r.end])
 	r.base += int64(r.pos)
 	r.buf, r.pos, r.end, r.crcPos = nb, 0, n, 0
+	r.abandonBuf()
+	if len(r.spare) > maxRetainedBuffer {
+		r.spare = nil // a new one is made at the next refill; in-flight chunks keep theirs alive
+	}
 }

@@ -82,7 +82,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 		return err
 	}
 	for ; groups > 0; groups-- {
-		name, err := p.readString(&p.groupBuf, true)
+		var name []byte
+		if visit {
+			name, err = p.readString(&p.groupBuf, true)
+		} else {
+			err = p.skipString()
+		}
 		if err != nil {
 			return err
 		}
@@ -135,7 +140,12 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 			return err
 		}
 		for ; consumers > 0; consumers-- {
-			cname, err := p.readString(&p.fieldBuf, true)
+			var cname []byte
+			if visit {
+				cname, err = p.readString(&p.fieldBuf, true)
+			} else {
+				err = p.skipString()
+			}
 			if err != nil {
 				return err
 			}
@@ -171,6 +181,19 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 					if err := p.emit(); err != nil {
 						return err
 					}
+				}
+			}
+		}
+		if t >= rdbStreamListpacks5 {
+			// The NACK zone: [n] { [ID: 16 raw] }*, group PEL entries no
+			// consumer owns (already visited as StreamPending).
+			n, err := p.readLen()
+			if err != nil {
+				return err
+			}
+			for ; n > 0; n-- {
+				if err := p.r.skip(16); err != nil {
+					return err
 				}
 			}
 		}

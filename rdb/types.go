@@ -61,6 +61,7 @@ const (
 	EncHashListpackEx                      // 25: min TTL, then listpack of field, value, TTL
 	EncStreamListpacks4                    // 26: stream, Redis 8.6
 	EncHash2                               // 22 in a Valkey 9 file: field, value, per-field expiry
+	EncStreamListpacks5                    // 27: stream, Redis 8.8 (per-group NACK zone)
 )
 
 var encodingNames = [...]string{
@@ -68,6 +69,7 @@ var encodingNames = [...]string{
 	"zset-ziplist", "hash-ziplist", "quicklist", "stream-listpacks", "hash-listpack", "zset-listpack",
 	"quicklist2", "stream-listpacks2", "set-listpack", "stream-listpacks3", "hash-metadata-pre-ga",
 	"hash-listpack-ex-pre-ga", "hash-metadata", "hash-listpack-ex", "stream-listpacks4", "hash2",
+	"stream-listpacks5",
 }
 
 // String returns a short stable name for the encoding ("quicklist2", ...).

@@ -196,7 +196,7 @@ func (p *Parser) skipValue(t byte) error {
 				return err
 			}
 		}
-	case rdbStreamListpacks, rdbStreamListpacks2, rdbStreamListpacks3, rdbStreamListpacks4:
+	case rdbStreamListpacks, rdbStreamListpacks2, rdbStreamListpacks3, rdbStreamListpacks4, rdbStreamListpacks5:
 		return p.walkStream(t, false)
 	case rdbHashMetadataPreGA, rdbHashMetadata:
 		if p.valkey {
@@ -423,7 +423,7 @@ func (p *Parser) visitValue(t byte) error {
 				return errorf(ErrMalformed, "quicklist node container %d", container)
 			}
 		}
-	case rdbStreamListpacks, rdbStreamListpacks2, rdbStreamListpacks3, rdbStreamListpacks4:
+	case rdbStreamListpacks, rdbStreamListpacks2, rdbStreamListpacks3, rdbStreamListpacks4, rdbStreamListpacks5:
 		return p.walkStream(t, true)
 	default:
 		return errorf(ErrUnknownType, "type byte %d", t)
