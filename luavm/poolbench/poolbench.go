@@ -82,7 +82,7 @@ func Bench(strategy string, mode Mode, goroutines int) (func(b *testing.B), erro
 		ctx := context.Background()
 		b.ReportAllocs()
 		setParallelism(b, goroutines)
-		b.ResetTimer()
+		defer reportCPU(b)()
 		switch mode {
 		case ModeReport:
 			b.RunParallel(func(pb *testing.PB) {
@@ -111,6 +111,19 @@ func Bench(strategy string, mode Mode, goroutines int) (func(b *testing.B), erro
 			})
 		}
 	}, nil
+}
+
+// reportCPU resets the timer and returns a func that reports the process's
+// CPU time per op (all threads) as cpu-ns/op: on a shared machine it moves
+// far less than ns/op.
+func reportCPU(b *testing.B) func() {
+	b.ResetTimer()
+	t0 := selfCPU()
+	return func() {
+		d := selfCPU() - t0
+		b.StopTimer()
+		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 }
 
 func setParallelism(b *testing.B, goroutines int) {
@@ -268,7 +281,7 @@ func baseline(name string, goroutines int) (func(b *testing.B), error) {
 		}
 		b.ReportAllocs()
 		setParallelism(b, goroutines)
-		b.ResetTimer()
+		defer reportCPU(b)()
 		b.RunParallel(body)
 	}, nil
 }
