@@ -31,7 +31,7 @@
 // Entry.Key and the slice returned by Value are valid until the next call to
 // Next (or Close). The byte slices in an Element passed to a Visit callback
 // are valid only until the callback returns. Callers that keep bytes must
-// copy them (bytes.Clone, or Entry.Clone). This is what makes the iteration
+// copy them (bytes.Clone, Entry.Clone, Element.Clone). This is what makes the iteration
 // allocation-free after warm-up.
 //
 // # Inputs
@@ -48,14 +48,17 @@
 //
 // # Formats
 //
-// RDB versions 1 to 12 of Redis 2.x to 7.4, the Redis 8.x additions the
-// public sources describe, and Valkey up to 9 (magic "VALKEY", version 80).
-// Every length and string encoding, every value type (string, list, set,
-// zset, zset2, hash, zipmap, ziplist, intset, listpack, quicklist,
-// quicklist2 with plain and packed nodes, streams 1 to 3, hashes with
-// per-field expiry, module values walked through their opcodes) and every
-// opcode (AUX, MODULE_AUX, FUNCTION, SELECTDB, RESIZEDB, EXPIRETIME(_MS),
-// FREQ, IDLE, SLOT_INFO). The on-disk format is written down in
+// RDB versions 1 to 13 of Redis 2.x to 8.6 (and 14 of Redis 8.8, but for
+// its new non-stream types), and Valkey 9 (magic "VALKEY", versions 80 and
+// 81; Valkey 7 and 8 write REDIS0011). Every length and string encoding,
+// every value type (string, list, set, zset, zset2, hash, zipmap, ziplist,
+// intset, listpack, quicklist, quicklist2 with plain and packed nodes,
+// streams 1 to 5 with consumer groups, PELs and consumers, hashes with
+// per-field expiry in Redis's four encodings and Valkey's HASH_2, module
+// values walked through their opcodes) and every opcode (AUX, MODULE_AUX,
+// FUNCTION_PRE_GA, FUNCTION2, SELECTDB, RESIZEDB, EXPIRETIME(_MS), FREQ,
+// IDLE, SLOT_INFO, and 243: Redis's KEY_META or Valkey's SLOT_IMPORT, told
+// apart by the magic). The on-disk format is written down in
 // docs/rdb-format.md.
 //
 // # Errors

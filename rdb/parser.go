@@ -248,6 +248,7 @@ func (p *Parser) Next() bool {
 	}
 	p.hasEntry = false
 	p.entry.Key = nil
+	p.r.pinLive = false
 	p.value = nil
 	p.r.shrink()
 	p.releaseMapped()
@@ -412,11 +413,16 @@ func (p *Parser) nextRecord() error {
 			if recStart < 0 {
 				recStart = off
 			}
-			key, err := p.readString(&p.keyBuf, true)
+			// The key stays in the window; the reader copies it out only if
+			// a refill comes before the next Next (see reader.pinned).
+			key, err := p.readString(&p.keyBuf, false)
 			if err != nil {
 				return err
 			}
 			e.DB, e.Key, e.Type, e.Encoding, e.Slot, e.Offset = p.db, key, typ, enc, p.slot, recStart
+			if !p.r.static() {
+				p.r.pinned, p.r.pinBuf, p.r.pinLive = &e.Key, &p.keyBuf, true
+			}
 			e.Module = ""
 			p.rawType = t
 			p.hasEntry, p.consumed = true, false

@@ -41,6 +41,19 @@ type reader struct {
 	spare              []byte
 	pendSpare, pendBuf int
 	onWorker           func(*crcWorker) // called when a streaming helper starts
+
+	// A slice of buf that must outlive refills (the current key): while
+	// pinLive, the first refill copies *pinned into *pinBuf and repoints it.
+	// Keys are thus copied only when their value spans a refill.
+	pinned, pinBuf *[]byte
+	pinLive        bool
+}
+
+// savePin moves the pinned slice out of the window before it is reused.
+func (r *reader) savePin() {
+	*r.pinBuf = append((*r.pinBuf)[:0], *r.pinned...)
+	*r.pinned = *r.pinBuf
+	r.pinLive = false
 }
 
 func (r *reader) offset() int64 { return r.base + int64(r.pos) }
@@ -106,6 +119,9 @@ func (r *reader) eofErr() error {
 func (r *reader) drop() {
 	if r.pos == 0 {
 		return
+	}
+	if r.pinLive {
+		r.savePin()
 	}
 	if r.worker == nil && r.crcOn && r.onWorker != nil {
 		// The input outgrew the first window: sum the rest in the background.
