@@ -2,15 +2,18 @@ package rdb
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestZeroCopyAllocations: decoding every value of a file allocates a
 // constant handful of times (the parser, its window, scratch buffers that
 // reach their working size), not per key or per element.
 func TestZeroCopyAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a multi-megabyte file")
+	if testing.Short() || raceEnabled {
+		t.Skip("builds a multi-megabyte file; counts allocations (not under -race)")
 	}
 	small, large := syntheticRDB(2000), syntheticRDB(20000) // both beyond the first window
 	for _, tc := range []struct {
@@ -56,6 +59,9 @@ func TestResetReusesBuffers(t *testing.T) {
 	if len(p.Header().Aux) != 1 || p.Header().Version != 9 {
 		t.Fatalf("header after Reset: %+v", p.Header())
 	}
+	if raceEnabled {
+		return // allocation counts are not meaningful under -race
+	}
 	// Allocations per file are a constant (the AUX strings kept in Header,
 	// the checksum helper goroutine and its channels), not per key.
 	count := func(data []byte) float64 {
@@ -72,4 +78,25 @@ func TestResetReusesBuffers(t *testing.T) {
 	if large > 30 || large > small+2 {
 		t.Fatalf("%.0f allocations per Reset+parse of a 10x larger file (%.0f for the smaller)", large, small)
 	}
+}
+
+// TestAbandonedParserStopsHelper: a Parser dropped half way without Close
+// has its checksum helper stopped by the cleanup once it is collected.
+func TestAbandonedParserStopsHelper(t *testing.T) {
+	data := syntheticRDB(3000)
+	func() {
+		p := NewParser(bytes.NewReader(data), &Options{BufferSize: 4096})
+		for range 2000 {
+			if !p.Next() {
+				t.Fatal(p.Err())
+			}
+		}
+		if p.r.worker == nil {
+			t.Fatal("the checksum helper did not start")
+		}
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	goleak.VerifyNone(t)
 }

@@ -133,7 +133,7 @@ func BenchmarkCRC64(b *testing.B) {
 	}
 }
 
-// BenchmarkReadBaseline copies the in-memory file through a 256 KiB buffer
+// BenchmarkReadBaseline copies the in-memory file through a window-sized buffer
 // (what reading it costs at all), for comparison with the parse figures.
 func BenchmarkReadBaseline(b *testing.B) {
 	data := benchRDB()

@@ -87,14 +87,14 @@ func FuzzSkip(f *testing.F) {
 			return
 		}
 		var skipped []string
-		q := NewParser(bytes.NewReader(data), opts)
+		q := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, BufferSize: 64})
 		for q.Next() {
 			skipped = append(skipped, string(q.Entry().Key))
 		}
 		if q.Err() != nil || fmt.Sprint(skipped) != fmt.Sprint(full) {
 			t.Fatalf("skip pass: err %v, keys %q, want %q", q.Err(), skipped, full)
 		}
-		reject := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, Filter: func(*Entry) bool { return false }})
+		reject := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, BufferSize: 64, Filter: func(*Entry) bool { return false }})
 		if reject.Next() || reject.Err() != nil {
 			t.Fatalf("reject-all pass: err %v", reject.Err())
 		}

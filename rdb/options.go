@@ -23,7 +23,7 @@ type Options struct {
 	// ever grown as bytes actually arrive, whatever the cap.
 	MaxValueSize int64
 
-	// BufferSize is the initial read window for NewParser (default 256 KiB).
+	// BufferSize is the initial read window for NewParser (default 128 KiB; a second one is made once the input outgrows the first).
 	BufferSize int
 
 	// NoMmap makes Open read the file through the window buffer instead of
@@ -33,7 +33,7 @@ type Options struct {
 
 const (
 	defaultMaxValueSize = 512 << 20
-	defaultBufferSize   = 256 << 10
+	defaultBufferSize   = 128 << 10
 	// maxRetainedBuffer: after a value larger than this, the window shrinks
 	// back to BufferSize at the next Next so one huge value does not keep
 	// its buffer for the rest of the file.

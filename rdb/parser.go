@@ -171,8 +171,11 @@ func (p *Parser) Err() error { return p.err }
 // Offset returns the byte offset of the next unread byte.
 func (p *Parser) Offset() int64 { return p.r.offset() }
 
-// Close releases the file (and its mapping) opened by Open. It is a no-op
-// for NewParser. After Close no borrowed bytes may be used.
+// Close stops the checksum helper goroutine, if one is running, and releases
+// the file (and its mapping) opened by Open. A parse that reaches the end or
+// fails stops the helper by itself; call Close when abandoning a parse half
+// way (a dropped Parser's helper is otherwise only stopped by a cleanup after
+// garbage collection). After Close no borrowed bytes may be used.
 func (p *Parser) Close() error {
 	p.hasEntry = false
 	p.stopWorker()
