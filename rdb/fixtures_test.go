@@ -406,7 +406,7 @@ func visitStream(p *rdb.Parser, enc rdb.Encoding) (any, error) {
 	type group struct {
 		name     []byte
 		obj      map[string]any
-		pending  []map[string]any
+		pending  []rdb.Element // StreamPending elements (ID, DeliveryTime, DeliveryCount)
 		owner    map[rdb.StreamID][]byte
 		consumer map[string]map[string]any
 		cpending map[string][]rdb.StreamID
@@ -468,8 +468,8 @@ func visitStream(p *rdb.Parser, enc rdb.Encoding) (any, error) {
 			if err != nil {
 				return err
 			}
-			g.pending = append(g.pending, map[string]any{
-				"id": el.ID.String(), "delivery_time_ms": el.DeliveryTime, "delivery_count": el.DeliveryCount,
+			g.pending = append(g.pending, rdb.Element{
+				ID: el.ID, DeliveryTime: el.DeliveryTime, DeliveryCount: el.DeliveryCount,
 			})
 		case rdb.StreamConsumer:
 			g, err := find(el.Group)
@@ -499,11 +499,11 @@ func visitStream(p *rdb.Parser, enc rdb.Encoding) (any, error) {
 	gs := []any{}
 	for _, g := range groups {
 		pending := []any{}
-		for _, pe := range g.pending {
-			id := pe["id"].(string)
-			var sid rdb.StreamID
-			fmt.Sscanf(id, "%d-%d", &sid.Ms, &sid.Seq)
-			if owner, ok := g.owner[sid]; ok {
+		for _, el := range g.pending {
+			pe := map[string]any{
+				"id": el.ID.String(), "delivery_time_ms": el.DeliveryTime, "delivery_count": el.DeliveryCount,
+			}
+			if owner, ok := g.owner[el.ID]; ok {
 				pe["consumer"] = jsonBytes(owner)
 			} else {
 				pe["consumer"] = nil // a PEL entry no consumer owns: shows up as a diff
