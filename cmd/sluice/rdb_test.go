@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestRDBCLIProcess is not a test: when SLUICE_RDB_CLI_ARGS is set, the
+// test binary becomes the sluice command (main() with those arguments), so
+// the tests below can check the real exit status and stderr.
+func TestRDBCLIProcess(t *testing.T) {
+	args := os.Getenv("SLUICE_RDB_CLI_ARGS")
+	if args == "" {
+		t.Skip("helper process")
+	}
+	os.Args = append([]string{"sluice"}, strings.Split(args, "\x1f")...)
+	main()
+	os.Exit(0)
+}
+
+// runCLI runs `sluice args...` in a child process.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRDBCLIProcess$")
+	cmd.Env = append(os.Environ(), "SLUICE_RDB_CLI_ARGS="+strings.Join(args, "\x1f"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+var fixture = filepath.Join("..", "..", "rdb", "testdata", "redis", "redis-7.0.15.rdb")
+
+func TestRDBTruncatedFileFails(t *testing.T) {
+	data, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.rdb")
+	if err := os.WriteFile(cut, data[:len(data)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range [][]string{{"jsonl"}, {"json"}, {"keys"}, {"count"}, {"memory"}, {"memory", "top"}} {
+		args := append(append([]string{"rdb"}, verb...), "--no-progress", cut)
+		_, stderr, code := runCLI(t, args...)
+		if code == 0 {
+			t.Errorf("sluice %s on a truncated file exited 0", strings.Join(verb, " "))
+		}
+		if !regexp.MustCompile(`offset \d+`).MatchString(stderr) || !strings.Contains(stderr, "cut.rdb") {
+			t.Errorf("sluice %s: error does not name the file and offset: %q", strings.Join(verb, " "), stderr)
+		}
+		if !strings.Contains(stderr, "truncated") {
+			t.Errorf("sluice %s: error does not say the file is truncated: %q", strings.Join(verb, " "), stderr)
+		}
+	}
+	// The key being read is named when the cut falls inside a value.
+	_, stderr, _ := runCLI(t, "rdb", "keys", "--no-progress", cut)
+	if !strings.Contains(stderr, `key "`) {
+		t.Errorf("error does not name the key: %q", stderr)
+	}
+}
+
+func TestRDBVerbsOnFixture(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "rdb", "count", "--db", "1", fixture)
+	if code != 0 {
+		t.Fatalf("count: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "all  all") || strings.Contains(stdout, "\n0 ") {
+		t.Errorf("count --db 1 output:\n%s", stdout)
+	}
+
+	out := filepath.Join(t.TempDir(), "out.json")
+	if _, stderr, code := runCLI(t, "rdb", "json", "--type", "hash", "-o", out, fixture); code != 0 {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []map[string]any
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		t.Fatalf("json -o output is not a JSON array: %v", err)
+	}
+	if len(recs) == 0 {
+		t.Fatal("no hash exported")
+	}
+	for _, r := range recs {
+		if r["type"] != "hash" {
+			t.Errorf("--type hash exported a %v", r["type"])
+		}
+	}
+
+	if _, stderr, code := runCLI(t, "rdb", "keys", "--type", "nosuchtype", fixture); code == 0 || !strings.Contains(stderr, "nosuchtype") {
+		t.Errorf("bad --type: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "rdb", "keys", "--key", "(", fixture); code == 0 || !strings.Contains(stderr, "regex") {
+		t.Errorf("bad --key regex: exit %d, %q", code, stderr)
+	}
+	stdout, _, code = runCLI(t, "rdb", "memory", "top", "-n", "3", fixture)
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 4 {
+		t.Errorf("memory top -n 3: exit %d, %d lines:\n%s", code, len(lines), stdout)
+	}
+}
+
+// TestBenchRDBSmall runs the real `sluice bench rdb` binary end to end on a
+// tiny corpus: redis-server generates it, each case runs in a child process.
+func TestBenchRDBSmall(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (scripts/test installs it)")
+	}
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cache := filepath.Join(dir, "cache")
+	cmd := exec.Command(bin, "bench", "rdb", "--size-mb", "2", "--runs", "1", "--cache-dir", cache,
+		"--cases", "read-file,keys-only,export-jsonl")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench rdb: %v\n%s", err, out)
+	}
+	for _, want := range []string{"| read-file |", "| keys-only |", "| export-jsonl |", "peak RSS", "load average"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	rdbs, _ := filepath.Glob(filepath.Join(cache, "*.rdb"))
+	if len(rdbs) != 1 {
+		t.Fatalf("corpus files in the cache: %v", rdbs)
+	}
+	// The corpus is a real RDB with several databases: count it.
+	stdout, stderr, code := runCLI(t, "rdb", "count", rdbs[0])
+	if code != 0 || !strings.Contains(stdout, "\n1    all") || !strings.Contains(stdout, "\n3    all") {
+		t.Errorf("count of the corpus: exit %d %s\n%s", code, stderr, stdout)
+	}
+}

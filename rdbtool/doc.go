@@ -1,0 +1,13 @@
+// Package rdbtool is what `sluice rdb` and `sluice bench rdb` do with a Redis
+// RDB snapshot, built on the streaming parser in package rdb: JSON / JSON
+// Lines export in a lossless, documented form, a memory report (estimated
+// bytes per key, as redis-rdb-tools estimates them), key listing and counts,
+// filters mapped onto the parser's own key filter so rejected values are
+// skipped undecoded, per-key Lua scripts through luavm, and the benchmark
+// corpus generator and runner.
+//
+// Export writes JSON by hand into reused buffers (no reflection per key) and,
+// with two or more CPUs, parses on one goroutine while another escapes and
+// formats (see parallel.go). The JSON form, the memory model, the script
+// contract and the benchmark are documented in docs/rdb.md.
+package rdbtool

@@ -1,0 +1,147 @@
+package rdbtool
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"strconv"
+	"unicode/utf8"
+)
+
+// appendString appends s as the lossless JSON form of a Redis string: a JSON
+// string when s is valid UTF-8, else {"base64":"..."} (standard alphabet,
+// padded). Redis strings are binary-safe, JSON strings are Unicode: this keeps
+// every byte and keeps the common case readable.
+func appendString(dst, s []byte) []byte {
+	mark := len(dst)
+	dst, ok := appendQuotedUTF8(dst, s)
+	if ok {
+		return dst
+	}
+	dst = append(dst[:mark], `{"base64":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, s)
+	return append(dst, `"}`...)
+}
+
+// appendQuotedUTF8 appends s as a JSON string. It reports false (with dst
+// holding partial output the caller discards) if s is not valid UTF-8.
+//
+// Escapes: '"' and '\\' with a backslash, control bytes < 0x20 as \n \r \t
+// \b \f or \u00XX; everything else, including multi-byte UTF-8, is copied.
+// U+2028 / U+2029 are valid JSON and copied (encoding/json escapes them only
+// for embedding in HTML/JavaScript).
+func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
+	// Fast path, the common case: nothing to escape and all ASCII. Check 8
+	// bytes at a time, the last word overlapping the one before so no byte
+	// is looked at alone, then copy the whole string at once.
+	i := 0 // s[:i] is known clean
+	if n := len(s); n >= 8 {
+		for i+8 <= n && attention(binary.LittleEndian.Uint64(s[i:])) == 0 {
+			i += 8
+		}
+		if i+8 > n && attention(binary.LittleEndian.Uint64(s[n-8:])) == 0 {
+			dst = append(dst, '"')
+			dst = append(dst, s...)
+			return append(dst, '"'), true
+		}
+	}
+	dst = append(dst, '"')
+	start := 0 // s[start:i] is safe and not yet copied
+	for i < len(s) {
+		var c byte
+		if i+8 <= len(s) {
+			// Jump straight to the first byte needing attention in the next
+			// word (JSON-in-a-string values have a quote every few bytes).
+			m := attention(binary.LittleEndian.Uint64(s[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+			c = s[i]
+		} else {
+			c = s[i]
+			if c < utf8.RuneSelf && safeASCII[c] {
+				i++
+				continue
+			}
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, false
+			}
+			i += size
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// safeASCII[c] is true for ASCII bytes copied verbatim into a JSON string.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// attention returns a mask with bit 7 set in (at least) the lowest byte of
+// x that is a control byte (< 0x20), '"', '\\' or non-ASCII (>= 0x80), and
+// 0 when there is none. Classic SWAR: a byte b is "less than n" when b - n
+// borrows into bit 7 while b itself had bit 7 clear; equality is "b XOR v
+// less than 1". Borrows can only flag bytes above a flagged byte, so the
+// lowest flagged byte is exact (what bits.TrailingZeros64 finds).
+func attention(x uint64) uint64 {
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	q := x ^ (lo * '"')
+	bs := x ^ (lo * '\\')
+	// q and bs keep x's bit 7 (neither constant has it), so one &^ x
+	// serves all three "less than" tests.
+	return ((x-lo*0x20)|(q-lo)|(bs-lo))&^x&hi | x&hi
+}
+
+// appendFloat appends a zset score or other double in a JSON-safe form: a
+// JSON number in the shortest form that round-trips, or the strings "inf",
+// "-inf", "nan", which JSON numbers cannot express.
+func appendFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(dst, `"inf"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-inf"`...)
+	case math.IsNaN(f):
+		return append(dst, `"nan"`...)
+	}
+	// Whole scores are common (counters, timestamps): format them as
+	// integers, much cheaper than the shortest-float search. -0 keeps the
+	// general path so its sign survives.
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(dst, int64(f), 10)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}

@@ -1,0 +1,379 @@
+package rdbtool
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicedb/sluice/rdb"
+)
+
+// Parallel export: the parse loop and the JSON writing run on two cores.
+//
+// The parser's bytes are borrowed (valid only until the next element), so
+// the parsing goroutine copies what the JSON needs into a "tape" of ops,
+// which a writer goroutine turns into JSON. The parsing side only copies
+// bytes and writes a few fixed-size fields per element; everything that
+// costs (string escaping, number formatting, punctuation) is the writer's:
+//
+//	opRaw     u32 n, n bytes                   copied as they are
+//	opKey     u8 type, u32 db, i64 expiry, u32 n, key
+//	                                           {"db":..,"key":..,"type":..,"expire_at_ms":..,"value":
+//	opString  u32 n, n bytes                   a string value, then "}"
+//	opOpen                                     "[" (a collection value starts)
+//	opItem    u32 n, n bytes                   list item or set member
+//	opZMember u32 n, f64 score, n bytes        {"member":..,"score":..}
+//	opHField  u32 nf, u32 nv, i64 expiry, field, value
+//	                                           {"field":..,"value":..(,"expire_at_ms":..)}
+//	opClose                                    "]}" (the collection and the record end)
+//	opRecord  u32 n, n bytes                   a whole record as JSON (streams, modules)
+//
+// The writer adds the separators: ",\n" between records of a JSON array,
+// "\n" after each JSON Lines record, "," between elements.
+//
+// Tapes are cut at any op boundary once they hold tapeSize bytes and cycle
+// between the two goroutines through channels (tapeCount of them), so
+// memory stays bounded by tapeCount * tapeSize plus the largest value.
+const (
+	opRaw byte = iota + 1
+	opKey
+	opString
+	opOpen
+	opItem
+	opZMember
+	opHField
+	opClose
+	opRecord
+
+	tapeSize  = 128 << 10
+	tapeCount = 4
+)
+
+// tape is one buffer of ops.
+type tape struct{ b []byte }
+
+func (t *tape) u32(v int) { t.b = binary.LittleEndian.AppendUint32(t.b, uint32(v)) }
+
+func (t *tape) bytesOp(op byte, s []byte) {
+	t.b = append(t.b, op)
+	t.u32(len(s))
+	t.b = append(t.b, s...)
+}
+
+// tapeWriter is the writer goroutine's state: where it is in the JSON.
+type tapeWriter struct {
+	format Format
+	keys   int64 // records written so far
+	first  bool  // no element written yet in the current collection
+}
+
+func le32(b []byte) int    { return int(binary.LittleEndian.Uint32(b)) }
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// recordStart writes the separator before a record.
+func (tw *tapeWriter) recordStart(out []byte) []byte {
+	if tw.keys > 0 && tw.format == JSON {
+		out = append(out, ",\n"...)
+	}
+	tw.keys++
+	return out
+}
+
+func (tw *tapeWriter) recordEnd(out []byte) []byte {
+	if tw.format == JSONLines {
+		out = append(out, '\n')
+	}
+	return out
+}
+
+func (tw *tapeWriter) elementStart(out []byte) []byte {
+	if !tw.first {
+		out = append(out, ',')
+	}
+	tw.first = false
+	return out
+}
+
+// write appends the JSON the tape's ops describe to out.
+func (tw *tapeWriter) write(out, b []byte) []byte {
+	for len(b) > 0 {
+		switch b[0] {
+		case opRaw:
+			n := le32(b[1:])
+			out = append(out, b[5:5+n]...)
+			b = b[5+n:]
+		case opKey:
+			typ := rdb.Type(b[1])
+			db := le32(b[2:])
+			exp := int64(le64(b[6:]))
+			n := le32(b[14:])
+			out = tw.recordStart(out)
+			out = append(out, `{"db":`...)
+			out = strconv.AppendInt(out, int64(db), 10)
+			out = append(out, `,"key":`...)
+			out = appendString(out, b[18:18+n])
+			out = append(out, `,"type":"`...)
+			out = append(out, typ.String()...)
+			out = append(out, `","expire_at_ms":`...)
+			if exp != 0 {
+				out = strconv.AppendInt(out, exp, 10)
+			} else {
+				out = append(out, "null"...)
+			}
+			out = append(out, `,"value":`...)
+			b = b[18+n:]
+		case opString:
+			n := le32(b[1:])
+			out = appendString(out, b[5:5+n])
+			out = append(out, '}')
+			out = tw.recordEnd(out)
+			b = b[5+n:]
+		case opOpen:
+			out = append(out, '[')
+			tw.first = true
+			b = b[1:]
+		case opItem:
+			n := le32(b[1:])
+			out = tw.elementStart(out)
+			out = appendString(out, b[5:5+n])
+			b = b[5+n:]
+		case opZMember:
+			n := le32(b[1:])
+			score := math.Float64frombits(le64(b[5:]))
+			out = tw.elementStart(out)
+			out = append(out, `{"member":`...)
+			out = appendString(out, b[13:13+n])
+			out = append(out, `,"score":`...)
+			out = appendFloat(out, score)
+			out = append(out, '}')
+			b = b[13+n:]
+		case opHField:
+			nf, nv := le32(b[1:]), le32(b[5:])
+			exp := int64(le64(b[9:]))
+			f := b[17 : 17+nf]
+			v := b[17+nf : 17+nf+nv]
+			out = tw.elementStart(out)
+			out = append(out, `{"field":`...)
+			out = appendString(out, f)
+			out = append(out, `,"value":`...)
+			out = appendString(out, v)
+			if exp != 0 {
+				out = append(out, `,"expire_at_ms":`...)
+				out = strconv.AppendInt(out, exp, 10)
+			}
+			out = append(out, '}')
+			b = b[17+nf+nv:]
+		case opClose:
+			out = append(out, "]}"...)
+			out = tw.recordEnd(out)
+			b = b[1:]
+		case opRecord:
+			n := le32(b[1:])
+			out = tw.recordStart(out)
+			out = append(out, b[5:5+n]...)
+			out = tw.recordEnd(out)
+			b = b[5+n:]
+		default:
+			panic(fmt.Sprintf("rdbtool: bad tape op %d", b[0])) // a bug in this file, not bad input
+		}
+	}
+	return out
+}
+
+// parallelExporter is the parsing side.
+type parallelExporter struct {
+	format Format
+	t      *tape
+	full   chan *tape // to the writer
+	free   chan *tape // back from the writer
+	done   chan struct{}
+	werr   error       // the writer's error, valid once done is closed
+	failed atomic.Bool // set by the writer when werr is set, read by the parsing side
+	keys   int64
+	visit  func(*rdb.Element) error
+	// streams and modules (rare) are built as JSON by a sequential exporter
+	// and go on the tape as raw bytes.
+	seq *exporter
+}
+
+// stageCPU, when not nil (set by the benchmark child only), makes
+// exportParallel pin each of its two goroutines to an OS thread and record
+// the CPU time of that thread: [0] the parsing side, [1] the writer. With
+// two idle cores the export could not run faster than the larger of the two.
+var stageCPU *[2]time.Duration
+
+// threadCPU is the CPU time of the calling OS thread.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) (int64, error) {
+	if stageCPU != nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		start := threadCPU()
+		defer func() { stageCPU[0] = threadCPU() - start }()
+	}
+	px := &parallelExporter{
+		format: format,
+		full:   make(chan *tape, tapeCount),
+		free:   make(chan *tape, tapeCount),
+		done:   make(chan struct{}),
+		seq:    newExporter(io.Discard, JSON),
+	}
+	px.seq.hold = true
+	for i := 0; i < tapeCount; i++ {
+		px.free <- &tape{b: make([]byte, 0, tapeSize+64<<10)}
+	}
+	px.visit = px.element
+	go px.writer(w)
+
+	px.t = <-px.free
+	if format == JSON {
+		px.t.bytesOp(opRaw, []byte("[\n"))
+	}
+	var n int
+	var err error
+	for err == nil && in.next(ctx, &n) {
+		err = px.record(in, in.p.Entry())
+	}
+	if format == JSON {
+		end := "]\n"
+		if px.keys > 0 {
+			end = "\n]\n"
+		}
+		px.t.bytesOp(opRaw, []byte(end))
+	}
+	px.send()
+	close(px.full)
+	<-px.done
+	if px.werr != nil {
+		in.finish(ctx, nil)
+		return px.keys, fmt.Errorf("rdbtool: write: %w", px.werr)
+	}
+	return px.keys, in.finish(ctx, err)
+}
+
+// writer turns tapes into JSON and writes it, until full is closed. After a
+// write error it keeps draining (so the parser is never blocked) and the
+// parsing side sees the error at its next tape.
+func (px *parallelExporter) writer(w io.Writer) {
+	defer close(px.done)
+	if stageCPU != nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		start := threadCPU()
+		defer func() { stageCPU[1] = threadCPU() - start }()
+	}
+	out := make([]byte, 0, flushAt+64<<10)
+	tw := tapeWriter{format: px.format}
+	for t := range px.full {
+		if px.werr == nil {
+			out = tw.write(out, t.b)
+			if len(out) >= flushAt {
+				_, px.werr = w.Write(out)
+				out = out[:0]
+				if px.werr != nil {
+					px.failed.Store(true)
+				}
+			}
+		}
+		t.b = t.b[:0]
+		px.free <- t
+	}
+	if px.werr == nil && len(out) > 0 {
+		_, px.werr = w.Write(out)
+	}
+}
+
+// send hands the current tape to the writer.
+func (px *parallelExporter) send() {
+	px.full <- px.t
+	px.t = nil
+}
+
+// maybeSend hands the tape over once it is big enough and takes a free one.
+func (px *parallelExporter) maybeSend() error {
+	if len(px.t.b) < tapeSize {
+		return nil
+	}
+	px.send()
+	px.t = <-px.free // the writer always hands tapes back, even after an error
+	if px.failed.Load() {
+		return errWriterFailed
+	}
+	return nil
+}
+
+// errWriterFailed stops the parse when the writer could not write; the
+// writer's own error is what Export returns.
+var errWriterFailed = errors.New("rdbtool: output failed")
+
+func (px *parallelExporter) record(in *input, e *rdb.Entry) error {
+	t := px.t
+	px.keys++
+	if e.Type == rdb.Stream || e.Type == rdb.Module {
+		px.seq.buf, px.seq.keys = px.seq.buf[:0], 0
+		if err := px.seq.build(in, e, true); err != nil {
+			return err
+		}
+		t.bytesOp(opRecord, px.seq.buf)
+		return px.maybeSend()
+	}
+	t.b = append(t.b, opKey, byte(e.Type))
+	t.u32(e.DB)
+	t.b = binary.LittleEndian.AppendUint64(t.b, uint64(e.ExpireAt))
+	t.u32(len(e.Key))
+	t.b = append(t.b, e.Key...)
+	if e.Type == rdb.String {
+		v, err := in.p.Value()
+		if err != nil {
+			return err
+		}
+		t.bytesOp(opString, v)
+		return px.maybeSend()
+	}
+	t.b = append(t.b, opOpen)
+	if err := in.p.Visit(px.visit); err != nil {
+		return err
+	}
+	px.t.b = append(px.t.b, opClose) // px.t: Visit may have swapped tapes
+	return px.maybeSend()
+}
+
+// element puts one list, set, zset or hash element on the tape.
+func (px *parallelExporter) element(el *rdb.Element) error {
+	t := px.t
+	switch el.Kind {
+	case rdb.ListItem, rdb.SetMember:
+		t.bytesOp(opItem, el.Member)
+	case rdb.ZSetMember:
+		t.b = append(t.b, opZMember)
+		t.u32(len(el.Member))
+		t.b = binary.LittleEndian.AppendUint64(t.b, math.Float64bits(el.Score))
+		t.b = append(t.b, el.Member...)
+	case rdb.HashField:
+		t.b = append(t.b, opHField)
+		t.u32(len(el.Member))
+		t.u32(len(el.Value))
+		t.b = binary.LittleEndian.AppendUint64(t.b, uint64(el.ExpireAt))
+		t.b = append(t.b, el.Member...)
+		t.b = append(t.b, el.Value...)
+	}
+	// A huge value is handed over in pieces: the writer does not care
+	// where a tape ends.
+	return px.maybeSend()
+}
