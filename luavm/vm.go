@@ -1,0 +1,450 @@
+package luavm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// VM is one gopher-lua state with the script's code loaded. A VM is owned by
+// one caller at a time (inside Do, or inside one Invoke); it is never used
+// concurrently.
+type VM struct {
+	L    *lua.LState
+	pool *pool
+
+	// base holds the libraries and everything the script defined when it was
+	// loaded; scripts never write it (see proxy). funcs caches base's
+	// functions by name so the hot path does no table lookup.
+	base  *lua.LTable
+	funcs map[string]*lua.LFunction
+
+	// proxy is the globals table the script's functions see: empty, with
+	// base as __index. Every global a call writes lands in proxy (and the
+	// first write of each name passes __newindex, which sets dirty), so
+	// after a call the VM is made clean again by emptying proxy, only when
+	// dirty is set. proxyMeta is proxy's metatable, restored if a call
+	// replaced it.
+	proxy     *lua.LTable
+	proxyMeta *lua.LTable
+	dirty     bool
+	scratch   []lua.LValue
+
+	// ctx is the VM's one context, set on the LState once at creation; the
+	// watchdog closes its done channel when the call's deadline passes.
+	// nil when the script has no time limit (the interpreter loop then
+	// skips the per-instruction check entirely).
+	ctx *vmContext
+
+	// deadline: 0 = no call armed; >0 = the running call's deadline in
+	// monotonic nanoseconds (see now); deadlineFired = the watchdog stopped
+	// the call. Written by the owner with Store/CompareAndSwap, read and
+	// swapped by the watchdog.
+	deadline atomic.Int64
+	started  atomic.Int64
+
+	// broken: the VM must be closed rather than returned to its pool.
+	broken bool
+	// lastUsed (monotonic ns) is set on release. REQUIRES pool.mu.
+	lastUsed int64
+
+	calls  atomic.Uint64
+	errors atomic.Uint64
+}
+
+const deadlineFired = -1
+
+// vmContext is a context.Context whose Done channel is a plain field, so
+// gopher-lua's per-instruction `<-ctx.Done()` check costs a field load and a
+// non-blocking receive. It is reset (a new channel) only after it fired.
+type vmContext struct {
+	mu   sync.Mutex // guards swapping done against the watchdog closing it
+	done chan struct{}
+	err  error // why done was closed; written before close
+}
+
+func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *vmContext) Done() <-chan struct{}       { return c.done }
+func (c *vmContext) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+func (c *vmContext) Value(any) any { return nil }
+
+// fire closes done with cause. Called by the watchdog, at most once per arm.
+func (c *vmContext) fire(cause error) {
+	c.mu.Lock()
+	c.err = cause
+	close(c.done)
+	c.mu.Unlock()
+}
+
+var _ context.Context = (*vmContext)(nil)
+
+// epoch anchors now's monotonic clock.
+var epoch = time.Now()
+
+// now is a monotonic clock in nanoseconds, the unit of every deadline here.
+func now() int64 { return int64(time.Since(epoch)) }
+
+// newVM creates a state, opens the libraries the script's config allows,
+// installs the Go functions and modules, and runs the script's main chunk
+// with the proxy as its globals.
+func newVM(p *pool) (*VM, error) {
+	s := p.script
+	cfg := s.cfg
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       cfg.CallStackSize,
+		RegistrySize:        cfg.RegistrySize,
+		RegistryMaxSize:     cfg.RegistryMaxSize,
+		MinimizeStackMemory: true,
+	})
+	vm := &VM{L: L, pool: p, funcs: make(map[string]*lua.LFunction)}
+	if err := vm.openLibs(); err != nil {
+		L.Close()
+		return nil, err
+	}
+	vm.base = L.G.Global
+	installRowType(L)
+	for name, fn := range s.mgr.globalFuncs() {
+		vm.base.RawSetString(name, L.NewFunction(fn))
+	}
+
+	if cfg.ShareGlobals {
+		vm.proxy = vm.base
+	} else {
+		vm.proxy = L.NewTable()
+		vm.proxyMeta = L.NewTable()
+		vm.proxyMeta.RawSetString("__index", vm.base)
+		vm.proxyMeta.RawSetString("__newindex", L.NewFunction(vm.globalWrite))
+		vm.proxy.Metatable = vm.proxyMeta
+		vm.base.RawSetString("_G", vm.proxy)
+	}
+
+	if cfg.Timeout >= 0 {
+		vm.ctx = &vmContext{done: make(chan struct{})}
+		L.SetContext(vm.ctx)
+	}
+	// The main chunk runs under the script's time limit too: a top-level
+	// endless loop must not hang Load.
+	p.register(vm)
+	chunk := L.NewFunctionFromProto(s.proto)
+	chunk.Env = vm.proxy
+	L.Push(chunk)
+	vm.arm(deadlineAfter(cfg.Timeout))
+	err := L.PCall(0, 0, nil)
+	fired := vm.disarm()
+	if err != nil || fired {
+		p.unregister(vm)
+		L.Close()
+		if err == nil {
+			err = fmt.Errorf("main chunk: %w", ErrTimeout)
+		}
+		return nil, vm.callError("<main chunk>", err)
+	}
+	// What the main chunk defined becomes part of base: the state every call
+	// starts from.
+	if !cfg.ShareGlobals {
+		vm.proxy.ForEach(func(k, v lua.LValue) { vm.base.RawSet(k, v) })
+		vm.cleanGlobals()
+	}
+	vm.base.ForEach(func(k, v lua.LValue) {
+		if fn, ok := v.(*lua.LFunction); ok {
+			if name, ok := k.(lua.LString); ok {
+				vm.funcs[string(name)] = fn
+			}
+		}
+	})
+	return vm, nil
+}
+
+// globalWrite is the proxy's __newindex: the first write of a name in a
+// call. It marks the VM dirty and stores the value in the proxy.
+func (vm *VM) globalWrite(L *lua.LState) int {
+	vm.dirty = true
+	vm.proxy.RawSet(L.CheckAny(2), L.CheckAny(3))
+	return 0
+}
+
+// cleanGlobals empties the proxy so the next call sees only base.
+func (vm *VM) cleanGlobals() {
+	vm.scratch = vm.scratch[:0]
+	vm.proxy.ForEach(func(k, _ lua.LValue) { vm.scratch = append(vm.scratch, k) })
+	for _, k := range vm.scratch {
+		vm.proxy.RawSet(k, lua.LNil)
+	}
+	clear(vm.scratch)
+	vm.proxy.Metatable = vm.proxyMeta
+	vm.dirty = false
+}
+
+// reset makes the VM clean for its next caller after a call.
+func (vm *VM) reset() {
+	if vm.L.GetTop() != 0 {
+		vm.L.SetTop(0)
+	}
+	if vm.dirty || (vm.proxyMeta != nil && vm.proxy.Metatable != lua.LValue(vm.proxyMeta)) {
+		vm.cleanGlobals()
+	}
+}
+
+// libraries that a script's config may allow on top of the sandbox.
+var knownLibs = map[string]bool{"io": true, "os": true, "debug": true, "load": true, "require": true, "coroutine": true, "channel": true}
+
+func (vm *VM) openLibs() error {
+	L := vm.L
+	cfg := vm.pool.script.cfg
+	allow := make(map[string]bool, len(cfg.Allow))
+	for _, a := range cfg.Allow {
+		if !knownLibs[a] {
+			return fmt.Errorf("luavm: script %s: unknown library %q in Allow (known: io, os, debug, load, require, coroutine, channel)", vm.pool.script.name, a)
+		}
+		allow[a] = true
+	}
+	open := func(name string, fn lua.LGFunction) {
+		L.Push(L.NewFunction(fn))
+		L.Push(lua.LString(name))
+		L.Call(1, 0)
+	}
+	open(lua.BaseLibName, lua.OpenBase)
+	open(lua.TabLibName, lua.OpenTable)
+	open(lua.StringLibName, lua.OpenString)
+	open(lua.MathLibName, lua.OpenMath)
+	if allow["io"] {
+		open(lua.IoLibName, lua.OpenIo)
+	}
+	if allow["os"] {
+		open(lua.OsLibName, lua.OpenOs)
+	}
+	if allow["debug"] {
+		open(lua.DebugLibName, lua.OpenDebug)
+	}
+	if allow["coroutine"] {
+		open(lua.CoroutineLibName, lua.OpenCoroutine)
+	}
+	if allow["channel"] {
+		open(lua.ChannelLibName, lua.OpenChannel)
+	}
+	g := L.G.Global
+	if !allow["load"] {
+		for _, name := range []string{"load", "loadstring", "loadfile", "dofile"} {
+			g.RawSetString(name, lua.LNil)
+		}
+	}
+	var fileRequire lua.LValue = lua.LNil
+	if allow["require"] {
+		open(lua.LoadLibName, lua.OpenPackage)
+		fileRequire = g.RawGetString("require")
+	}
+	// pairs that understands row proxies (gopher-lua has no __pairs).
+	next := g.RawGetString("next")
+	g.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
+		v := L.CheckAny(1)
+		if ud, ok := v.(*lua.LUserData); ok {
+			if r, ok := ud.Value.(*rowData); ok {
+				return rowPairs(L, r)
+			}
+		}
+		t := L.CheckTable(1)
+		L.Push(next)
+		L.Push(t)
+		L.Push(lua.LNil)
+		return 3
+	}))
+	// require: Go modules (json and RegisterModule's) always; files only when
+	// allowed.
+	loaded := L.NewTable()
+	mgr := vm.pool.script.mgr
+	g.RawSetString("require", L.NewFunction(func(L *lua.LState) int {
+		name := L.CheckString(1)
+		if m := loaded.RawGetString(name); m != lua.LNil {
+			L.Push(m)
+			return 1
+		}
+		if name == "json" {
+			m := openJSON(L)
+			loaded.RawSetString(name, m)
+			L.Push(m)
+			return 1
+		}
+		if funcs, ok := mgr.module(name); ok {
+			m := L.SetFuncs(L.NewTable(), funcs)
+			loaded.RawSetString(name, m)
+			L.Push(m)
+			return 1
+		}
+		if fileRequire != lua.LNil {
+			L.Push(fileRequire)
+			L.Push(lua.LString(name))
+			L.Call(1, 1)
+			return 1
+		}
+		L.RaiseError("module %q not found (file modules are not allowed for this script; Allow \"require\")", name)
+		return 0
+	}))
+	return nil
+}
+
+// Func returns the script's global function name (as the script defined it
+// when loaded). ErrNoFunction if there is none.
+func (vm *VM) Func(name string) (*lua.LFunction, error) {
+	if fn, ok := vm.funcs[name]; ok {
+		return fn, nil
+	}
+	return nil, fmt.Errorf("luavm: script %s: function %s: %w", vm.pool.script.name, name, ErrNoFunction)
+}
+
+// State returns the underlying gopher-lua state, for pushing values (NewRow,
+// ToLua) and for anything the VM type does not wrap. Valid only while the VM
+// is held.
+func (vm *VM) State() *lua.LState { return vm.L }
+
+// Call calls fn with args and returns nret results (lua.MultRet for all).
+// The result slice is allocated; use Call1 on hot paths.
+func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	L := vm.L
+	base := L.GetTop()
+	L.Push(fn)
+	for _, a := range args {
+		L.Push(a)
+	}
+	vm.calls.Add(1)
+	if err := L.PCall(len(args), nret, nil); err != nil {
+		L.SetTop(base)
+		return nil, vm.callError(vm.funcName(fn), err)
+	}
+	n := L.GetTop() - base
+	out := make([]lua.LValue, n)
+	for i := range out {
+		out[i] = L.Get(base + 1 + i)
+	}
+	L.SetTop(base)
+	return out, nil
+}
+
+// Call1 calls fn with one argument and returns its first result. It does not
+// allocate beyond what the Lua function itself does.
+func (vm *VM) Call1(fn *lua.LFunction, arg lua.LValue) (lua.LValue, error) {
+	L := vm.L
+	L.Push(fn)
+	L.Push(arg)
+	vm.calls.Add(1)
+	if err := L.PCall(1, 1, nil); err != nil {
+		return lua.LNil, vm.callError(vm.funcName(fn), err)
+	}
+	v := L.Get(-1)
+	L.Pop(1)
+	return v, nil
+}
+
+// funcName finds the name fn was loaded under, for error messages (error
+// path only).
+func (vm *VM) funcName(fn *lua.LFunction) string {
+	for name, f := range vm.funcs {
+		if f == fn {
+			return name
+		}
+	}
+	if fn.Proto != nil {
+		return fmt.Sprintf("<function at line %d>", fn.Proto.LineDefined)
+	}
+	return "<go function>"
+}
+
+// callError turns a PCall error into a *CallError, and decides whether the VM
+// can be reused: a plain runtime error leaves it sound (the stack was
+// unwound); a timeout, a memory stop, a stack overflow or a Go panic marks it
+// broken so it is closed instead.
+func (vm *VM) callError(fnName string, err error) error {
+	vm.errors.Add(1)
+	script := vm.pool.script.name
+	ce := &CallError{Script: script, Func: fnName, Msg: err.Error()}
+	var api *lua.ApiError
+	if errors.As(err, &api) {
+		if api.Object != nil {
+			ce.Msg = api.Object.String()
+		}
+		ce.Traceback = api.StackTrace
+		if api.Type != lua.ApiErrorRun {
+			vm.broken = true
+		}
+	}
+	ce.Line, ce.Msg = splitWhere(script, ce.Msg)
+	if ce.Line == 0 {
+		ce.Line = tracebackLine(script, ce.Traceback)
+	}
+	if vm.ctx != nil && vm.deadline.Load() == deadlineFired {
+		vm.broken = true
+		ce.Err = vm.ctx.err
+		if ce.Err == nil {
+			ce.Err = ErrTimeout
+		}
+		ce.Msg = ce.Err.Error()
+	}
+	if strings.Contains(ce.Msg, "stack overflow") || strings.Contains(ce.Msg, "registry overflow") {
+		vm.broken = true
+	}
+	return ce
+}
+
+// tracebackLine finds the first "<script>:<line>:" in a traceback.
+func tracebackLine(script, tb string) int {
+	for _, ln := range strings.Split(tb, "\n") {
+		ln = strings.TrimSpace(ln)
+		if line, _ := splitWhere(script, ln); line > 0 {
+			return line
+		}
+	}
+	return 0
+}
+
+// arm starts the time limit of a call: the watchdog stops the VM once now()
+// passes deadline. deadline <= 0 means no limit.
+func (vm *VM) arm(deadline int64) {
+	if vm.ctx == nil || deadline <= 0 {
+		return
+	}
+	vm.started.Store(now())
+	vm.deadline.Store(deadline)
+}
+
+// disarm ends the time limit; it reports whether the watchdog fired. If it
+// did, the VM is broken (its context must be rearmed and its state may be
+// mid-instruction), and the caller's error is a timeout.
+func (vm *VM) disarm() (fired bool) {
+	if vm.ctx == nil {
+		return false
+	}
+	d := vm.deadline.Load()
+	if d == 0 {
+		return false
+	}
+	if d != deadlineFired && vm.deadline.CompareAndSwap(d, 0) {
+		return false
+	}
+	vm.broken = true
+	return true
+}
+
+// deadlineAfter is the deadline of a call started now with limit d (<= 0: none).
+func deadlineAfter(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return now() + int64(d)
+}
+
+func (vm *VM) close() {
+	vm.L.Close()
+}
