@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // ErrRejected is wrapped by the error Process returns when a function with
@@ -24,7 +26,11 @@ var ErrNilResult = errors.New("function returned nil for a non-nullable column")
 // Options are the runtime dependencies of a Processor. The zero Options is
 // usable for configs without Lua.
 type Options struct {
-	luaOptions
+	// Lua runs the Lua functions; required when the config has any.
+	Lua *luavm.Manager
+	// LuaConfig is the script config of every Lua function (pool strategy,
+	// sandbox); a function's `timeout` overrides its Timeout.
+	LuaConfig luavm.ScriptConfig
 	// BaseDir resolves relative paths in `func` (normally the config's
 	// directory); empty means the working directory.
 	BaseDir string
