@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicedb/sluice/compute/internal/plugbuild"
+	"github.com/sluicedb/sluice/compute/plugbuild"
 )
 
 var testDir string

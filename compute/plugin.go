@@ -24,7 +24,7 @@ var (
 	ErrPluginReload = errors.New("plugin changed at a path already loaded: Go cannot reload a plugin; the old version keeps running; ship the new build under a new path")
 	// ErrPluginAlreadyLoaded: a plugin with the same plugin path (Go package
 	// identity) is already loaded, e.g. a new build of the same package.
-	ErrPluginAlreadyLoaded = errors.New("a plugin built from the same package is already loaded; build each version from files (go build -buildmode=plugin -o f-v2.so f.go) or with -ldflags=-pluginpath=<unique>")
+	ErrPluginAlreadyLoaded = errors.New("a plugin built from the same package is already loaded; build each version from files (go build -buildmode=plugin -o f-v2.so f.go); a new build of an unchanged package path cannot be loaded into a running process")
 	// ErrPluginMismatch: the plugin was built by another Go version or with
 	// other build flags (-race, -trimpath, ...) than this binary.
 	ErrPluginMismatch = errors.New("plugin was built by another Go toolchain or with other build flags than sluice; rebuild it with the same Go version and flags")

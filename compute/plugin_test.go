@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicedb/sluice/compute/internal/plugbuild"
+	"github.com/sluicedb/sluice/compute/plugbuild"
 )
 
 func TestPluginLoadAndCall(t *testing.T) {

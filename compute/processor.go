@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicedb/sluice/luavm"
 )
@@ -62,6 +67,7 @@ type Processor struct {
 	columns []*function
 
 	reloadMu sync.Mutex // serialises Reload
+	ownLua   bool       // opts.Lua was created by New: Close closes it
 }
 
 // function is one configured column or filter.
@@ -128,11 +134,11 @@ type Batch struct {
 }
 
 // New loads every function of cfg (reading files, fetching URLs, compiling
-// scripts, opening plugins) and reports every problem at once.
+// scripts, opening plugins) and reports every problem at once: those of the
+// config's shape and those of loading every function whose config is sound.
+// If opts.Lua is nil and the config has Lua functions, New creates a
+// luavm.Manager that Close closes.
 func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if opts.LogFirst == 0 {
 		opts.LogFirst = 5
 	}
@@ -147,23 +153,34 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if p.opts.Lua == nil && cfg.hasLua() {
+		p.opts.Lua = luavm.NewManager(luavm.Options{})
+		p.ownLua = true
+	}
 	var errs []error
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, fc := range cfg.Filters {
-		policy, _ := parsePolicy(fc.OnError, true)
-		src, _ := ResolveSource(fc.Func)
+		policy, perr := parsePolicy(fc.OnError, true)
+		src, serr := ResolveSource(fc.Func)
 		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, src: src}
-		if err := p.load(ctx, f); err != nil {
-			errs = append(errs, err)
+		if perr == nil && serr == nil && fc.Name != "" && (!src.Plugin || fc.FuncName != "") {
+			if err := p.load(ctx, f); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		p.filters = append(p.filters, f)
 	}
 	for _, cc := range cfg.Computed {
-		typ, _ := ParseType(cc.Type)
-		policy, _ := parsePolicy(cc.OnError, false)
-		src, _ := ResolveSource(cc.Func)
+		typ, terr := ParseType(cc.Type)
+		policy, perr := parsePolicy(cc.OnError, false)
+		src, serr := ResolveSource(cc.Func)
 		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, src: src}
-		if err := p.load(ctx, f); err != nil {
-			errs = append(errs, err)
+		if terr == nil && perr == nil && serr == nil && cc.Name != "" && (!src.Plugin || cc.FuncName != "") {
+			if err := p.load(ctx, f); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		p.columns = append(p.columns, f)
 	}
@@ -172,6 +189,44 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// OpenFile loads the config at path and builds its Processor, resolving
+// relative paths in `func` against the config's directory (unless
+// opts.BaseDir is set).
+func OpenFile(ctx context.Context, path string, opts Options) (*Processor, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("compute config: %w", err)
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if opts.BaseDir == "" {
+		opts.BaseDir = filepath.Dir(path)
+	}
+	p, err := New(ctx, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+func (c Config) hasLua() bool {
+	for _, f := range c.Computed {
+		if s, err := ResolveSource(f.Func); err == nil && s.Loader() == "lua" {
+			return true
+		}
+	}
+	for _, f := range c.Filters {
+		if s, err := ResolveSource(f.Func); err == nil && s.Loader() == "lua" {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *function) errorf(row int, err error) *Error {
@@ -282,8 +337,14 @@ func (p *Processor) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range p.all() {
-		closeHandler(f.handler)
-		f.handler = nil
+		if f.handler != nil {
+			closeHandler(f.handler)
+			f.handler = nil
+		}
+	}
+	if p.ownLua {
+		p.ownLua = false
+		return p.opts.Lua.Close()
 	}
 	return nil
 }

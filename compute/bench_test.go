@@ -1,0 +1,225 @@
+package compute
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"testing"
+
+	"github.com/sluicedb/sluice/compute/plugbuild"
+	"github.com/sluicedb/sluice/luavm"
+)
+
+// The two workloads of the Talaria post, on rows as sluice holds them
+// (decoded once by DecodeRow). Every iteration gets a fresh copy of the
+// same input row (maps.Clone, inside the timed loop for every variant;
+// BenchmarkCopyOnly measures that copy alone, to subtract).
+//
+//   - trim: remove key1..key5 from an event and encode it again;
+//   - json: the `json.encode(row)` column, on the post's 19-field event.
+const (
+	trimEvent = `{"id":"userName","key1":"11111","key2":22222,"key3":"33333","key4":44.5,"key5":null,"city":"cityValue","uuid":"99999","loc":"12.676689147949219, 101.20865195568277","addtion":"999999999999999999999999999999999","time":1700000000,"key10":"10000000"}`
+	jsonEvent = `{"customKey1":12,"time":12999,"customKey2":"Key2Val","city":"SG","customKey3":999,"android":"yes","customKey15":5555,"uuid":12999,"customKey12":"Key2Val","country":"SG","customKey13":999,"ios":"no","customKey25":5555,"newuuid":12999,"customKey22":"Key2Val","region":"SG","customKey23":999,"device":"ios","date":"03031999"}`
+
+	luaTrim = `
+local json = require("json")
+local keys = {"key1", "key2", "key3", "key4", "key5"}
+function main(row)
+  for _, key in ipairs(keys) do
+    row[key] = nil
+  end
+  return json.encode(row)
+end
+`
+	luaJSON = `
+local json = require("json")
+function main(row)
+  return json.encode(row)
+end
+`
+	// benchPluginSource holds the native functions, compiled into the
+	// plugin; the same code runs natively below (nativeTrim, nativeJSON).
+	benchPluginSource = `package main
+
+import "encoding/json"
+
+var trimKeys = []string{"key1", "key2", "key3", "key4", "key5"}
+
+func Trim(row map[string]interface{}) (interface{}, error) {
+	for _, k := range trimKeys {
+		delete(row, k)
+	}
+	b, err := json.Marshal(row)
+	return string(b), err
+}
+
+func JSON(row map[string]interface{}) (interface{}, error) {
+	b, err := json.Marshal(row)
+	return string(b), err
+}
+`
+)
+
+var trimKeys = []string{"key1", "key2", "key3", "key4", "key5"}
+
+func nativeTrim(row map[string]interface{}) (interface{}, error) {
+	for _, k := range trimKeys {
+		delete(row, k)
+	}
+	b, err := json.Marshal(row)
+	return string(b), err
+}
+
+func nativeJSON(row map[string]interface{}) (interface{}, error) {
+	b, err := json.Marshal(row)
+	return string(b), err
+}
+
+type nativeHandler struct{ fn PluginFunc }
+
+func (h nativeHandler) Load(string) (Handler, error)        { return h, nil }
+func (nativeHandler) String() string                        { return "native" }
+func (h nativeHandler) Value(r map[string]any) (any, error) { return h.fn(r) }
+
+func benchRow(b *testing.B, event string) map[string]any {
+	b.Helper()
+	r, err := DecodeRow([]byte(event))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// benchValue runs h.Value on a fresh copy of base per iteration.
+func benchValue(b *testing.B, h Handler, base map[string]any, want string) {
+	b.Helper()
+	check(b, h, base, want)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := h.Value(maps.Clone(base)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchBatch runs h.Values (one VM acquisition per batch of 256 rows) on
+// fresh copies of base; ns/op is per row.
+func benchBatch(b *testing.B, h BatchHandler, base map[string]any, want string) {
+	b.Helper()
+	check(b, h, base, want)
+	const batch = 256
+	rows := make([]map[string]any, batch)
+	out := make([]any, batch)
+	errs := make([]error, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += batch {
+		k := min(batch, b.N-n)
+		for i := range k {
+			rows[i] = maps.Clone(base)
+		}
+		if err := h.Values(context.Background(), rows[:k], out[:k], errs[:k]); err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range errs[:k] {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// check makes sure every variant computes the same thing.
+func check(b *testing.B, h Handler, base map[string]any, want string) {
+	b.Helper()
+	v, err := h.Value(maps.Clone(base))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if want != "" && v != want {
+		b.Fatalf("%s computes\n %v\nwant\n %v", h, v, want)
+	}
+}
+
+func benchLua(b *testing.B, code string, pool luavm.PoolConfig) *Lua {
+	b.Helper()
+	m := luavm.NewManager(luavm.Options{})
+	b.Cleanup(func() { m.Close() })
+	h, err := NewLua(m, "bench", "main", luavm.ScriptConfig{Pool: pool}).Load(code)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h.(*Lua)
+}
+
+var benchPlugin struct {
+	path string
+	err  error
+	done bool
+}
+
+func benchPluginHandler(b *testing.B, sym string) Handler {
+	b.Helper()
+	if !benchPlugin.done {
+		benchPlugin.done = true
+		benchPlugin.path, benchPlugin.err = plugbuild.BuildFile(testDir, "bench.so", benchPluginSource)
+	}
+	if benchPlugin.err != nil {
+		b.Skipf("plugin benchmark needs a plugin build: %v", benchPlugin.err)
+	}
+	h, err := NewPlugin(sym).Load(benchPlugin.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+func builtin(b *testing.B, uri string) Handler {
+	b.Helper()
+	h, err := NewBuiltin().Load(uri)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+func BenchmarkCopyOnly(b *testing.B) {
+	for _, w := range []struct{ name, event string }{{"trim", trimEvent}, {"json", jsonEvent}} {
+		b.Run(w.name, func(b *testing.B) {
+			base := benchRow(b, w.event)
+			b.ReportAllocs()
+			for range b.N {
+				_ = maps.Clone(base)
+			}
+		})
+	}
+}
+
+func BenchmarkTrim(b *testing.B) {
+	base := benchRow(b, trimEvent)
+	want, _ := nativeTrim(maps.Clone(base))
+	b.Run("native", func(b *testing.B) { benchValue(b, nativeHandler{nativeTrim}, base, want.(string)) })
+	b.Run("lua-vm-per-call", func(b *testing.B) {
+		benchValue(b, benchLua(b, luaTrim, luavm.PoolConfig{Strategy: luavm.StrategyNone}), base, want.(string))
+	})
+	b.Run("lua-pool", func(b *testing.B) { benchValue(b, benchLua(b, luaTrim, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaTrim, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("plugin", func(b *testing.B) { benchValue(b, benchPluginHandler(b, "Trim"), base, want.(string)) })
+	b.Run("builtin", func(b *testing.B) {
+		benchValue(b, builtin(b, "make://json?omit=key1,key2,key3,key4,key5"), base, want.(string))
+	})
+}
+
+func BenchmarkJSON(b *testing.B) {
+	base := benchRow(b, jsonEvent)
+	want, _ := nativeJSON(maps.Clone(base))
+	b.Run("native", func(b *testing.B) { benchValue(b, nativeHandler{nativeJSON}, base, want.(string)) })
+	b.Run("lua-vm-per-call", func(b *testing.B) {
+		benchValue(b, benchLua(b, luaJSON, luavm.PoolConfig{Strategy: luavm.StrategyNone}), base, want.(string))
+	})
+	b.Run("lua-pool", func(b *testing.B) { benchValue(b, benchLua(b, luaJSON, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaJSON, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("plugin", func(b *testing.B) { benchValue(b, benchPluginHandler(b, "JSON"), base, want.(string)) })
+	b.Run("builtin", func(b *testing.B) { benchValue(b, builtin(b, "make://json"), base, want.(string)) })
+}
