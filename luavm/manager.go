@@ -152,6 +152,8 @@ type Manager struct {
 	funcs   map[string]lua.LGFunction
 	modules map[string]map[string]lua.LGFunction
 	closed  bool // REQUIRES mu
+	// isClosed mirrors closed for lock-free readers.
+	shut atomic.Bool
 
 	// clock is a coarse monotonic clock (ns) the watchdog advances every
 	// tick, so releasing a VM does not read the time.
@@ -216,6 +218,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
+	m.shut.Store(true)
 	empty := map[string]*script{}
 	m.scripts.Store(&empty)
 	pools := make([]*pool, 0, len(m.pools))
@@ -418,41 +421,49 @@ func (m *Manager) lookup(name string) *script {
 }
 
 // acquire finds the script's current version and takes a VM from its pool,
-// looking again if the version is swapped while waiting.
-func (m *Manager) acquire(name string, deadline int64) (*VM, error) {
+// looking again if the version is swapped while waiting. timeout is the
+// script's, used when ctxDeadline is 0.
+func (m *Manager) acquire(name string, ctxDeadline int64, timeout time.Duration) (*VM, int64, error) {
 	for {
 		s := m.lookup(name)
 		if s == nil {
 			if m.isClosed() {
-				return nil, ErrClosed
+				return nil, 0, ErrClosed
 			}
-			return nil, fmt.Errorf("luavm: script %s: %w", name, ErrNoScript)
+			return nil, 0, fmt.Errorf("luavm: script %s: %w", name, ErrNoScript)
+		}
+		deadline := ctxDeadline
+		if deadline == 0 {
+			if timeout == 0 {
+				timeout = s.cfg.Timeout
+			}
+			deadline = m.deadlineAfter(timeout)
 		}
 		vm, err := s.pool.acquire(deadline)
 		if err == errRetired {
 			continue
 		}
-		return vm, err
+		return vm, deadline, err
 	}
 }
 
-func (m *Manager) isClosed() bool {
-	select {
-	case <-m.stop:
-		return true
-	default:
-		return false
+func (m *Manager) isClosed() bool { return m.shut.Load() }
+
+// deadlineAfter is the deadline of a call that may last d (<= 0: none). It
+// reads the watchdog's coarse clock rather than the time: the watchdog only
+// looks every tick anyway, so a deadline is honoured within one or two
+// ticks, and the hot path reads no clock.
+func (m *Manager) deadlineAfter(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
 	}
+	return m.clock.Load() + int64(m.opts.WatchdogInterval) + int64(d)
 }
 
-// deadline is when a call must end (monotonic ns): the ctx deadline if it
-// has one, else now + the script's timeout; 0 = none.
-func (m *Manager) deadline(ctx context.Context, name string) int64 {
+// ctxDeadline is ctx's deadline in monotonic ns, 0 if it has none.
+func ctxDeadline(ctx context.Context) int64 {
 	if d, ok := ctx.Deadline(); ok {
-		return now() + int64(time.Until(d))
-	}
-	if s := m.lookup(name); s != nil && s.cfg.Timeout > 0 {
-		return now() + int64(s.cfg.Timeout)
+		return max(now()+int64(time.Until(d)), 1)
 	}
 	return 0
 }
@@ -463,8 +474,7 @@ func (m *Manager) deadline(ctx context.Context, name string) int64 {
 // (stack, globals) or, if a call failed badly or the deadline passed,
 // closed; it is never handed dirty to the next caller.
 func (m *Manager) Do(ctx context.Context, script string, f func(vm *VM) error) error {
-	deadline := m.deadline(ctx, script)
-	vm, err := m.acquire(script, deadline)
+	vm, deadline, err := m.acquire(script, ctxDeadline(ctx), 0)
 	if err != nil {
 		return err
 	}
@@ -527,11 +537,10 @@ func (m *Manager) Invoke(ctx context.Context, script, fn string, nret int, args 
 // of the published report: InvokeScriptFunc("test.lua", "helloLua",
 // 30*time.Second, 2, 1).
 func (m *Manager) InvokeScriptFunc(script, fn string, timeout time.Duration, nret int, args ...any) ([]any, error) {
-	var deadline int64
-	if timeout > 0 {
-		deadline = now() + int64(timeout)
+	if timeout <= 0 {
+		timeout = -1 // no limit
 	}
-	vm, err := m.acquire(script, deadline)
+	vm, deadline, err := m.acquire(script, 0, timeout)
 	if err != nil {
 		return nil, err
 	}

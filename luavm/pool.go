@@ -119,11 +119,16 @@ type pool struct {
 	all     map[*VM]struct{}
 	waiters int  // callers blocked in acquire. REQUIRES mu.
 	retired bool // no new VMs; returned VMs are closed. REQUIRES mu.
+	// woken: a waiter has been signalled and has not looked at the pool
+	// yet. While it is set, releases do not signal again: otherwise, with
+	// thousands parked, every release would wake one more waiter that
+	// finds nothing and parks again (a wake-up storm that costs a park and
+	// an unpark per call). As with sync.Mutex, callers that are running
+	// take a returned VM before the woken waiter does, which keeps hot
+	// VMs on running goroutines. REQUIRES mu.
+	woken bool
 
-	// wake carries one token to the waiters when a VM comes back. One token
-	// at most: a waiter that wakes and finds the VM already taken (callers
-	// that are running take free VMs before waiters do, which keeps a hot
-	// VM on a running goroutine) waits again.
+	// wake carries the one signal to the waiters (capacity 1).
 	wake chan struct{}
 
 	lastUse atomic.Int64 // coarse clock of the last release, for IdleTimeout
@@ -198,39 +203,41 @@ func (p *pool) wait(deadline int64) (*VM, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	closing := p.script.mgr.stop
 	for {
 		select {
 		case <-p.wake:
 		case <-timeout:
 			p.mu.Lock()
 			p.waiters--
+			w := p.needWake() // a signal may have been meant for us
 			p.mu.Unlock()
+			if w {
+				p.signal()
+			}
 			st.exhausted.Add(1)
 			return nil, fmt.Errorf("luavm: script %s: no VM free within the deadline (%d VMs busy): %w", p.script.name, p.limit, ErrPoolExhausted)
-		case <-closing:
-			p.mu.Lock()
-			p.waiters--
-			p.mu.Unlock()
-			return nil, ErrClosed
 		}
 		p.mu.Lock()
+		p.woken = false
 		if n := len(p.free); n > 0 {
 			vm := p.free[n-1]
 			p.free[n-1] = nil
 			p.free = p.free[:n-1]
 			p.waiters--
-			more := p.waiters > 0 && len(p.free) > 0
+			w := len(p.free) > 0 && p.needWake()
 			p.mu.Unlock()
-			if more {
+			if w {
 				p.signal()
 			}
 			return vm, nil
 		}
 		if p.retired {
 			p.waiters--
+			w := p.needWake() // pass the news on to the next waiter
 			p.mu.Unlock()
-			p.signal() // pass the news on to the next waiter
+			if w {
+				p.signal()
+			}
 			return nil, errRetired
 		}
 		if p.total < p.limit {
@@ -241,6 +248,16 @@ func (p *pool) wait(deadline int64) (*VM, error) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// needWake reports whether a waiter must be signalled, and marks it
+// signalled. REQUIRES mu.
+func (p *pool) needWake() bool {
+	if p.waiters == 0 || p.woken {
+		return false
+	}
+	p.woken = true
+	return true
 }
 
 func (p *pool) signal() {
@@ -256,7 +273,7 @@ func (p *pool) create() (*VM, error) {
 	if err != nil {
 		p.mu.Lock()
 		p.total--
-		w := p.waiters > 0
+		w := p.needWake()
 		p.mu.Unlock()
 		if w {
 			p.signal()
@@ -293,7 +310,7 @@ func (p *pool) release(vm *VM) {
 	if vm.broken || p.retired || p.strategy == StrategyNone {
 		p.total--
 		delete(p.all, vm)
-		w := p.waiters > 0
+		w := p.needWake()
 		p.mu.Unlock()
 		p.closeVM(vm)
 		if w {
@@ -303,7 +320,7 @@ func (p *pool) release(vm *VM) {
 	}
 	vm.lastUsed = clock
 	p.free = append(p.free, vm)
-	w := p.waiters > 0
+	w := p.needWake()
 	p.mu.Unlock()
 	if w {
 		p.signal()
@@ -330,6 +347,7 @@ func (p *pool) retire() {
 	}
 	p.total -= len(idle)
 	w := p.waiters > 0
+	p.woken = w
 	p.mu.Unlock()
 	for _, vm := range idle {
 		p.closeVM(vm)

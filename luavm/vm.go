@@ -415,7 +415,7 @@ func (vm *VM) arm(deadline int64) {
 	if vm.ctx == nil || deadline <= 0 {
 		return
 	}
-	vm.started.Store(now())
+	vm.started.Store(vm.pool.script.mgr.clock.Load())
 	vm.deadline.Store(deadline)
 }
 

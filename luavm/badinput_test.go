@@ -1,0 +1,205 @@
+package luavm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// badScript has one function per kind of bad input of the issue; line
+// numbers are asserted below, so keep the layout.
+const badScript = `function ok(n) return n end
+function raise() error("boom") end
+function wrongType(s) return s + 1 end
+function endless() while true do end end
+function recurse(n) return recurse(n + 1) + 1 end
+function hog() local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep("x", 64) .. i end end
+function panics() goPanic() end
+function callsMissing() return notDefined(1) end
+`
+
+// healthy checks the pool still serves calls after a bad one, and that no VM
+// is left checked out.
+func healthy(t *testing.T, m *Manager, name string) {
+	t.Helper()
+	res, err := m.Invoke(context.Background(), name, "ok", 1, 7)
+	if err != nil || res[0] != int64(7) {
+		t.Fatalf("pool unhealthy after bad input: %v %v", res, err)
+	}
+	s := m.lookup(name)
+	alive, idle, _, _ := s.pool.counts()
+	if alive != idle {
+		t.Fatalf("%d VMs alive but only %d idle: a VM leaked out of the pool", alive, idle)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond, HeapLimit: 0})
+	m.Register("goPanic", func(L *lua.LState) int { panic("kaboom") })
+	cfg := ScriptConfig{Timeout: 200 * time.Millisecond, Pool: PoolConfig{Strategy: StrategyCore, Core: 2, MaxNonCore: 1}}
+	if err := m.Load("bad.lua", badScript, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	callErr := func(t *testing.T, fn string, args ...any) *CallError {
+		t.Helper()
+		_, err := m.Invoke(context.Background(), "bad.lua", fn, 1, args...)
+		var ce *CallError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%s: err = %v, want *CallError", fn, err)
+		}
+		if ce.Script != "bad.lua" || ce.Func != fn || !strings.Contains(err.Error(), "bad.lua") {
+			t.Fatalf("%s: error does not name script and function: %v", fn, err)
+		}
+		return ce
+	}
+	cases := []struct {
+		fn      string
+		args    []any
+		line    int
+		msg     string
+		isCause error
+	}{
+		{"raise", nil, 2, "boom", nil},
+		{"wrongType", []any{"abc"}, 3, "cannot perform add operation", nil},
+		{"wrongType", []any{map[string]any{"a": 1}}, 3, "cannot perform add operation", nil},
+		{"endless", nil, 4, "timeout", ErrTimeout},
+		{"recurse", []any{1}, 5, "overflow", nil},
+		{"panics", nil, 7, "goPanic panicked: kaboom", nil},
+		{"callsMissing", nil, 8, "attempt to call a non-function object", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.fn, func(t *testing.T) {
+			ce := callErr(t, c.fn, c.args...)
+			if ce.Line != c.line {
+				t.Errorf("line = %d, want %d (%v)", ce.Line, c.line, ce)
+			}
+			if !strings.Contains(ce.Msg, c.msg) {
+				t.Errorf("msg = %q, want it to contain %q", ce.Msg, c.msg)
+			}
+			if c.isCause != nil && !errors.Is(ce, c.isCause) {
+				t.Errorf("errors.Is(%v, %v) = false", ce, c.isCause)
+			}
+			if c.fn != "endless" && ce.Traceback == "" {
+				t.Errorf("no traceback")
+			}
+			healthy(t, m, "bad.lua")
+		})
+	}
+
+	t.Run("missingFunction", func(t *testing.T) {
+		_, err := m.Invoke(context.Background(), "bad.lua", "nope", 1)
+		if !errors.Is(err, ErrNoFunction) || !strings.Contains(err.Error(), "bad.lua") || !strings.Contains(err.Error(), "nope") {
+			t.Fatalf("err = %v", err)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	t.Run("syntaxError", func(t *testing.T) {
+		err := m.Load("bad.lua", "function ok(n)\n return n\nen", cfg)
+		var ce *CompileError
+		if !errors.As(err, &ce) || ce.Script != "bad.lua" || ce.Line != 3 {
+			t.Fatalf("err = %v", err)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	t.Run("endlessAllocation", func(t *testing.T) {
+		// Stopped by the time limit first; see TestHeapLimit for the memory limit.
+		ce := callErr(t, "hog")
+		if !errors.Is(ce, ErrTimeout) || ce.Line != 6 {
+			t.Fatalf("err = %v line %d", ce, ce.Line)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	t.Run("contextDeadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		_, err := m.Invoke(ctx, "bad.lua", "endless", 0)
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err = %v", err)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	t.Run("contextCancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		_, err := m.Invoke(ctx, "bad.lua", "endless", 0)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	t.Run("afterUnload", func(t *testing.T) {
+		if err := m.Load("gone.lua", badScript, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Unload("gone.lua"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := m.Invoke(context.Background(), "gone.lua", "ok", 1, 1)
+		if !errors.Is(err, ErrNoScript) || !strings.Contains(err.Error(), "gone.lua") {
+			t.Fatalf("err = %v", err)
+		}
+		healthy(t, m, "bad.lua")
+	})
+
+	st := m.Stats()
+	if st[0].Timeouts < 3 || st[0].Errors < 8 {
+		t.Fatalf("stats do not count the bad calls: %+v", st[0])
+	}
+}
+
+func TestHeapLimit(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond, HeapLimit: liveHeap() + 64<<20})
+	if err := m.Load("hog.lua", badScript, ScriptConfig{Timeout: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := m.Invoke(context.Background(), "hog.lua", "hog", 0)
+	if !errors.Is(err, ErrMemoryLimit) {
+		t.Fatalf("err = %v after %v, want ErrMemoryLimit", err, time.Since(start))
+	}
+	healthy(t, m, "hog.lua")
+}
+
+func TestPoolExhausted(t *testing.T) {
+	m := newTestManager(t, Options{})
+	entered := make(chan struct{}, 1)
+	leave := make(chan struct{})
+	m.Register("block", func(L *lua.LState) int { entered <- struct{}{}; <-leave; return 0 })
+	cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1, MaxNonCore: 0}}
+	if err := m.Load("one", `function hold() block() end function ok(n) return n end`, cfg); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { _, err := m.InvokeScriptFunc("one", "hold", 5*time.Second, 0); done <- err }()
+	<-entered
+	_, err := m.InvokeScriptFunc("one", "ok", 30*time.Millisecond, 1, 1)
+	if !errors.Is(err, ErrPoolExhausted) || !strings.Contains(err.Error(), "one") {
+		t.Fatalf("err = %v, want ErrPoolExhausted naming the script", err)
+	}
+	// A waiter gets the VM when it comes back.
+	got := make(chan error)
+	go func() { _, err := m.InvokeScriptFunc("one", "ok", 5*time.Second, 1, 1); got <- err }()
+	time.Sleep(10 * time.Millisecond)
+	close(leave)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()[0]
+	if st.Waits < 2 || st.Exhausted != 1 || st.VMsCore != 1 || st.VMsNonCore != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	healthy(t, m, "one")
+}

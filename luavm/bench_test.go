@@ -1,0 +1,174 @@
+package luavm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+const benchScript = `
+function helloLua(n)
+  goSayHello("hello", "my name is lua") -- calls Go
+  return n, 100000
+end
+function loop(n)
+  local s = 0
+  for i = 1, n do s = s + i % 7 end
+  return s
+end
+`
+
+func benchManager(b *testing.B, cfg ScriptConfig) *Manager {
+	b.Helper()
+	m := NewManager(Options{})
+	b.Cleanup(func() { m.Close() })
+	m.Register("goSayHello", func(L *lua.LState) int { return 0 })
+	if err := m.Load("bench.lua", benchScript, cfg); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkTimeouts compares the ways to keep a time limit, on the report's
+// call and on a loop of 1000 iterations (interpreter-bound):
+//   - none: no context at all, the interpreter's fast loop (no limit);
+//   - watchdog: our design, one context per VM set once, cancelled by the
+//     watchdog goroutine only when a deadline passes;
+//   - percall: gopher-lua's usual way, context.WithTimeout + SetContext +
+//     RemoveContext around every call.
+func BenchmarkTimeouts(b *testing.B) {
+	for _, fn := range []struct {
+		name string
+		arg  lua.LValue
+	}{{"helloLua", lua.LNumber(1)}, {"loop", lua.LNumber(1000)}} {
+		for _, mode := range []string{"none", "watchdog", "percall"} {
+			b.Run(fn.name+"/"+mode, func(b *testing.B) {
+				cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1}}
+				if mode != "watchdog" {
+					cfg.Timeout = -1
+				}
+				m := benchManager(b, cfg)
+				b.ReportAllocs()
+				err := m.Do(context.Background(), "bench.lua", func(vm *VM) error {
+					f, err := vm.Func(fn.name)
+					if err != nil {
+						return err
+					}
+					b.ResetTimer()
+					for range b.N {
+						if mode == "percall" {
+							ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+							vm.L.SetContext(ctx)
+							_, err = vm.Call1(f, fn.arg)
+							vm.L.RemoveContext()
+							cancel()
+						} else {
+							_, err = vm.Call1(f, fn.arg)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkIsolation measures what isolating globals costs: the report's
+// call with the proxy globals table (reads of goSayHello go through
+// __index; the proxy is emptied only when a call wrote a global) against
+// shared globals, and a call that writes a global every time.
+func BenchmarkIsolation(b *testing.B) {
+	const writer = `function w(n) last = n return n end`
+	for _, share := range []bool{false, true} {
+		name := "isolated"
+		if share {
+			name = "shared"
+		}
+		for _, fn := range []string{"helloLua", "w"} {
+			b.Run(name+"/"+fn, func(b *testing.B) {
+				m := benchManager(b, ScriptConfig{ShareGlobals: share})
+				if err := m.Load("w.lua", writer, ScriptConfig{ShareGlobals: share}); err != nil {
+					b.Fatal(err)
+				}
+				script := "bench.lua"
+				if fn == "w" {
+					script = "w.lua"
+				}
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					err := m.Do(ctx, script, func(vm *VM) error {
+						f, err := vm.Func(fn)
+						if err != nil {
+							return err
+						}
+						_, err = vm.Call1(f, lua.LNumber(1))
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkInvoke is the cost of the conversion layers on one goroutine:
+// InvokeScriptFunc (Go values in, []any out) against Do + Call1.
+func BenchmarkInvoke(b *testing.B) {
+	m := benchManager(b, ScriptConfig{})
+	b.Run("InvokeScriptFunc", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := m.InvokeScriptFunc("bench.lua", "helloLua", 30*time.Second, 2, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("DoCall1", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for range b.N {
+			err := m.Do(ctx, "bench.lua", func(vm *VM) error {
+				f, err := vm.Func("helloLua")
+				if err != nil {
+					return err
+				}
+				_, err = vm.Call1(f, lua.LNumber(1))
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Call1InOneDo", func(b *testing.B) {
+		b.ReportAllocs()
+		err := m.Do(context.Background(), "bench.lua", func(vm *VM) error {
+			f, err := vm.Func("helloLua")
+			if err != nil {
+				return err
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := vm.Call1(f, lua.LNumber(1)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,190 @@
+package luavm
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// loadBlocking loads a script whose hold() blocks in Go until release is
+// closed, so a test can keep n VMs busy at once.
+func holdVMs(t *testing.T, m *Manager, name string, n int, cfg ScriptConfig) (release func()) {
+	t.Helper()
+	entered := make(chan struct{}, n)
+	leave := make(chan struct{})
+	m.Register("block", func(L *lua.LState) int { entered <- struct{}{}; <-leave; return 0 })
+	if err := m.Load(name, `function hold() block() end function ok(n) return n end`, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := m.Invoke(context.Background(), name, "hold", 0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for range n {
+		<-entered
+	}
+	return func() { close(leave); wg.Wait() }
+}
+
+func stats(t *testing.T, m *Manager, name string) ScriptStats {
+	t.Helper()
+	for _, s := range m.Stats() {
+		if s.Script == name {
+			return s
+		}
+	}
+	t.Fatalf("no stats for %s", name)
+	return ScriptStats{}
+}
+
+func TestIdleRelease(t *testing.T) {
+	m := newTestManager(t, Options{IdleCheck: 10 * time.Millisecond, WatchdogInterval: 5 * time.Millisecond})
+	cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 2, MaxNonCore: Unlimited,
+		NonCoreIdle: 30 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}}
+	release := holdVMs(t, m, "idle", 6, cfg)
+	st := stats(t, m, "idle")
+	if st.VMsCore != 2 || st.VMsNonCore != 4 {
+		t.Fatalf("under load: %+v, want 2 core + 4 non-core", st)
+	}
+	release()
+	waitFor(t, "non-core VMs closed after NonCoreIdle", func() bool {
+		st := stats(t, m, "idle")
+		return st.VMsNonCore == 0 && st.VMsCore == 2
+	})
+	waitFor(t, "core VMs closed after IdleTimeout", func() bool {
+		st := stats(t, m, "idle")
+		return st.VMsCore == 0 && st.VMsClosed == st.VMsCreated
+	})
+	// The next call makes a VM again.
+	if res, err := m.Invoke(context.Background(), "idle", "ok", 1, 5); err != nil || res[0] != int64(5) {
+		t.Fatalf("after idle release: %v %v", res, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStrategies(t *testing.T) {
+	t.Run("none", func(t *testing.T) {
+		m := newTestManager(t, Options{})
+		if err := m.Load("n", `function ok(n) return n end`, ScriptConfig{Pool: PoolConfig{Strategy: StrategyNone}}); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if _, err := m.Invoke(context.Background(), "n", "ok", 1, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := stats(t, m, "n")
+		if st.VMsCreated != 6 || st.VMsClosed != 6 || st.VMsCore+st.VMsNonCore != 0 {
+			t.Fatalf("none: %+v, want a VM per call (5 + the one Load runs)", st)
+		}
+	})
+	t.Run("variable keeps VMs across GC", func(t *testing.T) {
+		m := newTestManager(t, Options{})
+		release := holdVMs(t, m, "v", 5, ScriptConfig{Pool: PoolConfig{Strategy: StrategyVariable}})
+		release()
+		runtime.GC()
+		runtime.GC()
+		st := stats(t, m, "v")
+		if st.VMsCore != 5 || st.VMsIdle != 5 {
+			t.Fatalf("variable after GC: %+v, want 5 idle VMs kept", st)
+		}
+		for range 10 {
+			m.Invoke(context.Background(), "v", "ok", 1, 1)
+		}
+		if st := stats(t, m, "v"); st.VMsCreated != 5 {
+			t.Fatalf("variable did not reuse: %+v", st)
+		}
+	})
+	t.Run("unlimited is bounded by HardMaxVMs", func(t *testing.T) {
+		m := newTestManager(t, Options{HardMaxVMs: 3})
+		release := holdVMs(t, m, "u", 3, ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1, MaxNonCore: Unlimited}})
+		defer release()
+		_, err := m.InvokeScriptFunc("u", "ok", 20*time.Millisecond, 1, 1)
+		if err == nil {
+			t.Fatal("a 4th VM was created past HardMaxVMs")
+		}
+		if st := stats(t, m, "u"); st.VMsCore+st.VMsNonCore != 3 || st.Exhausted != 1 {
+			t.Fatalf("%+v", st)
+		}
+	})
+	t.Run("core+max+block", func(t *testing.T) {
+		m := newTestManager(t, Options{})
+		cfg, err := ParsePool("core2+max1+block")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := holdVMs(t, m, "c", 3, ScriptConfig{Pool: cfg})
+		st := stats(t, m, "c")
+		if st.VMsCore != 2 || st.VMsNonCore != 1 {
+			t.Fatalf("%+v", st)
+		}
+		done := make(chan error)
+		go func() { _, err := m.InvokeScriptFunc("c", "ok", 5*time.Second, 1, 1); done <- err }()
+		waitFor(t, "a caller waiting", func() bool { return stats(t, m, "c").Waits > 0 })
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	})
+}
+
+func TestParsePool(t *testing.T) {
+	f := func(in string, want PoolConfig, ok bool) {
+		t.Helper()
+		got, err := ParsePool(in)
+		if (err == nil) != ok || (ok && got != want) {
+			t.Errorf("ParsePool(%q) = %+v, %v; want %+v ok=%v", in, got, err, want, ok)
+		}
+	}
+	f("default", PoolConfig{}, true)
+	f("none", PoolConfig{Strategy: StrategyNone}, true)
+	f("variable", PoolConfig{Strategy: StrategyVariable}, true)
+	f("core1000+unlimited", PoolConfig{Strategy: StrategyCore, Core: 1000, MaxNonCore: Unlimited}, true)
+	f("core2+block", PoolConfig{Strategy: StrategyCore, Core: 2}, true)
+	f("core1000+max2000+block", PoolConfig{Strategy: StrategyCore, Core: 1000, MaxNonCore: 2000}, true)
+	f("core0+block", PoolConfig{}, false)
+	f("core2", PoolConfig{}, false)
+	f("corex+block", PoolConfig{}, false)
+	f("core2+max+block", PoolConfig{}, false)
+}
+
+func TestCloseWithWaitersAndCallsInFlight(t *testing.T) {
+	m := NewManager(Options{})
+	release := holdVMs(t, m, "c", 1, ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1}})
+	waiter := make(chan error)
+	go func() { _, err := m.InvokeScriptFunc("c", "ok", 10*time.Second, 1, 1); waiter <- err }()
+	waitFor(t, "a caller waiting", func() bool { return stats(t, m, "c").Waits > 0 })
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiter; err == nil {
+		t.Fatal("waiter got a VM from a closed manager")
+	}
+	release()
+	if _, err := m.Invoke(context.Background(), "c", "ok", 1, 1); err != ErrClosed {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	if err := m.Load("x", "", ScriptConfig{}); err != ErrClosed {
+		t.Fatalf("Load after Close: %v", err)
+	}
+}
