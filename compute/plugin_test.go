@@ -3,9 +3,13 @@ package compute
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicedb/sluice/compute/plugbuild"
@@ -171,5 +175,115 @@ func Other(map[string]interface{}) (interface{}, error) { return "x", nil }
 	var e *Error
 	if !errors.Is(err, ErrPluginMismatch) || !errors.As(err, &e) || e.Column != "o" || e.Loader != "plugin" || !strings.Contains(err.Error(), "different version of package") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPluginOverHTTP: a plugin URL is downloaded under its content hash, so
+// a new version gets a new path and is swapped in on re-poll.
+func TestPluginOverHTTP(t *testing.T) {
+	dir := t.TempDir()
+	v1 := plugbuild.Build(t, dir, "h1.so", `package main
+func HTTPVersion(map[string]interface{}) (interface{}, error) { return "h1", nil }
+`)
+	v2 := plugbuild.Build(t, dir, "h2.so", `package main
+func HTTPVersion(map[string]interface{}) (interface{}, error) { return "h2", nil }
+`)
+	var mu sync.Mutex
+	serving := v1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		path := serving
+		mu.Unlock()
+		http.ServeFile(w, r, path)
+	}))
+	defer srv.Close()
+	cache := t.TempDir()
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: srv.URL + "/plugins/version.so", FuncName: "HTTPVersion"}}}, Options{HTTPClient: srv.Client(), PluginDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	value := func() any {
+		b, err := p.Process(context.Background(), []map[string]any{{}})
+		if err != nil || len(b.Errors) > 0 {
+			t.Fatal(err, b.Errors)
+		}
+		return b.Rows[0]["v"]
+	}
+	if v := value(); v != "h1" {
+		t.Fatalf("v = %v", v)
+	}
+	if err := p.Reload(context.Background()); err != nil || value() != "h1" {
+		t.Fatalf("unchanged: %v", err)
+	}
+	mu.Lock()
+	serving = v2
+	mu.Unlock()
+	if err := p.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(); v != "h2" {
+		t.Errorf("after re-poll v = %v", v)
+	}
+	files, _ := filepath.Glob(filepath.Join(cache, "*.so"))
+	if len(files) != 2 {
+		t.Errorf("cache holds %v, want one file per version", files)
+	}
+}
+
+// TestConcurrentProcessAndReload: batches and reloads at once (run with
+// -race); every batch sees one version.
+func TestConcurrentProcessAndReload(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "v.lua")
+	os.WriteFile(script, []byte("function main(row) return 'a' end"), 0o644)
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{
+		{Name: "v", Type: "string", Func: script},
+		{Name: "w", Type: "string", Func: "make://identifier"},
+	}}, Options{Lua: newManager(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rows := make([]map[string]any, 64)
+				for i := range rows {
+					rows[i] = map[string]any{"i": int64(i)}
+				}
+				b, err := p.Process(context.Background(), rows)
+				if err != nil || len(b.Errors) > 0 || len(b.Rows) != 64 {
+					t.Error(err, b.Errors)
+					return
+				}
+				for _, r := range b.Rows {
+					if r["v"] != b.Rows[0]["v"] {
+						t.Errorf("one batch saw two versions: %v and %v", b.Rows[0]["v"], r["v"])
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		os.WriteFile(script, []byte(fmt.Sprintf("function main(row) return 'v%d' end", i)), 0o644)
+		if err := p.Reload(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if s := p.Stats()[0]; s.Reloads != 20 {
+		t.Errorf("reloads %d", s.Reloads)
 	}
 }

@@ -62,7 +62,7 @@ func normalizeNumber(n json.Number) any {
 			break
 		}
 	}
-	if isInt {
+	if isInt && s != "-0" { // -0 is a float: an int64 has no negative zero
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i
 		}
