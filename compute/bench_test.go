@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,21 @@ function main(row)
     row[key] = nil
   end
   return json.encode(row)
+end
+`
+	// The same workloads with the host module: one Go call per operation.
+	luaTrimHost = `
+local sluice = require("sluice")
+local keys = {"key1", "key2", "key3", "key4", "key5"}
+function main(row)
+  sluice.delete(row, keys)
+  return sluice.encode(row)
+end
+`
+	luaJSONHost = `
+local sluice = require("sluice")
+function main(row)
+  return sluice.encode(row)
 end
 `
 	luaJSON = `
@@ -206,6 +222,7 @@ func BenchmarkTrim(b *testing.B) {
 	})
 	b.Run("lua-pool", func(b *testing.B) { benchValue(b, benchLua(b, luaTrim, luavm.PoolConfig{}), base, want.(string)) })
 	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaTrim, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("lua-pool-hostapi-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaTrimHost, luavm.PoolConfig{}), base, want.(string)) })
 	b.Run("plugin", func(b *testing.B) { benchValue(b, benchPluginHandler(b, "Trim"), base, want.(string)) })
 	b.Run("builtin", func(b *testing.B) {
 		benchValue(b, builtin(b, "make://json?omit=key1,key2,key3,key4,key5"), base, want.(string))
@@ -221,6 +238,7 @@ func BenchmarkJSON(b *testing.B) {
 	})
 	b.Run("lua-pool", func(b *testing.B) { benchValue(b, benchLua(b, luaJSON, luavm.PoolConfig{}), base, want.(string)) })
 	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaJSON, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("lua-pool-hostapi-batch", func(b *testing.B) { benchBatch(b, benchLua(b, luaJSONHost, luavm.PoolConfig{}), base, want.(string)) })
 	b.Run("plugin", func(b *testing.B) { benchValue(b, benchPluginHandler(b, "JSON"), base, want.(string)) })
 	b.Run("builtin", func(b *testing.B) { benchValue(b, builtin(b, "make://json"), base, want.(string)) })
 }
@@ -237,11 +255,11 @@ func BenchmarkInterleaved(b *testing.B) {
 		h    Handler
 	}
 	for _, w := range []struct {
-		name, event, lua, sym, builtin string
-		native                         PluginFunc
+		name, event, lua, luaHost, sym, builtin string
+		native                                  PluginFunc
 	}{
-		{"trim", trimEvent, luaTrim, "Trim", "make://json?omit=key1,key2,key3,key4,key5", nativeTrim},
-		{"json", jsonEvent, luaJSON, "JSON", "make://json", nativeJSON},
+		{"trim", trimEvent, luaTrim, luaTrimHost, "Trim", "make://json?omit=key1,key2,key3,key4,key5", nativeTrim},
+		{"json", jsonEvent, luaJSON, luaJSONHost, "JSON", "make://json", nativeJSON},
 	} {
 		b.Run(w.name, func(b *testing.B) {
 			base := benchRow(b, w.event)
@@ -250,6 +268,7 @@ func BenchmarkInterleaved(b *testing.B) {
 				{"native", nativeHandler{w.native}},
 				{"lua-pool", benchLua(b, w.lua, luavm.PoolConfig{})},
 				{"lua-pool-batch", benchLua(b, w.lua, luavm.PoolConfig{})},
+				{"lua-pool-hostapi-batch", benchLua(b, w.luaHost, luavm.PoolConfig{})},
 				{"builtin", builtin(b, w.builtin)},
 			}
 			if h := benchPluginHandlerOrNil(b, w.sym); h != nil {
@@ -268,7 +287,7 @@ func BenchmarkInterleaved(b *testing.B) {
 						rows[j] = maps.Clone(base)
 					}
 					start := time.Now()
-					if v.name == "lua-pool-batch" {
+					if strings.HasSuffix(v.name, "-batch") {
 						if err := v.h.(BatchHandler).Values(context.Background(), rows, out, errs); err != nil {
 							b.Fatal(err)
 						}

@@ -39,6 +39,7 @@ func NewLua(m *luavm.Manager, name, funcName string, cfg luavm.ScriptConfig) *Lu
 	if funcName == "" {
 		funcName = "main"
 	}
+	registerLuaModule(m)
 	return &Lua{m: m, name: name, funcName: funcName, cfg: cfg}
 }
 

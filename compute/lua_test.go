@@ -444,3 +444,37 @@ func TestLuaReloadHTTP(t *testing.T) {
 		t.Errorf("no conditional GET answered 304 (%d GETs)", gets)
 	}
 }
+
+// TestLuaHostModule: require("sluice") encodes and deletes in Go, with the
+// same bytes as json.encode and exact untouched values.
+func TestLuaHostModule(t *testing.T) {
+	p := newProcessor(t, `
+computed:
+  - name: enc
+    type: string
+    func: |
+      local sluice = require("sluice")
+      local json = require("json")
+      function main(row)
+        local a = sluice.encode(row, {"drop1", "drop2"})
+        local b = json.encode(row)
+        sluice.delete(row, {"drop1", "drop2", "absent"})
+        local c = sluice.encode(row)
+        local t = sluice.encode({x = 1, y = {1, 2}, z = json.null})
+        if a ~= c then error("omit differs from delete: " .. a .. " vs " .. c) end
+        return b .. "|" .. c .. "|" .. t
+      end
+`, Options{})
+	b, err := p.Process(context.Background(), rowsOf(t, `{"big":9007199254740993,"drop1":1,"drop2":"x","n":null,"s":"<&>","f":2.5,"nested":{"a":[1,null]}}`))
+	if err != nil || len(b.Errors) > 0 {
+		t.Fatal(err, b.Errors)
+	}
+	want := `{"big":9007199254740993,"drop1":1,"drop2":"x","f":2.5,"n":null,"nested":{"a":[1,null]},"s":"<&>"}|` +
+		`{"big":9007199254740993,"f":2.5,"n":null,"nested":{"a":[1,null]},"s":"<&>"}|{"x":1,"y":[1,2],"z":null}`
+	if got := b.Rows[0]["enc"]; got != want {
+		t.Errorf("got\n %v\nwant\n %v", got, want)
+	}
+	if _, ok := b.Rows[0]["drop1"]; ok {
+		t.Error("sluice.delete left drop1 in the row")
+	}
+}

@@ -78,10 +78,33 @@ func normalizeNumber(n json.Number) any {
 // keys in omit, to buf. It writes what encoding/json writes for the same
 // values (without HTML escaping), faster for the common scalar types.
 func AppendJSONRow(buf []byte, row map[string]any, omit map[string]struct{}) ([]byte, error) {
+	if len(omit) == 0 {
+		return appendRow(buf, row, nil)
+	}
+	return appendRow(buf, row, func(k string) bool { _, skip := omit[k]; return skip })
+}
+
+// appendJSONRowOmitting is AppendJSONRow with the omitted keys as a list
+// (linear search: the lists are short and no map is built per call).
+func appendJSONRowOmitting(buf []byte, row map[string]any, omit []string) ([]byte, error) {
+	if len(omit) == 0 {
+		return appendRow(buf, row, nil)
+	}
+	return appendRow(buf, row, func(k string) bool {
+		for _, o := range omit {
+			if o == k {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func appendRow(buf []byte, row map[string]any, skip func(string) bool) ([]byte, error) {
 	var arr [32]string
 	keys := arr[:0]
 	for k := range row {
-		if _, skip := omit[k]; !skip {
+		if skip == nil || !skip(k) {
 			keys = append(keys, k)
 		}
 	}
