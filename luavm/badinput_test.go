@@ -189,7 +189,7 @@ func TestPoolExhausted(t *testing.T) {
 	// A waiter gets the VM when it comes back.
 	got := make(chan error)
 	go func() { _, err := m.InvokeScriptFunc("one", "ok", 5*time.Second, 1, 1); got <- err }()
-	time.Sleep(10 * time.Millisecond)
+	waitFor(t, "the second caller waiting", func() bool { return stats(t, m, "one").Waits >= 2 })
 	close(leave)
 	if err := <-done; err != nil {
 		t.Fatal(err)

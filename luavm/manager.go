@@ -28,7 +28,7 @@ const (
 	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultWatchdogInterval = 10 * time.Millisecond
 	DefaultIdleCheck        = time.Second
-	DefaultHardMaxVMs       = 4096
+	DefaultHardMaxVMs       = 1024
 )
 
 // Options configure a Manager. The zero value gives the defaults above.
@@ -40,7 +40,7 @@ type Options struct {
 	IdleCheck time.Duration
 	// HardMaxVMs bounds the VMs of one script whatever its strategy
 	// ("unlimited" included), so that no configuration can grow without
-	// end. 0 = 4096.
+	// end. 0 = 1024.
 	HardMaxVMs int
 	// HeapLimit, when > 0, is a process-wide memory limit for scripts: each
 	// watchdog tick reads the live Go heap, and when it is over the limit

@@ -24,6 +24,11 @@ type VM struct {
 	// functions by name so the hot path does no table lookup.
 	base  *lua.LTable
 	funcs map[string]*lua.LFunction
+	// lastName/lastFn: a one-entry cache in front of funcs, since a batch
+	// calls the same function again and again (a string compare of the same
+	// constant is a pointer compare).
+	lastName string
+	lastFn   *lua.LFunction
 
 	// proxy is the globals table the script's functions see: empty, with
 	// base as __index. Every global a call writes lands in proxy (and the
@@ -299,7 +304,11 @@ func (vm *VM) openLibs() error {
 // Func returns the script's global function name (as the script defined it
 // when loaded). ErrNoFunction if there is none.
 func (vm *VM) Func(name string) (*lua.LFunction, error) {
+	if vm.lastFn != nil && name == vm.lastName {
+		return vm.lastFn, nil
+	}
 	if fn, ok := vm.funcs[name]; ok {
+		vm.lastName, vm.lastFn = name, fn
 		return fn, nil
 	}
 	return nil, fmt.Errorf("luavm: script %s: function %s: %w", vm.pool.script.name, name, ErrNoFunction)
