@@ -270,6 +270,7 @@ func BenchmarkInterleaved(b *testing.B) {
 				{"lua-pool-batch", benchLua(b, w.lua, luavm.PoolConfig{})},
 				{"lua-pool-hostapi-batch", benchLua(b, w.luaHost, luavm.PoolConfig{})},
 				{"builtin", builtin(b, w.builtin)},
+				{"lua-vm-per-call", benchLua(b, w.lua, luavm.PoolConfig{Strategy: luavm.StrategyNone})},
 			}
 			if h := benchPluginHandlerOrNil(b, w.sym); h != nil {
 				vs = append(vs, variant{"plugin", h})
@@ -325,4 +326,39 @@ func benchPluginHandlerOrNil(b *testing.B, sym string) Handler {
 		b.Fatal(err)
 	}
 	return h
+}
+
+// BenchmarkTrimString is the seed's exact shape: the event arrives as a JSON
+// string (row.event) that the function decodes, trims and encodes again.
+func BenchmarkTrimString(b *testing.B) {
+	base := map[string]any{"event": trimEvent}
+	native := func(row map[string]interface{}) (interface{}, error) {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(row["event"].(string)), &e); err != nil {
+			return nil, err
+		}
+		for _, k := range trimKeys {
+			delete(e, k)
+		}
+		out, err := json.Marshal(e)
+		return string(out), err
+	}
+	want, _ := native(maps.Clone(base))
+	lua := `
+local json = require("json")
+local keys = {"key1", "key2", "key3", "key4", "key5"}
+function main(row)
+  local data = json.decode(row.event)
+  for _, key in ipairs(keys) do
+    data[key] = nil
+  end
+  return json.encode(data)
+end
+`
+	b.Run("native", func(b *testing.B) { benchValue(b, nativeHandler{native}, base, "") })
+	b.Run("lua-vm-per-call", func(b *testing.B) {
+		benchValue(b, benchLua(b, lua, luavm.PoolConfig{Strategy: luavm.StrategyNone}), base, "")
+	})
+	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, lua, luavm.PoolConfig{}), base, "") })
+	_ = want
 }
