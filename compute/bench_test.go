@@ -250,10 +250,6 @@ func BenchmarkJSON(b *testing.B) {
 // conditions, where separate benchmarks may each meet a different load.
 // Run: go test -run XXX -bench Interleaved -benchtime 40x ./compute/
 func BenchmarkInterleaved(b *testing.B) {
-	type variant struct {
-		name string
-		h    Handler
-	}
 	for _, w := range []struct {
 		name, event, lua, luaHost, sym, builtin string
 		native                                  PluginFunc
@@ -275,40 +271,57 @@ func BenchmarkInterleaved(b *testing.B) {
 			if h := benchPluginHandlerOrNil(b, w.sym); h != nil {
 				vs = append(vs, variant{"plugin", h})
 			}
-			for _, v := range vs {
-				check(b, v.h, base, want.(string))
+			interleave(b, base, want.(string), vs)
+		})
+	}
+}
+
+type variant struct {
+	name string
+	h    Handler
+}
+
+// interleave runs each variant on k fresh copies of base per round, b.N
+// rounds, and reports each variant's best round per row and its ratio to
+// the first variant (native).
+func interleave(b *testing.B, base map[string]any, want string, vs []variant) {
+	for _, v := range vs {
+		check(b, v.h, base, want)
+	}
+	const k = 256
+	rows := make([]map[string]any, k)
+	out, errs := make([]any, k), make([]error, k)
+	best := make([]time.Duration, len(vs))
+	for r := range b.N {
+		for i, v := range vs {
+			for j := range rows {
+				rows[j] = maps.Clone(base)
 			}
-			const k = 256
-			rows := make([]map[string]any, k)
-			out, errs := make([]any, k), make([]error, k)
-			best := make([]time.Duration, len(vs))
-			for r := range b.N {
-				for i, v := range vs {
-					for j := range rows {
-						rows[j] = maps.Clone(base)
+			start := time.Now()
+			if strings.HasSuffix(v.name, "-batch") {
+				if err := v.h.(BatchHandler).Values(context.Background(), rows, out, errs); err != nil {
+					b.Fatal(err)
+				}
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
 					}
-					start := time.Now()
-					if strings.HasSuffix(v.name, "-batch") {
-						if err := v.h.(BatchHandler).Values(context.Background(), rows, out, errs); err != nil {
-							b.Fatal(err)
-						}
-					} else {
-						for _, row := range rows {
-							if _, err := v.h.Value(row); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
-					if d := time.Since(start); r == 0 || d < best[i] {
-						best[i] = d
+				}
+			} else {
+				for _, row := range rows {
+					if _, err := v.h.Value(row); err != nil {
+						b.Fatal(err)
 					}
 				}
 			}
-			for i, v := range vs {
-				b.ReportMetric(float64(best[i].Nanoseconds())/k, v.name+"-ns/row")
-				b.ReportMetric(float64(best[i])/float64(best[0]), v.name+"/native")
+			if d := time.Since(start); r == 0 || d < best[i] {
+				best[i] = d
 			}
-		})
+		}
+	}
+	for i, v := range vs {
+		b.ReportMetric(float64(best[i].Nanoseconds())/k, v.name+"-ns/row")
+		b.ReportMetric(float64(best[i])/float64(best[0]), v.name+"/native")
 	}
 }
 
@@ -355,10 +368,16 @@ function main(row)
   return json.encode(data)
 end
 `
-	b.Run("native", func(b *testing.B) { benchValue(b, nativeHandler{native}, base, "") })
+	b.Run("native", func(b *testing.B) { benchValue(b, nativeHandler{native}, base, want.(string)) })
 	b.Run("lua-vm-per-call", func(b *testing.B) {
-		benchValue(b, benchLua(b, lua, luavm.PoolConfig{Strategy: luavm.StrategyNone}), base, "")
+		benchValue(b, benchLua(b, lua, luavm.PoolConfig{Strategy: luavm.StrategyNone}), base, want.(string))
 	})
-	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, lua, luavm.PoolConfig{}), base, "") })
-	_ = want
+	b.Run("lua-pool-batch", func(b *testing.B) { benchBatch(b, benchLua(b, lua, luavm.PoolConfig{}), base, want.(string)) })
+	b.Run("interleaved", func(b *testing.B) {
+		interleave(b, base, want.(string), []variant{
+			{"native", nativeHandler{native}},
+			{"lua-pool-batch", benchLua(b, lua, luavm.PoolConfig{})},
+			{"lua-vm-per-call", benchLua(b, lua, luavm.PoolConfig{Strategy: luavm.StrategyNone})},
+		})
+	})
 }
