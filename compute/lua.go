@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 
 	lua "github.com/yuin/gopher-lua"
@@ -63,7 +62,7 @@ func (l *Lua) Load(uriOrCode string) (Handler, error) {
 		}
 		code = string(data)
 	case src.Kind == SourceHTTP:
-		got, _, _, err := (&fetcher{client: http.DefaultClient}).fetch(context.Background(), src, fetchState{})
+		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, fetchState{})
 		if err != nil {
 			return nil, fmt.Errorf("lua: %w", err)
 		}
