@@ -478,3 +478,46 @@ computed:
 		t.Error("sluice.delete left drop1 in the row")
 	}
 }
+
+// TestComputedTypesInLaterColumns: values computed as timestamp, json,
+// int32 and float64 are encoded exactly by later json columns, Lua and
+// built-in alike.
+func TestComputedTypesInLaterColumns(t *testing.T) {
+	p := newProcessor(t, `
+computed:
+  - {name: ts, type: timestamp, func: "function main(row) return 1700000000.5 end"}
+  - {name: j, type: json, func: "function main(row) return '{\"a\":[1,null]}' end"}
+  - {name: i, type: int32, func: "function main(row) return 7 end"}
+  - {name: f, type: float64, func: "function main(row) return 2 end"}
+  - {name: seen, type: string, func: "function main(row) return type(row.ts) .. ' ' .. type(row.j) .. ' ' .. type(row.i) end"}
+  - name: lua_json
+    type: json
+    func: |
+      local json = require("json")
+      function main(row) return json.encode(row) end
+  - {name: go_json, type: json, func: "make://json"}
+`, Options{})
+	b, err := p.Process(context.Background(), []map[string]any{{"big": int64(9007199254740993)}})
+	if err != nil || len(b.Errors) > 0 {
+		t.Fatal(err, b.Errors)
+	}
+	r := b.Rows[0]
+	if r["ts"] != time.Unix(1700000000, 5e8).UTC() || r["i"] != int32(7) || r["f"] != 2.0 {
+		t.Errorf("typed values: %#v %#v %#v", r["ts"], r["i"], r["f"])
+	}
+	// What a later script sees of computed values: int32 and float64 are
+	// numbers; a timestamp (time.Time) and a json value (json.RawMessage) are
+	// opaque userdata today (asked of luavm: a number of unix seconds and the
+	// JSON text). This assertion changes when luavm does.
+	if r["seen"] != "userdata userdata number" {
+		t.Errorf("seen = %v", r["seen"])
+	}
+	want := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"seen":"userdata userdata number","ts":"2023-11-14T22:13:20.5Z"}`
+	if got := string(r["lua_json"].(json.RawMessage)); got != want {
+		t.Errorf("lua json.encode:\n got %s\nwant %s", got, want)
+	}
+	wantGo := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"lua_json":` + want + `,"seen":"userdata userdata number","ts":"2023-11-14T22:13:20.5Z"}`
+	if got := string(r["go_json"].(json.RawMessage)); got != wantGo {
+		t.Errorf("make://json:\n got %s\nwant %s", got, wantGo)
+	}
+}
