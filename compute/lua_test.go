@@ -521,3 +521,12 @@ computed:
 		t.Errorf("make://json:\n got %s\nwant %s", got, wantGo)
 	}
 }
+
+func TestProcessAfterClose(t *testing.T) {
+	p := newProcessor(t, "computed:\n  - {name: c, type: int64, func: \"function main(row) return 1 end\"}\n", Options{})
+	p.Close()
+	b, err := p.Process(context.Background(), []map[string]any{{}})
+	if err != nil || len(b.Errors) != 1 || !errors.Is(b.Errors[0], ErrClosed) {
+		t.Errorf("after Close: %v %v", b.Errors, err)
+	}
+}

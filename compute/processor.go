@@ -24,6 +24,9 @@ import (
 // the reject policy failed: the whole batch is rejected.
 var ErrRejected = errors.New("batch rejected")
 
+// ErrClosed: Process was called after Close.
+var ErrClosed = errors.New("compute: processor closed")
+
 // ErrNilResult: a function returned nil (or Lua nil) for a column that is
 // not nullable.
 var ErrNilResult = errors.New("function returned nil for a non-nullable column")
@@ -460,6 +463,12 @@ func (p *Processor) Process(ctx context.Context, rows []map[string]any) (Batch, 
 
 // evaluate runs f on rows, through the batch interface when there is one.
 func (f *function) evaluate(ctx context.Context, rows []map[string]any, out []any, errs []error) {
+	if f.handler == nil {
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return
+	}
 	if bh, ok := f.handler.(BatchHandler); ok {
 		if err := bh.Values(ctx, rows, out, errs); err != nil {
 			for i := range errs {
