@@ -564,7 +564,7 @@ func (vm *VM) invoke(name string, nret int, args []any) ([]any, error) {
 	for _, a := range args {
 		L.Push(ToLua(L, a))
 	}
-	vm.calls.Add(1)
+	vm.calls++
 	if err := L.PCall(len(args), nret, nil); err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -371,5 +372,23 @@ func TestStats(t *testing.T) {
 	st := m.Stats()
 	if len(st) != 1 || st[0].Script != "s" || st[0].Calls != 6 || st[0].Errors != 1 || st[0].VMsCore < 1 {
 		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	m := newTestManager(t, Options{})
+	path := t.TempDir() + "/f.lua"
+	if err := os.WriteFile(path, []byte("function f(a, b) return a .. b end\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.LoadFile(path, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Invoke(context.Background(), path, "f", 1, "a", "b")
+	if err != nil || res[0] != "ab" {
+		t.Fatalf("%v %v", res, err)
+	}
+	if err := m.LoadFile(path+".missing", ScriptConfig{}); err == nil || !strings.Contains(err.Error(), "f.lua.missing") {
+		t.Fatalf("missing file: %v", err)
 	}
 }

@@ -307,6 +307,7 @@ func (p *pool) release(vm *VM) {
 		p.lastUse.Store(clock)
 	}
 	p.mu.Lock()
+	vm.callsSeen, vm.errsSeen = vm.calls, vm.errs
 	if vm.broken || p.retired || p.strategy == StrategyNone {
 		p.total--
 		delete(p.all, vm)
@@ -329,8 +330,8 @@ func (p *pool) release(vm *VM) {
 
 func (p *pool) closeVM(vm *VM) {
 	st := p.script.stats
-	st.closedCalls.Add(vm.calls.Load())
-	st.closedErrors.Add(vm.errors.Load())
+	st.closedCalls.Add(vm.calls)
+	st.closedErrors.Add(vm.errs)
 	st.closed.Add(1)
 	vm.close()
 }
@@ -395,8 +396,8 @@ func (p *pool) counts() (alive, idle int, calls, errs uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for vm := range p.all {
-		calls += vm.calls.Load()
-		errs += vm.errors.Load()
+		calls += vm.callsSeen
+		errs += vm.errsSeen
 	}
 	return p.total, len(p.free), calls, errs
 }

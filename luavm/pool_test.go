@@ -49,8 +49,10 @@ func stats(t *testing.T, m *Manager, name string) ScriptStats {
 
 func TestIdleRelease(t *testing.T) {
 	m := newTestManager(t, Options{IdleCheck: 10 * time.Millisecond, WatchdogInterval: 5 * time.Millisecond})
+	// Non-core VMs go after NonCoreIdle; the core stays (no IdleTimeout), a
+	// stable state the test can wait for however loaded the machine is.
 	cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 2, MaxNonCore: Unlimited,
-		NonCoreIdle: 30 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}}
+		NonCoreIdle: 30 * time.Millisecond, IdleTimeout: -1}}
 	release := holdVMs(t, m, "idle", 6, cfg)
 	st := stats(t, m, "idle")
 	if st.VMsCore != 2 || st.VMsNonCore != 4 {
@@ -59,14 +61,27 @@ func TestIdleRelease(t *testing.T) {
 	release()
 	waitFor(t, "non-core VMs closed after NonCoreIdle", func() bool {
 		st := stats(t, m, "idle")
-		return st.VMsNonCore == 0 && st.VMsCore == 2
+		return st.VMsNonCore == 0 && st.VMsCore == 2 && st.VMsClosed == 4
 	})
+	time.Sleep(50 * time.Millisecond) // several idle checks: the core must stay
+	if st := stats(t, m, "idle"); st.VMsCore != 2 || st.VMsIdle != 2 {
+		t.Fatalf("core VMs closed without an IdleTimeout: %+v", st)
+	}
+
+	// With an IdleTimeout, the whole pool goes once the script is unused.
+	cfg.Pool.IdleTimeout = 100 * time.Millisecond
+	if err := m.Load("idle2", `function ok(n) return n end`, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Invoke(context.Background(), "idle2", "ok", 1, 1); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "core VMs closed after IdleTimeout", func() bool {
-		st := stats(t, m, "idle")
-		return st.VMsCore == 0 && st.VMsClosed == st.VMsCreated
+		st := stats(t, m, "idle2")
+		return st.VMsCore == 0 && st.VMsCreated > 0 && st.VMsClosed == st.VMsCreated
 	})
 	// The next call makes a VM again.
-	if res, err := m.Invoke(context.Background(), "idle", "ok", 1, 5); err != nil || res[0] != int64(5) {
+	if res, err := m.Invoke(context.Background(), "idle2", "ok", 1, 5); err != nil || res[0] != int64(5) {
 		t.Fatalf("after idle release: %v %v", res, err)
 	}
 }

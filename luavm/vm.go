@@ -59,8 +59,11 @@ type VM struct {
 	// lastUsed (monotonic ns) is set on release. REQUIRES pool.mu.
 	lastUsed int64
 
-	calls  atomic.Uint64
-	errors atomic.Uint64
+	// calls and errs are counted by the owner without atomics (no locked
+	// instruction per call); release copies them into callsSeen/errsSeen
+	// under pool.mu, where Stats reads them.
+	calls, errs         uint64
+	callsSeen, errsSeen uint64 // REQUIRES pool.mu
 }
 
 const deadlineFired = -1
@@ -328,7 +331,7 @@ func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValu
 	for _, a := range args {
 		L.Push(a)
 	}
-	vm.calls.Add(1)
+	vm.calls++
 	if err := L.PCall(len(args), nret, nil); err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(vm.funcName(fn), err)
@@ -348,7 +351,7 @@ func (vm *VM) Call1(fn *lua.LFunction, arg lua.LValue) (lua.LValue, error) {
 	L := vm.L
 	L.Push(fn)
 	L.Push(arg)
-	vm.calls.Add(1)
+	vm.calls++
 	if err := L.PCall(1, 1, nil); err != nil {
 		return lua.LNil, vm.callError(vm.funcName(fn), err)
 	}
@@ -376,7 +379,7 @@ func (vm *VM) funcName(fn *lua.LFunction) string {
 // unwound); a timeout, a memory stop, a stack overflow or a Go panic marks it
 // broken so it is closed instead.
 func (vm *VM) callError(fnName string, err error) error {
-	vm.errors.Add(1)
+	vm.errs++
 	script := vm.pool.script.name
 	ce := &CallError{Script: script, Func: fnName, Msg: err.Error()}
 	var api *lua.ApiError
@@ -424,7 +427,9 @@ func (vm *VM) arm(deadline int64) {
 	if vm.ctx == nil || deadline <= 0 {
 		return
 	}
-	vm.started.Store(vm.pool.script.mgr.clock.Load())
+	if vm.pool.script.mgr.opts.HeapLimit > 0 {
+		vm.started.Store(vm.pool.script.mgr.clock.Load())
+	}
 	vm.deadline.Store(deadline)
 }
 

@@ -197,11 +197,21 @@ func sampleCPUPeak(pid int, stop <-chan struct{}) float64 {
 		}
 		cur, ok2 := procCPU(pid)
 		at := time.Now()
-		if ok && ok2 {
-			rate := 100 * (cur - prev).Seconds() / at.Sub(prevAt).Seconds()
-			best = max(best, rate)
+		if !ok2 {
+			continue
 		}
-		prev, prevAt, ok = cur, at, ok2
+		if !ok {
+			prev, prevAt, ok = cur, at, true
+			continue
+		}
+		// Rates over less than most of a window are noise (ticks that
+		// queued up while this goroutine waited for a CPU).
+		if at.Sub(prevAt) < every*4/5 {
+			continue
+		}
+		rate := 100 * (cur - prev).Seconds() / at.Sub(prevAt).Seconds()
+		best = max(best, min(rate, float64(100*runtime.NumCPU())))
+		prev, prevAt = cur, at
 	}
 }
 
