@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/compute/plugbuild"
 )
@@ -215,6 +216,12 @@ func HTTPVersion(map[string]interface{}) (interface{}, error) { return "h2", nil
 	}
 	if err := p.Reload(context.Background()); err != nil || value() != "h1" {
 		t.Fatalf("unchanged: %v", err)
+	}
+	// A new version is newer: give it an mtime past v1's (ServeFile's
+	// Last-Modified has 1s granularity, and both were built within a second).
+	if fi, err := os.Stat(v1); err == nil {
+		later := fi.ModTime().Add(10 * time.Second)
+		os.Chtimes(v2, later, later)
 	}
 	mu.Lock()
 	serving = v2
