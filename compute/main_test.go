@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(testDir)
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
+		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}
