@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -118,16 +119,33 @@ func (l *Lua) Value(row map[string]any) (any, error) {
 }
 
 // errRowFailed ends a Do after a call error, so that the remaining rows run
-// on a VM known to be sound (a timed-out or panicked VM is discarded).
-var errRowFailed = errors.New("row failed")
+// on a VM known to be sound (a timed-out or panicked VM is discarded);
+// errBudget ends a Do that has used its share of the time limit.
+var (
+	errRowFailed = errors.New("row failed")
+	errBudget    = errors.New("time budget used")
+)
 
-// Values calls the function on every row under one VM acquisition (Do). A
-// row that fails ends the acquisition and the following rows continue on a
-// fresh VM with a fresh deadline: the time limit bounds the rows between two
-// failures, and a runaway row costs its rows nothing but itself.
+// Values calls the function on every row under one VM acquisition (Do) at a
+// time. luavm bounds a whole Do by the script's timeout, while the timeout
+// is meant per call: so a Do ends once it has run for an eighth of the
+// timeout and the next rows continue under a fresh one, which leaves every
+// row at least 7/8 of the timeout of its own while a batch of fast rows
+// still takes one acquisition per few hundred thousand rows. A row that
+// fails ends its acquisition too, and the following rows continue on a
+// fresh VM, so a runaway row costs its neighbours nothing. If ctx has a
+// deadline, it bounds the whole batch.
 func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
 	if l.script == "" {
 		return errors.New("lua: not loaded")
+	}
+	var budget time.Duration
+	if _, ok := ctx.Deadline(); !ok {
+		t := l.cfg.Timeout
+		if t == 0 {
+			t = luavm.DefaultTimeout
+		}
+		budget = t / 8
 	}
 	next := 0
 	for next < len(rows) {
@@ -137,6 +155,7 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 				return err
 			}
 			L := vm.State()
+			start := time.Now()
 			for next < len(rows) {
 				i := next
 				next++
@@ -146,10 +165,13 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 					return errRowFailed
 				}
 				out[i] = goValue(v)
+				if budget > 0 && next < len(rows) && time.Since(start) > budget {
+					return errBudget
+				}
 			}
 			return nil
 		})
-		if err != nil && err != errRowFailed {
+		if err != nil && err != errRowFailed && err != errBudget {
 			// No VM could be had (pool exhausted, manager closed, ctx done)
 			// or the function is gone: every row not yet run fails with it.
 			for i := next; i < len(rows); i++ {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	lua "github.com/yuin/gopher-lua"
+
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -528,5 +530,26 @@ func TestProcessAfterClose(t *testing.T) {
 	b, err := p.Process(context.Background(), []map[string]any{{}})
 	if err != nil || len(b.Errors) != 1 || !errors.Is(b.Errors[0], ErrClosed) {
 		t.Errorf("after Close: %v %v", b.Errors, err)
+	}
+}
+
+// TestLuaTimeoutIsPerRow: the timeout bounds each row, not the batch: ten
+// rows of 30ms under a 200ms timeout all succeed.
+func TestLuaTimeoutIsPerRow(t *testing.T) {
+	m := newManager(t)
+	m.Register("nap", func(L *lua.LState) int { time.Sleep(30 * time.Millisecond); return 0 })
+	p := newProcessor(t, "computed:\n  - {name: c, type: int64, timeout: 200ms, func: \"function main(row) nap() return row.i end\"}\n", Options{Lua: m})
+	rows := make([]map[string]any, 10)
+	for i := range rows {
+		rows[i] = map[string]any{"i": int64(i)}
+	}
+	b, err := p.Process(context.Background(), rows)
+	if err != nil || len(b.Errors) > 0 {
+		t.Fatalf("%v %v", err, b.Errors)
+	}
+	for i, r := range b.Rows {
+		if r["c"] != int64(i) {
+			t.Errorf("row %d: %v", i, r["c"])
+		}
 	}
 }
