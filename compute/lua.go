@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -76,8 +77,12 @@ func (l *Lua) compile(code string, inline bool) (*Lua, error) {
 	if l.m == nil {
 		return nil, errors.New("lua: no Lua runtime (Options.Lua is nil)")
 	}
+	// Every load gets its own script name (the content hash for people, a
+	// sequence number for uniqueness): two columns, or two tables, loading
+	// the same code must not share a script that one of them unloads.
 	sum := sha256.Sum256([]byte(code))
-	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: l.name + "@" + hex.EncodeToString(sum[:6])}
+	name := fmt.Sprintf("%s@%s.%d", l.name, hex.EncodeToString(sum[:6]), luaLoads.Add(1))
+	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name}
 	if err := l.m.Load(h.script, code, l.cfg); err != nil {
 		var ce *luavm.CompileError
 		if inline && errors.As(err, &ce) {
@@ -117,6 +122,9 @@ func (l *Lua) Value(row map[string]any) (any, error) {
 	}
 	return out[0], errs[0]
 }
+
+// luaLoads numbers the Lua loads of the process, for unique script names.
+var luaLoads atomic.Uint64
 
 // errRowFailed ends a Do after a call error, so that the remaining rows run
 // on a VM known to be sound (a timed-out or panicked VM is discarded);

@@ -553,3 +553,17 @@ func TestLuaTimeoutIsPerRow(t *testing.T) {
 		}
 	}
 }
+
+// TestLuaSameCodeTwoProcessors: two tables with the same column and code on
+// one Manager; closing one leaves the other running.
+func TestLuaSameCodeTwoProcessors(t *testing.T) {
+	m := newManager(t)
+	yaml := "computed:\n  - {name: c, type: int64, func: \"function main(row) return 1 end\"}\n"
+	p1 := newProcessor(t, yaml, Options{Lua: m})
+	p2 := newProcessor(t, yaml, Options{Lua: m})
+	p1.Close()
+	b, err := p2.Process(context.Background(), []map[string]any{{}})
+	if err != nil || len(b.Errors) > 0 || b.Rows[0]["c"] != int64(1) {
+		t.Errorf("%v %v", err, b.Errors)
+	}
+}
