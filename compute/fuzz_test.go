@@ -62,3 +62,21 @@ func FuzzResolveSource(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseConfig: any YAML either parses into a config that validates, or
+// fails with an error; never a panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("computed:\n  - {name: a, type: int64, func: make://timestamp}\n"))
+	f.Add([]byte("filters:\n  - {name: f, func: \"function main(r) return true end\", on_error: keep}\n"))
+	f.Add([]byte("computed:\n  - name: a\n    type: jsonb\n    func: s3://x\n    timeout: -1s\n"))
+	f.Add([]byte("computed: {}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("ParseConfig accepted a config that does not validate: %v", err)
+		}
+	})
+}
