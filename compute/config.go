@@ -12,7 +12,8 @@ import (
 )
 
 // Config is the computed columns and filters of one table. A later server
-// config embeds it per table (a table's `computed:` and `filters:` lists).
+// config embeds it per table (a table's `computed:` and `filters:` lists),
+// e.g. as a field tagged `yaml:",inline"`.
 type Config struct {
 	// Computed columns, evaluated in this order; a column sees the values of
 	// the columns before it.

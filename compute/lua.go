@@ -25,7 +25,8 @@ import (
 // is a float64 (an integer beyond 2^53 read by a script is rounded; left
 // untouched, it keeps every digit), JSON null as nil, objects and arrays as
 // fresh tables (nulls inside them are json.null). What it returns is
-// coerced to the column's type (see Coerce).
+// coerced to the column's type (see Coerce). Scripts can also
+// require("sluice"), the host module (see LuaModule).
 type Lua struct {
 	m        *luavm.Manager
 	name     string // column or filter name, the base of script names
@@ -46,8 +47,9 @@ func NewLua(m *luavm.Manager, name, funcName string, cfg luavm.ScriptConfig) *Lu
 
 // Load compiles inline code, or the Lua file or http(s) URL it names (see
 // ResolveSource), checks that it defines the function, and returns the
-// handler running it. Each version is loaded under its own script name
-// (name@hash), so a failed new version never replaces a running one.
+// handler running it. Each load gets its own script name (name@hash.N), so
+// a failed new version never replaces a running one; the caller closes the
+// handler it replaces (Close unloads its script).
 func (l *Lua) Load(uriOrCode string) (Handler, error) {
 	src, err := ResolveSource(uriOrCode)
 	if err != nil {
