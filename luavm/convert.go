@@ -20,6 +20,34 @@ type nullValue struct{}
 
 func (nullValue) String() string { return "null" }
 
+// smallNumbers holds the Lua numbers -256..1023 already boxed in an
+// lua.LValue interface: converting a float64 to an interface allocates, and
+// small whole numbers (counts, flags, enum codes, quantities) are the most
+// common values a row hands to a script.
+var smallNumbers = func() (t [1280]lua.LValue) {
+	for i := range t {
+		t[i] = lua.LNumber(i - 256)
+	}
+	return t
+}()
+
+// intNumber converts an integer without allocating when it is small.
+func intNumber(i int64) lua.LValue {
+	if i >= -256 && i < 1024 {
+		return smallNumbers[i+256]
+	}
+	return lua.LNumber(i)
+}
+
+// floatNumber converts a float without allocating when it is a small whole
+// number (but not -0, which must stay negative).
+func floatNumber(f float64) lua.LValue {
+	if f >= -256 && f < 1024 && f == math.Trunc(f) && !(f == 0 && math.Signbit(f)) {
+		return smallNumbers[int(f)+256]
+	}
+	return lua.LNumber(f)
+}
+
 // maxDepth bounds the nesting FromLua and json.encode follow, which also stops
 // them on cyclic tables.
 const maxDepth = 100
@@ -42,32 +70,38 @@ func ToLua(L *lua.LState, v any) lua.LValue {
 	case []byte:
 		return lua.LString(x)
 	case int:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case int8:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case int16:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case int32:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case int64:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case uint:
+		if x < 1024 {
+			return intNumber(int64(x))
+		}
 		return lua.LNumber(x)
 	case uint8:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case uint16:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case uint32:
-		return lua.LNumber(x)
+		return intNumber(int64(x))
 	case uint64:
+		if x < 1024 {
+			return intNumber(int64(x))
+		}
 		return lua.LNumber(x)
 	case float32:
-		return lua.LNumber(x)
+		return floatNumber(float64(x))
 	case float64:
-		return lua.LNumber(x)
+		return floatNumber(float64(x))
 	case json.Number:
 		if f, err := x.Float64(); err == nil {
-			return lua.LNumber(f)
+			return floatNumber(f)
 		}
 		return lua.LString(x)
 	case []any:

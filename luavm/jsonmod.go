@@ -75,7 +75,7 @@ func decodedToLua(L *lua.LState, v any) lua.LValue {
 		if err != nil {
 			return lua.LString(x)
 		}
-		return lua.LNumber(f)
+		return floatNumber(f)
 	case []any:
 		t := L.CreateTable(len(x), 0)
 		for _, e := range x {

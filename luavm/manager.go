@@ -473,28 +473,39 @@ func ctxDeadline(ctx context.Context) int64 {
 // is bounded by ctx (or the script's timeout). After f the VM is cleaned
 // (stack, globals) or, if a call failed badly or the deadline passed,
 // closed; it is never handed dirty to the next caller.
-func (m *Manager) Do(ctx context.Context, script string, f func(vm *VM) error) error {
+func (m *Manager) Do(ctx context.Context, script string, f func(vm *VM) error) (err error) {
 	vm, deadline, err := m.acquire(script, ctxDeadline(ctx), 0)
 	if err != nil {
 		return err
 	}
-	defer vm.pool.release(vm)
-	if done := ctx.Done(); done != nil {
+	var stop func() bool
+	if ctx.Done() != nil {
 		if deadline == 0 {
 			deadline = math.MaxInt64
 		}
-		stop := context.AfterFunc(ctx, func() { vm.interrupt(ctxCause(ctx)) })
-		defer stop()
+		stop = context.AfterFunc(ctx, func() { vm.interrupt(ctxCause(ctx)) })
 	}
 	vm.arm(deadline)
-	err = f(vm)
-	if vm.disarm() && err == nil {
-		// f finished its calls but the deadline passed meanwhile: its results
+	returned := false
+	defer func() {
+		fired := vm.disarm()
+		if stop != nil && !stop() {
+			// ctx was cancelled: its func ran or is running and could still
+			// interrupt this VM, so it must not serve another call.
+			vm.broken = true
+		}
+		if !returned {
+			vm.broken = true // f panicked: the VM may be mid-call
+		}
+		if fired || errors.Is(err, ErrTimeout) {
+			vm.pool.script.stats.timeouts.Add(1)
+		}
+		// If the deadline passed after f's last call finished, f's results
 		// stand; the VM (its context fired) is closed on release.
-		vm.pool.script.stats.timeouts.Add(1)
-	} else if errors.Is(err, ErrTimeout) {
-		vm.pool.script.stats.timeouts.Add(1)
-	}
+		vm.pool.release(vm)
+	}()
+	err = f(vm)
+	returned = true
 	return err
 }
 

@@ -392,3 +392,82 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func TestDoPanicDiscardsVM(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("p", `function ok(n) return n end`, ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("panic in f did not propagate")
+			}
+		}()
+		m.Do(context.Background(), "p", func(vm *VM) error { panic("in f") })
+	}()
+	st := stats(t, m, "p")
+	if st.VMsClosed != 1 || st.VMsCore != 0 {
+		t.Fatalf("the VM of a panicking f was kept: %+v", st)
+	}
+	if _, err := m.Invoke(context.Background(), "p", "ok", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReusedRow(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("r", `function f(row) row.total = row.price * row.qty return row.id end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := []map[string]any{
+		{"id": "a", "price": 2.5, "qty": int64(4)},
+		{"id": "b", "price": 1.0, "qty": int64(3)},
+	}
+	err := m.Do(context.Background(), "r", func(vm *VM) error {
+		fn, err := vm.Func("f")
+		if err != nil {
+			return err
+		}
+		for _, row := range rows {
+			id, err := vm.Call1(fn, vm.Row(row))
+			if err != nil {
+				return err
+			}
+			if id.String() != row["id"] {
+				t.Errorf("id = %s, want %s", id, row["id"])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0]["total"] != int64(10) || rows[1]["total"] != int64(3) {
+		t.Fatalf("rows = %v", rows)
+	}
+}
+
+func TestWriteMetrics(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load(`a"b.lua`, `function ok() return 1 end function bad() error("x") end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Invoke(context.Background(), `a"b.lua`, "ok", 1)
+	m.Invoke(context.Background(), `a"b.lua`, "bad", 1)
+	var buf strings.Builder
+	if err := m.WriteMetrics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# TYPE luavm_calls_total counter\n",
+		`luavm_calls_total{script="a\"b.lua"} 2` + "\n",
+		`luavm_errors_total{script="a\"b.lua"} 1` + "\n",
+		`luavm_vms_core{script="a\"b.lua"} 1` + "\n",
+		`luavm_vms_created_total{script="a\"b.lua"} 1` + "\n",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -23,6 +23,22 @@ func NewRow(L *lua.LState, row map[string]any) lua.LValue {
 	return ud
 }
 
+// Row is NewRow without allocating: the VM keeps one proxy and points it at
+// row. The value is valid until the next Row call on this VM, so it suits the
+// hot path of one row per call (Do + Call1); a script that keeps the proxy
+// past the call (in a global or upvalue) sees the next row through it, so
+// use NewRow when rows must outlive the call.
+func (vm *VM) Row(row map[string]any) lua.LValue {
+	if vm.row == nil {
+		vm.rowData = &rowData{}
+		vm.row = vm.L.NewUserData()
+		vm.row.Value = vm.rowData
+		vm.row.Metatable = vm.L.GetTypeMetatable(rowTypeName)
+	}
+	vm.rowData.m = row
+	return vm.row
+}
+
 func installRowType(L *lua.LState) {
 	mt := L.NewTypeMetatable(rowTypeName)
 	mt.RawSetString("__index", L.NewFunction(rowIndex))

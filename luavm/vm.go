@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +40,10 @@ type VM struct {
 	dirty     bool
 	scratch   []lua.LValue
 
+	// row is the reusable proxy of Row; rowData its value.
+	row     *lua.LUserData
+	rowData *rowData
+
 	// ctx is the VM's one context, set on the LState once at creation; the
 	// watchdog closes its done channel when the call's deadline passes.
 	// nil when the script has no time limit (the interpreter loop then
@@ -52,7 +55,9 @@ type VM struct {
 	// the call. Written by the owner with Store/CompareAndSwap, read and
 	// swapped by the watchdog.
 	deadline atomic.Int64
-	started  atomic.Int64
+	// started is the coarse clock when the call was armed; only kept when
+	// Options.HeapLimit is set (the watchdog then stops long calls only).
+	started atomic.Int64
 
 	// broken: the VM must be closed rather than returned to its pool.
 	broken bool
@@ -70,11 +75,12 @@ const deadlineFired = -1
 
 // vmContext is a context.Context whose Done channel is a plain field, so
 // gopher-lua's per-instruction `<-ctx.Done()` check costs a field load and a
-// non-blocking receive. It is reset (a new channel) only after it fired.
+// non-blocking receive. It fires at most once (whoever fires it first wins
+// the compare-and-swap on VM.deadline) and is never reset: a VM whose
+// context fired is closed, not reused.
 type vmContext struct {
-	mu   sync.Mutex // guards swapping done against the watchdog closing it
 	done chan struct{}
-	err  error // why done was closed; written before close
+	err  error // why done was closed; written before the close, read after it
 }
 
 func (c *vmContext) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -89,12 +95,11 @@ func (c *vmContext) Err() error {
 }
 func (c *vmContext) Value(any) any { return nil }
 
-// fire closes done with cause. Called by the watchdog, at most once per arm.
+// fire closes done with cause. Called at most once, by the watchdog or by a
+// cancelled caller context, after winning the CAS on VM.deadline.
 func (c *vmContext) fire(cause error) {
-	c.mu.Lock()
 	c.err = cause
 	close(c.done)
-	c.mu.Unlock()
 }
 
 var _ context.Context = (*vmContext)(nil)
@@ -201,6 +206,9 @@ func (vm *VM) cleanGlobals() {
 func (vm *VM) reset() {
 	if vm.L.GetTop() != 0 {
 		vm.L.SetTop(0)
+	}
+	if vm.rowData != nil {
+		vm.rowData.m = nil // do not keep the caller's row alive
 	}
 	if vm.dirty || (vm.proxyMeta != nil && vm.proxy.Metatable != lua.LValue(vm.proxyMeta)) {
 		vm.cleanGlobals()
@@ -398,6 +406,7 @@ func (vm *VM) callError(fnName string, err error) error {
 	}
 	if vm.ctx != nil && vm.deadline.Load() == deadlineFired {
 		vm.broken = true
+		<-vm.ctx.done // the CAS winner closes it right after; then err is set
 		ce.Err = vm.ctx.err
 		if ce.Err == nil {
 			ce.Err = ErrTimeout
