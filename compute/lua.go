@@ -20,6 +20,10 @@ import (
 // convert only when the script reads them, writes go to the Go row, and
 // json.encode(row) encodes the Go map in Go.
 //
+// The proxy is the VM's reused one (luavm's VM.Row, no allocation per row):
+// it is valid during the call only, and a script that keeps row in an
+// upvalue sees the next row through it.
+//
 // What a script sees when it reads row.x: strings as strings, bools as
 // booleans, every number (int64, float64, json.Number) as a Lua number, that
 // is a float64 (an integer beyond 2^53 read by a script is rounded; left
@@ -164,12 +168,11 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 			if err != nil {
 				return err
 			}
-			L := vm.State()
 			start := time.Now()
 			for next < len(rows) {
 				i := next
 				next++
-				v, err := vm.Call1(fn, luavm.NewRow(L, rows[i]))
+				v, err := vm.Call1(fn, vm.Row(rows[i]))
 				if err != nil {
 					errs[i] = err
 					return errRowFailed
