@@ -5,8 +5,7 @@ usage: python3 docs/pool_plot.py docs/pool-default.csv docs/pool.png [goroutines
 
 Each strategy gets two bars where the published report has a figure for it
 (report: its 2-CPU, 4000-goroutine row) and one otherwise. Time per op is the
-idle-machine estimate (CPU time per op spread over the busy Ps) because wall
-time on the shared machine is inflated by other work; see docs/pool.md.
+measured wall time (see docs/pool.md for how much of the machine the run had).
 """
 import csv
 import sys
@@ -36,7 +35,7 @@ def main():
             if r["goroutines"] == goroutines and r["cpus"] == cpus and r["mode"] == "hot"
             and not r["ns/op"].startswith("error")]
     names = [r["strategy"] for r in rows]
-    ms = [float(r["est. idle ns/op"]) / 1e6 for r in rows]
+    ms = [float(r["ns/op"]) / 1e6 for r in rows]
     rss = [float(r["peak RSS MB"]) for r in rows]
     rep_ms = [REPORT.get(n, (0, 0))[0] for n in names]
     rep_rss = [REPORT.get(n, (0, 0))[1] for n in names]
@@ -44,7 +43,7 @@ def main():
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 8), sharex=True)
     x = range(len(names))
     w = 0.4
-    ax1.bar([i - w / 2 for i in x], ms, w, label="sluice (measured, idle-machine estimate)", color="tab:blue")
+    ax1.bar([i - w / 2 for i in x], ms, w, label="sluice (measured wall time)", color="tab:blue")
     ax1.bar([i + w / 2 for i in x], rep_ms, w, label="published report", color="tab:gray")
     ax1.set_yscale("log")
     ax1.set_ylabel("ms/op (log)")

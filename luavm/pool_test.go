@@ -2,6 +2,7 @@ package luavm
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -201,5 +202,56 @@ func TestCloseWithWaitersAndCallsInFlight(t *testing.T) {
 	}
 	if err := m.Load("x", "", ScriptConfig{}); err != ErrClosed {
 		t.Fatalf("Load after Close: %v", err)
+	}
+}
+
+// TestPoolStress hammers small blocking pools from many goroutines: every
+// call must get a VM (no lost wake-up between the per-P slots and the
+// waiters), the VM count must stay within the bound, and Stats must count
+// every call.
+func TestPoolStress(t *testing.T) {
+	for _, spec := range []string{"core1+block", "core2+max1+block", "default", "variable"} {
+		t.Run(spec, func(t *testing.T) {
+			m := newTestManager(t, Options{})
+			pc, err := ParsePool(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Load("s", `function ok(n) return n end`, ScriptConfig{Pool: pc}); err != nil {
+				t.Fatal(err)
+			}
+			const workers, calls = 64, 100
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range calls {
+						res, err := m.InvokeScriptFunc("s", "ok", 10*time.Second, 1, w*calls+i)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if res[0] != int64(w*calls+i) {
+							errs <- fmt.Errorf("got %v", res[0])
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			st := stats(t, m, "s")
+			if st.Calls != workers*calls {
+				t.Fatalf("Calls = %d, want %d", st.Calls, workers*calls)
+			}
+			if bound := m.lookup("s").pool.limit; st.VMsCore+st.VMsNonCore > bound || st.VMsIdle != st.VMsCore+st.VMsNonCore {
+				t.Fatalf("%+v (bound %d): VMs over the bound or not all idle", st, bound)
+			}
+		})
 	}
 }

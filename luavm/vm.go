@@ -65,10 +65,9 @@ type VM struct {
 	lastUsed int64
 
 	// calls and errs are counted by the owner without atomics (no locked
-	// instruction per call); release copies them into callsSeen/errsSeen
-	// under pool.mu, where Stats reads them.
-	calls, errs         uint64
-	callsSeen, errsSeen uint64 // REQUIRES pool.mu
+	// instruction per call); release publishes them, where Stats reads them.
+	calls, errs uint64
+	published   struct{ calls, errs atomic.Uint64 }
 }
 
 const deadlineFired = -1
