@@ -94,7 +94,7 @@ func (c ScriptConfig) normalized() ScriptConfig {
 	if p.Strategy == StrategyDefault {
 		p.Strategy = StrategyCore
 		p.Core = defaultCore()
-		p.MaxNonCore = defaultCore()
+		p.MaxNonCore = defaultNonCore()
 	}
 	if p.Strategy == StrategyCore && p.Core <= 0 {
 		p.Core = defaultCore()

@@ -16,9 +16,10 @@ type Strategy string
 
 const (
 	// StrategyDefault is StrategyCore with Core = GOMAXPROCS and
-	// MaxNonCore = GOMAXPROCS: on CPU-bound scripts more VMs than running
-	// goroutines only cost memory, and the few non-core VMs absorb callers
-	// whose VM holder was preempted mid-call, so they rarely wait.
+	// MaxNonCore = 128 x GOMAXPROCS (see defaultNonCore): on CPU-bound
+	// scripts only GOMAXPROCS VMs run at once, so the core is that; the
+	// non-core VMs absorb callers whose VM holder was preempted mid-call,
+	// so they rarely wait, and are closed when idle.
 	StrategyDefault Strategy = ""
 	// StrategyNone creates a VM for every call and closes it after (the
 	// baseline).
@@ -128,8 +129,9 @@ type pool struct {
 	// sync.Pool: a VM released on a P is parked in that P's slot and the
 	// next acquire on the same P takes it back with one atomic swap, without
 	// the mutex and without touching a cache line another CPU writes (with
-	// 2 CPUs really running in parallel, the shared mutex alone cost the
-	// default ~2x). The slots are skipped whenever callers wait (those only
+	// two CPUs in parallel, one shared free list let VMs wander between the
+	// CPUs and callers wait; see docs/pool.md). Slots are skipped whenever
+	// callers wait (those only
 	// look at free), and waiters look into every slot before they park (the
 	// release and the wait store then load in opposite orders, so one of the
 	// two always sees the other). nil for StrategyNone. VMs in slots are
@@ -501,3 +503,15 @@ func (p *pool) counts() (alive, idle int, calls, errs uint64) {
 
 // defaultCore is the core size of StrategyDefault.
 func defaultCore() int { return runtime.GOMAXPROCS(0) }
+
+// defaultNonCore is the non-core bound of StrategyDefault. Only GOMAXPROCS
+// calls run at once, but a goroutine preempted while it holds a VM keeps it
+// until it is scheduled again, and with thousands of callers that can take
+// a while; meanwhile the next caller needs another VM or must park. Parking
+// is cheap with one CPU but costs tens of microseconds per wait once two
+// CPUs run in parallel (timer, park, wake-up of an idle P), and at 4000
+// goroutines on 2 CPUs a bound of 2 extra VMs made ~1 call in 100 wait,
+// which tripled the CPU per call. Non-core VMs are closed after NonCoreIdle,
+// so the bound is only reached under such load; 4000 goroutines on 2 CPUs
+// used ~100 of the 256 allowed (~5 MB).
+func defaultNonCore() int { return 128 * runtime.GOMAXPROCS(0) }

@@ -82,6 +82,12 @@ func Bench(strategy string, mode Mode, goroutines int) (func(b *testing.B), erro
 		ctx := context.Background()
 		b.ReportAllocs()
 		setParallelism(b, goroutines)
+		defer func() {
+			if st := m.Stats(); len(st) == 1 {
+				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
+				b.ReportMetric(float64(st[0].VMsCreated), "vms")
+			}
+		}()
 		defer reportCPU(b)()
 		switch mode {
 		case ModeReport:
