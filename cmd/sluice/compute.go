@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+func init() {
+	rootCmd.AddCommand(computeCmd(), validateCmd(), testCmd())
+}
+
+func computeCmd() *cobra.Command {
+	var config, input, output, deadLetter string
+	var batch int
+	var watch time.Duration
+	cmd := &cobra.Command{
+		Use:   "compute",
+		Short: "Apply computed columns and filters to JSON lines",
+		Long: "Reads JSON lines (stdin by default), applies the config's filters and computed columns in batches,\n" +
+			"writes JSON lines (stdout by default) and prints a summary of errors per column to stderr.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			p, err := compute.OpenFile(ctx, config, compute.Options{Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			if watch > 0 {
+				wctx, cancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { p.Watch(wctx, watch); close(done) }()
+				defer func() { cancel(); <-done }()
+			}
+			in, out := cmd.InOrStdin(), cmd.OutOrStdout()
+			if input != "" && input != "-" {
+				f, err := os.Open(input)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			if output != "" && output != "-" {
+				f, err := os.Create(output)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				out = f
+			}
+			var dead io.Writer
+			if deadLetter != "" {
+				f, err := os.OpenFile(deadLetter, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				dead = f
+			}
+			sum, err := compute.RunJSONLines(ctx, p, in, out, dead, batch)
+			if werr := compute.WriteSummary(cmd.ErrOrStderr(), sum, p.Stats()); err == nil {
+				err = werr
+			}
+			if err == nil && sum.RejectedBatches > 0 {
+				err = fmt.Errorf("%d batches rejected", sum.RejectedBatches)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "computed.yaml", "YAML file with computed: and filters:")
+	cmd.Flags().StringVar(&input, "input", "-", "JSON lines to read (- = stdin)")
+	cmd.Flags().StringVar(&output, "output", "-", "JSON lines to write (- = stdout)")
+	cmd.Flags().StringVar(&deadLetter, "dead-letter", "", "file to append dead letters to (deadletter policy, bad lines, rejected batches)")
+	cmd.Flags().IntVar(&batch, "batch", 512, "rows per batch (one Lua VM acquisition per column per batch)")
+	cmd.Flags().DurationVar(&watch, "watch", 0, "poll script files and URLs this often and swap new versions in (0 = off)")
+	return cmd
+}
+
+func validateCmd() *cobra.Command {
+	var config string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Compile every script, open every plugin and report every problem at once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := compute.OpenFile(cmd.Context(), config, compute.Options{})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			columns, filters := 0, 0
+			for _, s := range p.Stats() {
+				if s.Filter {
+					filters++
+				} else {
+					columns++
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d computed columns, %d filters\n", config, columns, filters)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "computed.yaml", "YAML file with computed: and filters:")
+	return cmd
+}
+
+func testCmd() *cobra.Command {
+	var config string
+	cmd := &cobra.Command{
+		Use:   "test CASES.yaml...",
+		Short: "Run unit tests of columns and filters written as YAML cases",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed, total := 0, 0
+			for _, file := range args {
+				tf, err := compute.LoadTestFile(file)
+				if err != nil {
+					return err
+				}
+				cfg := config
+				if cfg == "" {
+					cfg = tf.Config
+				}
+				if cfg == "" {
+					return fmt.Errorf("%s: no config: give --config or `config:` in the file", file)
+				}
+				p, err := compute.OpenFile(cmd.Context(), cfg, compute.Options{})
+				if err != nil {
+					return err
+				}
+				for _, r := range compute.RunTests(cmd.Context(), p, tf.Tests) {
+					total++
+					if r.Err != nil {
+						failed++
+						fmt.Fprintf(cmd.OutOrStdout(), "FAIL %s: %s: %v\n", file, r.Name, r.Err)
+					} else {
+						fmt.Fprintf(cmd.OutOrStdout(), "ok   %s: %s\n", file, r.Name)
+					}
+				}
+				p.Close()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d tests, %d failed\n", total, failed)
+			if failed > 0 {
+				return errors.New("tests failed")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "config to test (default: the `config:` of each file)")
+	return cmd
+}

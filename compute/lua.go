@@ -1,0 +1,220 @@
+package compute
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/sluicedb/sluice/luavm"
+)
+
+// Lua is the loader of Lua functions, run by a luavm.Manager: compiled once,
+// called in a pool of VMs. The row is passed as a luavm.NewRow proxy: fields
+// convert only when the script reads them, writes go to the Go row, and
+// json.encode(row) encodes the Go map in Go.
+//
+// The proxy is the VM's reused one (luavm's VM.Row, no allocation per row):
+// it is valid during the call only, and a script that keeps row in an
+// upvalue sees the next row through it.
+//
+// What a script sees when it reads row.x: strings as strings, bools as
+// booleans, every number (int64, float64, json.Number) as a Lua number, that
+// is a float64 (an integer beyond 2^53 read by a script is rounded; left
+// untouched, it keeps every digit), JSON null as nil, objects and arrays as
+// fresh tables (nulls inside them are json.null). What it returns is
+// coerced to the column's type (see Coerce). Scripts can also
+// require("sluice"), the host module (see LuaModule).
+type Lua struct {
+	m        *luavm.Manager
+	name     string // column or filter name, the base of script names
+	funcName string
+	cfg      luavm.ScriptConfig
+	script   string // the loaded version's script name in m; "" if unloaded
+}
+
+// NewLua returns the unloaded Lua loader for the function funcName (default
+// "main") of the column or filter name.
+func NewLua(m *luavm.Manager, name, funcName string, cfg luavm.ScriptConfig) *Lua {
+	if funcName == "" {
+		funcName = "main"
+	}
+	registerLuaModule(m)
+	return &Lua{m: m, name: name, funcName: funcName, cfg: cfg}
+}
+
+// Load compiles inline code, or the Lua file or http(s) URL it names (see
+// ResolveSource), checks that it defines the function, and returns the
+// handler running it. Each load gets its own script name (name@hash.N), so
+// a failed new version never replaces a running one; the caller closes the
+// handler it replaces (Close unloads its script).
+func (l *Lua) Load(uriOrCode string) (Handler, error) {
+	src, err := ResolveSource(uriOrCode)
+	if err != nil {
+		return nil, err
+	}
+	code := uriOrCode
+	switch {
+	case src.Plugin || src.Kind == SourceBuiltin:
+		return nil, fmt.Errorf("lua: %s is not Lua", src)
+	case src.Kind == SourceFile:
+		data, err := os.ReadFile(src.Path)
+		if err != nil {
+			return nil, fmt.Errorf("lua: %w", err)
+		}
+		code = string(data)
+	case src.Kind == SourceHTTP:
+		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, fetchState{})
+		if err != nil {
+			return nil, fmt.Errorf("lua: %w", err)
+		}
+		code = string(got.data)
+	}
+	return l.compile(code, src.Kind == SourceInline)
+}
+
+func (l *Lua) compile(code string, inline bool) (*Lua, error) {
+	if l.m == nil {
+		return nil, errors.New("lua: no Lua runtime (Options.Lua is nil)")
+	}
+	// Every load gets its own script name (the content hash for people, a
+	// sequence number for uniqueness): two columns, or two tables, loading
+	// the same code must not share a script that one of them unloads.
+	sum := sha256.Sum256([]byte(code))
+	name := fmt.Sprintf("%s@%s.%d", l.name, hex.EncodeToString(sum[:6]), luaLoads.Add(1))
+	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name}
+	if err := l.m.Load(h.script, code, l.cfg); err != nil {
+		var ce *luavm.CompileError
+		if inline && errors.As(err, &ce) {
+			return nil, fmt.Errorf("%w%s", err, inlineHint(code))
+		}
+		return nil, err
+	}
+	err := l.m.Do(context.Background(), h.script, func(vm *luavm.VM) error {
+		_, err := vm.Func(h.funcName)
+		return err
+	})
+	if err != nil {
+		_ = l.m.Unload(h.script)
+		if errors.Is(err, luavm.ErrNoFunction) {
+			return nil, fmt.Errorf("lua: script defines no function %q: %w", h.funcName, err)
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+func (*Lua) String() string { return "lua" }
+
+// Close unloads the script version.
+func (l *Lua) Close() error {
+	if l.script == "" {
+		return nil
+	}
+	return l.m.Unload(l.script)
+}
+
+// Value calls the function on one row under its own VM acquisition.
+func (l *Lua) Value(row map[string]any) (any, error) {
+	out, errs := [1]any{}, [1]error{}
+	if err := l.Values(context.Background(), []map[string]any{row}, out[:], errs[:]); err != nil {
+		return nil, err
+	}
+	return out[0], errs[0]
+}
+
+// luaLoads numbers the Lua loads of the process, for unique script names.
+var luaLoads atomic.Uint64
+
+// errRowFailed ends a Do after a call error, so that the remaining rows run
+// on a VM known to be sound (a timed-out or panicked VM is discarded);
+// errBudget ends a Do that has used its share of the time limit.
+var (
+	errRowFailed = errors.New("row failed")
+	errBudget    = errors.New("time budget used")
+)
+
+// Values calls the function on every row under one VM acquisition (Do) at a
+// time. luavm bounds a whole Do by the script's timeout, while the timeout
+// is meant per call: so a Do ends once it has run for an eighth of the
+// timeout and the next rows continue under a fresh one, which leaves every
+// row at least 7/8 of the timeout of its own while a batch of fast rows
+// still takes one acquisition per few hundred thousand rows. A row that
+// fails ends its acquisition too, and the following rows continue on a
+// fresh VM, so a runaway row costs its neighbours nothing. If ctx has a
+// deadline, it bounds the whole batch.
+func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
+	if l.script == "" {
+		return errors.New("lua: not loaded")
+	}
+	var budget time.Duration
+	if _, ok := ctx.Deadline(); !ok {
+		t := l.cfg.Timeout
+		if t == 0 {
+			t = luavm.DefaultTimeout
+		}
+		budget = t / 8
+	}
+	next := 0
+	for next < len(rows) {
+		err := l.m.Do(ctx, l.script, func(vm *luavm.VM) error {
+			fn, err := vm.Func(l.funcName)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			for next < len(rows) {
+				i := next
+				next++
+				v, err := vm.Call1(fn, vm.Row(rows[i]))
+				if err != nil {
+					errs[i] = err
+					return errRowFailed
+				}
+				out[i] = goValue(v)
+				if budget > 0 && next < len(rows) && time.Since(start) > budget {
+					return errBudget
+				}
+			}
+			return nil
+		})
+		if err != nil && err != errRowFailed && err != errBudget {
+			// No VM could be had (pool exhausted, manager closed, ctx done)
+			// or the function is gone: every row not yet run fails with it.
+			for i := next; i < len(rows); i++ {
+				errs[i] = err
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// goValue converts a script's result without a detour through tables for
+// the scalar results a column has.
+func goValue(v lua.LValue) any {
+	switch x := v.(type) {
+	case lua.LString:
+		return string(x)
+	case lua.LBool:
+		return bool(x)
+	case *lua.LNilType:
+		return nil
+	}
+	return luavm.FromLua(v)
+}
+
+// newLua builds the Lua handler of a column or filter from its code.
+func (p *Processor) newLua(f *function, code string) (Handler, error) {
+	cfg := p.opts.LuaConfig
+	if f.timeout > 0 {
+		cfg.Timeout = f.timeout
+	}
+	return NewLua(p.opts.Lua, f.name, f.funcName, cfg).compile(code, f.src.Kind == SourceInline)
+}

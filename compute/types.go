@@ -1,0 +1,206 @@
+package compute
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Type is the type of a computed column. The zero Type is invalid.
+type Type uint8
+
+// The column types and, in ParseType, their aliases (Talaria's names).
+const (
+	Int32     Type = iota + 1 // int32, integer, uint32
+	Int64                     // int64, bigint, long, uint64
+	Float64                   // float64, double
+	String                    // string, text, varchar
+	Bool                      // bool, boolean
+	Timestamp                 // timestamp, time
+	JSON                      // json, map
+)
+
+var typeNames = map[string]Type{
+	"int32": Int32, "integer": Int32, "uint32": Int32,
+	"int64": Int64, "bigint": Int64, "long": Int64, "uint64": Int64,
+	"float64": Float64, "double": Float64,
+	"string": String, "text": String, "varchar": String,
+	"bool": Bool, "boolean": Bool,
+	"timestamp": Timestamp, "time": Timestamp,
+	"json": JSON, "map": JSON,
+}
+
+// ParseType returns the Type named name or one of its aliases (case-insensitive).
+func ParseType(name string) (Type, error) {
+	if t, ok := typeNames[strings.ToLower(strings.TrimSpace(name))]; ok {
+		return t, nil
+	}
+	return 0, fmt.Errorf("unknown type %q (want int32, int64, float64, string, bool, timestamp, json or an alias: integer, uint32, bigint, long, uint64, double, text, varchar, boolean, time, map)", name)
+}
+
+// String returns the canonical name of t.
+func (t Type) String() string {
+	switch t {
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Float64:
+		return "float64"
+	case String:
+		return "string"
+	case Bool:
+		return "bool"
+	case Timestamp:
+		return "timestamp"
+	case JSON:
+		return "json"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// ErrType is wrapped by every coercion error: the function returned a value
+// the column's type does not accept.
+var ErrType = errors.New("wrong result type")
+
+// Coerce converts a function's result to the Go representation of type t:
+// int32, int64, float64, string, bool, time.Time (UTC) or json.RawMessage.
+//
+// Numbers (any Go integer or float type, json.Number) go to int32, int64,
+// float64 and timestamp (unix seconds; a fraction keeps nanoseconds); a
+// float going to an integer type must be whole and in range. Strings go to
+// string and json (which must then be valid JSON). Bools go to bool. json
+// also takes []byte, json.RawMessage, maps and slices (encoded in Go), and
+// timestamp also takes a time.Time. Anything else wraps ErrType. A nil v
+// returns nil, nil: whether a nil result is allowed is the caller's policy.
+func Coerce(v any, t Type) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	switch t {
+	case Int32, Int64, Float64, Timestamp:
+		if t == Timestamp {
+			if tm, ok := v.(time.Time); ok {
+				return tm.UTC(), nil
+			}
+		}
+		i, f, isInt, ok := number(v)
+		if !ok {
+			return nil, typeError(v, t)
+		}
+		switch t {
+		case Float64:
+			if isInt {
+				return float64(i), nil
+			}
+			return f, nil
+		case Timestamp:
+			if isInt {
+				return time.Unix(i, 0).UTC(), nil
+			}
+			sec, frac := math.Modf(f)
+			if math.IsNaN(f) || sec > math.MaxInt64 || sec < math.MinInt64 {
+				return nil, fmt.Errorf("%w: %v is not a unix time", ErrType, f)
+			}
+			return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+		}
+		if !isInt {
+			if f != math.Trunc(f) || f >= 1<<63 || f < -(1<<63) || math.IsNaN(f) {
+				return nil, fmt.Errorf("%w: %v is not a whole number in range of %s", ErrType, f, t)
+			}
+			i = int64(f)
+		}
+		if t == Int32 {
+			if i > math.MaxInt32 || i < math.MinInt32 {
+				return nil, fmt.Errorf("%w: %d overflows int32", ErrType, i)
+			}
+			return int32(i), nil
+		}
+		return i, nil
+	case String:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+	case Bool:
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+	case JSON:
+		switch x := v.(type) {
+		case json.RawMessage:
+			if !json.Valid(x) {
+				return nil, fmt.Errorf("%w: invalid JSON %.64q", ErrType, x)
+			}
+			return x, nil
+		case string:
+			if !json.Valid([]byte(x)) {
+				return nil, fmt.Errorf("%w: string is not valid JSON: %.64q", ErrType, x)
+			}
+			return json.RawMessage(x), nil
+		case []byte:
+			if !json.Valid(x) {
+				return nil, fmt.Errorf("%w: bytes are not valid JSON: %.64q", ErrType, x)
+			}
+			return json.RawMessage(x), nil
+		case map[string]any, []any:
+			b, err := json.Marshal(x)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrType, err)
+			}
+			return json.RawMessage(b), nil
+		}
+	}
+	return nil, typeError(v, t)
+}
+
+func typeError(v any, t Type) error {
+	return fmt.Errorf("%w: %T cannot be a %s column", ErrType, v, t)
+}
+
+// number reports v as an integer (isInt, i) or a float (f).
+func number(v any) (i int64, f float64, isInt, ok bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), 0, true, true
+	case int8:
+		return int64(x), 0, true, true
+	case int16:
+		return int64(x), 0, true, true
+	case int32:
+		return int64(x), 0, true, true
+	case int64:
+		return x, 0, true, true
+	case uint8:
+		return int64(x), 0, true, true
+	case uint16:
+		return int64(x), 0, true, true
+	case uint32:
+		return int64(x), 0, true, true
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return 0, float64(x), false, true
+		}
+		return int64(x), 0, true, true
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, float64(x), false, true
+		}
+		return int64(x), 0, true, true
+	case float32:
+		return 0, float64(x), false, true
+	case float64:
+		return 0, x, false, true
+	case json.Number:
+		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return n, 0, true, true
+		}
+		if fl, err := strconv.ParseFloat(string(x), 64); err == nil {
+			return 0, fl, false, true
+		}
+	}
+	return 0, 0, false, false
+}
