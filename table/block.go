@@ -359,4 +359,3 @@ func grow[T any](s []T, n int) []T {
 	}
 	return s[:n]
 }
-
