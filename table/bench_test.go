@@ -85,6 +85,34 @@ func BenchmarkQueryPartition(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+		})
+		b.Run(proj.name+"/values", func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range 200 {
+				if err := tb.Append(ctx, benchRows(i, 1000, 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			q := Query{HashIn: []any{"user-0"}, From: t0, To: t0.Add(time.Hour), Columns: proj.cols}
+			b.ReportAllocs()
+			b.ResetTimer()
+			rows := 0
+			for b.Loop() {
+				if err := tb.QueryValues(ctx, q, func([]Column, []any) error { rows++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if rows == 0 {
+				b.Fatal("no rows")
+			}
 			if rows == 0 {
 				b.Fatal("no rows")
 			}

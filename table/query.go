@@ -342,6 +342,52 @@ func (c *decodedCol) convert(to Type, rows int) {
 // for null. A projected or predicate column the table lacks is an error
 // wrapping ErrUnknownColumn.
 func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error {
+	var row Row
+	return t.query(ctx, q, func(p *plan, vals []any) error {
+		if row == nil {
+			row = make(Row, len(p.out))
+		}
+		for i, v := range vals {
+			row[p.out[i].name] = v
+		}
+		return emit(row)
+	})
+}
+
+// QueryValues is Query without the map: emit gets the projected columns
+// (the same slice for every call of one query) and the row's values in
+// that order. vals is reused for the next row: emit must not keep it.
+// Encoders (NDJSON, CSV) use it to write columns in a fixed order without
+// iterating or sorting a map per row.
+func (t *Table) QueryValues(ctx context.Context, q Query, emit func(cols []Column, vals []any) error) error {
+	var cols []Column
+	return t.query(ctx, q, func(p *plan, vals []any) error {
+		if cols == nil {
+			cols = make([]Column, len(p.out))
+			for i, c := range p.out {
+				cols[i] = Column{Name: c.name, Type: c.typ}
+			}
+		}
+		return emit(cols, vals)
+	})
+}
+
+// Columns returns the columns a query would produce, in order (for a CSV
+// header before the first row), or the error the query would return for
+// an unknown column.
+func (t *Table) Columns(q Query) ([]Column, error) {
+	p, err := t.plan(q)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]Column, len(p.out))
+	for i, c := range p.out {
+		cols[i] = Column{Name: c.name, Type: c.typ}
+	}
+	return cols, nil
+}
+
+func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -352,7 +398,7 @@ func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error 
 	if err != nil || p.empty {
 		return err
 	}
-	s := scanner{t: t, p: p, emit: emit, row: make(Row, len(p.out))}
+	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -406,8 +452,8 @@ func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error 
 type scanner struct {
 	t       *Table
 	p       *plan
-	emit    func(Row) error
-	row     Row
+	emit    func(*plan, []any) error
+	vals    []any // the current row, in p.out order
 	dec     blockDecoder
 	emitted int
 	// byName maps a needed column to its decoded column in the current
@@ -472,10 +518,10 @@ rows:
 			}
 		}
 		for i := range outs {
-			s.row[p.out[i].name] = s.boxes[i][r]
+			s.vals[i] = s.boxes[i][r]
 		}
 		emitted++
-		if err := s.emit(s.row); err != nil {
+		if err := s.emit(p, s.vals); err != nil {
 			return true, err
 		}
 		s.emitted++
