@@ -98,7 +98,7 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 	case Float64:
 		for _, r := range idx {
 			if !c.null[r] {
-				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].f))
+				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].float()))
 			}
 		}
 	case String, JSON:

@@ -12,7 +12,7 @@ func FuzzDecodeBlock(f *testing.F) {
 	cols := []colData{
 		{name: "ts", typ: Timestamp, vals: []value{{i: 5}, {i: 3}, {i: 9}}, null: []bool{false, false, false}},
 		{name: "n", typ: Int64, vals: []value{{i: -1}, {}, {i: 1 << 40}}, null: []bool{false, true, false}},
-		{name: "f", typ: Float64, vals: []value{{f: 1.5}, {f: -2}, {}}, null: []bool{false, false, true}},
+		{name: "f", typ: Float64, vals: []value{floatValue(1.5), floatValue(-2), {}}, null: []bool{false, false, true}},
 		{name: "s", typ: String, vals: []value{{s: "a"}, {s: ""}, {s: "héllo"}}, null: []bool{false, false, false}},
 		{name: "b", typ: Bool, vals: []value{{i: 1}, {i: 0}, {i: 1}}, null: []bool{false, false, false}},
 		{name: "j", typ: JSON, vals: []value{{s: `{"a":1}`}, {}, {}}, null: []bool{false, true, true}},

@@ -226,7 +226,7 @@ func compilePred(w Predicate, typ Type) (pred, error) {
 			}
 			switch {
 			case pr.floats != nil:
-				pr.floats[v.f] = struct{}{}
+				pr.floats[v.float()] = struct{}{}
 			case pr.strs != nil:
 				pr.strs[v.s] = struct{}{}
 			default:
@@ -267,11 +267,11 @@ func (p *pred) match(c *decodedCol, r int) bool {
 	case Float64:
 		f := c.floats[r]
 		switch {
-		case f < p.v.f:
+		case f < p.v.float():
 			d = -1
-		case f > p.v.f:
+		case f > p.v.float():
 			d = 1
-		case f != p.v.f: // NaN: only != holds
+		case f != p.v.float(): // NaN: only != holds
 			return p.op == Ne
 		}
 	case String, JSON:
@@ -322,7 +322,7 @@ func (c *decodedCol) convert(to Type, rows int) {
 			case String, JSON:
 				continue
 			case Float64:
-				buf = appendText(buf[:0], c.typ, value{f: c.floats[r]})
+				buf = appendText(buf[:0], c.typ, floatValue(c.floats[r]))
 			default:
 				buf = appendText(buf[:0], c.typ, value{i: c.ints[r]})
 			}
