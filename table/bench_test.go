@@ -30,30 +30,35 @@ func benchRows(batch, n, parts int) []Row {
 }
 
 // BenchmarkAppend appends 1000-row batches of 10 fields spread over 16
-// partitions. Each Append is synced: it pays one fsync.
+// partitions (16 blocks per batch) or 1000 (one-row blocks: the worst
+// case). Each Append is synced: it pays one fsync.
 func BenchmarkAppend(b *testing.B) {
-	ctx := context.Background()
-	s := openStore(b, b.TempDir())
-	defer s.Close()
-	tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
-	if err != nil {
-		b.Fatal(err)
+	for _, parts := range []int{16, 1000} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			const n = 1000
+			batches := make([][]Row, 64)
+			for i := range batches {
+				batches[i] = benchRows(i, n, parts)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
+			st := tb.Stats()
+			b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "stored-B/row")
+		})
 	}
-	const n = 1000
-	batches := make([][]Row, 64)
-	for i := range batches {
-		batches[i] = benchRows(i, n, 16)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
-	st := tb.Stats()
-	b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "stored-B/row")
 }
 
 // BenchmarkQueryPartition streams one partition's rows over a time range

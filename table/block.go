@@ -134,9 +134,17 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 	return dst
 }
 
-// compressBlock appends the block value (header and zstd-compressed
-// payload) to dst.
+// minCompress is the payload size below which a block is stored
+// uncompressed: a zstd frame costs more than it saves on a few rows.
+const minCompress = 128
+
+// compressBlock appends the block value (header and payload, zstd
+// compressed unless it is small) to dst.
 func compressBlock(dst, payload []byte) []byte {
+	if len(payload) < minCompress {
+		dst = append(dst, blockVersion, codecNone)
+		return append(dst, payload...)
+	}
 	dst = append(dst, blockVersion, codecZstd)
 	return zstdEncoder.EncodeAll(payload, dst)
 }

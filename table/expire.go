@@ -32,7 +32,7 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		return 0, err
 	}
 	defer release()
-	id, span := t.meta.ID, t.meta.SpanNanos
+	id, span := t.id, t.span
 	cut := floorTime(ts.UnixNano(), span)
 	lo, hi := tableBounds(id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -62,10 +62,10 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		it.SeekGE(partitionKey(id, h+1, math.MinInt64))
 	}
 	if err := it.Error(); err != nil {
-		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
 	return partitions, nil
 }
@@ -115,6 +115,6 @@ func (t *Table) DiskUsage() (uint64, error) {
 		return 0, err
 	}
 	defer release()
-	lo, hi := tableBounds(t.meta.ID)
+	lo, hi := tableBounds(t.id)
 	return t.store.db.EstimateDiskUsage(lo, hi)
 }

@@ -107,9 +107,9 @@ func (t *Table) plan(q Query) (*plan, error) {
 	schema, idx, ttl := t.meta.Schema, t.colIndex, t.meta.TTL
 	t.mu.Unlock()
 	p := &plan{
-		from: math.MinInt64, to: math.MaxInt64, span: t.meta.SpanNanos, timeName: t.meta.SortBy,
-		types: map[string]Type{t.meta.SortBy: Timestamp}, limit: q.Limit,
-		tableID: t.meta.ID, tableName: t.meta.Name, hashColumn: t.meta.HashBy,
+		from: math.MinInt64, to: math.MaxInt64, span: t.span, timeName: t.sortBy,
+		types: map[string]Type{t.sortBy: Timestamp}, limit: q.Limit,
+		tableID: t.id, tableName: t.name, hashColumn: t.hashBy,
 	}
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("table %s: negative limit %d", p.tableName, q.Limit)
