@@ -3,6 +3,7 @@ package table
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -175,7 +176,7 @@ type blockDecoder struct {
 // column is needed; other columns are skipped.
 func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 	if len(v) < 2 || v[0] != blockVersion {
-		return &CorruptionError{Key: key, Reason: "bad block header"}
+		return &CorruptionError{Key: slices.Clone(key), Reason: "bad block header"}
 	}
 	switch v[1] {
 	case codecNone:
@@ -183,14 +184,16 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 	case codecZstd:
 		var err error
 		if d.raw, err = zstdDecoder.DecodeAll(v[2:], d.raw[:0]); err != nil {
-			return &CorruptionError{Key: key, Offset: 2, Reason: "zstd", Err: err}
+			return &CorruptionError{Key: slices.Clone(key), Offset: 2, Reason: "zstd", Err: err}
 		}
 	default:
-		return &CorruptionError{Key: key, Offset: 1, Reason: "unknown codec"}
+		return &CorruptionError{Key: slices.Clone(key), Offset: 1, Reason: "unknown codec"}
 	}
 	b := d.raw
 	off := 0
-	fail := func(reason string) error { return &CorruptionError{Key: key, Offset: off, Reason: reason} }
+	fail := func(reason string) error {
+		return &CorruptionError{Key: slices.Clone(key), Offset: off, Reason: reason}
+	}
 	uvarint := func() (uint64, bool) {
 		u, n := binary.Uvarint(b[off:])
 		if n <= 0 {
@@ -252,7 +255,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		}
 		c.typ = typ
 		if err := c.decodeValues(d.rows, nulls, bitmap, vals); err != "" {
-			return &CorruptionError{Key: key, Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
+			return &CorruptionError{Key: slices.Clone(key), Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
 		}
 	}
 	if off != len(b) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -48,7 +49,7 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		}
 		_, h, minTime, _, ok := parseBlockKey(it.Key())
 		if !ok {
-			return 0, &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+			return 0, &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
 		}
 		if minTime < cut {
 			if err := b.DeleteRange(partitionKey(id, h, math.MinInt64), partitionKey(id, h, cut), nil); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -427,7 +428,7 @@ func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) erro
 	for it.First(); it.Valid(); {
 		_, h, minTime, _, ok := parseBlockKey(it.Key())
 		if !ok {
-			return &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+			return &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
 		}
 		switch {
 		case minTime < lowKey:
@@ -485,7 +486,7 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 	}
 	timeCol := s.byName[p.timeName]
 	if timeCol == nil {
-		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: key, Reason: "block lacks the time column"})
+		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: slices.Clone(key), Reason: "block lacks the time column"})
 	}
 	preds := make([]*decodedCol, len(p.preds))
 	for i := range p.preds {
