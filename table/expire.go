@@ -33,8 +33,15 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		return 0, err
 	}
 	defer release()
+	if ts.Year() < 1678 { // before int64 nanoseconds begin: nothing is older
+		return 0, nil
+	}
 	id, span := t.id, t.span
-	cut := floorTime(ts.UnixNano(), span)
+	ns := int64(math.MaxInt64) // after int64 nanoseconds end: everything is older
+	if ts.Year() < 2262 {
+		ns = ts.UnixNano()
+	}
+	cut := floorTime(ns, span)
 	lo, hi := tableBounds(id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
