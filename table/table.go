@@ -263,7 +263,7 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 // coerce converts rows to columns of schema. The sortBy column of a row
 // without one gets the ingestion time. fits is false when a row has a
 // column schema lacks or, with check (inferred schemas), a value whose
-// type would widen its column; cols are then unusable.
+// type would widen its column (cols are then nil).
 func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
@@ -303,7 +303,10 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData,
 	}
 	for r, row := range rows {
 		if int(found[r]) != len(row) {
-			return nil, false, nil
+			// A column the schema lacks: an error for a static schema, a
+			// new column or a null to drop for an inferred one (widenFor
+			// decides). The cols are right for the columns they have.
+			return cols, false, nil
 		}
 	}
 	return cols, true, nil
