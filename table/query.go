@@ -157,6 +157,20 @@ func (t *Table) plan(q Query) (*plan, error) {
 		}
 		p.types[w.Column] = typ
 		p.preds = append(p.preds, pr)
+		if w.Column == p.timeName { // narrow the scan too (the predicate still filters rows)
+			switch v := pr.v.i; w.Op {
+			case Eq:
+				p.from, p.to = max(p.from, v), min(p.to, next(v))
+			case Ge:
+				p.from = max(p.from, v)
+			case Gt:
+				p.from = max(p.from, next(v))
+			case Lt:
+				p.to = min(p.to, v)
+			case Le:
+				p.to = min(p.to, next(v))
+			}
+		}
 	}
 	if len(q.HashIn) > 0 {
 		if p.hashColumn == "" {
@@ -188,6 +202,14 @@ func (t *Table) plan(q Query) (*plan, error) {
 		p.empty = true
 	}
 	return p, nil
+}
+
+// next is v+1 without overflowing.
+func next(v int64) int64 {
+	if v == math.MaxInt64 {
+		return v
+	}
+	return v + 1
 }
 
 func compilePred(w Predicate, typ Type) (pred, error) {
