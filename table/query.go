@@ -482,8 +482,8 @@ type scanner struct {
 	// byName maps a needed column to its decoded column in the current
 	// block (nil: the block lacks it).
 	byName map[string]*decodedCol
-	// boxes[i] holds the values of output column i of the current block.
-	boxes [][]any
+	// boxes[i] makes the values of output column i of the current block.
+	boxes []boxer
 }
 
 // block processes one block; done is true when the limit is reached.
@@ -534,14 +534,14 @@ rows:
 		if !boxed { // first matching row of the block
 			boxed = true
 			if len(s.boxes) < len(outs) {
-				s.boxes = make([][]any, len(outs))
+				s.boxes = make([]boxer, len(outs))
 			}
 			for i, c := range outs {
-				s.boxes[i] = boxColumn(s.boxes[i], c, s.dec.rows)
+				s.boxes[i].reset(c, s.dec.rows)
 			}
 		}
 		for i := range outs {
-			s.vals[i] = s.boxes[i][r]
+			s.vals[i] = s.boxes[i].at(r)
 		}
 		emitted++
 		if err := s.emit(p, s.vals); err != nil {
