@@ -81,13 +81,17 @@ func Compact(ctx context.Context, t *table.Table, dir string, watermark time.Tim
 		prefix: fmt.Sprintf("part-%d", wm.UnixNano()), files: map[string]*dayFile{},
 	}
 	defer c.abort()
-	sortBy := t.SortBy()
-	err = t.Query(ctx, table.Query{From: st.From, To: wm, Columns: names}, func(r table.Row) error {
-		ts, ok := r[sortBy].(time.Time)
+	timeCol := slices.Index(names, t.SortBy())
+	if timeCol < 0 {
+		return st, fmt.Errorf("sink: table %s: schema lacks the sortBy column %q", t.Name(), t.SortBy())
+	}
+	// QueryValues gives the values in names order, which is c.cols order.
+	err = t.QueryValues(ctx, table.Query{From: st.From, To: wm, Columns: names}, func(_ []table.Column, vals []any) error {
+		ts, ok := vals[timeCol].(time.Time)
 		if !ok {
 			return fmt.Errorf("sink: table %s: row without event time", t.Name())
 		}
-		return c.write(ts, r)
+		return c.write(ts, vals)
 	})
 	if err != nil {
 		return st, fmt.Errorf("sink: compact table %s before %v: %w", t.Name(), wm, err)
@@ -164,7 +168,7 @@ type compaction struct {
 
 const bufferedRows = 512
 
-func (c *compaction) write(ts time.Time, r table.Row) error {
+func (c *compaction) write(ts time.Time, vals []any) error {
 	day := filepath.Join(c.dir, ts.Format("year=2006/month=01/day=02"))
 	f := c.files[day]
 	if f == nil {
@@ -197,7 +201,7 @@ func (c *compaction) write(ts time.Time, r table.Row) error {
 		row = make(parquet.Row, len(c.cols))
 	}
 	for i, col := range c.cols {
-		v, err := parquetValue(col, r[col.Name])
+		v, err := parquetValue(col, vals[i])
 		if err != nil {
 			return err
 		}
