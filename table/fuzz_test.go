@@ -170,3 +170,21 @@ func TestBlockRoundTripRandom(t *testing.T) {
 		}
 	}
 }
+
+func TestCompressBlockKeepsTheSmaller(t *testing.T) {
+	repetitive := bytes.Repeat([]byte("abcd"), 1000)
+	if v := compressBlock(nil, repetitive); v[1] != codecZstd || len(v) >= len(repetitive) {
+		t.Fatalf("repetitive payload: codec %d, %d bytes", v[1], len(v))
+	}
+	noise := make([]byte, 4000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	if v := compressBlock([]byte("prefix"), noise); string(v[:6]) != "prefix" || v[7] != codecNone || !bytes.Equal(v[8:], noise) {
+		t.Fatalf("incompressible payload not stored as is (codec %d, %d bytes)", v[7], len(v))
+	}
+	if v := compressBlock(nil, repetitive[:100]); v[1] != codecNone {
+		t.Fatalf("small payload compressed")
+	}
+}
