@@ -4,7 +4,7 @@
 // Rows are not stored one key per row: every Append becomes, per partition
 // (the value of the table's hashBy column) and per time bucket (BlockSpan,
 // one hour by default), one block holding the rows column by column, zstd
-// compressed, keyed by (table, hash(partition), bucket-aligned minimum event
+// compressed, keyed by (table, hash(partition), the block's minimum event
 // time, sequence). A query for one partition over a time range is one range
 // scan; TTL expiry and compaction removal are range deletions per partition.
 //
