@@ -1,0 +1,361 @@
+package table
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Block value layout (see docs/storage.md for the diagram):
+//
+//	block   := version u8 (=1) | codec u8 (0 none, 1 zstd) | payload (compressed by codec)
+//	payload := uvarint rows | uvarint columns | column*
+//	column  := uvarint len | name | type u8 | nulls u8 (0 none, 1 bitmap follows, 2 all null)
+//	           | [bitmap ceil(rows/8) bytes, bit set = present] | uvarint len | values
+//	values (present rows only, in row order):
+//	  int64, timestamp: zigzag varint of the first, then zigzag varint deltas
+//	  float64:          8 bytes little-endian IEEE 754 each
+//	  string, json:     uvarint length of each, then all bytes concatenated
+//	  bool:             bitmap ceil(present/8) bytes
+//
+// Each block carries its own column names and types, so a block written
+// before the schema widened still decodes; readers convert to the current
+// type. The values length lets a reader skip columns a query does not need.
+const (
+	blockVersion = 1
+	codecNone    = 0
+	codecZstd    = 1
+)
+
+// zstd encoders and decoders are safe for concurrent EncodeAll/DecodeAll and
+// start no goroutines when used that way.
+var (
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+)
+
+// colData is one column of an Append batch, coerced to the column type.
+type colData struct {
+	name string
+	typ  Type
+	vals []value
+	null []bool // null[r]: row r has no value
+}
+
+// encodeBlock appends the payload of the block holding rows idx (in that
+// order) of cols to dst.
+func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(idx)))
+	dst = binary.AppendUvarint(dst, uint64(len(cols)))
+	var vals []byte
+	for _, c := range cols {
+		dst = binary.AppendUvarint(dst, uint64(len(c.name)))
+		dst = append(dst, c.name...)
+		dst = append(dst, byte(c.typ))
+		present := 0
+		for _, r := range idx {
+			if !c.null[r] {
+				present++
+			}
+		}
+		switch present {
+		case len(idx):
+			dst = append(dst, 0)
+		case 0:
+			dst = append(dst, 2)
+		default:
+			dst = append(dst, 1)
+			start := len(dst)
+			dst = append(dst, make([]byte, (len(idx)+7)/8)...)
+			for j, r := range idx {
+				if !c.null[r] {
+					dst[start+j/8] |= 1 << (j % 8)
+				}
+			}
+		}
+		vals = encodeValues(vals[:0], c, idx)
+		dst = binary.AppendUvarint(dst, uint64(len(vals)))
+		dst = append(dst, vals...)
+	}
+	return dst
+}
+
+func zigzag(i int64) uint64 { return uint64(i<<1) ^ uint64(i>>63) }
+
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+func encodeValues(dst []byte, c colData, idx []int) []byte {
+	switch c.typ {
+	case Int64, Timestamp:
+		var prev int64
+		for _, r := range idx {
+			if !c.null[r] {
+				dst = binary.AppendUvarint(dst, zigzag(c.vals[r].i-prev))
+				prev = c.vals[r].i
+			}
+		}
+	case Float64:
+		for _, r := range idx {
+			if !c.null[r] {
+				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].f))
+			}
+		}
+	case String, JSON:
+		for _, r := range idx {
+			if !c.null[r] {
+				dst = binary.AppendUvarint(dst, uint64(len(c.vals[r].s)))
+			}
+		}
+		for _, r := range idx {
+			if !c.null[r] {
+				dst = append(dst, c.vals[r].s...)
+			}
+		}
+	case Bool:
+		var b byte
+		n := 0
+		for _, r := range idx {
+			if !c.null[r] {
+				if c.vals[r].i != 0 {
+					b |= 1 << (n % 8)
+				}
+				n++
+				if n%8 == 0 {
+					dst = append(dst, b)
+					b = 0
+				}
+			}
+		}
+		if n%8 != 0 {
+			dst = append(dst, b)
+		}
+	}
+	return dst
+}
+
+// compressBlock appends the block value (header and zstd-compressed
+// payload) to dst.
+func compressBlock(dst, payload []byte) []byte {
+	dst = append(dst, blockVersion, codecZstd)
+	return zstdEncoder.EncodeAll(payload, dst)
+}
+
+// decodedCol is one column of a decoded block, expanded to one slot per
+// row (null slots hold zero values).
+type decodedCol struct {
+	name    string
+	typ     Type
+	present []bool // nil: every row present
+	ints    []int64
+	floats  []float64
+	strs    []string
+}
+
+func (c *decodedCol) isNull(r int) bool { return c.present != nil && !c.present[r] }
+
+// blockDecoder decodes blocks, reusing its buffers from block to block.
+// The decoded columns are valid until the next decode.
+type blockDecoder struct {
+	raw  []byte
+	rows int
+	cols []decodedCol
+	n    int // cols[:n] are in use
+}
+
+// decode decodes the block value v stored at key. want reports whether a
+// column is needed; other columns are skipped.
+func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
+	if len(v) < 2 || v[0] != blockVersion {
+		return &CorruptionError{Key: key, Reason: "bad block header"}
+	}
+	switch v[1] {
+	case codecNone:
+		d.raw = append(d.raw[:0], v[2:]...)
+	case codecZstd:
+		var err error
+		if d.raw, err = zstdDecoder.DecodeAll(v[2:], d.raw[:0]); err != nil {
+			return &CorruptionError{Key: key, Offset: 2, Reason: "zstd", Err: err}
+		}
+	default:
+		return &CorruptionError{Key: key, Offset: 1, Reason: "unknown codec"}
+	}
+	b := d.raw
+	off := 0
+	fail := func(reason string) error { return &CorruptionError{Key: key, Offset: off, Reason: reason} }
+	uvarint := func() (uint64, bool) {
+		u, n := binary.Uvarint(b[off:])
+		if n <= 0 {
+			return 0, false
+		}
+		off += n
+		return u, true
+	}
+	rows, ok := uvarint()
+	if !ok || rows > uint64(len(b))*8+8 {
+		return fail("row count")
+	}
+	ncols, ok := uvarint()
+	if !ok || ncols > uint64(len(b)) {
+		return fail("column count")
+	}
+	d.rows = int(rows)
+	d.n = 0
+	for range ncols {
+		nameLen, ok := uvarint()
+		if !ok || nameLen > uint64(len(b)-off) {
+			return fail("column name length")
+		}
+		name := b[off : off+int(nameLen)]
+		off += int(nameLen)
+		if off+2 > len(b) {
+			return fail("column header")
+		}
+		typ, nulls := Type(b[off]), b[off+1]
+		off += 2
+		if !typ.valid() || nulls > 2 {
+			return fail("column type or null flag")
+		}
+		var bitmap []byte
+		if nulls == 1 {
+			nb := (d.rows + 7) / 8
+			if nb > len(b)-off {
+				return fail("null bitmap")
+			}
+			bitmap = b[off : off+nb]
+			off += nb
+		}
+		vlen, ok := uvarint()
+		if !ok || vlen > uint64(len(b)-off) {
+			return fail("values length")
+		}
+		vals := b[off : off+int(vlen)]
+		off += int(vlen)
+		if !want(string(name)) { // no allocation: the conversion is only compared
+			continue
+		}
+		if d.n == len(d.cols) {
+			d.cols = append(d.cols, decodedCol{})
+		}
+		c := &d.cols[d.n]
+		d.n++
+		if c.name != string(name) {
+			c.name = string(name)
+		}
+		c.typ = typ
+		if err := c.decodeValues(d.rows, nulls, bitmap, vals); err != "" {
+			return &CorruptionError{Key: key, Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
+		}
+	}
+	if off != len(b) {
+		return fail("trailing bytes")
+	}
+	return nil
+}
+
+func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte) string {
+	c.present = c.present[:0]
+	switch nulls {
+	case 0:
+		c.present = nil
+	case 1:
+		for r := range rows {
+			c.present = append(c.present, bitmap[r/8]&(1<<(r%8)) != 0)
+		}
+	case 2:
+		for range rows {
+			c.present = append(c.present, false)
+		}
+	}
+	present := func(r int) bool { return c.present == nil || c.present[r] }
+	off := 0
+	switch c.typ {
+	case Int64, Timestamp, Bool:
+		c.ints = grow(c.ints, rows)
+		var prev int64
+		bit := 0
+		for r := range rows {
+			if !present(r) {
+				c.ints[r] = 0
+				continue
+			}
+			if c.typ == Bool {
+				if bit/8 >= len(vals) {
+					return "short bool bitmap"
+				}
+				c.ints[r] = int64(vals[bit/8]>>(bit%8)) & 1
+				bit++
+				continue
+			}
+			u, n := binary.Uvarint(vals[off:])
+			if n <= 0 {
+				return "bad varint"
+			}
+			off += n
+			prev += unzigzag(u)
+			c.ints[r] = prev
+		}
+		if c.typ == Bool {
+			off = (bit + 7) / 8
+		}
+	case Float64:
+		c.floats = grow(c.floats, rows)
+		for r := range rows {
+			if !present(r) {
+				c.floats[r] = 0
+				continue
+			}
+			if off+8 > len(vals) {
+				return "short float"
+			}
+			c.floats[r] = math.Float64frombits(binary.LittleEndian.Uint64(vals[off:]))
+			off += 8
+		}
+	case String, JSON:
+		c.strs = grow(c.strs, rows)
+		lens := c.ints[:0]
+		total := 0
+		for r := range rows {
+			if !present(r) {
+				continue
+			}
+			u, n := binary.Uvarint(vals[off:])
+			if n <= 0 || u > uint64(len(vals)) {
+				return "bad string length"
+			}
+			off += n
+			lens = append(lens, int64(u))
+			total += int(u)
+		}
+		c.ints = lens
+		if total != len(vals)-off {
+			return "string bytes do not match lengths"
+		}
+		// One allocation for all strings of the column; each value is a
+		// substring, so keeping one keeps the column's bytes alive.
+		all := string(vals[off:])
+		off = len(vals)
+		pos, j := 0, 0
+		for r := range rows {
+			if !present(r) {
+				c.strs[r] = ""
+				continue
+			}
+			l := int(lens[j])
+			j++
+			c.strs[r] = all[pos : pos+l]
+			pos += l
+		}
+	}
+	if off != len(vals) {
+		return "trailing value bytes"
+	}
+	return ""
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

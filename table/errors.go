@@ -1,0 +1,45 @@
+package table
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed Store.
+	ErrClosed = errors.New("table: store closed")
+	// ErrUnknownColumn is wrapped by query errors naming a column the table
+	// does not have.
+	ErrUnknownColumn = errors.New("unknown column")
+)
+
+// SchemaError reports a value that does not fit the table's schema (or an
+// event time that does not parse). Append rejects the whole batch with it.
+type SchemaError struct {
+	Table  string
+	Row    int // index of the row in the Append call
+	Column string
+	Type   Type // the column's type
+	Reason string
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("table %s: row %d: column %q (%v): %s", e.Table, e.Row, e.Column, e.Type, e.Reason)
+}
+
+// CorruptionError reports stored bytes that do not decode. Use errors.As.
+type CorruptionError struct {
+	Key    []byte // the Pebble key of the block or metadata entry
+	Offset int    // byte offset in the (decompressed) value
+	Reason string
+	Err    error // underlying error, if any
+}
+
+func (e *CorruptionError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("table: corrupt value at key %x offset %d: %s: %v", e.Key, e.Offset, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("table: corrupt value at key %x offset %d: %s", e.Key, e.Offset, e.Reason)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -1,0 +1,108 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Expire applies the table's TTL at the store's clock: see DeleteBefore.
+// It does nothing for a table without TTL.
+func (t *Table) Expire(ctx context.Context) (partitions int, err error) {
+	ttl := t.TTL()
+	if ttl <= 0 {
+		return 0, nil
+	}
+	return t.DeleteBefore(ctx, t.store.opts.Now().Add(-ttl))
+}
+
+// DeleteBefore deletes every block whose time bucket ends at or before ts
+// (all its rows are older than ts) with one range deletion per partition,
+// all in one synced batch; it returns the partitions visited. Rows in the
+// bucket holding ts are kept until their whole bucket is older (queries of
+// a table with a TTL hide expired rows anyway). Space is reclaimed when
+// Pebble compacts the deleted ranges.
+func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int, err error) {
+	release, err := t.store.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	id, span := t.meta.ID, t.meta.SpanNanos
+	cut := floorTime(ts.UnixNano(), span)
+	lo, hi := tableBounds(id)
+	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	b := t.store.db.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		_, h, minTime, _, ok := parseBlockKey(it.Key())
+		if !ok {
+			return 0, &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+		}
+		if minTime < cut {
+			if err := b.DeleteRange(partitionKey(id, h, math.MinInt64), partitionKey(id, h, cut), nil); err != nil {
+				return 0, err
+			}
+			partitions++
+		}
+		if h == math.MaxUint64 {
+			break
+		}
+		it.SeekGE(partitionKey(id, h+1, math.MinInt64))
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+	}
+	return partitions, nil
+}
+
+// CompactedThrough returns the watermark recorded by the last
+// SetCompactedThrough (zero if none).
+func (t *Table) CompactedThrough() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.meta.CompactedThrough == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t.meta.CompactedThrough).UTC()
+}
+
+// SetCompactedThrough records (synced) that data before ts has been
+// compacted out of the hot store, so the next compaction starts there.
+func (t *Table) SetCompactedThrough(ctx context.Context, ts time.Time) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.meta
+	m.CompactedThrough = ts.UnixNano()
+	buf, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := t.store.db.Set(metaKey(m.Name), buf, pebble.Sync); err != nil {
+		return fmt.Errorf("table %s: record compaction: %w", m.Name, err)
+	}
+	t.meta = m
+	return nil
+}

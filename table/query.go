@@ -1,0 +1,496 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Query selects rows of a table. The zero Query returns every row.
+type Query struct {
+	// From and To bound the event time: From <= t < To. A zero time is
+	// unbounded.
+	From, To time.Time
+	// HashIn restricts the query to the partitions whose hashBy value is
+	// one of these (equality for one value). Values are converted to the
+	// column's type (so "42" finds partition 42 of an int64 column). Each
+	// partition is one range scan.
+	HashIn []any
+	// Columns is the projection, in output order; empty means every column
+	// in schema order.
+	Columns []string
+	// Where holds predicates, all of which must hold (AND).
+	Where []Predicate
+	// Limit caps the rows emitted; 0 means no limit.
+	Limit int
+}
+
+// Op is a predicate operator.
+type Op string
+
+// Predicate operators.
+const (
+	Eq      Op = "="
+	Ne      Op = "!="
+	Lt      Op = "<"
+	Le      Op = "<="
+	Gt      Op = ">"
+	Ge      Op = ">="
+	In      Op = "IN"
+	IsNull  Op = "IS NULL"
+	NotNull Op = "IS NOT NULL"
+)
+
+// ParseOp accepts the operators above case-insensitively, plus "==" and
+// "<>".
+func ParseOp(s string) (Op, error) {
+	switch u := strings.Join(strings.Fields(strings.ToUpper(s)), " "); u {
+	case "=", "==":
+		return Eq, nil
+	case "!=", "<>":
+		return Ne, nil
+	case "<", "<=", ">", ">=", "IN", "IS NULL", "IS NOT NULL":
+		return Op(u), nil
+	}
+	return "", fmt.Errorf("table: unknown operator %q (want =, !=, <, <=, >, >=, IN, IS NULL, IS NOT NULL)", s)
+}
+
+// Predicate is one condition on a column. Comparisons with a null column
+// value are false (as in SQL); use IsNull. Value (or Values, for In) is
+// converted to the column's type.
+type Predicate struct {
+	Column string
+	Op     Op
+	Value  any
+	Values []any
+}
+
+// pred is a compiled predicate.
+type pred struct {
+	name   string
+	typ    Type
+	op     Op
+	v      value
+	ints   map[int64]struct{}
+	floats map[float64]struct{}
+	strs   map[string]struct{}
+}
+
+// outCol is one projected column.
+type outCol struct {
+	name string
+	typ  Type
+}
+
+// plan is a compiled query.
+type plan struct {
+	from, to   int64 // event time bounds, [from, to)
+	span       int64
+	timeName   string
+	hashes     []uint64 // nil: all partitions
+	out        []outCol
+	preds      []pred
+	types      map[string]Type // schema type of each needed column
+	limit      int
+	empty      bool // nothing can match
+	tableID    uint32
+	tableName  string
+	hashColumn string
+}
+
+func (t *Table) plan(q Query) (*plan, error) {
+	t.mu.Lock()
+	schema, idx, ttl := t.meta.Schema, t.colIndex, t.meta.TTL
+	t.mu.Unlock()
+	p := &plan{
+		from: math.MinInt64, to: math.MaxInt64, span: t.meta.SpanNanos, timeName: t.meta.SortBy,
+		types: map[string]Type{t.meta.SortBy: Timestamp}, limit: q.Limit,
+		tableID: t.meta.ID, tableName: t.meta.Name, hashColumn: t.meta.HashBy,
+	}
+	if q.Limit < 0 {
+		return nil, fmt.Errorf("table %s: negative limit %d", p.tableName, q.Limit)
+	}
+	if !q.From.IsZero() {
+		p.from = q.From.UnixNano()
+	}
+	if !q.To.IsZero() {
+		p.to = q.To.UnixNano()
+	}
+	if ttl > 0 {
+		p.from = max(p.from, t.store.opts.Now().Add(-ttl).UnixNano())
+	}
+	column := func(name, what string) (Type, error) {
+		i, ok := idx[name]
+		if !ok {
+			return 0, fmt.Errorf("table %s: %s: %w %q", p.tableName, what, ErrUnknownColumn, name)
+		}
+		return schema[i].Type, nil
+	}
+	if len(q.Columns) == 0 {
+		for _, c := range schema {
+			p.out = append(p.out, outCol{c.Name, c.Type})
+		}
+	}
+	for _, name := range q.Columns {
+		typ, err := column(name, "projection")
+		if err != nil {
+			return nil, err
+		}
+		p.out = append(p.out, outCol{name, typ})
+	}
+	for _, c := range p.out {
+		p.types[c.name] = c.typ
+	}
+	for _, w := range q.Where {
+		typ, err := column(w.Column, "predicate")
+		if err != nil {
+			return nil, err
+		}
+		pr, err := compilePred(w, typ)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: predicate on %q: %w", p.tableName, w.Column, err)
+		}
+		p.types[w.Column] = typ
+		p.preds = append(p.preds, pr)
+	}
+	if len(q.HashIn) > 0 {
+		if p.hashColumn == "" {
+			return nil, fmt.Errorf("table %s: HashIn given but the table has no hashBy column", p.tableName)
+		}
+		i, ok := idx[p.hashColumn]
+		if !ok { // no row has had a partition value yet
+			p.empty = true
+			return p, nil
+		}
+		typ := schema[i].Type
+		pr, err := compilePred(Predicate{Column: p.hashColumn, Op: In, Values: q.HashIn}, typ)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: hashBy value: %w", p.tableName, err)
+		}
+		p.types[p.hashColumn] = typ
+		p.preds = append(p.preds, pr) // hashes collide: check the value
+		seen := map[uint64]bool{}
+		for _, v := range q.HashIn {
+			cv, _ := coerce(v, typ) // checked by compilePred
+			h := partitionHash(typ, cv, v == nil)
+			if !seen[h] {
+				seen[h] = true
+				p.hashes = append(p.hashes, h)
+			}
+		}
+	}
+	if p.from >= p.to {
+		p.empty = true
+	}
+	return p, nil
+}
+
+func compilePred(w Predicate, typ Type) (pred, error) {
+	pr := pred{name: w.Column, typ: typ, op: w.Op}
+	switch w.Op {
+	case IsNull, NotNull:
+		return pr, nil
+	case Eq, Ne, Lt, Le, Gt, Ge:
+		if w.Value == nil {
+			return pr, fmt.Errorf("%s with a null value (use IS NULL)", w.Op)
+		}
+		if (typ == JSON || typ == Bool) && w.Op != Eq && w.Op != Ne {
+			return pr, fmt.Errorf("%s is not defined on %v", w.Op, typ)
+		}
+		v, err := coerce(w.Value, typ)
+		if err != nil {
+			return pr, err
+		}
+		pr.v = v
+		return pr, nil
+	case In:
+		switch typ {
+		case Float64:
+			pr.floats = map[float64]struct{}{}
+		case String, JSON:
+			pr.strs = map[string]struct{}{}
+		default:
+			pr.ints = map[int64]struct{}{}
+		}
+		for _, x := range w.Values {
+			if x == nil {
+				continue // null is in no list
+			}
+			v, err := coerce(x, typ)
+			if err != nil {
+				return pr, err
+			}
+			switch {
+			case pr.floats != nil:
+				pr.floats[v.f] = struct{}{}
+			case pr.strs != nil:
+				pr.strs[v.s] = struct{}{}
+			default:
+				pr.ints[v.i] = struct{}{}
+			}
+		}
+		return pr, nil
+	}
+	return pr, fmt.Errorf("unknown operator %q", w.Op)
+}
+
+// match evaluates p on row r of c (already converted to p.typ).
+func (p *pred) match(c *decodedCol, r int) bool {
+	null := c == nil || c.isNull(r)
+	switch p.op {
+	case IsNull:
+		return null
+	case NotNull:
+		return !null
+	}
+	if null {
+		return false
+	}
+	if p.op == In {
+		var ok bool
+		switch {
+		case p.floats != nil:
+			_, ok = p.floats[c.floats[r]]
+		case p.strs != nil:
+			_, ok = p.strs[c.strs[r]]
+		default:
+			_, ok = p.ints[c.ints[r]]
+		}
+		return ok
+	}
+	var d int
+	switch p.typ {
+	case Float64:
+		f := c.floats[r]
+		switch {
+		case f < p.v.f:
+			d = -1
+		case f > p.v.f:
+			d = 1
+		case f != p.v.f: // NaN: only != holds
+			return p.op == Ne
+		}
+	case String, JSON:
+		d = strings.Compare(c.strs[r], p.v.s)
+	default:
+		i := c.ints[r]
+		switch {
+		case i < p.v.i:
+			d = -1
+		case i > p.v.i:
+			d = 1
+		}
+	}
+	switch p.op {
+	case Eq:
+		return d == 0
+	case Ne:
+		return d != 0
+	case Lt:
+		return d < 0
+	case Le:
+		return d <= 0
+	case Gt:
+		return d > 0
+	}
+	return d >= 0 // Ge
+}
+
+// convert turns c into type to (a block written before the column widened).
+func (c *decodedCol) convert(to Type, rows int) {
+	if c.typ == to {
+		return
+	}
+	switch to {
+	case Float64:
+		c.floats = grow(c.floats, rows)
+		for r := range rows {
+			c.floats[r] = float64(c.ints[r])
+		}
+	case String:
+		c.strs = grow(c.strs, rows)
+		var buf []byte
+		for r := range rows {
+			if c.isNull(r) {
+				continue
+			}
+			switch c.typ {
+			case String, JSON:
+				continue
+			case Float64:
+				buf = appendText(buf[:0], c.typ, value{f: c.floats[r]})
+			default:
+				buf = appendText(buf[:0], c.typ, value{i: c.ints[r]})
+			}
+			c.strs[r] = string(buf)
+		}
+	}
+	c.typ = to
+}
+
+// Query streams the rows matching q to emit, partition by partition (in
+// partition hash order), within a partition block by block (blocks in
+// order of their first event time; rows of a block in event time order).
+// It stops at the first error emit returns and returns it unchanged.
+//
+// The Row passed to emit is reused for the next row: emit must not keep it
+// (copy it with maps.Clone). Every projected column is present in it, nil
+// for null. A projected or predicate column the table lacks is an error
+// wrapping ErrUnknownColumn.
+func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	t.queries.Add(1)
+	p, err := t.plan(q)
+	if err != nil || p.empty {
+		return err
+	}
+	s := scanner{t: t, p: p, emit: emit, row: make(Row, len(p.out))}
+	lo, hi := tableBounds(p.tableID)
+	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table %s: query: %w", p.tableName, err)
+	}
+	defer it.Close()
+	lowKey := floorTime(p.from, p.span)
+	if p.from == math.MinInt64 {
+		lowKey = math.MinInt64
+	}
+	if p.hashes != nil {
+		for _, h := range p.hashes {
+			end := partitionKey(p.tableID, h, p.to)
+			for it.SeekGE(partitionKey(p.tableID, h, lowKey)); it.Valid(); it.Next() {
+				if string(it.Key()) >= string(end) {
+					break
+				}
+				if done, err := s.block(ctx, it.Key(), it.Value()); done || err != nil {
+					return err
+				}
+			}
+		}
+		return it.Error()
+	}
+	// All partitions: skip scan, seeking past the blocks out of range.
+	for it.First(); it.Valid(); {
+		_, h, minTime, _, ok := parseBlockKey(it.Key())
+		if !ok {
+			return &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+		}
+		switch {
+		case minTime < lowKey:
+			it.SeekGE(partitionKey(p.tableID, h, lowKey))
+			continue
+		case minTime >= p.to:
+			if h == math.MaxUint64 {
+				return it.Error()
+			}
+			it.SeekGE(partitionKey(p.tableID, h+1, math.MinInt64))
+			continue
+		}
+		if done, err := s.block(ctx, it.Key(), it.Value()); done || err != nil {
+			return err
+		}
+		it.Next()
+	}
+	return it.Error()
+}
+
+// scanner decodes blocks and emits their matching rows.
+type scanner struct {
+	t       *Table
+	p       *plan
+	emit    func(Row) error
+	row     Row
+	dec     blockDecoder
+	emitted int
+	// byName maps a needed column to its decoded column in the current
+	// block (nil: the block lacks it).
+	byName map[string]*decodedCol
+}
+
+// block processes one block; done is true when the limit is reached.
+func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	p := s.p
+	if err := s.dec.decode(key, val, func(name string) bool { _, ok := p.types[name]; return ok }); err != nil {
+		return true, fmt.Errorf("table %s: %w", p.tableName, err)
+	}
+	s.t.blocksRead.Add(1)
+	s.t.rowsScanned.Add(int64(s.dec.rows))
+	if s.byName == nil {
+		s.byName = make(map[string]*decodedCol, len(p.types))
+	}
+	clear(s.byName)
+	for i := range s.dec.n {
+		c := &s.dec.cols[i]
+		c.convert(p.types[c.name], s.dec.rows)
+		s.byName[c.name] = c
+	}
+	timeCol := s.byName[p.timeName]
+	if timeCol == nil {
+		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: key, Reason: "block lacks the time column"})
+	}
+	preds := make([]*decodedCol, len(p.preds))
+	for i := range p.preds {
+		preds[i] = s.byName[p.preds[i].name]
+	}
+	outs := make([]*decodedCol, len(p.out))
+	for i := range p.out {
+		outs[i] = s.byName[p.out[i].name]
+	}
+rows:
+	for r := range s.dec.rows {
+		if ts := timeCol.ints[r]; ts < p.from || ts >= p.to {
+			continue
+		}
+		for i := range p.preds {
+			if !p.preds[i].match(preds[i], r) {
+				continue rows
+			}
+		}
+		for i, c := range outs {
+			s.row[p.out[i].name] = c.value(r)
+		}
+		s.t.rowsEmitted.Add(1)
+		if err := s.emit(s.row); err != nil {
+			return true, err
+		}
+		s.emitted++
+		if p.limit > 0 && s.emitted >= p.limit {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// value boxes row r of c for a Row (nil for null or a missing column).
+func (c *decodedCol) value(r int) any {
+	if c == nil || c.isNull(r) {
+		return nil
+	}
+	switch c.typ {
+	case Int64:
+		return c.ints[r]
+	case Float64:
+		return c.floats[r]
+	case String:
+		return c.strs[r]
+	case JSON:
+		return json.RawMessage(c.strs[r])
+	case Bool:
+		return c.ints[r] != 0
+	case Timestamp:
+		return time.Unix(0, c.ints[r]).UTC()
+	}
+	return nil
+}

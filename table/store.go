@@ -1,0 +1,328 @@
+package table
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Logger receives Pebble's log lines at debug level; nil discards them.
+	Logger *slog.Logger
+	// CacheSize is Pebble's block cache in bytes; 0 means 64 MiB.
+	CacheSize int64
+	// Now returns the ingestion time given to rows without an event time
+	// and the clock TTL is measured against; nil means time.Now.
+	Now func() time.Time
+}
+
+// seqReserve is how many sequence numbers one synced write of the seq key
+// reserves: a restart skips the unused rest of a reservation.
+const seqReserve = 1 << 16
+
+// Store is one Pebble database holding any number of tables. It is safe for
+// concurrent use.
+type Store struct {
+	db   *pebble.DB
+	dir  string
+	opts Options
+
+	// closeMu is held shared by every operation that uses db and exclusively
+	// by Close, so Close waits for in-flight appends and queries and nothing
+	// touches db after it.
+	closeMu sync.RWMutex
+	closed  bool // REQUIRES: closeMu held
+
+	mu     sync.Mutex
+	tables map[string]*Table // REQUIRES: mu held
+	nextID uint32            // next table id; REQUIRES: mu held
+
+	seqMu       sync.Mutex
+	nextSeq     uint64 // REQUIRES: seqMu held
+	reservedSeq uint64 // sequences below are reserved on disk; REQUIRES: seqMu held
+}
+
+// Open opens (creating it if needed) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = 64 << 20
+	}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref()
+	popts := &pebble.Options{
+		Cache:  cache,
+		Logger: pebbleLogger{opts.Logger},
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
+	}
+	s := &Store{db: db, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads the sequence reservation and the table ids in use.
+func (s *Store) load() error {
+	v, closer, err := s.db.Get(seqKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("table: read sequence: %w", err)
+	default:
+		if len(v) != 8 {
+			closer.Close()
+			return &CorruptionError{Key: seqKey, Reason: "sequence is not 8 bytes"}
+		}
+		s.nextSeq = binary.BigEndian.Uint64(v)
+		s.reservedSeq = s.nextSeq
+		closer.Close()
+	}
+	lo, hi := metaKey(""), metaKey("\xff")
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table: list tables: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		var m tableMeta
+		if err := json.Unmarshal(it.Value(), &m); err != nil {
+			return &CorruptionError{Key: slices.Clone(it.Key()), Reason: "table metadata", Err: err}
+		}
+		if m.ID >= s.nextID {
+			s.nextID = m.ID + 1
+		}
+	}
+	return it.Error()
+}
+
+// nextSeqs returns the first of n fresh sequence numbers, reserving more on
+// disk (synced) when the current reservation runs out.
+func (s *Store) nextSeqs(n int) (uint64, error) {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if s.nextSeq+uint64(n) > s.reservedSeq {
+		r := s.nextSeq + uint64(n) + seqReserve
+		if err := s.db.Set(seqKey, binary.BigEndian.AppendUint64(nil, r), pebble.Sync); err != nil {
+			return 0, fmt.Errorf("table: reserve sequence numbers: %w", err)
+		}
+		s.reservedSeq = r
+	}
+	first := s.nextSeq
+	s.nextSeq += uint64(n)
+	return first, nil
+}
+
+// Close waits for in-flight operations, then flushes and closes the
+// database. Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.closed = true
+	ferr := s.db.Flush()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("table: close store %s: %w", s.dir, err)
+	}
+	if ferr != nil {
+		return fmt.Errorf("table: flush store %s: %w", s.dir, ferr)
+	}
+	return nil
+}
+
+// use takes the shared close lock; callers defer the returned release.
+func (s *Store) use() (release func(), err error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+// Tables returns the names of the tables stored, sorted.
+func (s *Store) Tables() ([]string, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	lo, hi := metaKey(""), metaKey("\xff")
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var names []string
+	for it.First(); it.Valid(); it.Next() {
+		names = append(names, string(it.Key()[2:]))
+	}
+	return names, it.Error()
+}
+
+// DiskUsage estimates the bytes the store takes on disk.
+func (s *Store) DiskUsage() (uint64, error) {
+	release, err := s.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return s.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
+}
+
+// Config describes a table.
+type Config struct {
+	Name string
+	// HashBy is the partition key column; "" puts every row in one
+	// partition. Fixed once the table exists (keys depend on it).
+	HashBy string
+	// SortBy is the event-time column, stored as a timestamp; a row
+	// without it gets the ingestion time (see ParseTime for the accepted
+	// forms). "" means every row gets its ingestion time in column "time".
+	SortBy string
+	// Columns is a static schema; empty means the schema is inferred and
+	// widened as rows arrive (int64 → float64 → string; other mixes give
+	// string).
+	Columns []Column
+	// TTL drops data older than now-TTL (0 keeps it forever): queries hide
+	// it at once and Expire deletes it by range deletions.
+	TTL time.Duration
+	// BlockSpan is the time bucket of a block: a block holds rows of one
+	// partition whose event times fall in one bucket. 0 means one hour. It
+	// is fixed when the table is created. It must divide 24h so that
+	// compaction's daily files take whole blocks.
+	BlockSpan time.Duration
+}
+
+// tableMeta is the persisted description of a table (JSON under metaKey).
+type tableMeta struct {
+	ID        uint32        `json:"id"`
+	Name      string        `json:"name"`
+	HashBy    string        `json:"hash_by"`
+	SortBy    string        `json:"sort_by"`
+	Static    bool          `json:"static"`
+	Schema    []Column      `json:"schema"`
+	TTL       time.Duration `json:"ttl"`
+	SpanNanos int64         `json:"span_ns"`
+	// CompactedThrough is the watermark of the last compaction that kept
+	// the data (unix ns); the next one starts there.
+	CompactedThrough int64 `json:"compacted_through,omitempty"`
+}
+
+const defaultSortBy = "time"
+
+// Table returns the table described by cfg, creating it if it does not
+// exist. An existing table keeps its HashBy, SortBy and BlockSpan (a
+// different value is an error); its TTL and static schema are replaced by
+// cfg's (a static schema may only widen existing column types).
+func (s *Store) Table(cfg Config) (*Table, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if cfg.Name == "" {
+		return nil, errors.New("table: config without a name")
+	}
+	if cfg.SortBy == "" {
+		cfg.SortBy = defaultSortBy
+	}
+	if cfg.BlockSpan == 0 {
+		cfg.BlockSpan = time.Hour
+	}
+	if cfg.BlockSpan < time.Second || (24*time.Hour)%cfg.BlockSpan != 0 {
+		return nil, fmt.Errorf("table %s: block span %v must be at least 1s and divide 24h", cfg.Name, cfg.BlockSpan)
+	}
+	if cfg.TTL < 0 {
+		return nil, fmt.Errorf("table %s: negative ttl %v", cfg.Name, cfg.TTL)
+	}
+	seen := map[string]bool{}
+	for _, c := range cfg.Columns {
+		if c.Name == "" || !c.Type.valid() || seen[c.Name] {
+			return nil, fmt.Errorf("table %s: column %q: empty, duplicate or of unknown type %v", cfg.Name, c.Name, c.Type)
+		}
+		seen[c.Name] = true
+	}
+	if len(cfg.Columns) > 0 {
+		if !seen[cfg.SortBy] {
+			return nil, fmt.Errorf("table %s: static schema lacks the sortBy column %q", cfg.Name, cfg.SortBy)
+		}
+		if cfg.HashBy != "" && !seen[cfg.HashBy] {
+			return nil, fmt.Errorf("table %s: static schema lacks the hashBy column %q", cfg.Name, cfg.HashBy)
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tables[cfg.Name]; ok {
+		if err := t.reconfigure(cfg, false); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	create := false
+	m := tableMeta{Name: cfg.Name, HashBy: cfg.HashBy, SortBy: cfg.SortBy, TTL: cfg.TTL, SpanNanos: int64(cfg.BlockSpan)}
+	v, closer, err := s.db.Get(metaKey(cfg.Name))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		create = true
+		m.ID = s.nextID
+		s.nextID++
+		m.Schema = []Column{{Name: cfg.SortBy, Type: Timestamp}}
+		if len(cfg.Columns) > 0 {
+			m.Static = true
+			m.Schema = slices.Clone(cfg.Columns)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("table %s: read metadata: %w", cfg.Name, err)
+	default:
+		err := json.Unmarshal(v, &m)
+		closer.Close()
+		if err != nil {
+			return nil, &CorruptionError{Key: metaKey(cfg.Name), Reason: "table metadata", Err: err}
+		}
+	}
+	t := &Table{store: s, meta: m}
+	t.setSchema(m.Schema)
+	if err := t.reconfigure(cfg, create); err != nil {
+		return nil, err
+	}
+	s.tables[cfg.Name] = t
+	return t, nil
+}
+
+// pebbleLogger sends Pebble's logs to slog at debug level (fatal stays
+// fatal: Pebble calls it on unrecoverable corruption).
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}

@@ -1,0 +1,340 @@
+package table
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Row is one row: column name to value. Append accepts Go integers,
+// floats, json.Number, strings, bools, time.Time, json.RawMessage, maps and
+// slices (as JSON) and nil (null). Query produces int64, float64, string,
+// bool, time.Time, json.RawMessage and nil.
+type Row = map[string]any
+
+// Table is one time-series table of a Store. It is safe for concurrent use.
+type Table struct {
+	store *Store
+
+	// mu guards meta and colIndex. An Append that changes the schema holds
+	// mu until its batch is committed, so the persisted schema only grows
+	// in commit order.
+	mu       sync.Mutex
+	meta     tableMeta
+	colIndex map[string]int // name → index in meta.Schema
+
+	appends, rowsAppended, blocksWritten, bytesWritten atomic.Int64
+	queries, rowsScanned, rowsEmitted, blocksRead      atomic.Int64
+}
+
+// Name returns the table's name.
+func (t *Table) Name() string { return t.meta.Name } // immutable
+
+// HashBy returns the partition key column ("" if none).
+func (t *Table) HashBy() string { return t.meta.HashBy } // immutable
+
+// SortBy returns the event-time column.
+func (t *Table) SortBy() string { return t.meta.SortBy } // immutable
+
+// BlockSpan returns the time bucket of one block.
+func (t *Table) BlockSpan() time.Duration { return time.Duration(t.meta.SpanNanos) } // immutable
+
+// TTL returns the table's time to live (0: forever).
+func (t *Table) TTL() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.meta.TTL
+}
+
+// Schema returns a copy of the current schema, in column order (the sortBy
+// column first for inferred schemas, then columns in order of first
+// appearance; sorted by name within one Append).
+func (t *Table) Schema() []Column {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.meta.Schema)
+}
+
+// setSchema installs schema. REQUIRES: mu held (or t not yet shared).
+func (t *Table) setSchema(schema []Column) {
+	t.meta.Schema = schema
+	t.colIndex = make(map[string]int, len(schema))
+	for i, c := range schema {
+		t.colIndex[c.Name] = i
+	}
+}
+
+// reconfigure applies cfg to an open table and persists what changed.
+// REQUIRES: store.mu held, store.closeMu held shared.
+func (t *Table) reconfigure(cfg Config, create bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.meta
+	if cfg.HashBy != m.HashBy || cfg.SortBy != m.SortBy || int64(cfg.BlockSpan) != m.SpanNanos {
+		return fmt.Errorf("table %s: hashBy %q, sortBy %q and block span %v are fixed at creation (stored: %q, %q, %v)",
+			m.Name, cfg.HashBy, cfg.SortBy, cfg.BlockSpan, m.HashBy, m.SortBy, time.Duration(m.SpanNanos))
+	}
+	m.TTL = cfg.TTL
+	m.Static = len(cfg.Columns) > 0
+	schema := m.Schema
+	if m.Static {
+		for _, c := range cfg.Columns {
+			if i, ok := t.colIndex[c.Name]; ok && widen(m.Schema[i].Type, c.Type) != c.Type {
+				return fmt.Errorf("table %s: column %q is stored as %v and cannot become %v", m.Name, c.Name, m.Schema[i].Type, c.Type)
+			}
+			if c.Name == m.SortBy && c.Type != Timestamp {
+				return fmt.Errorf("table %s: sortBy column %q must be a timestamp, not %v", m.Name, c.Name, c.Type)
+			}
+		}
+		schema = slices.Clone(cfg.Columns)
+	}
+	old, _ := json.Marshal(t.meta)
+	m.Schema = schema
+	buf, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("table %s: encode metadata: %w", m.Name, err)
+	}
+	if create || string(buf) != string(old) {
+		if err := t.store.db.Set(metaKey(m.Name), buf, pebble.Sync); err != nil {
+			return fmt.Errorf("table %s: write metadata: %w", m.Name, err)
+		}
+	}
+	t.meta = m
+	t.setSchema(schema)
+	return nil
+}
+
+// Append stores rows. It returns once they are durable (one pebble.Batch
+// committed with pebble.Sync): either every row is stored or, on error,
+// none. A value that does not fit the schema (or an event time that does
+// not parse) rejects the batch with a *SchemaError naming the row and
+// column. Append does not keep rows or their values.
+func (t *Table) Append(ctx context.Context, rows []Row) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+
+	t.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			t.mu.Unlock()
+		}
+	}()
+	oldMeta := t.meta
+	schema, changed, err := t.widenFor(rows)
+	if err != nil {
+		return err
+	}
+	if changed {
+		// Keep mu until the commit (see mu); restore on failure.
+		t.meta.Schema = nil // setSchema replaces, never mutates, the old slice
+		t.setSchema(schema)
+	} else {
+		t.mu.Unlock()
+		locked = false
+	}
+
+	cols, err := t.coerce(rows, schema)
+	if err != nil {
+		if changed {
+			t.setSchema(oldMeta.Schema)
+		}
+		return err
+	}
+
+	b := t.store.db.NewBatch()
+	defer b.Close()
+	nblocks, nbytes, err := t.writeBlocks(b, cols)
+	if err == nil && changed {
+		m := t.meta
+		var buf []byte
+		if buf, err = json.Marshal(m); err == nil {
+			err = b.Set(metaKey(m.Name), buf, nil)
+		}
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		if changed {
+			t.setSchema(oldMeta.Schema)
+		}
+		return fmt.Errorf("table %s: append %d rows: %w", t.meta.Name, len(rows), err)
+	}
+	t.appends.Add(1)
+	t.rowsAppended.Add(int64(len(rows)))
+	t.blocksWritten.Add(int64(nblocks))
+	t.bytesWritten.Add(int64(nbytes))
+	return nil
+}
+
+// widenFor returns the schema rows need: for a static schema the current
+// one (or a SchemaError for a column it lacks); for an inferred one the
+// current schema with new columns added (sorted by name) and types
+// widened. REQUIRES: mu held.
+func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) {
+	schema = t.meta.Schema
+	if t.meta.Static {
+		for r, row := range rows {
+			for k := range row {
+				if _, ok := t.colIndex[k]; !ok {
+					return nil, false, &SchemaError{Table: t.meta.Name, Row: r, Column: k, Reason: "column not in the static schema"}
+				}
+			}
+		}
+		return schema, false, nil
+	}
+	var added map[string]Type
+	for r, row := range rows {
+		for k, v := range row {
+			if v == nil || k == t.meta.SortBy {
+				continue
+			}
+			vt, ok := inferType(v)
+			if !ok {
+				return nil, false, &SchemaError{Table: t.meta.Name, Row: r, Column: k, Reason: fmt.Sprintf("unsupported value type %T", v)}
+			}
+			if i, ok := t.colIndex[k]; ok {
+				if w := widen(schema[i].Type, vt); w != schema[i].Type {
+					if !changed {
+						schema = slices.Clone(schema)
+						changed = true
+					}
+					schema[i].Type = w
+				}
+				continue
+			}
+			if added == nil {
+				added = map[string]Type{}
+			}
+			if at, ok := added[k]; ok {
+				added[k] = widen(at, vt)
+			} else {
+				added[k] = vt
+			}
+		}
+	}
+	if len(added) > 0 {
+		if !changed {
+			schema = slices.Clone(schema)
+			changed = true
+		}
+		for _, k := range slices.Sorted(maps.Keys(added)) {
+			schema = append(schema, Column{Name: k, Type: added[k]})
+		}
+	}
+	return schema, changed, nil
+}
+
+// coerce converts rows to columns of schema. The sortBy column of a row
+// without one gets the ingestion time.
+func (t *Table) coerce(rows []Row, schema []Column) ([]colData, error) {
+	now := t.store.opts.Now().UnixNano()
+	cols := make([]colData, len(schema))
+	for c, col := range schema {
+		cd := colData{name: col.Name, typ: col.Type, vals: make([]value, len(rows)), null: make([]bool, len(rows))}
+		isTime := col.Name == t.meta.SortBy
+		for r, row := range rows {
+			v, ok := row[col.Name]
+			if !ok || v == nil {
+				if isTime {
+					cd.vals[r].i = now
+				} else {
+					cd.null[r] = true
+				}
+				continue
+			}
+			val, err := coerce(v, col.Type)
+			if err != nil {
+				return nil, &SchemaError{Table: t.meta.Name, Row: r, Column: col.Name, Type: col.Type, Reason: err.Error()}
+			}
+			cd.vals[r] = val
+		}
+		cols[c] = cd
+	}
+	return cols, nil
+}
+
+// writeBlocks groups the batch by (partition, time bucket) and sets one
+// block per group in b.
+func (t *Table) writeBlocks(b *pebble.Batch, cols []colData) (blocks, bytes int, err error) {
+	timeCol, hashCol := -1, -1
+	for i, c := range cols {
+		switch c.name {
+		case t.meta.SortBy:
+			timeCol = i
+		case t.meta.HashBy:
+			hashCol = i
+		}
+	}
+	span := t.meta.SpanNanos
+	type groupKey struct {
+		hash   uint64
+		bucket int64
+	}
+	n := len(cols[timeCol].vals)
+	groups := map[groupKey][]int{}
+	var order []groupKey
+	for r := range n {
+		g := groupKey{bucket: floorTime(cols[timeCol].vals[r].i, span)}
+		if hashCol >= 0 {
+			c := &cols[hashCol]
+			g.hash = partitionHash(c.typ, c.vals[r], c.null[r])
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], r)
+	}
+	seq, err := t.store.nextSeqs(len(order))
+	if err != nil {
+		return 0, 0, err
+	}
+	times := cols[timeCol].vals
+	var payload, val, key []byte
+	for i, g := range order {
+		idx := groups[g]
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
+		payload = encodeBlock(payload[:0], cols, idx)
+		val = compressBlock(val[:0], payload)
+		key = blockKey(key[:0], t.meta.ID, g.hash, times[idx[0]].i, seq+uint64(i))
+		if err := b.Set(key, val, nil); err != nil {
+			return 0, 0, err
+		}
+		bytes += len(key) + len(val)
+	}
+	return len(order), bytes, nil
+}
+
+// Stats are counters since the table was opened.
+type Stats struct {
+	Appends, RowsAppended, BlocksWritten, BytesWritten int64
+	Queries, RowsScanned, RowsEmitted, BlocksRead      int64
+}
+
+// Stats returns the table's counters.
+func (t *Table) Stats() Stats {
+	return Stats{
+		Appends: t.appends.Load(), RowsAppended: t.rowsAppended.Load(),
+		BlocksWritten: t.blocksWritten.Load(), BytesWritten: t.bytesWritten.Load(),
+		Queries: t.queries.Load(), RowsScanned: t.rowsScanned.Load(),
+		RowsEmitted: t.rowsEmitted.Load(), BlocksRead: t.blocksRead.Load(),
+	}
+}

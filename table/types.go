@@ -1,0 +1,385 @@
+package table
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Type is a column type. The names and aliases accepted by ParseType match
+// package compute's column types.
+type Type uint8
+
+// Column types. The Go representation of a value read back by Query is given
+// for each.
+const (
+	Int64     Type = iota + 1 // int64
+	Float64                   // float64
+	String                    // string
+	Bool                      // bool
+	Timestamp                 // time.Time (UTC, nanosecond precision)
+	JSON                      // json.RawMessage (any JSON text: objects, arrays)
+)
+
+var typeNames = map[string]Type{
+	"int64": Int64, "int32": Int64, "integer": Int64, "int": Int64, "bigint": Int64, "long": Int64,
+	"uint32": Int64, "uint64": Int64,
+	"float64": Float64, "double": Float64, "float": Float64,
+	"string": String, "text": String, "varchar": String,
+	"bool": Bool, "boolean": Bool,
+	"timestamp": Timestamp, "time": Timestamp,
+	"json": JSON, "map": JSON,
+}
+
+// ParseType returns the type named name (case-insensitive, aliases as in
+// package compute).
+func ParseType(name string) (Type, error) {
+	if t, ok := typeNames[strings.ToLower(strings.TrimSpace(name))]; ok {
+		return t, nil
+	}
+	return 0, fmt.Errorf("table: unknown column type %q (want int64, float64, string, bool, timestamp or json)", name)
+}
+
+// String returns the canonical name of t.
+func (t Type) String() string {
+	switch t {
+	case Int64:
+		return "int64"
+	case Float64:
+		return "float64"
+	case String:
+		return "string"
+	case Bool:
+		return "bool"
+	case Timestamp:
+		return "timestamp"
+	case JSON:
+		return "json"
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// MarshalText makes Type readable in JSON (the persisted schema, describe
+// endpoints).
+func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses a type name.
+func (t *Type) UnmarshalText(b []byte) error {
+	v, err := ParseType(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+func (t Type) valid() bool { return t >= Int64 && t <= JSON }
+
+// Column is one column of a table schema.
+type Column struct {
+	Name string `json:"name"`
+	Type Type   `json:"type"`
+}
+
+// inferType returns the type a value of an inferred schema gets.
+func inferType(v any) (Type, bool) {
+	switch x := v.(type) {
+	case int, int8, int16, int32, int64, uint8, uint16, uint32:
+		return Int64, true
+	case uint:
+		return Int64, uint64(x) <= math.MaxInt64
+	case uint64:
+		return Int64, x <= math.MaxInt64
+	case float32, float64:
+		return Float64, true
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return Int64, true
+		}
+		if _, err := x.Float64(); err == nil {
+			return Float64, true
+		}
+		return String, true
+	case string:
+		return String, true
+	case []byte:
+		return String, true
+	case bool:
+		return Bool, true
+	case time.Time:
+		return Timestamp, true
+	case json.RawMessage, map[string]any, []any:
+		return JSON, true
+	}
+	return 0, false
+}
+
+// widen returns the type holding values of both a and b: int64 and float64
+// give float64; any other mix gives string.
+func widen(a, b Type) Type {
+	switch {
+	case a == b:
+		return a
+	case (a == Int64 && b == Float64) || (a == Float64 && b == Int64):
+		return Float64
+	}
+	return String
+}
+
+// value is one typed value: the representation used by blocks and
+// predicates. Only the field of the column's type is meaningful.
+type value struct {
+	i int64 // Int64, Timestamp (unix nanoseconds), Bool (0/1)
+	f float64
+	s string // String, JSON
+}
+
+// errFit explains why a value does not fit a type.
+type errFit struct{ msg string }
+
+func (e errFit) Error() string { return e.msg }
+
+func fitErr(format string, a ...any) error { return errFit{fmt.Sprintf(format, a...)} }
+
+// coerce converts v to type t. strict is false for inferred schemas (where
+// widening already made the type hold the value) and for query values; it
+// is true for static schemas, which also accept strings that parse as the
+// type (CSV input).
+func coerce(v any, t Type) (value, error) {
+	switch t {
+	case Int64:
+		return coerceInt(v)
+	case Float64:
+		return coerceFloat(v)
+	case String:
+		return coerceString(v)
+	case Bool:
+		switch x := v.(type) {
+		case bool:
+			if x {
+				return value{i: 1}, nil
+			}
+			return value{}, nil
+		case string:
+			b, err := strconv.ParseBool(strings.TrimSpace(x))
+			if err != nil {
+				return value{}, fitErr("%q is not a bool", x)
+			}
+			return coerce(b, Bool)
+		}
+		return value{}, fitErr("%T %v is not a bool", v, v)
+	case Timestamp:
+		ns, err := ParseTime(v)
+		return value{i: ns}, err
+	case JSON:
+		switch x := v.(type) {
+		case json.RawMessage:
+			if !json.Valid(x) {
+				return value{}, fitErr("invalid JSON %.40q", x)
+			}
+			return value{s: string(x)}, nil
+		case string:
+			if !json.Valid([]byte(x)) {
+				return value{}, fitErr("string %.40q is not JSON", x)
+			}
+			return value{s: x}, nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return value{}, fitErr("%T is not encodable as JSON: %v", v, err)
+		}
+		return value{s: string(b)}, nil
+	}
+	return value{}, fitErr("unknown type %v", t)
+}
+
+func coerceInt(v any) (value, error) {
+	switch x := v.(type) {
+	case int:
+		return value{i: int64(x)}, nil
+	case int8:
+		return value{i: int64(x)}, nil
+	case int16:
+		return value{i: int64(x)}, nil
+	case int32:
+		return value{i: int64(x)}, nil
+	case int64:
+		return value{i: x}, nil
+	case uint8:
+		return value{i: int64(x)}, nil
+	case uint16:
+		return value{i: int64(x)}, nil
+	case uint32:
+		return value{i: int64(x)}, nil
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return value{}, fitErr("%d overflows int64", x)
+		}
+		return value{i: int64(x)}, nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return value{}, fitErr("%d overflows int64", x)
+		}
+		return value{i: int64(x)}, nil
+	case float32:
+		return coerceInt(float64(x))
+	case float64:
+		if x != math.Trunc(x) || x < -(1<<63) || x >= 1<<63 {
+			return value{}, fitErr("%v is not a whole int64", x)
+		}
+		return value{i: int64(x)}, nil
+	case json.Number:
+		return coerceInt(string(x))
+	case string:
+		i, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		if err != nil {
+			return value{}, fitErr("%.40q is not an int64", x)
+		}
+		return value{i: i}, nil
+	}
+	return value{}, fitErr("%T %v is not an int64", v, v)
+}
+
+func coerceFloat(v any) (value, error) {
+	switch x := v.(type) {
+	case float64:
+		return value{f: x}, nil
+	case float32:
+		return value{f: float64(x)}, nil
+	case json.Number:
+		return coerceFloat(string(x))
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return value{}, fitErr("%.40q is not a float64", x)
+		}
+		return value{f: f}, nil
+	}
+	iv, err := coerceInt(v)
+	if err != nil {
+		return value{}, fitErr("%T %v is not a float64", v, v)
+	}
+	return value{f: float64(iv.i)}, nil
+}
+
+// coerceString gives the text of any scalar: this is also how values of a
+// column widened to string read back, and how partition values are hashed,
+// so int64 5, float64 5 and string "5" are the same partition.
+func coerceString(v any) (value, error) {
+	switch x := v.(type) {
+	case string:
+		return value{s: x}, nil
+	case []byte:
+		return value{s: string(x)}, nil
+	case json.Number:
+		return value{s: string(x)}, nil
+	case bool:
+		return value{s: strconv.FormatBool(x)}, nil
+	case float64:
+		return value{s: formatFloat(x)}, nil
+	case float32:
+		return value{s: formatFloat(float64(x))}, nil
+	case time.Time:
+		return value{s: x.UTC().Format(time.RFC3339Nano)}, nil
+	case json.RawMessage:
+		return value{s: string(x)}, nil
+	case map[string]any, []any:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return value{}, fitErr("%T is not encodable as JSON: %v", v, err)
+		}
+		return value{s: string(b)}, nil
+	}
+	iv, err := coerceInt(v)
+	if err != nil {
+		return value{}, fitErr("%T %v is not a string", v, v)
+	}
+	return value{s: strconv.FormatInt(iv.i, 10)}, nil
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// ParseTime converts an event-time value to unix nanoseconds (UTC):
+//
+//   - time.Time as is;
+//   - a string in RFC 3339 (with or without fractional seconds), or a
+//     string holding a number, read as a number;
+//   - a number n is unix time whose unit is guessed from its magnitude:
+//     |n| < 1e11 seconds, < 1e14 milliseconds, < 1e17 microseconds, else
+//     nanoseconds (1e11 s is the year 5138; 1e11 ms is 1973). A fraction of
+//     seconds or milliseconds is kept.
+func ParseTime(v any) (int64, error) {
+	switch x := v.(type) {
+	case time.Time:
+		if x.Year() < 1678 || x.Year() > 2261 {
+			return 0, fitErr("time %v is out of the int64 nanosecond range", x)
+		}
+		return x.UnixNano(), nil
+	case string:
+		s := strings.TrimSpace(x)
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return ParseTime(t)
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return unixGuess(i), nil
+			}
+			return unixGuessFloat(f)
+		}
+		return 0, fitErr("%.40q is neither RFC 3339 nor a unix time", x)
+	case json.Number:
+		return ParseTime(string(x))
+	case float64:
+		return unixGuessFloat(x)
+	case float32:
+		return unixGuessFloat(float64(x))
+	}
+	iv, err := coerceInt(v)
+	if err != nil {
+		return 0, fitErr("%T %v is not a time", v, v)
+	}
+	return unixGuess(iv.i), nil
+}
+
+func abs64(i int64) int64 {
+	if i < 0 {
+		return -i
+	}
+	return i
+}
+
+func unixGuess(i int64) int64 {
+	switch a := abs64(i); {
+	case a < 1e11:
+		return i * 1e9
+	case a < 1e14:
+		return i * 1e6
+	case a < 1e17:
+		return i * 1e3
+	}
+	return i
+}
+
+func unixGuessFloat(f float64) (int64, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fitErr("%v is not a time", f)
+	}
+	var ns float64
+	switch a := math.Abs(f); {
+	case a < 1e11:
+		ns = f * 1e9
+	case a < 1e14:
+		ns = f * 1e6
+	case a < 1e17:
+		ns = f * 1e3
+	default:
+		ns = f
+	}
+	if ns < -(1<<63) || ns >= 1<<63 {
+		return 0, fitErr("%v is out of the int64 nanosecond range", f)
+	}
+	return int64(math.Round(ns)), nil
+}
