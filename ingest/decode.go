@@ -220,8 +220,25 @@ func Decode(r io.Reader, opts DecodeOptions, emit func([]Row) error) (Decoded, e
 	return d, nil
 }
 
+// errReader remembers the first read error other than io.EOF: a Scanner
+// hands out the partial line before a read error, which must be reported
+// as the read error (a body cut short, a size limit), not as a bad line.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
 func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*LineError) error) error {
-	sc := bufio.NewScanner(r)
+	er := &errReader{r: r}
+	sc := bufio.NewScanner(er)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	line := 0
 	for sc.Scan() {
@@ -232,6 +249,9 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*Lin
 		}
 		row, err := compute.DecodeRow(b)
 		if err != nil {
+			if er.err != nil {
+				return er.err
+			}
 			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
 				return err
 			}
