@@ -269,3 +269,14 @@ func (s *Server) Close() error {
 
 // Tables returns the configured table names, sorted.
 func (s *Server) Tables() []string { return append([]string(nil), s.names...) }
+
+// ListenAndServe listens on the config's listen.http address and serves
+// until ctx is done (see Serve).
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen.HTTP)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("server: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
