@@ -240,6 +240,7 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*Lin
 	er := &errReader{r: r}
 	sc := bufio.NewScanner(er)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var rd rowDecoder
 	line := 0
 	for sc.Scan() {
 		line++
@@ -247,7 +248,7 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*Lin
 		if len(b) == 0 {
 			continue
 		}
-		row, err := compute.DecodeRow(b)
+		row, err := rd.decode(b)
 		if err != nil {
 			if er.err != nil {
 				return er.err
@@ -287,6 +288,7 @@ func decodeJSONArray(r io.Reader, add func(Row) error, onBad func(*LineError) er
 		return decodeNDJSON(bytes.NewReader(data), len(data)+1, add, onBad)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
+	var rd rowDecoder
 	syntax := func(err error) error {
 		// The array cannot be read past a syntax error: the whole input is bad.
 		off := dec.InputOffset()
@@ -311,7 +313,7 @@ func decodeJSONArray(r io.Reader, add func(Row) error, onBad func(*LineError) er
 			start++
 		}
 		line := lineAt(start)
-		row, err := compute.DecodeRow(raw)
+		row, err := rd.decode(raw)
 		if err != nil {
 			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
 				return err

@@ -1,0 +1,47 @@
+package ingest
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+var fastSeeds = []string{
+	`{"a":1,"b":-2.5,"c":"x","d":true,"e":false,"f":null}`,
+	` { "a" : 9223372036854775807 , "b":9223372036854775808, "c": -0, "d": 1e3, "e": 0.1 } `,
+	`{"s":"caf\u00e9","t":"tab\there"}`,
+	`{"n":{"x":1},"l":[1,2]}`,
+	`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1,}`, `{"a" 1}`, `{}`, `{"a":1}x`, `[1]`, `{"a":"\xff"}`,
+	`{"a":"é"}`, `{"a":1,"a":2}`, `{"a":tru}`, `{"a":1e}`, `{"a":"x`,
+}
+
+func TestFastRowMatchesSlow(t *testing.T) {
+	for _, s := range fastSeeds {
+		checkFastRow(t, []byte(s))
+	}
+	var d rowDecoder
+	if _, ok := d.fast([]byte(`{"a":1,"b":"x","c":2.5,"d":null,"e":true}`)); !ok {
+		t.Fatal("a flat row took the slow path")
+	}
+	if _, ok := d.fast([]byte(`{"a":{"b":1}}`)); ok {
+		t.Fatal("a nested row took the fast path")
+	}
+}
+
+func checkFastRow(t *testing.T, b []byte) {
+	var d rowDecoder
+	got, gerr := d.decode(b)
+	want, werr := compute.DecodeRow(b)
+	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: fast %#v %v, slow %#v %v", b, got, gerr, want, werr)
+	}
+}
+
+// FuzzFastRow: the fast path returns what compute.DecodeRow returns.
+func FuzzFastRow(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkFastRow(t, b) })
+}
