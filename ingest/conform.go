@@ -27,31 +27,3 @@ func parseTime(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time (want RFC 3339 or unix seconds)", s)
 }
-
-// conform converts the values of schema columns to their types where that
-// loses nothing (numbers to int64/float64, RFC 3339 strings and unix seconds
-// to time.Time, ...). A value that does not convert is left alone: the table
-// rejects it with an error naming the row and column.
-func conform(row Row, schema map[string]compute.Type) {
-	if len(schema) == 0 {
-		return
-	}
-	for k, v := range row {
-		t, ok := schema[k]
-		if !ok || v == nil {
-			continue
-		}
-		if s, isStr := v.(string); isStr && t == compute.Timestamp {
-			if tm, err := parseTime(s); err == nil {
-				row[k] = tm
-			}
-			continue
-		}
-		if t == compute.Int32 {
-			t = compute.Int64
-		}
-		if c, err := compute.Coerce(v, t); err == nil {
-			row[k] = c
-		}
-	}
-}

@@ -143,9 +143,11 @@ var ErrBadInput = errors.New("bad input")
 type DecodeOptions struct {
 	Format Format
 	Policy Policy
-	// Schema maps column names to their static types: CSV fields and JSON
-	// strings of timestamp columns are converted to them (see Conform).
-	// Nil infers CSV types (int64, float64, bool, else string).
+	// Schema maps column names to their static types: CSV fields are
+	// converted to them; CSV fields of other columns are inferred (int64,
+	// float64, bool, else string). JSON values are left as decoded: the
+	// table converts them (RFC 3339 strings to timestamps included) and
+	// names the row and column of a value that does not fit.
 	Schema map[string]compute.Type
 	// BatchRows is how many rows go to one emit call (0 = all in one call
 	// when the input ends, which is what an HTTP batch wants).
@@ -183,7 +185,6 @@ func Decode(r io.Reader, opts DecodeOptions, emit func([]Row) error) (Decoded, e
 	}
 	var batch []Row
 	add := func(row Row) error {
-		conform(row, opts.Schema)
 		batch = append(batch, row)
 		d.Rows++
 		if opts.BatchRows > 0 && len(batch) >= opts.BatchRows {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -275,10 +274,11 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 		}
 	} else {
 		var buf []byte
+		enc := newRowEncoder(cols)
 		emit = func(row table.Row) error {
 			begin()
 			var err error
-			buf, err = compute.AppendJSONRow(buf[:0], row, nil)
+			buf, err = enc.append(buf[:0], row)
 			if err != nil {
 				return err
 			}

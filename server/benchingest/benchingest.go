@@ -153,7 +153,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		case "lua":
 			res, err = ingestCase(ctx, c, configYAML(luaColumn), filepath.Join(dir, c), bodies, opts)
 		case "plugin":
-			so, berr := plugbuild.BuildFile(dir, "double", pluginSource)
+			so, berr := plugbuild.BuildFile(dir, "double.so", pluginSource)
 			if berr != nil {
 				res = Result{Case: c, Note: "skipped: " + berr.Error()}
 				break
