@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -414,6 +413,8 @@ type scanner struct {
 	// byName maps a needed column to its decoded column in the current
 	// block (nil: the block lacks it).
 	byName map[string]*decodedCol
+	// boxes[i] holds the values of output column i of the current block.
+	boxes [][]any
 }
 
 // block processes one block; done is true when the limit is reached.
@@ -448,6 +449,9 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 	for i := range p.out {
 		outs[i] = s.byName[p.out[i].name]
 	}
+	boxed := false
+	emitted := 0
+	defer func() { s.t.rowsEmitted.Add(int64(emitted)) }()
 rows:
 	for r := range s.dec.rows {
 		if ts := timeCol.ints[r]; ts < p.from || ts >= p.to {
@@ -458,10 +462,19 @@ rows:
 				continue rows
 			}
 		}
-		for i, c := range outs {
-			s.row[p.out[i].name] = c.value(r)
+		if !boxed { // first matching row of the block
+			boxed = true
+			if len(s.boxes) < len(outs) {
+				s.boxes = make([][]any, len(outs))
+			}
+			for i, c := range outs {
+				s.boxes[i] = boxColumn(s.boxes[i], c, s.dec.rows)
+			}
 		}
-		s.t.rowsEmitted.Add(1)
+		for i := range outs {
+			s.row[p.out[i].name] = s.boxes[i][r]
+		}
+		emitted++
 		if err := s.emit(s.row); err != nil {
 			return true, err
 		}
@@ -471,26 +484,4 @@ rows:
 		}
 	}
 	return false, nil
-}
-
-// value boxes row r of c for a Row (nil for null or a missing column).
-func (c *decodedCol) value(r int) any {
-	if c == nil || c.isNull(r) {
-		return nil
-	}
-	switch c.typ {
-	case Int64:
-		return c.ints[r]
-	case Float64:
-		return c.floats[r]
-	case String:
-		return c.strs[r]
-	case JSON:
-		return json.RawMessage(c.strs[r])
-	case Bool:
-		return c.ints[r] != 0
-	case Timestamp:
-		return time.Unix(0, c.ints[r]).UTC()
-	}
-	return nil
 }

@@ -1,0 +1,95 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchRows returns a batch of n 10-field rows: event time, partition
+// (one of parts), and eight more columns of every type.
+func benchRows(batch, n, parts int) []Row {
+	rows := make([]Row, n)
+	for i := range rows {
+		k := batch*n + i
+		rows[i] = Row{
+			"ts":      t0.Add(time.Duration(k) * time.Millisecond),
+			"user":    fmt.Sprintf("user-%d", k%parts),
+			"n":       int64(k),
+			"amount":  float64(k%1000) / 7,
+			"country": [...]string{"SG", "ID", "MY", "TH", "VN", "PH"}[k%6],
+			"ok":      k%3 == 0,
+			"latency": int64(k % 250),
+			"session": fmt.Sprintf("s-%08x", k/10),
+			"score":   float64(k%97) * 1.5,
+			"path":    [...]string{"/", "/cart", "/pay", "/search?q=shoes"}[k%4],
+		}
+	}
+	return rows
+}
+
+// BenchmarkAppend appends 1000-row batches of 10 fields spread over 16
+// partitions. Each Append is synced: it pays one fsync.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	s := openStore(b, b.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1000
+	batches := make([][]Row, 64)
+	for i := range batches {
+		batches[i] = benchRows(i, n, 16)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
+	st := tb.Stats()
+	b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "stored-B/row")
+}
+
+// BenchmarkQueryPartition streams one partition's rows over a time range
+// (all 10 columns, no predicate) out of 200k rows in 200 blocks.
+func BenchmarkQueryPartition(b *testing.B) {
+	for _, proj := range []struct {
+		name string
+		cols []string
+	}{{"all-columns", nil}, {"3-columns", []string{"ts", "n", "amount"}}} {
+		b.Run(proj.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range 200 {
+				if err := tb.Append(ctx, benchRows(i, 1000, 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			q := Query{HashIn: []any{"user-0"}, From: t0, To: t0.Add(time.Hour), Columns: proj.cols}
+			b.ReportAllocs()
+			b.ResetTimer()
+			rows := 0
+			for b.Loop() {
+				if err := tb.Query(ctx, q, func(Row) error { rows++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if rows == 0 {
+				b.Fatal("no rows")
+			}
+			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+		})
+	}
+}
