@@ -34,6 +34,7 @@ const (
 	NDJSON    Format = iota + 1 // one JSON object per line
 	JSONArray                   // one JSON array of objects
 	CSV                         // comma-separated values, first line is the header
+	Parquet                     // a Parquet file of flat columns
 )
 
 func (f Format) String() string {
@@ -44,6 +45,8 @@ func (f Format) String() string {
 		return "json"
 	case CSV:
 		return "csv"
+	case Parquet:
+		return "parquet"
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
@@ -70,12 +73,14 @@ func FormatOf(contentType string) (Format, error) {
 		return JSONArray, nil
 	case "text/csv", "application/csv":
 		return CSV, nil
+	case "application/vnd.apache.parquet", "application/x-parquet", "application/parquet":
+		return Parquet, nil
 	}
 	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json or text/csv)", ErrUnsupportedFormat, mt)
 }
 
 // FormatOfPath picks the format from a file name (a trailing .gz ignored):
-// .csv is CSV, .json a JSON array, anything else NDJSON.
+// .csv is CSV, .json a JSON array, .parquet Parquet, anything else NDJSON.
 func FormatOfPath(p string) Format {
 	p = strings.TrimSuffix(strings.ToLower(path.Base(p)), ".gz")
 	switch path.Ext(p) {
@@ -83,6 +88,8 @@ func FormatOfPath(p string) Format {
 		return CSV
 	case ".json":
 		return JSONArray
+	case ".parquet":
+		return Parquet
 	}
 	return NDJSON
 }
@@ -209,6 +216,8 @@ func Decode(r io.Reader, opts DecodeOptions, emit func([]Row) error) (Decoded, e
 		err = decodeJSONArray(r, add, onBad)
 	case CSV:
 		err = decodeCSV(r, opts.Schema, add, onBad)
+	case Parquet:
+		err = decodeParquet(r, add, onBad)
 	default:
 		err = fmt.Errorf("%w: %v", ErrUnsupportedFormat, opts.Format)
 	}

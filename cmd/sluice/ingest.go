@@ -25,7 +25,7 @@ func ingestCmd() *cobra.Command {
 	var batch int
 	cmd := &cobra.Command{
 		Use:   "ingest --table T FILE|URL...",
-		Short: "Ingest JSON lines, JSON or CSV files (local or http(s), gzip or not) into a table",
+		Short: "Ingest JSON lines, JSON, CSV or Parquet files (local or http(s), gzip or not) into a table",
 		Long: "With --server the rows go through a running server (decoded here, sent as NDJSON batches,\n" +
 			"retried on 429/503); otherwise straight into the store directory of --config (--data), which\n" +
 			"must not be in use by a running server. Each batch is durable when acknowledged.",
@@ -85,7 +85,7 @@ func ingestCmd() *cobra.Command {
 	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
-	cmd.Flags().StringVar(&format, "format", "", "ndjson, json or csv (default: by file extension)")
+	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv or parquet (default: by file extension)")
 	cmd.Flags().StringVar(&onBad, "on-bad-line", "reject", "reject or skip (with --server; otherwise the table's on_bad_line)")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per batch")
 	return cmd
@@ -97,6 +97,8 @@ func formatType(f string) string {
 		return "text/csv"
 	case "json":
 		return "application/json"
+	case "parquet":
+		return "application/vnd.apache.parquet"
 	}
 	return "application/x-ndjson"
 }
