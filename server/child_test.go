@@ -60,28 +60,7 @@ func runChild() int {
 // must exit 0.
 func TestSIGTERMLosesNothing(t *testing.T) {
 	dir := t.TempDir()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SLUICE_TEST_CHILD=1", "SLUICE_TEST_CONFIG="+testConfig, "SLUICE_TEST_DIR="+dir, "SLUICE_TEST_ADDR="+addrFile)
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var addr string
-	for i := 0; ; i++ {
-		b, err := os.ReadFile(addrFile)
-		if err == nil && len(b) > 0 {
-			addr = string(b)
-			break
-		}
-		if i > 1000 {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("child never listened: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, addr, stderr := startChild(t, dir)
 	url := "http://" + addr
 	waitReady(t, url)
 
@@ -168,4 +147,98 @@ func TestSIGTERMLosesNothing(t *testing.T) {
 	if _, body := get(t, s.url+"/v1/tables/events/query?hash=held"); len(lines(body)) != 2 {
 		t.Fatalf("held batch not stored: %q", body)
 	}
+}
+
+// startChild starts the test binary as a server process on dir and
+// returns it with its address.
+func startChild(t *testing.T, dir string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SLUICE_TEST_CHILD=1", "SLUICE_TEST_CONFIG="+testConfig, "SLUICE_TEST_DIR="+dir, "SLUICE_TEST_ADDR="+addrFile)
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for i := 0; ; i++ {
+		b, err := os.ReadFile(addrFile)
+		if err == nil && len(b) > 0 {
+			addr = string(b)
+			break
+		}
+		if i > 1000 {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("child never listened: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd, addr, &stderr
+}
+
+// TestKill9LosesNoAcknowledgedBatch: SIGKILL a server process in the middle
+// of a stream of batches from several clients. After a restart on the same
+// store every acknowledged batch is there whole, and every batch that is
+// there at all is whole (no half batch visible).
+func TestKill9LosesNoAcknowledgedBatch(t *testing.T) {
+	dir := t.TempDir()
+	cmd, addr, stderr := startChild(t, dir)
+	url := "http://" + addr
+	waitReady(t, url)
+	const perBatch = 50
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var mu sync.Mutex
+	acked := map[string]bool{} // "user/n" of each acknowledged batch
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				var b strings.Builder
+				for j := 0; j < perBatch; j++ {
+					fmt.Fprintf(&b, `{"user":"k%d","ts":"2024-05-01T10:%02d:00Z","n":%d}`+"\n", w, j, i)
+				}
+				resp, err := client.Post(url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(b.String()))
+				if err != nil {
+					return // the server is gone
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					mu.Lock()
+					acked[fmt.Sprintf("k%d/%d", w, i)] = true
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	wg.Wait()
+	if len(acked) < 2 {
+		t.Fatalf("only %d batches acknowledged before the kill: the test did not stream\n%s", len(acked), stderr.String())
+	}
+	s := startServer(t, testConfig, dir)
+	_, body := get(t, s.url+"/v1/tables/events/query?columns=user,n")
+	count := map[string]int{}
+	for _, r := range lines(body) {
+		count[fmt.Sprintf("%v/%v", r["user"], r["n"])]++
+	}
+	for k, n := range count {
+		if n != perBatch {
+			t.Errorf("batch %s has %d rows stored, want %d (half a batch is visible)", k, n, perBatch)
+		}
+	}
+	for k := range acked {
+		if count[k] != perBatch {
+			t.Errorf("acknowledged batch %s has %d rows after the kill", k, count[k])
+		}
+	}
+	t.Logf("%d batches acknowledged, %d stored", len(acked), len(count))
 }
