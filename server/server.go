@@ -280,3 +280,27 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	}
 	return s.Serve(ctx, ln)
 }
+
+// Check validates cfg and loads every table's computed columns and filters
+// (compiling scripts, opening plugins, fetching URLs) without opening the
+// store, reporting every problem at once: `sluice serve --check`.
+func Check(ctx context.Context, cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	lua := luavm.NewManager(luavm.Options{})
+	defer lua.Close()
+	var errs []error
+	for _, tc := range cfg.Tables {
+		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
+			continue
+		}
+		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
+			continue
+		}
+		p.Close()
+	}
+	return errors.Join(errs...)
+}

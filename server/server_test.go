@@ -380,3 +380,37 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestCheckReportsEveryTable(t *testing.T) {
+	bad := `
+tables:
+  - name: a
+    computed: [{name: x, type: int64, func: "function main(row) return ( end"}]
+  - name: b
+    filters: [{name: f, func: "function main(row) return row.y == end"}]
+  - name: c
+`
+	cfg, err := config.Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), `table "a"`) || !strings.Contains(err.Error(), `table "b"`) {
+		t.Fatalf("Check = %v, want errors of tables a and b", err)
+	}
+	good, _ := config.Parse([]byte("tables: [{name: a, computed: [{name: x, type: int64, func: \"function main(row) return 1 end\"}]}]"), func(string) (string, bool) { return "", false })
+	if err := Check(context.Background(), good); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+}
+
+func TestPprofFlag(t *testing.T) {
+	s := startServer(t, testConfig, "")
+	if code, _ := get(t, s.url+"/debug/pprof/cmdline"); code != 404 {
+		t.Errorf("pprof off: %d", code)
+	}
+	s2 := startServer(t, strings.Replace(testConfig, `listen: {http: "127.0.0.1:0"}`, `listen: {http: "127.0.0.1:0", pprof: true}`, 1), "")
+	if code, _ := get(t, s2.url+"/debug/pprof/cmdline"); code != 200 {
+		t.Errorf("pprof on: %d", code)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,7 +19,7 @@ func init() {
 
 func serveCmd() *cobra.Command {
 	var configPath, data, listen, logLevel string
-	var pprof bool
+	var pprof, check bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the ingest and query server (stops gracefully on SIGTERM)",
@@ -32,6 +33,13 @@ func serveCmd() *cobra.Command {
 			cfg, err := loadServerConfig(configPath, listen, pprof, cmd.Flags().Changed("pprof"))
 			if err != nil {
 				return err
+			}
+			if check {
+				if err := server.Check(ctx, cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d tables\n", configPath, len(cfg.Tables))
+				return nil
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
@@ -48,6 +56,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (default: the config's storage.dir, ./data)")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address (default: the config's listen.http, 127.0.0.1:8080)")
 	cmd.Flags().BoolVar(&pprof, "pprof", false, "serve /debug/pprof/")
+	cmd.Flags().BoolVar(&check, "check", false, "validate the config and load every computed column and filter, report every problem, and exit")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
