@@ -34,6 +34,7 @@ func init() {
 	f.DurationVar(&opts.Duration, "duration", 0, "time per ingest case (default 5s)")
 	f.IntVar(&opts.Clients, "clients", 0, "concurrent HTTP clients (default 4)")
 	f.IntVar(&opts.BatchRows, "batch", 0, "rows per batch (default 1000)")
+	f.IntVar(&opts.Partitions, "partitions", 0, "distinct hashBy values per batch (default 10; 1000 = one-row blocks, the store's worst case)")
 	f.IntVar(&opts.QueryRows, "query-rows", 0, "rows in the queried partition (default 1000000)")
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, plugin, query (default all)")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the stores (default a temporary one)")

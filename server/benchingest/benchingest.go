@@ -39,6 +39,11 @@ type Options struct {
 	Clients int
 	// BatchRows per request (default 1000).
 	BatchRows int
+	// Partitions is the number of distinct hashBy values spread over each
+	// batch (default 10). The table writes one block per partition per
+	// batch, so 1000 partitions in a 1000-row batch means 1000 one-row
+	// blocks: the store's worst case.
+	Partitions int
 	// Cases to run, among "none", "lua", "plugin" (default all).
 	Cases []string
 	// QueryRows ingested into one partition for the query case (default
@@ -112,6 +117,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = 1000
 	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = 10
+	}
 	if len(opts.Cases) == 0 {
 		opts.Cases = []string{"none", "lua", "plugin", "query"}
 	}
@@ -142,7 +150,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	bodies := makeBodies(opts.BatchRows, 64)
+	bodies := makeBodies(opts.BatchRows, opts.Partitions, 64)
 	var out []Result
 	for _, c := range opts.Cases {
 		var res Result
@@ -180,9 +188,10 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	return out, nil
 }
 
-// makeBodies pre-encodes n NDJSON batches of rows 10-field rows, so that
-// the clients spend their time sending, not formatting.
-func makeBodies(rows, n int) [][]byte {
+// makeBodies pre-encodes n NDJSON batches of rows 10-field rows over
+// partitions users, so that the clients spend their time sending, not
+// formatting.
+func makeBodies(rows, partitions, n int) [][]byte {
 	actions := []string{"view", "buy", "click", "share"}
 	countries := []string{"SG", "ID", "MY", "TH", "VN", "PH"}
 	devices := []string{"ios", "android", "web"}
@@ -194,7 +203,7 @@ func makeBodies(rows, n int) [][]byte {
 			k := b*rows + i
 			ts := base.Add(time.Duration(k) * 37 * time.Millisecond)
 			fmt.Fprintf(&buf, `{"time":"%s","user":"u%d","action":"%s","country":"%s","device":"%s","amount":%d.%02d,"score":%d.5,"count":%d,"session":%d,"ok":%t}`+"\n",
-				ts.Format(time.RFC3339Nano), k%1000, actions[k%4], countries[k%6], devices[k%3], k%500, k%100, k%97, k%13, k/7, k%2 == 0)
+				ts.Format(time.RFC3339Nano), k%partitions, actions[k%4], countries[k%6], devices[k%3], k%500, k%100, k%97, k%13, k/7, k%2 == 0)
 		}
 		out[b] = buf.Bytes()
 	}
