@@ -106,3 +106,15 @@ func (t *Table) SetCompactedThrough(ctx context.Context, ts time.Time) error {
 	t.meta = m
 	return nil
 }
+
+// DiskUsage estimates the bytes the table's blocks take on disk (for
+// metrics).
+func (t *Table) DiskUsage() (uint64, error) {
+	release, err := t.store.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	lo, hi := tableBounds(t.meta.ID)
+	return t.store.db.EstimateDiskUsage(lo, hi)
+}

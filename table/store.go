@@ -63,7 +63,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	popts := &pebble.Options{
 		Cache:  cache,
 		Logger: pebbleLogger{opts.Logger},
+		// Block values are zstd-compressed already: Pebble's own snappy
+		// would spend CPU for nothing.
+		Levels:       make([]pebble.LevelOptions, 7),
+		MemTableSize: 32 << 20,
 	}
+	for i := range popts.Levels {
+		popts.Levels[i].Compression = pebble.NoCompression
+	}
+	popts.EnsureDefaults()
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("table: open store %s: %w", dir, err)

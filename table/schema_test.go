@@ -1,0 +1,143 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStaticSchemaRejectsWholeBatchNamingRowAndColumn(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "st", HashBy: "id", SortBy: "ts", Columns: []Column{
+		{"ts", Timestamp}, {"id", Int64}, {"price", Float64}, {"ok", Bool}, {"name", String},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CSV-like strings parse into the static types.
+	good := []Row{{"ts": "1772359200", "id": "7", "price": "2.5", "ok": "true", "name": "a"}}
+	if err := tb.Append(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		row            Row
+		column, reason string
+	}{
+		{Row{"id": "x7"}, "id", "not an int64"},
+		{Row{"id": 1, "price": "cheap"}, "price", "not a float64"},
+		{Row{"id": 1, "ok": 3}, "ok", "not a bool"},
+		{Row{"id": 1, "ts": "yesterday"}, "ts", "neither RFC 3339"},
+		{Row{"id": 1.5}, "id", "not a whole int64"},
+		{Row{"id": 1, "extra": 1}, "extra", "not in the static schema"},
+	} {
+		rows := []Row{{"id": 1}, {"id": 2}, tc.row}
+		err := tb.Append(ctx, rows)
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Row != 2 || se.Column != tc.column || !strings.Contains(se.Reason, tc.reason) {
+			t.Errorf("row %v: error %v, want a SchemaError for row 2 column %q (%s)", tc.row, err, tc.column, tc.reason)
+		}
+	}
+	got := collect(t, tb, Query{})
+	if len(got) != 1 || got[0]["id"] != int64(7) || got[0]["price"] != 2.5 || got[0]["ok"] != true ||
+		!got[0]["ts"].(time.Time).Equal(time.Unix(1772359200, 0)) {
+		t.Fatalf("store holds %v, want only the good row (rejected batches leave nothing)", got)
+	}
+}
+
+func TestInferredSchemaWidensAndKeepsPartitions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	tb, err := s.Table(Config{Name: "w", HashBy: "k", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := t0.Format(time.RFC3339)
+	steps := []struct {
+		rows []Row
+		typ  Type
+	}{
+		{[]Row{{"ts": ts, "k": int64(5), "v": int64(1)}}, Int64},
+		{[]Row{{"ts": ts, "k": 5.0, "v": 2.5}}, Float64},
+		{[]Row{{"ts": ts, "k": "5", "v": "three"}}, String},
+	}
+	for i, st := range steps {
+		if err := tb.Append(ctx, st.rows); err != nil {
+			t.Fatal(err)
+		}
+		sc := tb.Schema()
+		k := slices.IndexFunc(sc, func(c Column) bool { return c.Name == "v" })
+		if k < 0 || sc[k].Type != st.typ {
+			t.Fatalf("step %d: schema %v, want v %v", i, sc, st.typ)
+		}
+	}
+	s.Close()
+	s = openStore(t, dir)
+	defer s.Close()
+	tb, err = s.Table(Config{Name: "w", HashBy: "k", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []any{5, "5", 5.0} {
+		got := collect(t, tb, Query{HashIn: []any{key}, Columns: []string{"k", "v"}})
+		var vs []string
+		for _, r := range got {
+			if r["k"] != "5" {
+				t.Fatalf("k read back as %#v, want string 5", r["k"])
+			}
+			vs = append(vs, r["v"].(string))
+		}
+		slices.Sort(vs)
+		if want := []string{"1", "2.5", "three"}; !slices.Equal(vs, want) {
+			t.Fatalf("partition %v: v = %v, want %v (old blocks converted to the widened type)", key, vs, want)
+		}
+	}
+	if _, err := s.Table(Config{Name: "w", HashBy: "other", SortBy: "ts"}); err == nil {
+		t.Fatal("changing hashBy of an existing table should fail")
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	want := time.Date(2026, 3, 1, 10, 0, 0, 123000000, time.UTC).UnixNano()
+	sec := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Unix()
+	for _, in := range []any{
+		"2026-03-01T10:00:00.123Z", "2026-03-01T18:00:00.123+08:00",
+		sec*1000 + 123, float64(sec) + 0.123, "1772359200.123", (sec*1000 + 123) * 1000, (sec*1000 + 123) * 1000000,
+		time.Date(2026, 3, 1, 10, 0, 0, 123000000, time.UTC),
+	} {
+		got, err := ParseTime(in)
+		if err != nil || abs64(got-want) > 1000 { // float seconds round at the µs
+			t.Errorf("ParseTime(%#v) = %v, %v; want %v", in, time.Unix(0, got).UTC(), err, time.Unix(0, want).UTC())
+		}
+	}
+	if got, err := ParseTime(sec); err != nil || got != sec*1e9 {
+		t.Errorf("ParseTime(seconds) = %d, %v", got, err)
+	}
+	for _, bad := range []any{"soon", true, "2026-13-01T00:00:00Z"} {
+		if _, err := ParseTime(bad); err == nil {
+			t.Errorf("ParseTime(%#v) accepted", bad)
+		}
+	}
+}
+
+func TestRowWithoutEventTimeGetsIngestionTime(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "i", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(context.Background(), []Row{{"a": 1}, {"a": 2, "ts": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	now := s.opts.Now()
+	got := collect(t, tb, Query{})
+	if len(got) != 2 || !got[0]["ts"].(time.Time).Equal(now) || !got[1]["ts"].(time.Time).Equal(now) {
+		t.Fatalf("rows %v, want ts = ingestion time %v", got, now)
+	}
+}
