@@ -75,6 +75,12 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	if size, err := s.store.DiskUsage(); err == nil {
 		fmt.Fprintf(bw, "sluice_store_size_bytes %d\n", size)
 	}
+	family("sluice_table_size_bytes", "gauge", "Estimated disk usage of each table.")
+	for _, n := range s.names {
+		if size, err := s.tables[n].table.DiskUsage(); err == nil {
+			fmt.Fprintf(bw, "sluice_table_size_bytes{table=%s} %d\n", quote(n), size)
+		}
+	}
 	family("sluice_ready", "gauge", "1 when the server accepts ingest.")
 	ready := 0
 	if s.ready.Load() {

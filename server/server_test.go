@@ -212,7 +212,7 @@ func TestIngestAndQueryEndToEnd(t *testing.T) {
 		`sluice_ingest_rows_accepted_total{table="events"} 5`,
 		`sluice_ingest_rows_filtered_total{table="events"} 1`,
 		`sluice_compute_errors_total{table="events",column="double",loader="lua",filter="false"} 0`,
-		"luavm_calls_total{script=", "sluice_store_size_bytes ",
+		"luavm_calls_total{script=", "sluice_store_size_bytes ", `sluice_table_size_bytes{table="events"} `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
