@@ -15,7 +15,14 @@ import (
 // (FuzzFastRow checks it). Keys are interned across rows.
 type rowDecoder struct {
 	keys map[string]string
+	// order is the previous row's keys in order: rows of one input mostly
+	// repeat it, and comparing with the key expected at a position is
+	// cheaper than hashing it.
+	order []string
 }
+
+// maxOrder bounds the remembered key order.
+const maxOrder = 64
 
 // maxInterned bounds the interned keys so that inputs with ever-new keys
 // cannot grow it without end.
@@ -42,6 +49,21 @@ func (d *rowDecoder) key(b []byte) string {
 	return k
 }
 
+// keyAt interns the key found at field position j.
+func (d *rowDecoder) keyAt(j int, b []byte) string {
+	if j < len(d.order) && d.order[j] == string(b) {
+		return d.order[j]
+	}
+	k := d.key(b)
+	switch {
+	case j < len(d.order):
+		d.order[j] = k
+	case j == len(d.order) && j < maxOrder:
+		d.order = append(d.order, k)
+	}
+	return k
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // fast scans a flat object; ok is false when the slow path must decide.
@@ -57,20 +79,20 @@ func (d *rowDecoder) fast(b []byte) (Row, bool) {
 		return nil, false
 	}
 	i++
-	row := make(Row, 12)
+	row := make(Row, max(len(d.order), 8))
 	skip()
 	if i < n && b[i] == '}' {
 		i++
 		skip()
 		return row, i == n
 	}
-	for {
+	for field := 0; ; field++ {
 		skip()
 		ks, ke, ok := plainString(b, i)
 		if !ok {
 			return nil, false
 		}
-		key := d.key(b[ks:ke])
+		key := d.keyAt(field, b[ks:ke])
 		i = ke + 1
 		skip()
 		if i >= n || b[i] != ':' {

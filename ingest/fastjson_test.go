@@ -45,3 +45,19 @@ func FuzzFastRow(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkFastRow(t, b) })
 }
+
+// TestFastRowKeyOrderChanges: one decoder across rows whose keys change
+// order, number and spelling returns what compute.DecodeRow returns.
+func TestFastRowKeyOrderChanges(t *testing.T) {
+	var d rowDecoder
+	for _, s := range []string{
+		`{"a":1,"b":2,"c":3}`, `{"a":1,"b":2,"c":3}`, `{"b":1,"a":2}`, `{"a":1,"bb":2,"c":3,"d":4}`, `{}`, `{"c":"x","a":null}`,
+		`{"a":1,"b":{"n":1}}`, `{"a":1,"b":2,"c":3}`,
+	} {
+		got, err := d.decode([]byte(s))
+		want, werr := compute.DecodeRow([]byte(s))
+		if err != nil || werr != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %#v %v, want %#v %v", s, got, err, want, werr)
+		}
+	}
+}
