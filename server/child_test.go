@@ -110,7 +110,9 @@ func TestSIGTERMLosesNothing(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Signal once a few batches are in (not after a fixed time: the
+	// machine may be slow), so that the signal lands mid-stream.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked >= 5*50 })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,8 @@ func TestKill9LosesNoAcknowledgedBatch(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(400 * time.Millisecond)
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 5 })
+	time.Sleep(50 * time.Millisecond) // and let more be in flight
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -241,4 +244,15 @@ func TestKill9LosesNoAcknowledgedBatch(t *testing.T) {
 		}
 	}
 	t.Logf("%d batches acknowledged, %d stored", len(acked), len(count))
+}
+
+// waitFor polls cond for up to 30 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 3000 {
+			t.Fatal("condition not reached in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
