@@ -19,6 +19,47 @@ type rowDecoder struct {
 	// repeat it, and comparing with the key expected at a position is
 	// cheaper than hashing it.
 	order []string
+	// values[j] caches the boxed string values of the field at position j
+	// of order (reset when that key changes): low-cardinality columns
+	// (country, action, device) then cost no allocation per row. A field
+	// with more than maxValues distinct values stops being cached.
+	values []valueCache
+}
+
+type valueCache struct {
+	vals map[string]any
+	off  bool
+}
+
+// maxValues bounds one field's cached values; maxValueLen the length of a
+// cached value.
+const (
+	maxValues   = 256
+	maxValueLen = 64
+)
+
+// stringValue returns the boxed string b of the field at position j.
+func (d *rowDecoder) stringValue(j int, b []byte) any {
+	if j >= len(d.values) || len(b) > maxValueLen {
+		return string(b)
+	}
+	c := &d.values[j]
+	if c.off {
+		return string(b)
+	}
+	if v, ok := c.vals[string(b)]; ok {
+		return v
+	}
+	if len(c.vals) >= maxValues {
+		c.off, c.vals = true, nil
+		return string(b)
+	}
+	if c.vals == nil {
+		c.vals = map[string]any{}
+	}
+	var v any = string(b)
+	c.vals[string(b)] = v
+	return v
 }
 
 // maxOrder bounds the remembered key order.
@@ -58,8 +99,10 @@ func (d *rowDecoder) keyAt(j int, b []byte) string {
 	switch {
 	case j < len(d.order):
 		d.order[j] = k
+		d.values[j] = valueCache{}
 	case j == len(d.order) && j < maxOrder:
 		d.order = append(d.order, k)
+		d.values = append(d.values, valueCache{})
 	}
 	return k
 }
@@ -109,7 +152,7 @@ func (d *rowDecoder) fast(b []byte) (Row, bool) {
 			if !ok {
 				return nil, false
 			}
-			row[key] = string(b[vs:ve])
+			row[key] = d.stringValue(field, b[vs:ve])
 			i = ve + 1
 		case c == 't':
 			if n-i < 4 || string(b[i:i+4]) != "true" {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -59,5 +60,31 @@ func TestFastRowKeyOrderChanges(t *testing.T) {
 		if err != nil || werr != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: got %#v %v, want %#v %v", s, got, err, want, werr)
 		}
+	}
+}
+
+// TestFastRowValueCache: one decoder over rows whose string values repeat
+// (cached) or never repeat (the cache turns off) returns the same rows as
+// compute.DecodeRow, and repeated values stop allocating.
+func TestFastRowValueCache(t *testing.T) {
+	var d rowDecoder
+	for i := 0; i < 2*maxValues+10; i++ {
+		s := fmt.Sprintf(`{"country":"%s","id":"id-%d","k":"x"}`, []string{"SG", "ID", "MY"}[i%3], i)
+		if i == 7 {
+			s = fmt.Sprintf(`{"id":"id-%d","country":"SG"}`, i) // keys move: caches reset
+		}
+		got, err := d.decode([]byte(s))
+		want, _ := compute.DecodeRow([]byte(s))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %#v %v, want %#v", s, got, err, want)
+		}
+	}
+	if !d.values[1].off || d.values[0].off || len(d.values[0].vals) != 3 {
+		t.Fatalf("caches: country %+v, id off=%v", d.values[0], d.values[1].off)
+	}
+	line := []byte(`{"country":"SG","id":"x","k":"x"}`)
+	d.decode(line)
+	if n := testing.AllocsPerRun(100, func() { d.decode(line) }); n > 4 {
+		t.Errorf("%v allocations per row of cached values, want the map and one string at most", n)
 	}
 }
