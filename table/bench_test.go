@@ -30,30 +30,35 @@ func benchRows(batch, n, parts int) []Row {
 }
 
 // BenchmarkAppend appends 1000-row batches of 10 fields spread over 16
-// partitions. Each Append is synced: it pays one fsync.
+// partitions (16 blocks per batch) or 1000 (one-row blocks: the worst
+// case). Each Append is synced: it pays one fsync.
 func BenchmarkAppend(b *testing.B) {
-	ctx := context.Background()
-	s := openStore(b, b.TempDir())
-	defer s.Close()
-	tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
-	if err != nil {
-		b.Fatal(err)
+	for _, parts := range []int{16, 1000} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			const n = 1000
+			batches := make([][]Row, 64)
+			for i := range batches {
+				batches[i] = benchRows(i, n, parts)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
+			st := tb.Stats()
+			b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "stored-B/row")
+		})
 	}
-	const n = 1000
-	batches := make([][]Row, 64)
-	for i := range batches {
-		batches[i] = benchRows(i, n, 16)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
-	st := tb.Stats()
-	b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "stored-B/row")
 }
 
 // BenchmarkQueryPartition streams one partition's rows over a time range
@@ -84,6 +89,34 @@ func BenchmarkQueryPartition(b *testing.B) {
 				if err := tb.Query(ctx, q, func(Row) error { rows++; return nil }); err != nil {
 					b.Fatal(err)
 				}
+			}
+			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+		})
+		b.Run(proj.name+"/values", func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range 200 {
+				if err := tb.Append(ctx, benchRows(i, 1000, 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			q := Query{HashIn: []any{"user-0"}, From: t0, To: t0.Add(time.Hour), Columns: proj.cols}
+			b.ReportAllocs()
+			b.ResetTimer()
+			rows := 0
+			for b.Loop() {
+				if err := tb.QueryValues(ctx, q, func([]Column, []any) error { rows++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if rows == 0 {
+				b.Fatal("no rows")
 			}
 			if rows == 0 {
 				b.Fatal("no rows")

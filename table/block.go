@@ -3,6 +3,7 @@ package table
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -98,7 +99,7 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 	case Float64:
 		for _, r := range idx {
 			if !c.null[r] {
-				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].f))
+				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].float()))
 			}
 		}
 	case String, JSON:
@@ -134,9 +135,17 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 	return dst
 }
 
-// compressBlock appends the block value (header and zstd-compressed
-// payload) to dst.
+// minCompress is the payload size below which a block is stored
+// uncompressed: a zstd frame costs more than it saves on a few rows.
+const minCompress = 128
+
+// compressBlock appends the block value (header and payload, zstd
+// compressed unless it is small) to dst.
 func compressBlock(dst, payload []byte) []byte {
+	if len(payload) < minCompress {
+		dst = append(dst, blockVersion, codecNone)
+		return append(dst, payload...)
+	}
 	dst = append(dst, blockVersion, codecZstd)
 	return zstdEncoder.EncodeAll(payload, dst)
 }
@@ -167,7 +176,7 @@ type blockDecoder struct {
 // column is needed; other columns are skipped.
 func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 	if len(v) < 2 || v[0] != blockVersion {
-		return &CorruptionError{Key: key, Reason: "bad block header"}
+		return &CorruptionError{Key: slices.Clone(key), Reason: "bad block header"}
 	}
 	switch v[1] {
 	case codecNone:
@@ -175,14 +184,16 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 	case codecZstd:
 		var err error
 		if d.raw, err = zstdDecoder.DecodeAll(v[2:], d.raw[:0]); err != nil {
-			return &CorruptionError{Key: key, Offset: 2, Reason: "zstd", Err: err}
+			return &CorruptionError{Key: slices.Clone(key), Offset: 2, Reason: "zstd", Err: err}
 		}
 	default:
-		return &CorruptionError{Key: key, Offset: 1, Reason: "unknown codec"}
+		return &CorruptionError{Key: slices.Clone(key), Offset: 1, Reason: "unknown codec"}
 	}
 	b := d.raw
 	off := 0
-	fail := func(reason string) error { return &CorruptionError{Key: key, Offset: off, Reason: reason} }
+	fail := func(reason string) error {
+		return &CorruptionError{Key: slices.Clone(key), Offset: off, Reason: reason}
+	}
 	uvarint := func() (uint64, bool) {
 		u, n := binary.Uvarint(b[off:])
 		if n <= 0 {
@@ -244,7 +255,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		}
 		c.typ = typ
 		if err := c.decodeValues(d.rows, nulls, bitmap, vals); err != "" {
-			return &CorruptionError{Key: key, Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
+			return &CorruptionError{Key: slices.Clone(key), Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
 		}
 	}
 	if off != len(b) {

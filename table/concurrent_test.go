@@ -52,6 +52,25 @@ func TestConcurrentAppendsQueriesAndClose(t *testing.T) {
 		}()
 	}
 	wg.Add(1)
+	go func() { // metadata writers race with the appends
+		defer wg.Done()
+		for i := range 20 {
+			if err := tb.SetCompactedThrough(ctx, t0.Add(time.Duration(i)*time.Hour)); errors.Is(err, ErrClosed) {
+				return
+			} else if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := s.Table(Config{Name: "c", HashBy: "w", SortBy: "ts", TTL: time.Duration(i+1) * 1000 * time.Hour}); errors.Is(err, ErrClosed) {
+				return
+			} else if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = tb.Expire(ctx)
+		}
+	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for range 20 {

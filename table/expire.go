@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -32,8 +33,15 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		return 0, err
 	}
 	defer release()
-	id, span := t.meta.ID, t.meta.SpanNanos
-	cut := floorTime(ts.UnixNano(), span)
+	if ts.Year() < 1678 { // before int64 nanoseconds begin: nothing is older
+		return 0, nil
+	}
+	id, span := t.id, t.span
+	ns := int64(math.MaxInt64) // after int64 nanoseconds end: everything is older
+	if ts.Year() < 2262 {
+		ns = ts.UnixNano()
+	}
+	cut := floorTime(ns, span)
 	lo, hi := tableBounds(id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -48,7 +56,7 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		}
 		_, h, minTime, _, ok := parseBlockKey(it.Key())
 		if !ok {
-			return 0, &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+			return 0, &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
 		}
 		if minTime < cut {
 			if err := b.DeleteRange(partitionKey(id, h, math.MinInt64), partitionKey(id, h, cut), nil); err != nil {
@@ -62,10 +70,10 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		it.SeekGE(partitionKey(id, h+1, math.MinInt64))
 	}
 	if err := it.Error(); err != nil {
-		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return 0, fmt.Errorf("table %s: delete before %v: %w", t.meta.Name, ts, err)
+		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
 	return partitions, nil
 }
@@ -115,6 +123,6 @@ func (t *Table) DiskUsage() (uint64, error) {
 		return 0, err
 	}
 	defer release()
-	lo, hi := tableBounds(t.meta.ID)
+	lo, hi := tableBounds(t.id)
 	return t.store.db.EstimateDiskUsage(lo, hi)
 }

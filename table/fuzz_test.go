@@ -1,8 +1,13 @@
 package table
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // FuzzDecodeBlock feeds arbitrary bytes (seeded with real blocks) to the
@@ -12,7 +17,7 @@ func FuzzDecodeBlock(f *testing.F) {
 	cols := []colData{
 		{name: "ts", typ: Timestamp, vals: []value{{i: 5}, {i: 3}, {i: 9}}, null: []bool{false, false, false}},
 		{name: "n", typ: Int64, vals: []value{{i: -1}, {}, {i: 1 << 40}}, null: []bool{false, true, false}},
-		{name: "f", typ: Float64, vals: []value{{f: 1.5}, {f: -2}, {}}, null: []bool{false, false, true}},
+		{name: "f", typ: Float64, vals: []value{floatValue(1.5), floatValue(-2), {}}, null: []bool{false, false, true}},
 		{name: "s", typ: String, vals: []value{{s: "a"}, {s: ""}, {s: "héllo"}}, null: []bool{false, false, false}},
 		{name: "b", typ: Bool, vals: []value{{i: 1}, {i: 0}, {i: 1}}, null: []bool{false, false, false}},
 		{name: "j", typ: JSON, vals: []value{{s: `{"a":1}`}, {}, {}}, null: []bool{false, true, true}},
@@ -57,5 +62,42 @@ func TestBlockRoundTrip(t *testing.T) {
 		if !(b.ints[0] == 1 && b.isNull(1) && b.ints[2] == 0) {
 			t.Errorf("b %v %v", b.ints, b.present)
 		}
+	}
+}
+
+// TestQueryReportsCorruptBlock overwrites a stored block with damaged bytes:
+// the query fails with a CorruptionError naming the block's key.
+func TestQueryReportsCorruptBlock(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "x", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(context.Background(), []Row{{"ts": t0, "a": int64(300)}, {"ts": t0, "a": int64(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := tableBounds(tb.id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.First() {
+		t.Fatal("no block stored")
+	}
+	key := slices.Clone(it.Key())
+	val := slices.Clone(it.Value())
+	it.Close()
+	if val[1] != codecNone { // two rows are under minCompress
+		t.Fatalf("codec %d", val[1])
+	}
+	val = val[:len(val)-1] // truncate the last column's values
+	if err := s.db.Set(key, val, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	err = tb.Query(context.Background(), Query{}, func(Row) error { return nil })
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || !bytes.Equal(ce.Key, key) {
+		t.Fatalf("query of a damaged block: %v, want a CorruptionError for key %x", err, key)
 	}
 }

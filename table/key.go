@@ -90,7 +90,7 @@ func appendText(b []byte, t Type, v value) []byte {
 	case Int64:
 		return strconv.AppendInt(b, v.i, 10)
 	case Float64:
-		return strconv.AppendFloat(b, v.f, 'g', -1, 64)
+		return strconv.AppendFloat(b, v.float(), 'g', -1, 64)
 	case Bool:
 		return strconv.AppendBool(b, v.i != 0)
 	case Timestamp:

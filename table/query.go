@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,9 +108,9 @@ func (t *Table) plan(q Query) (*plan, error) {
 	schema, idx, ttl := t.meta.Schema, t.colIndex, t.meta.TTL
 	t.mu.Unlock()
 	p := &plan{
-		from: math.MinInt64, to: math.MaxInt64, span: t.meta.SpanNanos, timeName: t.meta.SortBy,
-		types: map[string]Type{t.meta.SortBy: Timestamp}, limit: q.Limit,
-		tableID: t.meta.ID, tableName: t.meta.Name, hashColumn: t.meta.HashBy,
+		from: math.MinInt64, to: math.MaxInt64, span: t.span, timeName: t.sortBy,
+		types: map[string]Type{t.sortBy: Timestamp}, limit: q.Limit,
+		tableID: t.id, tableName: t.name, hashColumn: t.hashBy,
 	}
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("table %s: negative limit %d", p.tableName, q.Limit)
@@ -226,7 +227,7 @@ func compilePred(w Predicate, typ Type) (pred, error) {
 			}
 			switch {
 			case pr.floats != nil:
-				pr.floats[v.f] = struct{}{}
+				pr.floats[v.float()] = struct{}{}
 			case pr.strs != nil:
 				pr.strs[v.s] = struct{}{}
 			default:
@@ -267,11 +268,11 @@ func (p *pred) match(c *decodedCol, r int) bool {
 	case Float64:
 		f := c.floats[r]
 		switch {
-		case f < p.v.f:
+		case f < p.v.float():
 			d = -1
-		case f > p.v.f:
+		case f > p.v.float():
 			d = 1
-		case f != p.v.f: // NaN: only != holds
+		case f != p.v.float(): // NaN: only != holds
 			return p.op == Ne
 		}
 	case String, JSON:
@@ -322,7 +323,7 @@ func (c *decodedCol) convert(to Type, rows int) {
 			case String, JSON:
 				continue
 			case Float64:
-				buf = appendText(buf[:0], c.typ, value{f: c.floats[r]})
+				buf = appendText(buf[:0], c.typ, floatValue(c.floats[r]))
 			default:
 				buf = appendText(buf[:0], c.typ, value{i: c.ints[r]})
 			}
@@ -342,6 +343,52 @@ func (c *decodedCol) convert(to Type, rows int) {
 // for null. A projected or predicate column the table lacks is an error
 // wrapping ErrUnknownColumn.
 func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error {
+	var row Row
+	return t.query(ctx, q, func(p *plan, vals []any) error {
+		if row == nil {
+			row = make(Row, len(p.out))
+		}
+		for i, v := range vals {
+			row[p.out[i].name] = v
+		}
+		return emit(row)
+	})
+}
+
+// QueryValues is Query without the map: emit gets the projected columns
+// (the same slice for every call of one query) and the row's values in
+// that order. vals is reused for the next row: emit must not keep it.
+// Encoders (NDJSON, CSV) use it to write columns in a fixed order without
+// iterating or sorting a map per row.
+func (t *Table) QueryValues(ctx context.Context, q Query, emit func(cols []Column, vals []any) error) error {
+	var cols []Column
+	return t.query(ctx, q, func(p *plan, vals []any) error {
+		if cols == nil {
+			cols = make([]Column, len(p.out))
+			for i, c := range p.out {
+				cols[i] = Column{Name: c.name, Type: c.typ}
+			}
+		}
+		return emit(cols, vals)
+	})
+}
+
+// Columns returns the columns a query would produce, in order (for a CSV
+// header before the first row), or the error the query would return for
+// an unknown column.
+func (t *Table) Columns(q Query) ([]Column, error) {
+	p, err := t.plan(q)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]Column, len(p.out))
+	for i, c := range p.out {
+		cols[i] = Column{Name: c.name, Type: c.typ}
+	}
+	return cols, nil
+}
+
+func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -352,7 +399,7 @@ func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error 
 	if err != nil || p.empty {
 		return err
 	}
-	s := scanner{t: t, p: p, emit: emit, row: make(Row, len(p.out))}
+	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -381,7 +428,7 @@ func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error 
 	for it.First(); it.Valid(); {
 		_, h, minTime, _, ok := parseBlockKey(it.Key())
 		if !ok {
-			return &CorruptionError{Key: it.Key(), Reason: "not a block key"}
+			return &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
 		}
 		switch {
 		case minTime < lowKey:
@@ -406,8 +453,8 @@ func (t *Table) Query(ctx context.Context, q Query, emit func(Row) error) error 
 type scanner struct {
 	t       *Table
 	p       *plan
-	emit    func(Row) error
-	row     Row
+	emit    func(*plan, []any) error
+	vals    []any // the current row, in p.out order
 	dec     blockDecoder
 	emitted int
 	// byName maps a needed column to its decoded column in the current
@@ -439,7 +486,7 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 	}
 	timeCol := s.byName[p.timeName]
 	if timeCol == nil {
-		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: key, Reason: "block lacks the time column"})
+		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: slices.Clone(key), Reason: "block lacks the time column"})
 	}
 	preds := make([]*decodedCol, len(p.preds))
 	for i := range p.preds {
@@ -472,10 +519,10 @@ rows:
 			}
 		}
 		for i := range outs {
-			s.row[p.out[i].name] = s.boxes[i][r]
+			s.vals[i] = s.boxes[i][r]
 		}
 		emitted++
-		if err := s.emit(s.row); err != nil {
+		if err := s.emit(p, s.vals); err != nil {
 			return true, err
 		}
 		s.emitted++

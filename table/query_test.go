@@ -204,3 +204,36 @@ func TestTTLHidesThenRangeDeletes(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryValuesMatchesQuery(t *testing.T) {
+	tb, _ := queryFixture(t)
+	ctx := context.Background()
+	q := Query{HashIn: []any{"u2", "u3"}, Columns: []string{"s", "i", "ts"}, Where: []Predicate{{Column: "f", Op: Gt, Value: 0}}}
+	var fromMaps [][3]any
+	if err := tb.Query(ctx, q, func(r Row) error {
+		fromMaps = append(fromMaps, [3]any{r["s"], r["i"], r["ts"]})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var fromValues [][3]any
+	if err := tb.QueryValues(ctx, q, func(cols []Column, v []any) error {
+		if len(cols) != 3 || cols[0] != (Column{"s", String}) || cols[1] != (Column{"i", Int64}) || cols[2] != (Column{"ts", Timestamp}) {
+			return fmt.Errorf("columns %v", cols)
+		}
+		fromValues = append(fromValues, [3]any{v[0], v[1], v[2]})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromMaps) == 0 || !slices.Equal(fromMaps, fromValues) {
+		t.Fatalf("Query gave %d rows, QueryValues %d, or they differ", len(fromMaps), len(fromValues))
+	}
+	cols, err := tb.Columns(q)
+	if err != nil || len(cols) != 3 || cols[1].Name != "i" {
+		t.Fatalf("Columns: %v, %v", cols, err)
+	}
+	if _, err := tb.Columns(Query{Columns: []string{"zz"}}); !errors.Is(err, ErrUnknownColumn) {
+		t.Fatalf("Columns with an unknown column: %v", err)
+	}
+}

@@ -306,7 +306,7 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 			return nil, &CorruptionError{Key: metaKey(cfg.Name), Reason: "table metadata", Err: err}
 		}
 	}
-	t := &Table{store: s, meta: m}
+	t := &Table{store: s, meta: m, id: m.ID, name: m.Name, hashBy: m.HashBy, sortBy: m.SortBy, span: m.SpanNanos}
 	t.setSchema(m.Schema)
 	if err := t.reconfigure(cfg, create); err != nil {
 		return nil, err
