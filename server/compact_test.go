@@ -42,7 +42,16 @@ func TestCompactionScheduler(t *testing.T) {
 			t.Errorf("file %s not partitioned by date", rel)
 		}
 	}
-	_, body := get(t, s.url+"/metrics")
+	// The files are renamed into place before Compact returns and the
+	// counters move: poll.
+	var body string
+	for i := 0; i < 400; i++ {
+		_, body = get(t, s.url+"/metrics")
+		if strings.Contains(body, `sluice_compaction_rows_total{table="events"} 2`) && strings.Contains(body, `sluice_compaction_lag_seconds{table="events"}`) {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 	if !strings.Contains(body, `sluice_compaction_rows_total{table="events"} 2`) || !strings.Contains(body, `sluice_compaction_lag_seconds{table="events"}`) {
 		t.Errorf("compaction metrics:\n%s", grep(body, "compaction"))
 	}
