@@ -89,6 +89,11 @@ type Table struct {
 	OnBadLine string `yaml:"on_bad_line"`
 	// Computed columns and filters, as in `sluice compute`.
 	compute.Config `yaml:",inline"`
+	// Reload polls the script files and URLs of the computed columns and
+	// filters this often and swaps changed versions in between batches
+	// (0 = never; a version that fails to load is logged and the old one
+	// keeps running).
+	Reload time.Duration `yaml:"reload"`
 	Compact        Compact `yaml:"compact"`
 }
 
@@ -275,6 +280,9 @@ func (c *Config) Validate() error {
 		}
 		if t.TTL < 0 {
 			add("%s: ttl: negative (%v)", where, t.TTL)
+		}
+		if t.Reload < 0 {
+			add("%s: reload: negative (%v)", where, t.Reload)
 		}
 		if t.OnBadLine != "reject" && t.OnBadLine != "skip" {
 			add("%s: on_bad_line %q: want reject or skip", where, t.OnBadLine)

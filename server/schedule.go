@@ -11,8 +11,8 @@ import (
 func unixNano(ns int64) time.Time { return time.Unix(0, ns) }
 
 // startSchedulers starts, per table, the compaction loop (every
-// compact.interval) and the TTL loop; they stop when ctx is done and wg
-// counts them.
+// compact.interval), the script reload loop (every reload) and the TTL
+// loop; they stop when ctx is done and wg counts them.
 func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
 	for _, n := range s.names {
 		ts := s.tables[n]
@@ -21,6 +21,13 @@ func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
 			go func() {
 				defer wg.Done()
 				every(ctx, ts.cfg.Compact.Interval, func() { s.compact(ctx, ts) })
+			}()
+		}
+		if ts.proc != nil && ts.cfg.Reload > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ts.proc.Watch(ctx, ts.cfg.Reload)
 			}()
 		}
 		if ts.cfg.TTL > 0 {
