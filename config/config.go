@@ -93,8 +93,8 @@ type Table struct {
 	// filters this often and swaps changed versions in between batches
 	// (0 = never; a version that fails to load is logged and the old one
 	// keeps running).
-	Reload time.Duration `yaml:"reload"`
-	Compact        Compact `yaml:"compact"`
+	Reload  time.Duration `yaml:"reload"`
+	Compact Compact       `yaml:"compact"`
 }
 
 // Column is one column of a static schema.
