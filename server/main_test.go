@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"os"
 	"testing"
 
@@ -13,10 +14,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		// net/http keeps idle client connections' goroutines briefly.
-		if err := goleak.Find(goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop")); err != nil {
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}
