@@ -25,7 +25,7 @@ func BenchmarkDecodeNDJSON(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, err := Decode(bytes.NewReader(data), DecodeOptions{}, func([]Row) error { return nil }); err != nil {
+		if _, err := Decode(bytes.NewReader(data), DecodeOptions{}, func([]Row, []int) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -181,23 +181,26 @@ func (d *Decoded) bad(e *LineError) {
 }
 
 // Decode reads rows from r and passes them, BatchRows at a time, to emit,
-// which owns the slice and the rows. Under Reject the first bad line stops
+// which owns the slices and the rows; lines[i] is the input line of rows[i]
+// (the row number, from 1, for Parquet). Under Reject the first bad line stops
 // decoding with an error wrapping ErrBadInput and the *LineError; under Skip
 // bad lines are counted in Decoded and skipped. An error from emit or from
 // reading stops decoding and is returned as is.
-func Decode(r io.Reader, opts DecodeOptions, emit func([]Row) error) (Decoded, error) {
+func Decode(r io.Reader, opts DecodeOptions, emit func(rows []Row, lines []int) error) (Decoded, error) {
 	var d Decoded
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = 16 << 20
 	}
 	var batch []Row
-	add := func(row Row) error {
+	var lines []int
+	add := func(row Row, line int) error {
 		batch = append(batch, row)
+		lines = append(lines, line)
 		d.Rows++
 		if opts.BatchRows > 0 && len(batch) >= opts.BatchRows {
-			b := batch
-			batch = nil
-			return emit(b)
+			b, l := batch, lines
+			batch, lines = nil, nil
+			return emit(b, l)
 		}
 		return nil
 	}
@@ -225,7 +228,7 @@ func Decode(r io.Reader, opts DecodeOptions, emit func([]Row) error) (Decoded, e
 		return d, err
 	}
 	if len(batch) > 0 {
-		return d, emit(batch)
+		return d, emit(batch, lines)
 	}
 	return d, nil
 }
@@ -246,7 +249,7 @@ func (e *errReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*LineError) error) error {
+func decodeNDJSON(r io.Reader, maxLine int, add func(Row, int) error, onBad func(*LineError) error) error {
 	er := &errReader{r: r}
 	sc := bufio.NewScanner(er)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
@@ -268,7 +271,7 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*Lin
 			}
 			continue
 		}
-		if err := add(row); err != nil {
+		if err := add(row, line); err != nil {
 			return err
 		}
 	}
@@ -281,7 +284,7 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row) error, onBad func(*Lin
 	return nil
 }
 
-func decodeJSONArray(r io.Reader, add func(Row) error, onBad func(*LineError) error) error {
+func decodeJSONArray(r io.Reader, add func(Row, int) error, onBad func(*LineError) error) error {
 	// The whole body is read: it is bounded by the server's body limit, and
 	// having it lets errors name lines, not only byte offsets.
 	data, err := io.ReadAll(r)
@@ -330,7 +333,7 @@ func decodeJSONArray(r io.Reader, add func(Row) error, onBad func(*LineError) er
 			}
 			continue
 		}
-		if err := add(row); err != nil {
+		if err := add(row, line); err != nil {
 			return err
 		}
 	}
@@ -343,7 +346,7 @@ func decodeJSONArray(r io.Reader, add func(Row) error, onBad func(*LineError) er
 	return nil
 }
 
-func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row) error, onBad func(*LineError) error) error {
+func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) error, onBad func(*LineError) error) error {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	header, err := cr.Read()
@@ -397,7 +400,7 @@ func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row) error,
 			}
 			continue
 		}
-		if err := add(row); err != nil {
+		if err := add(row, line); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 func decodeAll(t *testing.T, in string, opts DecodeOptions) ([]Row, Decoded, error) {
 	t.Helper()
 	var rows []Row
-	d, err := Decode(strings.NewReader(in), opts, func(b []Row) error { rows = append(rows, b...); return nil })
+	d, err := Decode(strings.NewReader(in), opts, func(b []Row, _ []int) error { rows = append(rows, b...); return nil })
 	return rows, d, err
 }
 
@@ -103,7 +104,7 @@ func TestGzipAndBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sizes []int
-	d, err := Decode(r, DecodeOptions{BatchRows: 10}, func(b []Row) error { sizes = append(sizes, len(b)); return nil })
+	d, err := Decode(r, DecodeOptions{BatchRows: 10}, func(b []Row, _ []int) error { sizes = append(sizes, len(b)); return nil })
 	if err != nil || d.Rows != 25 || len(sizes) != 3 || sizes[2] != 5 {
 		t.Fatalf("rows %d sizes %v err %v", d.Rows, sizes, err)
 	}
@@ -135,7 +136,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("a,b\n1,\"x\n2,3,4\n"), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, format uint8) {
 		opts := DecodeOptions{Format: Format(format%3 + 1), Policy: Skip, Schema: map[string]compute.Type{"a": compute.Int64}}
-		d, err := Decode(bytes.NewReader(data), opts, func([]Row) error { return nil })
+		d, err := Decode(bytes.NewReader(data), opts, func([]Row, []int) error { return nil })
 		if err != nil && !errors.Is(err, ErrBadInput) {
 			t.Fatalf("unexpected error kind: %v", err)
 		}
@@ -146,4 +147,22 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestDecodeLines(t *testing.T) {
+	var lines []int
+	collect := func(_ []Row, l []int) error { lines = append(lines, l...); return nil }
+	if _, err := Decode(strings.NewReader("{\"a\":1}\n\nbad\n{\"a\":2}\n"), DecodeOptions{Policy: Skip, BatchRows: 1}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lines) != "[1 4]" {
+		t.Fatalf("ndjson lines %v, want [1 4]", lines)
+	}
+	lines = nil
+	if _, err := Decode(strings.NewReader("a\n1\n\"x\ny\"\n2\n"), DecodeOptions{Format: CSV}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lines) != "[2 3 5]" {
+		t.Fatalf("csv lines %v, want [2 3 5] (a quoted field spans lines 3-4)", lines)
+	}
 }

@@ -25,7 +25,7 @@ type parquetLeaf struct {
 // name the row, counted from 1, in LineError.Line. The file is read into
 // memory first (Parquet needs random access; the input is bounded by the
 // caller's limits).
-func decodeParquet(r io.Reader, add func(Row) error, onBad func(*LineError) error) error {
+func decodeParquet(r io.Reader, add func(Row, int) error, onBad func(*LineError) error) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func decodeParquet(r io.Reader, add func(Row) error, onBad func(*LineError) erro
 					}
 					continue
 				}
-				if err := add(row); err != nil {
+				if err := add(row, rowNum); err != nil {
 					rows.Close()
 					return err
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/sluicedb/sluice/compute"
@@ -22,6 +23,10 @@ type Pipeline struct {
 	// Compute applies the table's filters and computed columns; nil means
 	// none.
 	Compute *compute.Processor
+	// RowOf returns the index, in the rows given to Table.Append, of the row
+	// an Append error is about (the table's *SchemaError), so that Ingest
+	// can name its input line. Nil: Append errors are returned as they are.
+	RowOf func(error) (int, bool)
 
 	counters Counters
 }
@@ -61,6 +66,16 @@ func (r *Result) AddBadLines(d Decoded) {
 	}
 }
 
+// RowError locates an error about one row of a batch: its index among the
+// rows decoded from the input (from 0) and its input line.
+type RowError struct {
+	Row, Line int
+	Err       error
+}
+
+func (e *RowError) Error() string { return fmt.Sprintf("line %d (row %d): %v", e.Line, e.Row, e.Err) }
+func (e *RowError) Unwrap() error { return e.Err }
+
 // ErrRejected is wrapped when a batch is rejected as a whole (a bad line
 // under the reject policy, a function with the reject policy, a value that
 // does not fit the schema): nothing of it is stored.
@@ -68,12 +83,25 @@ var ErrRejected = errors.New("batch rejected")
 
 // Ingest applies the compute step to rows and appends what is kept. It
 // returns only when the rows are durable (or not stored at all, with an
-// error). Counters are updated; res accumulates across calls.
-func (p *Pipeline) Ingest(ctx context.Context, rows []Row, res *Result) error {
+// error). lines[i] is the input line of rows[i] (nil when unknown): errors
+// about one row are *RowError naming it. Counters are updated; res
+// accumulates across calls.
+func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Result) error {
 	p.counters.Batches.Add(1)
 	p.counters.Rows.Add(int64(len(rows)))
 	in := len(rows)
+	locate := func(i int, err error) error {
+		re := &RowError{Row: i, Line: -1, Err: err}
+		if i >= 0 && i < len(lines) {
+			re.Line = lines[i]
+		}
+		return re
+	}
+	// Process compacts rows in place; keep the input order to map an
+	// Append error's row back to its input row.
+	input := rows
 	if p.Compute != nil {
+		input = append([]Row(nil), rows...)
 		b, err := p.Compute.Process(ctx, rows)
 		for _, e := range b.Errors {
 			if res.ColumnErrors == nil {
@@ -83,6 +111,10 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, res *Result) error {
 		}
 		if err != nil {
 			p.reject(in, res)
+			var ce *compute.Error
+			if errors.As(err, &ce) && ce.Row >= 0 {
+				err = locate(ce.Row, err)
+			}
 			if errors.Is(err, compute.ErrRejected) {
 				return fmt.Errorf("%w: %w", ErrRejected, err)
 			}
@@ -102,11 +134,28 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, res *Result) error {
 	}
 	if err := p.Table.Append(ctx, rows); err != nil {
 		p.reject(len(rows), res)
+		if p.RowOf != nil {
+			if k, ok := p.RowOf(err); ok && k >= 0 && k < len(rows) {
+				return locate(inputIndex(input, rows, k), err)
+			}
+		}
 		return err
 	}
 	res.Accepted += len(rows)
 	p.counters.Accepted.Add(int64(len(rows)))
 	return nil
+}
+
+// inputIndex finds kept[k] in input: kept is input with rows dropped, in
+// order, so the same maps appear in the same order.
+func inputIndex(input, kept []Row, k int) int {
+	target := reflect.ValueOf(kept[k]).UnsafePointer()
+	for i, r := range input {
+		if reflect.ValueOf(r).UnsafePointer() == target {
+			return i
+		}
+	}
+	return -1
 }
 
 func (p *Pipeline) reject(n int, res *Result) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,10 +37,12 @@ func (c *Client) http() *http.Client {
 	return &http.Client{Timeout: 5 * time.Minute}
 }
 
-// StatusError is a non-200 answer of the server.
+// StatusError is a non-200 answer of the server. Line is the line of the
+// sent body the error is about (0 when none).
 type StatusError struct {
 	Code int
 	Body string
+	Line int
 }
 
 func (e *StatusError) Error() string {
@@ -83,7 +86,7 @@ func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, b
 		var r ingestResponse
 		_ = json.Unmarshal(b, &r)
 		if resp.StatusCode != http.StatusOK {
-			return r.Result, &StatusError{Code: resp.StatusCode, Body: string(b)}
+			return r.Result, &StatusError{Code: resp.StatusCode, Body: string(b), Line: r.Line}
 		}
 		return r.Result, nil
 	}
@@ -103,7 +106,7 @@ func (c *Client) IngestStream(ctx context.Context, tableName string, r io.Reader
 		batchRows = 1000
 	}
 	var buf []byte
-	d, err := ingest.Decode(zr, ingest.DecodeOptions{Format: format, Policy: policy, BatchRows: batchRows}, func(rows []ingest.Row) error {
+	d, err := ingest.Decode(zr, ingest.DecodeOptions{Format: format, Policy: policy, BatchRows: batchRows}, func(rows []ingest.Row, lines []int) error {
 		buf = buf[:0]
 		for _, row := range rows {
 			var err error
@@ -114,6 +117,11 @@ func (c *Client) IngestStream(ctx context.Context, tableName string, r io.Reader
 		}
 		res, err := c.PostBatch(ctx, tableName, "application/x-ndjson", buf)
 		addResult(&total, res)
+		// The server counts lines of the batch sent: name the input's.
+		var se *StatusError
+		if errors.As(err, &se) && se.Line > 0 && se.Line <= len(lines) {
+			return fmt.Errorf("input line %d: %w", lines[se.Line-1], err)
+		}
 		return err
 	})
 	total.AddBadLines(d)

@@ -53,6 +53,13 @@ func TestClientIngestFromURL(t *testing.T) {
 	if _, err := c.Query(ctx, "events", QueryRequest{Columns: []string{"nope"}}, &out); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("unknown column through the client: %v", err)
 	}
+	// A value that does not fit, on line 7 of the file (row 5 of the
+	// second batch of 5): the error names the file's line.
+	bad := "user,ts,n\n" + strings.Repeat("u9,2024-05-01T10:00:00Z,1\n", 5) + "u9,2024-05-01T10:00:00Z,x\n"
+	_, err = c.IngestStream(ctx, "events", strings.NewReader(bad), ingest.CSV, ingest.Reject, 3)
+	if err == nil || !strings.Contains(err.Error(), "input line 7:") || !strings.Contains(err.Error(), "400") {
+		t.Errorf("bad value through the client: %v", err)
+	}
 	if _, err := OpenSource(ctx, files.URL+"/missing.csv"); err == nil {
 		t.Error("missing URL opened")
 	}

@@ -50,7 +50,7 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	}
 	counted := &countingReader{r: zr}
 	d, err := ingest.Decode(counted, ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows},
-		func(rows []ingest.Row) error { return ts.pipe.Ingest(ctx, rows, &res) })
+		func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
 	ts.pipe.Counters().Bytes.Add(counted.n)
 	res.AddBadLines(d)
 	if err != nil && errors.Is(err, ingest.ErrBadInput) {
@@ -145,8 +145,12 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusInternalServerError
 	var mbe *http.MaxBytesError
 	var le *ingest.LineError
+	var re *ingest.RowError
 	var se *table.SchemaError
 	var ce *compute.Error
+	if errors.As(err, &re) {
+		resp.Row, resp.Line = &re.Row, re.Line
+	}
 	switch {
 	case errors.As(err, &mbe) || errors.Is(err, ErrTooLarge):
 		code = http.StatusRequestEntityTooLarge
@@ -155,10 +159,8 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		code, resp.Line = http.StatusBadRequest, le.Line
 	case errors.As(err, &se):
 		code, resp.Column = http.StatusBadRequest, se.Column
-		resp.Row = &se.Row
 	case errors.Is(err, ingest.ErrRejected) && errors.As(err, &ce):
 		code, resp.Column = http.StatusUnprocessableEntity, ce.Column
-		resp.Row = &ce.Row
 	case errors.Is(err, ingest.ErrBadInput):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrUnknownTable):

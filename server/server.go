@@ -169,8 +169,17 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		return nil, err
 	}
 	ts.table = t
-	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc}
+	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
 	return ts, nil
+}
+
+// schemaErrorRow is the row a table error is about.
+func schemaErrorRow(err error) (int, bool) {
+	var se *table.SchemaError
+	if errors.As(err, &se) {
+		return se.Row, true
+	}
+	return 0, false
 }
 
 // appender adapts *table.Table to ingest.Appender.

@@ -263,10 +263,12 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d containing %s", c.name, code, js, c.code, c.want)
 		}
 	}
-	// The schema error names the row too.
-	_, res, _ := post(t, rowsURL, "application/x-ndjson", strings.NewReader(ok+`{"user":"bob","n":"many"}`+"\n"))
-	if res["row"] != 1.0 {
-		t.Errorf("schema error row = %v, want 1", res["row"])
+	// The schema error names the input row and line, counted before the
+	// filter dropped the test user's row.
+	testRow := `{"user":"test","n":1}` + "\n"
+	_, res, _ := post(t, rowsURL, "application/x-ndjson", strings.NewReader(testRow+"\n"+ok+`{"user":"bob","n":"many"}`+"\n"))
+	if res["row"] != 2.0 || res["line"] != 4.0 || res["column"] != "n" {
+		t.Errorf("schema error at row %v line %v column %v, want row 2 line 4 column n", res["row"], res["line"], res["column"])
 	}
 	// Oversized after gzip decoding: small on the wire, large inflated.
 	var gz bytes.Buffer
