@@ -85,11 +85,30 @@ func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
 // parseWhere reads "col OP value". Values are strings: the table converts
 // them to the column's type.
 func parseWhere(s string) (WhereClause, error) {
-	up := strings.ToUpper(s)
-	for _, op := range []string{" IS NOT NULL", " IS NULL"} {
-		if strings.HasSuffix(strings.TrimSpace(up), strings.TrimSpace(op)) && strings.Contains(up, op) {
-			i := strings.LastIndex(up, op)
-			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: strings.TrimSpace(op)}, nil
+	w, ok := splitWhere(s)
+	if !ok || w.Column == "" {
+		return WhereClause{}, fmt.Errorf("%w: where %q: want column, operator (= != < <= > >= IN, IS NULL, IS NOT NULL) and value", errBadQuery, s)
+	}
+	return w, nil
+}
+
+func splitWhere(s string) (WhereClause, bool) {
+	// ASCII-only upper case keeps byte offsets valid in s (ToUpper may
+	// change the length of invalid or non-ASCII text).
+	up := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}, s)
+	if len(up) != len(s) {
+		up = s // invalid UTF-8: Map rewrote it; match the operators case-sensitively
+	}
+	trimmed := strings.TrimSpace(up)
+	for _, op := range []string{"IS NOT NULL", "IS NULL"} {
+		if strings.HasSuffix(trimmed, " "+op) {
+			i := strings.LastIndex(up, " "+op)
+			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op}, true
 		}
 	}
 	if i := strings.Index(up, " IN "); i > 0 {
@@ -98,14 +117,20 @@ func parseWhere(s string) (WhereClause, error) {
 		for _, p := range strings.Split(list, ",") {
 			vals = append(vals, strings.TrimSpace(p))
 		}
-		return WhereClause{Column: strings.TrimSpace(s[:i]), Op: "IN", Values: vals}, nil
+		return WhereClause{Column: strings.TrimSpace(s[:i]), Op: "IN", Values: vals}, true
+	}
+	// The first operator character splits column from value, so values
+	// may contain operators ("note = a=b").
+	i := strings.IndexAny(s, "!<>=")
+	if i <= 0 {
+		return WhereClause{}, false
 	}
 	for _, op := range []string{"!=", "<>", "<=", ">=", "==", "=", "<", ">"} {
-		if i := strings.Index(s, op); i > 0 {
-			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op, Value: strings.TrimSpace(s[i+len(op):])}, nil
+		if strings.HasPrefix(s[i:], op) {
+			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op, Value: strings.TrimSpace(s[i+len(op):])}, true
 		}
 	}
-	return WhereClause{}, fmt.Errorf("%w: where %q: want column, operator (= != < <= > >= IN, IS NULL, IS NOT NULL) and value", errBadQuery, s)
+	return WhereClause{}, false
 }
 
 // parseTime reads RFC 3339 or unix seconds; "" is unbounded.
