@@ -136,3 +136,19 @@ func TestUnknownFieldAndLoad(t *testing.T) {
 		t.Fatalf("base dir %q, storage dir %q", cfg.BaseDir, cfg.Storage.Dir)
 	}
 }
+
+// FuzzParse: any YAML parses or fails with an error (no panic), and a
+// config that parses validates.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("tables: [{name: a, ttl: 1h, compact: {interval: 1m, dir: x}}]"))
+	f.Add([]byte("listen: {http: ':0'}\ntables: [{name: b, schema: [{name: t, type: time}]}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, func(string) (string, bool) { return "", false })
+		if err == nil {
+			if verr := cfg.Validate(); verr != nil {
+				t.Fatalf("parsed but invalid: %v", verr)
+			}
+		}
+	})
+}
