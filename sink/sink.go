@@ -188,7 +188,14 @@ func (c *compaction) write(ts time.Time, r table.Row) error {
 		c.files[day] = f
 		c.order = append(c.order, f)
 	}
-	row := make(parquet.Row, len(c.cols))
+	// Reuse the row slices of the buffer: WriteRows copies the values into
+	// the column buffers, so a flushed buffer's rows are free again.
+	var row parquet.Row
+	if n := len(f.buf); n < cap(f.buf) && len(f.buf[:n+1][n]) == len(c.cols) {
+		row = f.buf[:n+1][n]
+	} else {
+		row = make(parquet.Row, len(c.cols))
+	}
 	for i, col := range c.cols {
 		v, err := parquetValue(col, r[col.Name])
 		if err != nil {
@@ -202,6 +209,9 @@ func (c *compaction) write(ts time.Time, r table.Row) error {
 	}
 	f.buf = append(f.buf, row)
 	c.rows++
+	if cap(f.buf) < bufferedRows {
+		f.buf = slices.Grow(f.buf, bufferedRows-len(f.buf))
+	}
 	if len(f.buf) >= bufferedRows {
 		return f.flush()
 	}

@@ -278,3 +278,46 @@ func TestCompactWithoutRemoveWritesEachRowOnce(t *testing.T) {
 		t.Fatalf("store holds %d rows after compaction without remove, want 150", n)
 	}
 }
+
+// TestCompactManyRowsPerFile writes more rows per file than the writer
+// buffers (row slices are reused after each flush) and reads every value
+// back.
+func TestCompactManyRowsPerFile(t *testing.T) {
+	ctx := context.Background()
+	s, err := table.Open(t.TempDir(), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(table.Config{Name: "many", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	var rows []table.Row
+	for i := range n {
+		rows = append(rows, table.Row{"ts": day0.Add(time.Duration(i) * time.Second), "n": int64(i), "s": fmt.Sprintf("str-%d", i)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Compact(ctx, tb, t.TempDir(), day0.Add(24*time.Hour), Options{RowGroupRows: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Files) != 1 || st.Rows != n {
+		t.Fatalf("stats %+v", st)
+	}
+	got, _ := readParquet(t, st.Files[0])
+	seen := map[int64]bool{}
+	for _, r := range got {
+		i := r["n"].(int64)
+		if r["s"] != fmt.Sprintf("str-%d", i) || r["ts"].(int64) != day0.Add(time.Duration(i)*time.Second).UnixMicro() || seen[i] {
+			t.Fatalf("row %v damaged or repeated", r)
+		}
+		seen[i] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("read %d distinct rows, want %d", len(seen), n)
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 // Boxing values into `any` allocates once per value (int64 beyond 255,
 // float64, string, time.Time): at 10 columns that was 8 allocations per
-// row and half of a query's time. boxColumn instead copies a block's column
+// row and half of a query's time. A boxer instead copies a block's column
 // into one fresh slab and makes each interface point into it, the way the
 // runtime itself represents a boxed value (a type word and a pointer to an
 // immutable copy). This is the only use of unsafe in the package.
@@ -34,56 +34,61 @@ var (
 	rawType     = typeWord(json.RawMessage(nil))
 )
 
-// boxSlab points every element of dst at an element of slab, or sets it to
-// nil where c is null.
-func boxSlab[T any](dst []any, c *decodedCol, typ unsafe.Pointer, slab []T) {
-	for r := range dst {
-		if c.isNull(r) {
-			dst[r] = nil
-			continue
-		}
-		e := (*eface)(unsafe.Pointer(&dst[r]))
-		e.typ = typ
-		e.data = unsafe.Pointer(&slab[r])
-	}
+// boxer makes the Row values of one output column of one block.
+type boxer struct {
+	col  *decodedCol    // nil: the block lacks the column (all null)
+	typ  unsafe.Pointer // type word of the values
+	base unsafe.Pointer // first element of the slab (keeps it alive)
+	size uintptr        // element size
 }
 
-// boxColumn returns the rows of c as Row values: int64, float64, string,
-// bool, time.Time (UTC) or json.RawMessage, nil for null. A nil c (a column
-// the block lacks) gives all nils.
-func boxColumn(dst []any, c *decodedCol, rows int) []any {
-	dst = grow(dst, rows)
-	if c == nil {
-		clear(dst)
-		return dst
+// reset prepares b for column c of a block of rows rows: it copies the
+// column into a fresh slab (never written again once values point into it).
+func (b *boxer) reset(c *decodedCol, rows int) {
+	*b = boxer{col: c}
+	if c == nil || rows == 0 {
+		return
 	}
 	switch c.typ {
 	case Int64:
-		boxSlab(dst, c, int64Type, append([]int64(nil), c.ints[:rows]...))
+		slab := append([]int64(nil), c.ints[:rows]...)
+		b.typ, b.base, b.size = int64Type, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
 	case Float64:
-		boxSlab(dst, c, float64Type, append([]float64(nil), c.floats[:rows]...))
+		slab := append([]float64(nil), c.floats[:rows]...)
+		b.typ, b.base, b.size = float64Type, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
 	case String:
-		boxSlab(dst, c, stringType, append([]string(nil), c.strs[:rows]...))
+		slab := append([]string(nil), c.strs[:rows]...)
+		b.typ, b.base, b.size = stringType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
 	case JSON:
 		slab := make([]json.RawMessage, rows)
 		for r := range slab {
 			slab[r] = json.RawMessage(c.strs[r])
 		}
-		boxSlab(dst, c, rawType, slab)
+		b.typ, b.base, b.size = rawType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
 	case Timestamp:
 		slab := make([]time.Time, rows)
 		for r := range slab {
 			slab[r] = time.Unix(0, c.ints[r]).UTC()
 		}
-		boxSlab(dst, c, timeType, slab)
-	case Bool:
-		for r := range dst {
-			if c.isNull(r) {
-				dst[r] = nil
-			} else {
-				dst[r] = c.ints[r] != 0 // bools box without allocating
-			}
-		}
+		b.typ, b.base, b.size = timeType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
 	}
-	return dst
+}
+
+// at returns row r's value: int64, float64, string, bool, time.Time (UTC)
+// or json.RawMessage, nil for null. The interface is built on the stack
+// pointing into the slab: no allocation, no write barrier until the caller
+// stores it.
+func (b *boxer) at(r int) any {
+	c := b.col
+	if c == nil || c.isNull(r) {
+		return nil
+	}
+	if c.typ == Bool {
+		return c.ints[r] != 0 // bools box without allocating
+	}
+	var v any
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ = b.typ
+	e.data = unsafe.Add(b.base, uintptr(r)*b.size)
+	return v
 }

@@ -157,6 +157,20 @@ func (t *Table) plan(q Query) (*plan, error) {
 		}
 		p.types[w.Column] = typ
 		p.preds = append(p.preds, pr)
+		if w.Column == p.timeName { // narrow the scan too (the predicate still filters rows)
+			switch v := pr.v.i; w.Op {
+			case Eq:
+				p.from, p.to = max(p.from, v), min(p.to, next(v))
+			case Ge:
+				p.from = max(p.from, v)
+			case Gt:
+				p.from = max(p.from, next(v))
+			case Lt:
+				p.to = min(p.to, v)
+			case Le:
+				p.to = min(p.to, next(v))
+			}
+		}
 	}
 	if len(q.HashIn) > 0 {
 		if p.hashColumn == "" {
@@ -188,6 +202,14 @@ func (t *Table) plan(q Query) (*plan, error) {
 		p.empty = true
 	}
 	return p, nil
+}
+
+// next is v+1 without overflowing.
+func next(v int64) int64 {
+	if v == math.MaxInt64 {
+		return v
+	}
+	return v + 1
 }
 
 func compilePred(w Predicate, typ Type) (pred, error) {
@@ -460,8 +482,8 @@ type scanner struct {
 	// byName maps a needed column to its decoded column in the current
 	// block (nil: the block lacks it).
 	byName map[string]*decodedCol
-	// boxes[i] holds the values of output column i of the current block.
-	boxes [][]any
+	// boxes[i] makes the values of output column i of the current block.
+	boxes []boxer
 }
 
 // block processes one block; done is true when the limit is reached.
@@ -512,14 +534,14 @@ rows:
 		if !boxed { // first matching row of the block
 			boxed = true
 			if len(s.boxes) < len(outs) {
-				s.boxes = make([][]any, len(outs))
+				s.boxes = make([]boxer, len(outs))
 			}
 			for i, c := range outs {
-				s.boxes[i] = boxColumn(s.boxes[i], c, s.dec.rows)
+				s.boxes[i].reset(c, s.dec.rows)
 			}
 		}
 		for i := range outs {
-			s.vals[i] = s.boxes[i][r]
+			s.vals[i] = s.boxes[i].at(r)
 		}
 		emitted++
 		if err := s.emit(p, s.vals); err != nil {

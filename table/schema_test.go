@@ -141,3 +141,30 @@ func TestRowWithoutEventTimeGetsIngestionTime(t *testing.T) {
 		t.Fatalf("rows %v, want ts = ingestion time %v", got, now)
 	}
 }
+
+func TestNullOnlyColumnIsNotAdded(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "n", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := tb.Append(ctx, []Row{{"ts": t0, "a": int64(1), "z": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, []Row{{"ts": t0, "a": int64(2), "z": nil}, {"ts": t0, "a": 3.5}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tb.Schema(), []Column{{"ts", Timestamp}, {"a", Float64}}; !slices.Equal(got, want) {
+		t.Fatalf("schema %v, want %v", got, want)
+	}
+	var as []float64
+	for _, r := range collect(t, tb, Query{}) {
+		as = append(as, r["a"].(float64))
+	}
+	slices.Sort(as)
+	if !slices.Equal(as, []float64{1, 2, 3.5}) {
+		t.Fatalf("a = %v", as)
+	}
+}

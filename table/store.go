@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 )
 
 // Options configure a Store. The zero value is usable.
@@ -31,9 +33,10 @@ const seqReserve = 1 << 16
 // Store is one Pebble database holding any number of tables. It is safe for
 // concurrent use.
 type Store struct {
-	db   *pebble.DB
-	dir  string
-	opts Options
+	db       *pebble.DB
+	fsCloser io.Closer // stops the disk health checker, after db is closed
+	dir      string
+	opts     Options
 
 	// closeMu is held shared by every operation that uses db and exclusively
 	// by Close, so Close waits for in-flight appends and queries and nothing
@@ -60,7 +63,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
+	// The disk-health-checking FS starts a goroutine; Pebble v1.1.5 does
+	// not stop it when Open fails (e.g. the directory is locked by another
+	// process), so we create it and close it ourselves.
+	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, func(info vfs.DiskSlowInfo) {
+		if opts.Logger != nil {
+			opts.Logger.Warn("slow disk", "component", "pebble", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
+		}
+	})
 	popts := &pebble.Options{
+		FS:     fs,
 		Cache:  cache,
 		Logger: pebbleLogger{opts.Logger},
 		// Block values are zstd-compressed already: Pebble's own snappy
@@ -74,11 +86,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	popts.EnsureDefaults()
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
+		fsCloser.Close()
 		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
+	s := &Store{db: db, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
 	if err := s.load(); err != nil {
 		db.Close()
+		fsCloser.Close()
 		return nil, err
 	}
 	return s, nil
@@ -145,6 +159,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	ferr := s.db.Flush()
+	defer s.fsCloser.Close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("table: close store %s: %w", s.dir, err)
 	}

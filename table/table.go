@@ -136,32 +136,44 @@ func (t *Table) Append(ctx context.Context, rows []Row) error {
 		return nil
 	}
 
+	// Fast path: coerce with the current schema, which also verifies that
+	// every value fits it without widening and that no row has a column
+	// the schema lacks. Only otherwise take mu and widen (or, for a static
+	// schema, find the offending column).
 	t.mu.Lock()
-	locked := true
+	schema, static := t.meta.Schema, t.meta.Static
+	t.mu.Unlock()
+	cols, fits, err := t.coerce(rows, schema, !static)
+	if err != nil {
+		return err
+	}
+	changed, locked := false, false
 	defer func() {
 		if locked {
 			t.mu.Unlock()
 		}
 	}()
-	oldMeta := t.meta
-	schema, changed, err := t.widenFor(rows)
-	if err != nil {
-		return err
-	}
-	if changed {
-		// Keep mu until the commit (see mu); restore on failure.
-		t.setSchema(schema) // replaces, never mutates, the old slice
-	} else {
-		t.mu.Unlock()
-		locked = false
-	}
-
-	cols, err := t.coerce(rows, schema)
-	if err != nil {
-		if changed {
-			t.setSchema(oldMeta.Schema)
+	var oldSchema []Column
+	if !fits {
+		t.mu.Lock()
+		locked = true
+		oldSchema = t.meta.Schema
+		if schema, changed, err = t.widenFor(rows); err != nil {
+			return err
 		}
-		return err
+		if changed {
+			// Keep mu until the commit (see mu); restore on failure.
+			t.setSchema(schema) // replaces, never mutates, the old slice
+		} else {
+			t.mu.Unlock()
+			locked = false
+		}
+		if cols, _, err = t.coerce(rows, schema, false); err != nil {
+			if changed {
+				t.setSchema(oldSchema)
+			}
+			return err
+		}
 	}
 
 	b := t.store.db.NewBatch()
@@ -179,7 +191,7 @@ func (t *Table) Append(ctx context.Context, rows []Row) error {
 	}
 	if err != nil {
 		if changed {
-			t.setSchema(oldMeta.Schema)
+			t.setSchema(oldSchema)
 		}
 		return fmt.Errorf("table %s: append %d rows: %w", t.name, len(rows), err)
 	}
@@ -249,15 +261,25 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 }
 
 // coerce converts rows to columns of schema. The sortBy column of a row
-// without one gets the ingestion time.
-func (t *Table) coerce(rows []Row, schema []Column) ([]colData, error) {
+// without one gets the ingestion time. fits is false when a row has a
+// column schema lacks or, with check (inferred schemas), a value whose
+// type would widen its column (cols are then nil).
+func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
-	cols := make([]colData, len(schema))
+	cols = make([]colData, len(schema))
+	// One slab for all columns: two allocations per batch, not two per column.
+	vals := make([]value, len(schema)*len(rows))
+	nulls := make([]bool, len(schema)*len(rows))
+	found := make([]int32, len(rows)) // keys of each row that are columns
 	for c, col := range schema {
-		cd := colData{name: col.Name, typ: col.Type, vals: make([]value, len(rows)), null: make([]bool, len(rows))}
+		cd := colData{name: col.Name, typ: col.Type,
+			vals: vals[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)], null: nulls[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)]}
 		isTime := col.Name == t.sortBy
 		for r, row := range rows {
 			v, ok := row[col.Name]
+			if ok {
+				found[r]++
+			}
 			if !ok || v == nil {
 				if isTime {
 					cd.vals[r].i = now
@@ -266,15 +288,28 @@ func (t *Table) coerce(rows []Row, schema []Column) ([]colData, error) {
 				}
 				continue
 			}
+			if check && !isTime {
+				if vt, ok := inferType(v); !ok || widen(col.Type, vt) != col.Type {
+					return nil, false, nil
+				}
+			}
 			val, err := coerce(v, col.Type)
 			if err != nil {
-				return nil, &SchemaError{Table: t.name, Row: r, Column: col.Name, Type: col.Type, Reason: err.Error()}
+				return nil, false, &SchemaError{Table: t.name, Row: r, Column: col.Name, Type: col.Type, Reason: err.Error()}
 			}
 			cd.vals[r] = val
 		}
 		cols[c] = cd
 	}
-	return cols, nil
+	for r, row := range rows {
+		if int(found[r]) != len(row) {
+			// A column the schema lacks: an error for a static schema, a
+			// new column or a null to drop for an inferred one (widenFor
+			// decides). The cols are right for the columns they have.
+			return cols, false, nil
+		}
+	}
+	return cols, true, nil
 }
 
 // writeBlocks groups the batch by (partition, time bucket) and sets one

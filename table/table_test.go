@@ -110,3 +110,27 @@ func TestAppendQueryRoundTrip(t *testing.T) {
 	}
 	check(tb)
 }
+
+func TestOpenTwiceFailsAndTablesAreListed(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	defer s.Close()
+	if s2, err := Open(dir, Options{}); err == nil {
+		s2.Close()
+		t.Fatal("a second Open of the same directory should fail (Pebble's lock)")
+	}
+	for _, name := range []string{"b", "a"} {
+		if _, err := s.Table(Config{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, err := s.Tables(); err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Fatalf("Tables() = %v, %v", names, err)
+	}
+	if _, err := s.Table(Config{Name: "c", BlockSpan: 7 * time.Hour}); err == nil {
+		t.Fatal("a block span that does not divide 24h was accepted")
+	}
+	if _, err := s.Table(Config{Name: "d", SortBy: "ts", Columns: []Column{{"x", Int64}}}); err == nil {
+		t.Fatal("a static schema without the sortBy column was accepted")
+	}
+}
