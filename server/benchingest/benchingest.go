@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicedb/sluice/compute/plugbuild"
@@ -65,7 +66,28 @@ type Result struct {
 	Seconds    float64
 	RowsPerSec float64
 	P50, P99   time.Duration // batch latency; zero for the query case
-	Note       string
+	// CPUSeconds is the process's CPU time (user+sys, clients and Pebble's
+	// background work included) during the case, and RowsPerCPUSec the rows
+	// per CPU-second: on a shared machine it moves less than RowsPerSec.
+	CPUSeconds    float64
+	RowsPerCPUSec float64
+	Note          string
+}
+
+// cpuTime is the process's user+sys CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (r *Result) setCPU(d time.Duration) {
+	r.CPUSeconds = d.Seconds()
+	if r.CPUSeconds > 0 {
+		r.RowsPerCPUSec = float64(r.Rows) / r.CPUSeconds
+	}
 }
 
 const luaColumn = `
@@ -249,6 +271,7 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	var firstErr error
 	deadline := time.Now().Add(opts.Duration)
 	begin := time.Now()
+	cpu0 := cpuTime()
 	var wg sync.WaitGroup
 	for c := 0; c < opts.Clients; c++ {
 		wg.Add(1)
@@ -278,6 +301,7 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	}
 	wg.Wait()
 	secs := time.Since(begin).Seconds()
+	cpu := cpuTime() - cpu0
 	tr.CloseIdleConnections()
 	if err := r.stop(); err != nil && firstErr == nil {
 		firstErr = err
@@ -287,6 +311,7 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res := Result{Case: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs}
+	res.setCPU(cpu)
 	if len(lat) > 0 {
 		res.P50 = lat[len(lat)/2]
 		res.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
@@ -319,7 +344,7 @@ func queryCase(ctx context.Context, dir string, opts Options) (Result, error) {
 	u := r.url + "/v1/tables/bench/query?hash=hot&from=2024-05-01T00:00:00Z&to=2024-05-02T00:00:00Z"
 	best := Result{Case: "query"}
 	for run := 0; run < 3; run++ {
-		t0 := time.Now()
+		t0, cpu0 := time.Now(), cpuTime()
 		resp, err := http.Get(u)
 		if err != nil {
 			return Result{}, err
@@ -334,12 +359,13 @@ func queryCase(ctx context.Context, dir string, opts Options) (Result, error) {
 		if err := sc.Err(); err != nil {
 			return Result{}, err
 		}
-		secs := time.Since(t0).Seconds()
+		secs, cpu := time.Since(t0).Seconds(), cpuTime()-cpu0
 		if n != int64(opts.QueryRows) {
 			return Result{}, fmt.Errorf("query returned %d rows, stored %d", n, opts.QueryRows)
 		}
 		if rps := float64(n) / secs; rps > best.RowsPerSec {
 			best = Result{Case: "query", Rows: n, Seconds: secs, RowsPerSec: rps, Note: "best of 3, NDJSON streamed to the client"}
+			best.setCPU(cpu)
 		}
 	}
 	return best, nil
@@ -353,7 +379,7 @@ func Format(rs []Result) string {
 			fmt.Fprintf(&b, "%-7s %s\n", r.Case, r.Note)
 			continue
 		}
-		fmt.Fprintf(&b, "%-7s %10d rows %7.2fs %12.0f rows/s", r.Case, r.Rows, r.Seconds, r.RowsPerSec)
+		fmt.Fprintf(&b, "%-7s %10d rows %7.2fs %12.0f rows/s %12.0f rows/CPU-s", r.Case, r.Rows, r.Seconds, r.RowsPerSec, r.RowsPerCPUSec)
 		if r.P50 > 0 {
 			fmt.Fprintf(&b, "  p50 %8.2fms  p99 %8.2fms", ms(r.P50), ms(r.P99))
 		}

@@ -24,7 +24,7 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("results: %+v", res)
 	}
 	for _, r := range res[:2] {
-		if r.Rows == 0 || r.Rows%100 != 0 || r.P50 == 0 || r.P99 < r.P50 {
+		if r.Rows == 0 || r.Rows%100 != 0 || r.P50 == 0 || r.P99 < r.P50 || r.CPUSeconds <= 0 {
 			t.Errorf("%s: %+v", r.Case, r)
 		}
 	}
