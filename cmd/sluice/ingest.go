@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/server"
+)
+
+func init() {
+	rootCmd.AddCommand(ingestCmd())
+}
+
+func ingestCmd() *cobra.Command {
+	var configPath, data, serverURL, tableName, format, onBad string
+	var batch int
+	cmd := &cobra.Command{
+		Use:   "ingest --table T FILE|URL...",
+		Short: "Ingest JSON lines, JSON, CSV or Parquet files (local or http(s), gzip or not) into a table",
+		Long: "With --server the rows go through a running server (decoded here, sent as NDJSON batches,\n" +
+			"retried on 429/503); otherwise straight into the store directory of --config (--data), which\n" +
+			"must not be in use by a running server. Each batch is durable when acknowledged.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			if tableName == "" {
+				return errors.New("--table is required")
+			}
+			policy, err := ingest.ParsePolicy(onBad)
+			if err != nil {
+				return err
+			}
+			if serverURL != "" {
+				c := &server.Client{URL: serverURL}
+				for _, src := range args {
+					f := ingest.FormatOfPath(src)
+					if format != "" {
+						if f, err = ingest.FormatOf(formatType(format)); err != nil {
+							return err
+						}
+					}
+					rc, err := server.OpenSource(ctx, src)
+					if err != nil {
+						return err
+					}
+					res, err := c.IngestStream(ctx, tableName, rc, f, policy, batch)
+					rc.Close()
+					report(cmd.OutOrStdout(), src, res)
+					if err != nil {
+						return fmt.Errorf("%s: %w", src, err)
+					}
+				}
+				return nil
+			}
+			cfg, err := loadServerConfig(configPath, "", false, false)
+			if err != nil {
+				return err
+			}
+			s, err := server.New(ctx, cfg, server.Options{StorageDir: data, Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for _, src := range args {
+				res, err := s.IngestSource(ctx, tableName, src, batch)
+				report(cmd.OutOrStdout(), src, res)
+				if err != nil {
+					return err
+				}
+			}
+			return s.Close()
+		},
+	}
+	cmd.Flags().StringVar(&tableName, "table", "", "table to ingest into")
+	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
+	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
+	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
+	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv or parquet (default: by file extension)")
+	cmd.Flags().StringVar(&onBad, "on-bad-line", "reject", "reject or skip (with --server; otherwise the table's on_bad_line)")
+	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per batch")
+	return cmd
+}
+
+func formatType(f string) string {
+	switch f {
+	case "csv":
+		return "text/csv"
+	case "json":
+		return "application/json"
+	case "parquet":
+		return "application/vnd.apache.parquet"
+	}
+	return "application/x-ndjson"
+}
+
+func report(w io.Writer, src string, res ingest.Result) {
+	b, _ := json.Marshal(res)
+	fmt.Fprintf(w, "%s: %s\n", src, b)
+}

@@ -1,0 +1,311 @@
+// Package config is the server's YAML configuration: the tables (partition
+// and event-time columns, schema, TTL, computed columns and filters,
+// compaction), the storage directory and the listen addresses. Every field
+// can be overridden by an environment variable (SLUICE_...), and Validate
+// reports every problem at once so that one start shows all of them.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+// Config is the whole server configuration.
+type Config struct {
+	Storage Storage `yaml:"storage"`
+	Listen  Listen  `yaml:"listen"`
+	Limits  Limits  `yaml:"limits"`
+	Tables  []Table `yaml:"tables"`
+
+	// BaseDir resolves relative script paths in computed columns and
+	// filters; Load sets it to the config file's directory. The storage and
+	// compaction directories are relative to the working directory, as
+	// operators expect of a server's data directory.
+	BaseDir string `yaml:"-"`
+}
+
+// Storage is where the embedded store lives.
+type Storage struct {
+	// Dir is the store's directory (default ./data, relative to the
+	// working directory).
+	Dir string `yaml:"dir"`
+}
+
+// Listen are the addresses the server binds.
+type Listen struct {
+	// HTTP is the API address (default 127.0.0.1:8080).
+	HTTP string `yaml:"http"`
+	// Pprof turns on /debug/pprof/ on the API address.
+	Pprof bool `yaml:"pprof"`
+}
+
+// Limits bound what one client can cost the server.
+type Limits struct {
+	// MaxBodyBytes bounds a request body (after gzip decoding too);
+	// larger bodies get 413. Default 64 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadTimeout bounds reading a whole request (headers and body), so a
+	// slow client cannot hold an ingest slot. Default 30s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response; query streams are exempt
+	// up to QueryTimeout. Default 60s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// QueryTimeout bounds one query. Default 5m.
+	QueryTimeout time.Duration `yaml:"query_timeout"`
+	// MaxInflight bounds the ingest batches being decoded, computed or
+	// stored at once; one more gets 429 with Retry-After. Default 2×CPUs+2.
+	MaxInflight int `yaml:"max_inflight"`
+	// ShutdownTimeout bounds the graceful shutdown. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Table is one time-series table.
+type Table struct {
+	Name string `yaml:"name"`
+	// HashBy is the partition key column; empty puts every row in one
+	// partition.
+	HashBy string `yaml:"hashBy"`
+	// SortBy is the event-time column; rows without it get their ingestion
+	// time.
+	SortBy string `yaml:"sortBy"`
+	// Schema is the static schema; empty means inferred and widened as
+	// rows arrive.
+	Schema []Column `yaml:"schema"`
+	// TTL drops data older than this (0 keeps it forever).
+	TTL time.Duration `yaml:"ttl"`
+	// OnBadLine is what a malformed line does to its batch: "reject" (the
+	// default: nothing of the batch is stored) or "skip" (the line is
+	// reported and the rest stored).
+	OnBadLine string `yaml:"on_bad_line"`
+	// Computed columns and filters, as in `sluice compute`.
+	compute.Config `yaml:",inline"`
+	// Reload polls the script files and URLs of the computed columns and
+	// filters this often and swaps changed versions in between batches
+	// (0 = never; a version that fails to load is logged and the old one
+	// keeps running).
+	Reload  time.Duration `yaml:"reload"`
+	Compact Compact       `yaml:"compact"`
+}
+
+// Column is one column of a static schema.
+type Column struct {
+	Name string `yaml:"name"`
+	// Type is a compute type name or alias (int64, float64, string, bool,
+	// timestamp, json, ...).
+	Type string `yaml:"type"`
+}
+
+// Compact configures compaction to Parquet.
+type Compact struct {
+	// Interval between compaction runs; 0 turns compaction off.
+	Interval time.Duration `yaml:"interval"`
+	// After: data older than now-After is compacted (default 1h).
+	After time.Duration `yaml:"after"`
+	// Dir is the Parquet sink directory (files go to Dir/table/year=/...).
+	Dir string `yaml:"dir"`
+	// Remove drops compacted data from the hot store.
+	Remove bool `yaml:"remove"`
+}
+
+// Defaults.
+const (
+	DefaultHTTP            = "127.0.0.1:8080"
+	DefaultStorageDir      = "data"
+	DefaultMaxBodyBytes    = 64 << 20
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultWriteTimeout    = 60 * time.Second
+	DefaultQueryTimeout    = 5 * time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultCompactAfter    = time.Hour
+)
+
+// Parse decodes YAML (unknown fields are errors: a typo must not silently
+// drop a setting), applies environment overrides from env (nil means
+// os.LookupEnv), fills defaults and validates. Every problem is reported at
+// once.
+func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if env == nil {
+		env = os.LookupEnv
+	}
+	var errs []error
+	if err := applyEnv(cfg, env); err != nil {
+		errs = append(errs, err)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Load reads the config at path (see Parse); relative paths in it are
+// resolved against the file's directory.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data, nil)
+	if cfg != nil {
+		cfg.BaseDir = filepath.Dir(path)
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Storage.Dir == "" {
+		c.Storage.Dir = DefaultStorageDir
+	}
+	if c.Listen.HTTP == "" {
+		c.Listen.HTTP = DefaultHTTP
+	}
+	l := &c.Limits
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.ReadTimeout == 0 {
+		l.ReadTimeout = DefaultReadTimeout
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = DefaultWriteTimeout
+	}
+	if l.QueryTimeout == 0 {
+		l.QueryTimeout = DefaultQueryTimeout
+	}
+	if l.ShutdownTimeout == 0 {
+		l.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	for i := range c.Tables {
+		t := &c.Tables[i]
+		if t.OnBadLine == "" {
+			t.OnBadLine = "reject"
+		}
+		if t.Compact.After == 0 {
+			t.Compact.After = DefaultCompactAfter
+		}
+	}
+}
+
+// Table returns the table named name.
+func (c *Config) Table(name string) (*Table, bool) {
+	for i := range c.Tables {
+		if c.Tables[i].Name == name {
+			return &c.Tables[i], true
+		}
+	}
+	return nil, false
+}
+
+// Validate checks the whole config and reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Storage.Dir == "" {
+		add("storage.dir: empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen.HTTP); err != nil {
+		add("listen.http %q: %v", c.Listen.HTTP, err)
+	}
+	l := c.Limits
+	if l.MaxBodyBytes < 0 {
+		add("limits.max_body_bytes: negative (%d)", l.MaxBodyBytes)
+	}
+	for name, d := range map[string]time.Duration{"read_timeout": l.ReadTimeout, "write_timeout": l.WriteTimeout, "query_timeout": l.QueryTimeout, "shutdown_timeout": l.ShutdownTimeout} {
+		if d < 0 {
+			add("limits.%s: negative (%v)", name, d)
+		}
+	}
+	if l.MaxInflight < 0 {
+		add("limits.max_inflight: negative (%d)", l.MaxInflight)
+	}
+	if len(c.Tables) == 0 {
+		add("tables: none configured")
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Tables {
+		where := fmt.Sprintf("tables[%d] %q", i, t.Name)
+		switch {
+		case t.Name == "":
+			add("%s: name is empty", where)
+		case !validName(t.Name):
+			add("%s: name must be letters, digits, _ or - (it is a URL path segment and a directory)", where)
+		case seen[t.Name]:
+			add("%s: duplicate table name", where)
+		}
+		seen[t.Name] = true
+		cols := map[string]bool{}
+		for j, col := range t.Schema {
+			cw := fmt.Sprintf("%s: schema[%d] %q", where, j, col.Name)
+			if col.Name == "" {
+				add("%s: name is empty", cw)
+			} else if cols[col.Name] {
+				add("%s: duplicate column", cw)
+			}
+			cols[col.Name] = true
+			if _, err := compute.ParseType(col.Type); err != nil {
+				add("%s: %v", cw, err)
+			}
+		}
+		for _, cc := range t.Computed {
+			cols[cc.Name] = true
+		}
+		if len(t.Schema) > 0 {
+			for _, k := range []struct{ field, col string }{{"hashBy", t.HashBy}, {"sortBy", t.SortBy}} {
+				if k.col != "" && !cols[k.col] {
+					add("%s: %s %q is neither in the schema nor a computed column", where, k.field, k.col)
+				}
+			}
+		}
+		if t.TTL < 0 {
+			add("%s: ttl: negative (%v)", where, t.TTL)
+		}
+		if t.Reload < 0 {
+			add("%s: reload: negative (%v)", where, t.Reload)
+		}
+		if t.OnBadLine != "reject" && t.OnBadLine != "skip" {
+			add("%s: on_bad_line %q: want reject or skip", where, t.OnBadLine)
+		}
+		if err := t.Config.Validate(); err != nil {
+			add("%s: %w", where, err)
+		}
+		cp := t.Compact
+		if cp.Interval < 0 || cp.After < 0 {
+			add("%s: compact: negative interval or after", where)
+		}
+		if cp.Interval > 0 && cp.Dir == "" {
+			add("%s: compact.dir: required when compact.interval is set", where)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

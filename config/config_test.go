@@ -1,0 +1,154 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `
+storage:
+  dir: store
+listen:
+  http: 127.0.0.1:9999
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    ttl: 720h
+    schema:
+      - {name: user, type: string}
+      - {name: ts, type: timestamp}
+      - {name: n, type: int64}
+    filters:
+      - name: not_test
+        func: "function main(row) return row.user ~= 'test' end"
+    computed:
+      - name: double
+        type: int64
+        func: "function main(row) return row.n * 2 end"
+    compact:
+      interval: 1m
+      dir: parquet
+  - name: raw-logs
+`
+
+func TestParseGood(t *testing.T) {
+	cfg, err := Parse([]byte(good), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := cfg.Table("events")
+	if !ok {
+		t.Fatal("no table events")
+	}
+	if ev.HashBy != "user" || ev.SortBy != "ts" || ev.TTL != 720*time.Hour || len(ev.Schema) != 3 {
+		t.Fatalf("events = %+v", ev)
+	}
+	if len(ev.Computed) != 1 || ev.Computed[0].Name != "double" || len(ev.Filters) != 1 {
+		t.Fatalf("compute config not embedded: %+v", ev.Config)
+	}
+	if ev.Compact.Interval != time.Minute || ev.Compact.After != DefaultCompactAfter || ev.OnBadLine != "reject" {
+		t.Fatalf("compact/defaults = %+v %q", ev.Compact, ev.OnBadLine)
+	}
+	if cfg.Limits.MaxBodyBytes != DefaultMaxBodyBytes || cfg.Listen.HTTP != "127.0.0.1:9999" {
+		t.Fatalf("limits/listen = %+v %+v", cfg.Limits, cfg.Listen)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	env := map[string]string{
+		"SLUICE_STORAGE_DIR":                        "/tmp/elsewhere",
+		"SLUICE_LISTEN_HTTP":                        "127.0.0.1:7000",
+		"SLUICE_LISTEN_PPROF":                       "true",
+		"SLUICE_LIMITS_MAX_BODY_BYTES":              "1024",
+		"SLUICE_TABLES_EVENTS_TTL":                  "1h",
+		"SLUICE_TABLES_RAW_LOGS_ON_BAD_LINE":        "skip",
+		"SLUICE_TABLES_0_COMPACT_REMOVE":            "true",
+		"SLUICE_TABLES_EVENTS_COMPUTED_DOUBLE_FUNC": "function main(row) return row.n * 3 end",
+	}
+	cfg, err := Parse([]byte(good), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := cfg.Table("events")
+	raw, _ := cfg.Table("raw-logs")
+	if cfg.Storage.Dir != "/tmp/elsewhere" || cfg.Listen.HTTP != "127.0.0.1:7000" || !cfg.Listen.Pprof || cfg.Limits.MaxBodyBytes != 1024 {
+		t.Fatalf("top-level overrides not applied: %+v %+v %+v", cfg.Storage, cfg.Listen, cfg.Limits)
+	}
+	if ev.TTL != time.Hour || !ev.Compact.Remove || raw.OnBadLine != "skip" {
+		t.Fatalf("table overrides not applied: ttl %v remove %v raw %q", ev.TTL, ev.Compact.Remove, raw.OnBadLine)
+	}
+	if !strings.Contains(ev.Computed[0].Func, "* 3") {
+		t.Fatalf("computed func not overridden: %q", ev.Computed[0].Func)
+	}
+}
+
+func TestEveryProblemReported(t *testing.T) {
+	bad := `
+listen: {http: "nocolon"}
+limits: {max_inflight: -1}
+tables:
+  - name: a
+    hashBy: missing
+    schema: [{name: x, type: complex}]
+    on_bad_line: maybe
+    ttl: -1h
+    computed:
+      - {name: c, type: nosuchtype, func: "function main(r) return 1 end"}
+    compact: {interval: 1m}
+  - name: a
+  - name: "bad/name"
+`
+	env := map[string]string{"SLUICE_LIMITS_READ_TIMEOUT": "soon"}
+	_, err := Parse([]byte(bad), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`listen.http "nocolon"`, "limits.max_inflight", `hashBy "missing"`, `schema[0] "x"`, `unknown type "complex"`,
+		`on_bad_line "maybe"`, "ttl: negative", `unknown type "nosuchtype"`, "compact.dir: required",
+		"duplicate table name", `"bad/name"`, "SLUICE_LIMITS_READ_TIMEOUT",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestUnknownFieldAndLoad(t *testing.T) {
+	if _, err := Parse([]byte("tables: [{name: a, hashby: x}]"), nil); err == nil || !strings.Contains(err.Error(), "hashby") {
+		t.Fatalf("typo not reported: %v", err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(p, []byte("tables: [{name: a}]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BaseDir != dir || cfg.Storage.Dir != DefaultStorageDir {
+		t.Fatalf("base dir %q, storage dir %q", cfg.BaseDir, cfg.Storage.Dir)
+	}
+}
+
+// FuzzParse: any YAML parses or fails with an error (no panic), and a
+// config that parses validates.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("tables: [{name: a, ttl: 1h, compact: {interval: 1m, dir: x}}]"))
+	f.Add([]byte("listen: {http: ':0'}\ntables: [{name: b, schema: [{name: t, type: time}]}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, func(string) (string, bool) { return "", false })
+		if err == nil {
+			if verr := cfg.Validate(); verr != nil {
+				t.Fatalf("parsed but invalid: %v", verr)
+			}
+		}
+	})
+}

@@ -1,0 +1,450 @@
+// Package ingest turns request bodies and files into rows for a table:
+// decoding NDJSON, JSON arrays and CSV with a header (gzip or not) with
+// line-numbered errors and a skip-or-reject policy, conforming values to a
+// table's static schema, applying the table's computed columns and filters
+// (package compute), and bounding the batches in flight so that a busy
+// server pushes back instead of growing without bound.
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+// Row is one decoded row, as compute.DecodeRow makes it.
+type Row = map[string]any
+
+// Format is an input format.
+type Format uint8
+
+// The input formats.
+const (
+	NDJSON    Format = iota + 1 // one JSON object per line
+	JSONArray                   // one JSON array of objects
+	CSV                         // comma-separated values, first line is the header
+	Parquet                     // a Parquet file of flat columns
+)
+
+func (f Format) String() string {
+	switch f {
+	case NDJSON:
+		return "ndjson"
+	case JSONArray:
+		return "json"
+	case CSV:
+		return "csv"
+	case Parquet:
+		return "parquet"
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
+
+// ErrUnsupportedFormat is wrapped by FormatOf errors.
+var ErrUnsupportedFormat = errors.New("unsupported format")
+
+// FormatOf picks the format from a Content-Type: application/x-ndjson,
+// application/jsonl (and friends) are NDJSON, application/json is a JSON
+// array (or NDJSON when the body does not start with '['), text/csv is CSV.
+// An empty type is NDJSON.
+func FormatOf(contentType string) (Format, error) {
+	if contentType == "" {
+		return NDJSON, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return 0, fmt.Errorf("%w: content type %q: %v", ErrUnsupportedFormat, contentType, err)
+	}
+	switch mt {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines", "text/plain":
+		return NDJSON, nil
+	case "application/json":
+		return JSONArray, nil
+	case "text/csv", "application/csv":
+		return CSV, nil
+	case "application/vnd.apache.parquet", "application/x-parquet", "application/parquet":
+		return Parquet, nil
+	}
+	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json or text/csv)", ErrUnsupportedFormat, mt)
+}
+
+// FormatOfPath picks the format from a file name (a trailing .gz ignored):
+// .csv is CSV, .json a JSON array, .parquet Parquet, anything else NDJSON.
+func FormatOfPath(p string) Format {
+	p = strings.TrimSuffix(strings.ToLower(path.Base(p)), ".gz")
+	switch path.Ext(p) {
+	case ".csv":
+		return CSV
+	case ".json":
+		return JSONArray
+	case ".parquet":
+		return Parquet
+	}
+	return NDJSON
+}
+
+// MaybeGunzip returns a reader of r's content, decompressed when it starts
+// with the gzip magic number (whatever Content-Encoding said: sniffing also
+// serves files).
+func MaybeGunzip(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return zr, nil
+	}
+	return br, nil
+}
+
+// Policy is what a malformed line does.
+type Policy uint8
+
+// The bad-line policies.
+const (
+	Reject Policy = iota // the batch is rejected: nothing of it is stored
+	Skip                 // the line is reported and skipped
+)
+
+// ParsePolicy parses "reject" or "skip".
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "", "reject":
+		return Reject, nil
+	case "skip":
+		return Skip, nil
+	}
+	return 0, fmt.Errorf("bad-line policy %q: want reject or skip", s)
+}
+
+// LineError is a malformed line (or JSON array element), numbered from 1.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ErrBadInput is wrapped by the error Decode returns when the input is
+// malformed and the policy rejects it (or it cannot be read past).
+var ErrBadInput = errors.New("bad input")
+
+// DecodeOptions configure Decode.
+type DecodeOptions struct {
+	Format Format
+	Policy Policy
+	// Schema maps column names to their static types: CSV fields are
+	// converted to them; CSV fields of other columns are inferred (int64,
+	// float64, bool, else string). JSON values are left as decoded: the
+	// table converts them (RFC 3339 strings to timestamps included) and
+	// names the row and column of a value that does not fit.
+	Schema map[string]compute.Type
+	// BatchRows is how many rows go to one emit call (0 = all in one call
+	// when the input ends, which is what an HTTP batch wants).
+	BatchRows int
+	// MaxLine bounds one line (0 = 16 MiB).
+	MaxLine int
+}
+
+// Decoded counts what Decode read.
+type Decoded struct {
+	Rows     int
+	BadLines []*LineError // at most MaxReported, see BadCount
+	BadCount int
+}
+
+// MaxReported bounds the bad lines kept for a report.
+const MaxReported = 100
+
+func (d *Decoded) bad(e *LineError) {
+	d.BadCount++
+	if len(d.BadLines) < MaxReported {
+		d.BadLines = append(d.BadLines, e)
+	}
+}
+
+// Decode reads rows from r and passes them, BatchRows at a time, to emit,
+// which owns the slices and the rows; lines[i] is the input line of rows[i]
+// (the row number, from 1, for Parquet). Under Reject the first bad line stops
+// decoding with an error wrapping ErrBadInput and the *LineError; under Skip
+// bad lines are counted in Decoded and skipped. An error from emit or from
+// reading stops decoding and is returned as is.
+func Decode(r io.Reader, opts DecodeOptions, emit func(rows []Row, lines []int) error) (Decoded, error) {
+	var d Decoded
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = 16 << 20
+	}
+	var batch []Row
+	var lines []int
+	add := func(row Row, line int) error {
+		batch = append(batch, row)
+		lines = append(lines, line)
+		d.Rows++
+		if opts.BatchRows > 0 && len(batch) >= opts.BatchRows {
+			b, l := batch, lines
+			batch, lines = nil, nil
+			return emit(b, l)
+		}
+		return nil
+	}
+	onBad := func(e *LineError) error {
+		d.bad(e)
+		if opts.Policy == Reject {
+			return fmt.Errorf("%w: %w", ErrBadInput, e)
+		}
+		return nil
+	}
+	var err error
+	switch opts.Format {
+	case NDJSON, 0:
+		err = decodeNDJSON(r, opts.MaxLine, add, onBad)
+	case JSONArray:
+		err = decodeJSONArray(r, add, onBad)
+	case CSV:
+		err = decodeCSV(r, opts.Schema, add, onBad)
+	case Parquet:
+		err = decodeParquet(r, add, onBad)
+	default:
+		err = fmt.Errorf("%w: %v", ErrUnsupportedFormat, opts.Format)
+	}
+	if err != nil {
+		return d, err
+	}
+	if len(batch) > 0 {
+		return d, emit(batch, lines)
+	}
+	return d, nil
+}
+
+// errReader remembers the first read error other than io.EOF: a Scanner
+// hands out the partial line before a read error, which must be reported
+// as the read error (a body cut short, a size limit), not as a bad line.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+func decodeNDJSON(r io.Reader, maxLine int, add func(Row, int) error, onBad func(*LineError) error) error {
+	er := &errReader{r: r}
+	sc := bufio.NewScanner(er)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var rd rowDecoder
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		row, err := rd.decode(b)
+		if err != nil {
+			if er.err != nil {
+				return er.err
+			}
+			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := add(row, line); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", maxLine)})
+		}
+		return err
+	}
+	return nil
+}
+
+func decodeJSONArray(r io.Reader, add func(Row, int) error, onBad func(*LineError) error) error {
+	// The whole body is read: it is bounded by the server's body limit, and
+	// having it lets errors name lines, not only byte offsets.
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	lineAt := func(off int64) int { return 1 + bytes.Count(data[:min(int(off), len(data))], []byte{'\n'}) }
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] != '[' {
+		// application/json with objects one per line: NDJSON.
+		return decodeNDJSON(bytes.NewReader(data), len(data)+1, add, onBad)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var rd rowDecoder
+	syntax := func(err error) error {
+		// The array cannot be read past a syntax error: the whole input is bad.
+		off := dec.InputOffset()
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			off = se.Offset
+		}
+		return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: lineAt(off), Err: err})
+	}
+	if _, err := dec.Token(); err != nil {
+		return syntax(err)
+	}
+	for dec.More() {
+		start := dec.InputOffset()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return syntax(err)
+		}
+		// InputOffset is before the separating comma and white space:
+		// the element's line is that of its first byte after them.
+		for int(start) < len(data) && bytes.IndexByte([]byte(", \t\r\n"), data[start]) >= 0 {
+			start++
+		}
+		line := lineAt(start)
+		row, err := rd.decode(raw)
+		if err != nil {
+			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := add(row, line); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return syntax(err)
+	}
+	if dec.More() {
+		return syntax(errors.New("data after the JSON array"))
+	}
+	return nil
+}
+
+func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) error, onBad func(*LineError) error) error {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: 1, Err: fmt.Errorf("csv header: %w", err)})
+	}
+	header = append([]string(nil), header...)
+	for i, h := range header {
+		header[i] = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if header[i] == "" {
+			return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: 1, Err: fmt.Errorf("csv header: column %d has no name", i+1)})
+		}
+	}
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			line := 0
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				line = pe.StartLine
+				err = pe.Err
+			}
+			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
+				return err
+			}
+			continue
+		}
+		line, _ := cr.FieldPos(0)
+		row := make(Row, len(header))
+		var bad error
+		for i, field := range rec {
+			if field == "" {
+				continue // an empty field is null
+			}
+			v, err := csvValue(field, schema, header[i])
+			if err != nil {
+				bad = fmt.Errorf("column %q: %w", header[i], err)
+				break
+			}
+			row[header[i]] = v
+		}
+		if bad != nil {
+			if err := onBad(&LineError{Line: line, Err: bad}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := add(row, line); err != nil {
+			return err
+		}
+	}
+}
+
+// csvValue converts a CSV field to its column's type, or infers one.
+func csvValue(s string, schema map[string]compute.Type, col string) (any, error) {
+	t, ok := schema[col]
+	if !ok {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return f, nil
+		}
+		switch s {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return s, nil
+	}
+	switch t {
+	case compute.String:
+		return s, nil
+	case compute.JSON:
+		return compute.Coerce(s, t)
+	case compute.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a bool", s)
+		}
+		return b, nil
+	case compute.Timestamp:
+		return parseTime(s)
+	}
+	var n any
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		n = i
+	} else if f, err := strconv.ParseFloat(s, 64); err == nil {
+		n = f
+	} else {
+		return nil, fmt.Errorf("%q is not a number", s)
+	}
+	return compute.Coerce(n, t)
+}

@@ -1,0 +1,168 @@
+package ingest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+func decodeAll(t *testing.T, in string, opts DecodeOptions) ([]Row, Decoded, error) {
+	t.Helper()
+	var rows []Row
+	d, err := Decode(strings.NewReader(in), opts, func(b []Row, _ []int) error { rows = append(rows, b...); return nil })
+	return rows, d, err
+}
+
+func TestNDJSONBadLinesByNumber(t *testing.T) {
+	in := "{\"a\":1}\n\n{\"a\":2\n{\"a\":9007199254740993}\n[1]\n"
+	_, _, err := decodeAll(t, in, DecodeOptions{Format: NDJSON})
+	var le *LineError
+	if !errors.Is(err, ErrBadInput) || !errors.As(err, &le) || le.Line != 3 {
+		t.Fatalf("reject: err = %v, want line 3", err)
+	}
+	rows, d, err := decodeAll(t, in, DecodeOptions{Format: NDJSON, Policy: Skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || d.BadCount != 2 || d.BadLines[0].Line != 3 || d.BadLines[1].Line != 5 {
+		t.Fatalf("skip: rows %v bad %+v", rows, d.BadLines)
+	}
+	if rows[1]["a"] != int64(9007199254740993) {
+		t.Fatalf("big integer rounded: %#v", rows[1]["a"])
+	}
+}
+
+func TestJSONArrayLines(t *testing.T) {
+	in := "[\n {\"a\": 1},\n 7,\n {\"a\": 3}\n]"
+	rows, d, err := decodeAll(t, in, DecodeOptions{Format: JSONArray, Policy: Skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || d.BadCount != 1 || d.BadLines[0].Line != 3 {
+		t.Fatalf("rows %v bad %+v", rows, d.BadLines)
+	}
+	_, _, err = decodeAll(t, "[\n{\"a\":1},\n{\"a\":}\n]", DecodeOptions{Format: JSONArray, Policy: Skip})
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 3 {
+		t.Fatalf("syntax error: %v, want line 3", err)
+	}
+	// application/json without brackets is NDJSON.
+	rows, _, err = decodeAll(t, "{\"a\":1}\n{\"a\":2}\n", DecodeOptions{Format: JSONArray})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("ndjson as json: %v %v", rows, err)
+	}
+}
+
+func TestCSVSchemaAndBadLines(t *testing.T) {
+	in := "user,ts,n,score,ok\nann,2024-05-01T10:00:00Z,3,1.5,true\nbob,1714557600,x,2,false\ncid,,4,,\n\"unterminated,1,2\n"
+	schema := map[string]compute.Type{"ts": compute.Timestamp, "n": compute.Int64, "score": compute.Float64, "ok": compute.Bool}
+	_, _, err := decodeAll(t, in, DecodeOptions{Format: CSV, Schema: schema})
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 3 || !strings.Contains(err.Error(), `column "n"`) {
+		t.Fatalf("reject: %v, want line 3 column n", err)
+	}
+	rows, d, err := decodeAll(t, in, DecodeOptions{Format: CSV, Schema: schema, Policy: Skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || d.BadCount != 2 || d.BadLines[0].Line != 3 || d.BadLines[1].Line != 5 {
+		t.Fatalf("rows %v bad %v", rows, d.BadLines)
+	}
+	want := Row{"user": "ann", "ts": time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), "n": int64(3), "score": 1.5, "ok": true}
+	for k, v := range want {
+		if rows[0][k] != v {
+			t.Errorf("%s = %#v, want %#v", k, rows[0][k], v)
+		}
+	}
+	if _, has := rows[1]["ts"]; has || rows[1]["n"] != int64(4) {
+		t.Errorf("empty fields must be null (absent): %v", rows[1])
+	}
+	// Without a schema, types are inferred.
+	rows, _, err = decodeAll(t, "a,b,c,d\n1,2.5,true,x\n", DecodeOptions{Format: CSV})
+	if err != nil || rows[0]["a"] != int64(1) || rows[0]["b"] != 2.5 || rows[0]["c"] != true || rows[0]["d"] != "x" {
+		t.Fatalf("inferred: %v %v", rows, err)
+	}
+}
+
+func TestGzipAndBatches(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	for i := 0; i < 25; i++ {
+		json.NewEncoder(zw).Encode(map[string]int{"i": i})
+	}
+	zw.Close()
+	r, err := MaybeGunzip(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	d, err := Decode(r, DecodeOptions{BatchRows: 10}, func(b []Row, _ []int) error { sizes = append(sizes, len(b)); return nil })
+	if err != nil || d.Rows != 25 || len(sizes) != 3 || sizes[2] != 5 {
+		t.Fatalf("rows %d sizes %v err %v", d.Rows, sizes, err)
+	}
+	r, _ = MaybeGunzip(strings.NewReader(`{"x":1}`))
+	if b, _ := io.ReadAll(r); string(b) != `{"x":1}` {
+		t.Fatalf("plain input changed: %q", b)
+	}
+}
+
+func TestFormatOf(t *testing.T) {
+	for ct, want := range map[string]Format{"": NDJSON, "application/x-ndjson": NDJSON, "application/json; charset=utf-8": JSONArray, "text/csv": CSV} {
+		if got, err := FormatOf(ct); err != nil || got != want {
+			t.Errorf("FormatOf(%q) = %v, %v", ct, got, err)
+		}
+	}
+	if _, err := FormatOf("image/png"); !errors.Is(err, ErrUnsupportedFormat) {
+		t.Errorf("image/png: %v", err)
+	}
+	if FormatOfPath("x/events.CSV.gz") != CSV || FormatOfPath("a.jsonl") != NDJSON || FormatOfPath("a.json") != JSONArray {
+		t.Error("FormatOfPath")
+	}
+}
+
+// FuzzDecode: any input decodes without panicking, every bad line has a
+// positive number, and rows + bad lines never exceed the lines of input.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n{bad\n"), uint8(0))
+	f.Add([]byte("[{\"a\":1},2]"), uint8(1))
+	f.Add([]byte("a,b\n1,\"x\n2,3,4\n"), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, format uint8) {
+		opts := DecodeOptions{Format: Format(format%3 + 1), Policy: Skip, Schema: map[string]compute.Type{"a": compute.Int64}}
+		d, err := Decode(bytes.NewReader(data), opts, func([]Row, []int) error { return nil })
+		if err != nil && !errors.Is(err, ErrBadInput) {
+			t.Fatalf("unexpected error kind: %v", err)
+		}
+		lines := bytes.Count(data, []byte{'\n'}) + 1
+		for _, e := range d.BadLines {
+			if e.Line < 1 || e.Line > lines {
+				t.Fatalf("bad line number %d of %d lines", e.Line, lines)
+			}
+		}
+	})
+}
+
+func TestDecodeLines(t *testing.T) {
+	var lines []int
+	collect := func(_ []Row, l []int) error { lines = append(lines, l...); return nil }
+	if _, err := Decode(strings.NewReader("{\"a\":1}\n\nbad\n{\"a\":2}\n"), DecodeOptions{Policy: Skip, BatchRows: 1}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lines) != "[1 4]" {
+		t.Fatalf("ndjson lines %v, want [1 4]", lines)
+	}
+	lines = nil
+	if _, err := Decode(strings.NewReader("a\n1\n\"x\ny\"\n2\n"), DecodeOptions{Format: CSV}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(lines) != "[2 3 5]" {
+		t.Fatalf("csv lines %v, want [2 3 5] (a quoted field spans lines 3-4)", lines)
+	}
+}

@@ -1,0 +1,286 @@
+package ingest
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+// rowDecoder decodes JSON objects into rows. Flat objects of plain values
+// (the common event: strings without escapes, numbers, booleans, null) are
+// scanned here without reflection; anything else (nested values, escapes,
+// non-ASCII, malformed input) goes to compute.DecodeRow, which decides and
+// gives the error. Both produce the same row for the same input
+// (FuzzFastRow checks it). Keys are interned across rows.
+type rowDecoder struct {
+	keys map[string]string
+	// order is the previous row's keys in order: rows of one input mostly
+	// repeat it, and comparing with the key expected at a position is
+	// cheaper than hashing it.
+	order []string
+	// values[j] caches the boxed string values of the field at position j
+	// of order (reset when that key changes): low-cardinality columns
+	// (country, action, device) then cost no allocation per row. A field
+	// with more than maxValues distinct values stops being cached.
+	values []valueCache
+}
+
+type valueCache struct {
+	vals map[string]any
+	off  bool
+}
+
+// maxValues bounds one field's cached values; maxValueLen the length of a
+// cached value.
+const (
+	maxValues   = 256
+	maxValueLen = 64
+)
+
+// stringValue returns the boxed string b of the field at position j.
+func (d *rowDecoder) stringValue(j int, b []byte) any {
+	if j >= len(d.values) || len(b) > maxValueLen {
+		return string(b)
+	}
+	c := &d.values[j]
+	if c.off {
+		return string(b)
+	}
+	if v, ok := c.vals[string(b)]; ok {
+		return v
+	}
+	if len(c.vals) >= maxValues {
+		c.off, c.vals = true, nil
+		return string(b)
+	}
+	if c.vals == nil {
+		c.vals = map[string]any{}
+	}
+	var v any = string(b)
+	c.vals[string(b)] = v
+	return v
+}
+
+// maxOrder bounds the remembered key order.
+const maxOrder = 64
+
+// maxInterned bounds the interned keys so that inputs with ever-new keys
+// cannot grow it without end.
+const maxInterned = 4096
+
+func (d *rowDecoder) decode(b []byte) (Row, error) {
+	if row, ok := d.fast(b); ok {
+		return row, nil
+	}
+	return compute.DecodeRow(b)
+}
+
+func (d *rowDecoder) key(b []byte) string {
+	if k, ok := d.keys[string(b)]; ok {
+		return k
+	}
+	k := string(b)
+	if d.keys == nil {
+		d.keys = map[string]string{}
+	}
+	if len(d.keys) < maxInterned {
+		d.keys[k] = k
+	}
+	return k
+}
+
+// keyAt interns the key found at field position j.
+func (d *rowDecoder) keyAt(j int, b []byte) string {
+	if j < len(d.order) && d.order[j] == string(b) {
+		return d.order[j]
+	}
+	k := d.key(b)
+	switch {
+	case j < len(d.order):
+		d.order[j] = k
+		d.values[j] = valueCache{}
+	case j == len(d.order) && j < maxOrder:
+		d.order = append(d.order, k)
+		d.values = append(d.values, valueCache{})
+	}
+	return k
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// fast scans a flat object; ok is false when the slow path must decide.
+func (d *rowDecoder) fast(b []byte) (Row, bool) {
+	i, n := 0, len(b)
+	skip := func() {
+		for i < n && isSpace(b[i]) {
+			i++
+		}
+	}
+	skip()
+	if i >= n || b[i] != '{' {
+		return nil, false
+	}
+	i++
+	row := make(Row, max(len(d.order), 8))
+	skip()
+	if i < n && b[i] == '}' {
+		i++
+		skip()
+		return row, i == n
+	}
+	for field := 0; ; field++ {
+		skip()
+		ks, ke, ok := plainString(b, i)
+		if !ok {
+			return nil, false
+		}
+		key := d.keyAt(field, b[ks:ke])
+		i = ke + 1
+		skip()
+		if i >= n || b[i] != ':' {
+			return nil, false
+		}
+		i++
+		skip()
+		if i >= n {
+			return nil, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			vs, ve, ok := plainString(b, i)
+			if !ok {
+				return nil, false
+			}
+			row[key] = d.stringValue(field, b[vs:ve])
+			i = ve + 1
+		case c == 't':
+			if n-i < 4 || string(b[i:i+4]) != "true" {
+				return nil, false
+			}
+			row[key] = true
+			i += 4
+		case c == 'f':
+			if n-i < 5 || string(b[i:i+5]) != "false" {
+				return nil, false
+			}
+			row[key] = false
+			i += 5
+		case c == 'n':
+			if n-i < 4 || string(b[i:i+4]) != "null" {
+				return nil, false
+			}
+			row[key] = nil
+			i += 4
+		case c == '-' || c >= '0' && c <= '9':
+			end, isInt, ok := scanNumber(b, i)
+			if !ok {
+				return nil, false
+			}
+			s := b[i:end]
+			if isInt && string(s) != "-0" {
+				v, err := strconv.ParseInt(string(s), 10, 64)
+				if err != nil {
+					return nil, false // beyond int64: json.Number on the slow path
+				}
+				row[key] = v
+			} else {
+				v, err := strconv.ParseFloat(string(s), 64)
+				if err != nil {
+					return nil, false
+				}
+				row[key] = v
+			}
+			i = end
+		default:
+			return nil, false // objects, arrays, garbage
+		}
+		skip()
+		if i >= n {
+			return nil, false
+		}
+		if b[i] == ',' {
+			i++
+			continue
+		}
+		if b[i] != '}' {
+			return nil, false
+		}
+		i++
+		skip()
+		return row, i == n
+	}
+}
+
+// plainString returns the bounds of the contents of the string starting at
+// b[i] == '"' when it has no escapes and only printable ASCII or valid
+// UTF-8 (what the slow path would return unchanged).
+func plainString(b []byte, i int) (start, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(b); j++ {
+		c := b[j]
+		switch {
+		case c == '"':
+			if !ascii && !utf8.Valid(b[i+1:j]) {
+				return 0, 0, false
+			}
+			return i + 1, j, true
+		case c == '\\' || c < 0x20:
+			return 0, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return 0, 0, false
+}
+
+// scanNumber checks the JSON number grammar from b[i] and returns its end.
+func scanNumber(b []byte, i int) (end int, isInt, ok bool) {
+	n := len(b)
+	if i < n && b[i] == '-' {
+		i++
+	}
+	if i >= n {
+		return 0, false, false
+	}
+	switch {
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, false, false
+	}
+	isInt = true
+	if i < n && b[i] == '.' {
+		isInt = false
+		i++
+		d := i
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return 0, false, false
+		}
+	}
+	if i < n && (b[i] == 'e' || b[i] == 'E') {
+		isInt = false
+		i++
+		if i < n && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return 0, false, false
+		}
+	}
+	return i, isInt, true
+}

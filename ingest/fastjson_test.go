@@ -1,0 +1,90 @@
+package ingest
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/sluicedb/sluice/compute"
+)
+
+var fastSeeds = []string{
+	`{"a":1,"b":-2.5,"c":"x","d":true,"e":false,"f":null}`,
+	` { "a" : 9223372036854775807 , "b":9223372036854775808, "c": -0, "d": 1e3, "e": 0.1 } `,
+	`{"s":"caf\u00e9","t":"tab\there"}`,
+	`{"n":{"x":1},"l":[1,2]}`,
+	`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1,}`, `{"a" 1}`, `{}`, `{"a":1}x`, `[1]`, `{"a":"\xff"}`,
+	`{"a":"é"}`, `{"a":1,"a":2}`, `{"a":tru}`, `{"a":1e}`, `{"a":"x`,
+}
+
+func TestFastRowMatchesSlow(t *testing.T) {
+	for _, s := range fastSeeds {
+		checkFastRow(t, []byte(s))
+	}
+	var d rowDecoder
+	if _, ok := d.fast([]byte(`{"a":1,"b":"x","c":2.5,"d":null,"e":true}`)); !ok {
+		t.Fatal("a flat row took the slow path")
+	}
+	if _, ok := d.fast([]byte(`{"a":{"b":1}}`)); ok {
+		t.Fatal("a nested row took the fast path")
+	}
+}
+
+func checkFastRow(t *testing.T, b []byte) {
+	var d rowDecoder
+	got, gerr := d.decode(b)
+	want, werr := compute.DecodeRow(b)
+	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: fast %#v %v, slow %#v %v", b, got, gerr, want, werr)
+	}
+}
+
+// FuzzFastRow: the fast path returns what compute.DecodeRow returns.
+func FuzzFastRow(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkFastRow(t, b) })
+}
+
+// TestFastRowKeyOrderChanges: one decoder across rows whose keys change
+// order, number and spelling returns what compute.DecodeRow returns.
+func TestFastRowKeyOrderChanges(t *testing.T) {
+	var d rowDecoder
+	for _, s := range []string{
+		`{"a":1,"b":2,"c":3}`, `{"a":1,"b":2,"c":3}`, `{"b":1,"a":2}`, `{"a":1,"bb":2,"c":3,"d":4}`, `{}`, `{"c":"x","a":null}`,
+		`{"a":1,"b":{"n":1}}`, `{"a":1,"b":2,"c":3}`,
+	} {
+		got, err := d.decode([]byte(s))
+		want, werr := compute.DecodeRow([]byte(s))
+		if err != nil || werr != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %#v %v, want %#v %v", s, got, err, want, werr)
+		}
+	}
+}
+
+// TestFastRowValueCache: one decoder over rows whose string values repeat
+// (cached) or never repeat (the cache turns off) returns the same rows as
+// compute.DecodeRow, and repeated values stop allocating.
+func TestFastRowValueCache(t *testing.T) {
+	var d rowDecoder
+	for i := 0; i < 2*maxValues+10; i++ {
+		s := fmt.Sprintf(`{"country":"%s","id":"id-%d","k":"x"}`, []string{"SG", "ID", "MY"}[i%3], i)
+		if i == 7 {
+			s = fmt.Sprintf(`{"id":"id-%d","country":"SG"}`, i) // keys move: caches reset
+		}
+		got, err := d.decode([]byte(s))
+		want, _ := compute.DecodeRow([]byte(s))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: got %#v %v, want %#v", s, got, err, want)
+		}
+	}
+	if !d.values[1].off || d.values[0].off || len(d.values[0].vals) != 3 {
+		t.Fatalf("caches: country %+v, id off=%v", d.values[0], d.values[1].off)
+	}
+	line := []byte(`{"country":"SG","id":"x","k":"x"}`)
+	d.decode(line)
+	if n := testing.AllocsPerRun(100, func() { d.decode(line) }); n > 4 {
+		t.Errorf("%v allocations per row of cached values, want the map and one string at most", n)
+	}
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/ingest"
+)
+
+// Client talks to a running server: `sluice ingest --server` and `sluice
+// query --server`, and the ingest benchmark.
+type Client struct {
+	// URL is the server's base URL, e.g. http://127.0.0.1:8080.
+	URL string
+	// HTTP is the client to use; nil means one with a 5 minute timeout.
+	HTTP *http.Client
+	// MaxRetries bounds the retries of a batch answered 429 or 503
+	// (0 = 20); each waits for the Retry-After the server sent.
+	MaxRetries int
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 5 * time.Minute}
+}
+
+// StatusError is a non-200 answer of the server. Line is the line of the
+// sent body the error is about (0 when none).
+type StatusError struct {
+	Code int
+	Body string
+	Line int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("server answered %d: %s", e.Code, strings.TrimSpace(e.Body))
+}
+
+// PostBatch sends one body to POST /v1/tables/{table}/rows, retrying while
+// the server answers 429 or 503 (waiting for its Retry-After), and returns
+// the server's result.
+func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, body []byte) (ingest.Result, error) {
+	var res ingest.Result
+	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/rows"
+	retries := c.MaxRetries
+	if retries == 0 {
+		retries = 20
+	}
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			return res, err
+		}
+		req.Header.Set("Content-Type", contentType)
+		resp, err := c.http().Do(req)
+		if err != nil {
+			return res, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && attempt < retries {
+			wait := time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+				wait = time.Duration(s) * time.Second
+			}
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+		var r ingestResponse
+		_ = json.Unmarshal(b, &r)
+		if resp.StatusCode != http.StatusOK {
+			return r.Result, &StatusError{Code: resp.StatusCode, Body: string(b), Line: r.Line}
+		}
+		return r.Result, nil
+	}
+}
+
+// IngestStream decodes r (gzip or not) locally and sends it in batches of
+// batchRows rows as NDJSON, so that any input format (and any size) goes
+// through the server's batch limit. Results are summed; bad lines are
+// handled by policy as the server would.
+func (c *Client) IngestStream(ctx context.Context, tableName string, r io.Reader, format ingest.Format, policy ingest.Policy, batchRows int) (ingest.Result, error) {
+	var total ingest.Result
+	zr, err := ingest.MaybeGunzip(r)
+	if err != nil {
+		return total, err
+	}
+	if batchRows <= 0 {
+		batchRows = 1000
+	}
+	var buf []byte
+	d, err := ingest.Decode(zr, ingest.DecodeOptions{Format: format, Policy: policy, BatchRows: batchRows}, func(rows []ingest.Row, lines []int) error {
+		buf = buf[:0]
+		for _, row := range rows {
+			var err error
+			if buf, err = compute.AppendJSONRow(buf, row, nil); err != nil {
+				return err
+			}
+			buf = append(buf, '\n')
+		}
+		res, err := c.PostBatch(ctx, tableName, "application/x-ndjson", buf)
+		addResult(&total, res)
+		// The server counts lines of the batch sent: name the input's.
+		var se *StatusError
+		if errors.As(err, &se) && se.Line > 0 && se.Line <= len(lines) {
+			return fmt.Errorf("input line %d: %w", lines[se.Line-1], err)
+		}
+		return err
+	})
+	total.AddBadLines(d)
+	return total, err
+}
+
+func addResult(total *ingest.Result, r ingest.Result) {
+	total.Accepted += r.Accepted
+	total.Filtered += r.Filtered
+	total.Failed += r.Failed
+	for k, v := range r.ColumnErrors {
+		if total.ColumnErrors == nil {
+			total.ColumnErrors = map[string]int{}
+		}
+		total.ColumnErrors[k] += v
+	}
+	total.DeadLetters = append(total.DeadLetters, r.DeadLetters...)
+	total.BadLines = append(total.BadLines, r.BadLines...)
+}
+
+// Query runs req on the server and copies the streamed answer to w.
+func (c *Client) Query(ctx context.Context, tableName string, req QueryRequest, w io.Writer) (int64, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, err
+	}
+	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/query"
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.http().Do(hr)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, &StatusError{Code: resp.StatusCode, Body: string(b)}
+	}
+	return io.Copy(w, resp.Body)
+}
+
+// OpenSource opens a local file or an http(s) URL for reading.
+func OpenSource(ctx context.Context, src string) (io.ReadCloser, error) {
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%s: %s", src, resp.Status)
+		}
+		return resp.Body, nil
+	}
+	if src == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// IngestSource ingests one file or URL straight into this (not listening)
+// server's store, in batches of batchRows rows (each durable on its own).
+func (s *Server) IngestSource(ctx context.Context, tableName, src string, batchRows int) (ingest.Result, error) {
+	rc, err := OpenSource(ctx, src)
+	if err != nil {
+		return ingest.Result{}, err
+	}
+	defer rc.Close()
+	if batchRows <= 0 {
+		batchRows = 10000
+	}
+	res, err := s.Ingest(ctx, tableName, rc, IngestOptions{Format: ingest.FormatOfPath(src), BatchRows: batchRows})
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", src, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/table"
+)
+
+// TableInfo is what the describe endpoints say about a table.
+type TableInfo struct {
+	Name     string                 `json:"name"`
+	HashBy   string                 `json:"hashBy,omitempty"`
+	SortBy   string                 `json:"sortBy,omitempty"`
+	TTL      string                 `json:"ttl,omitempty"`
+	Static   bool                   `json:"static_schema"`
+	Schema   []table.Column         `json:"schema"`
+	Computed []compute.ColumnConfig `json:"computed,omitempty"`
+	Filters  []compute.FilterConfig `json:"filters,omitempty"`
+	Compute  []compute.Stats        `json:"compute_stats,omitempty"`
+	Stats    table.Stats            `json:"stats"`
+}
+
+func (s *Server) info(ts *tableState) TableInfo {
+	ti := TableInfo{
+		Name: ts.cfg.Name, HashBy: ts.cfg.HashBy, SortBy: ts.cfg.SortBy, Static: len(ts.cfg.Schema) > 0,
+		Schema: ts.table.Schema(), Computed: ts.cfg.Computed, Filters: ts.cfg.Filters, Stats: ts.table.Stats(),
+	}
+	if ts.cfg.TTL > 0 {
+		ti.TTL = ts.cfg.TTL.String()
+	}
+	if ts.proc != nil {
+		ti.Compute = ts.proc.Stats()
+	}
+	return ti
+}
+
+func (s *Server) handleTables(w http.ResponseWriter, _ *http.Request) {
+	out := make([]TableInfo, 0, len(s.names))
+	for _, n := range s.names {
+		out = append(out, s.info(s.tables[n]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tables": out})
+}
+
+func (s *Server) handleTable(w http.ResponseWriter, r *http.Request) {
+	ts, ok := s.tables[r.PathValue("table")]
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown table "+r.PathValue("table"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(ts))
+}
+
+func (s *Server) handleSchema(w http.ResponseWriter, r *http.Request) {
+	ts, ok := s.tables[r.PathValue("table")]
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown table "+r.PathValue("table"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"table": ts.cfg.Name, "static": len(ts.cfg.Schema) > 0, "columns": ts.table.Schema()})
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}

@@ -1,0 +1,351 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/table"
+)
+
+// QueryRequest is a query as the API takes it: URL parameters on GET, or
+// this JSON on POST.
+//
+// GET parameters: from, to (RFC 3339 or unix seconds), hash (repeatable; the
+// hashBy values), columns (comma separated), where (repeatable: "n>=5",
+// "user IN a,b", "x IS NULL", "x IS NOT NULL"), limit, format (ndjson or
+// csv; also chosen by Accept: text/csv).
+type QueryRequest struct {
+	From    string        `json:"from,omitempty"`
+	To      string        `json:"to,omitempty"`
+	Hash    []any         `json:"hash,omitempty"`
+	Columns []string      `json:"columns,omitempty"`
+	Where   []WhereClause `json:"where,omitempty"`
+	Limit   int           `json:"limit,omitempty"`
+	Format  string        `json:"format,omitempty"`
+}
+
+// WhereClause is one predicate of a QueryRequest.
+type WhereClause struct {
+	Column string `json:"column"`
+	Op     string `json:"op"`
+	Value  any    `json:"value,omitempty"`
+	Values []any  `json:"values,omitempty"`
+}
+
+// errBadQuery is wrapped by every error in a query's shape (400).
+var errBadQuery = errors.New("bad query")
+
+// ParseQueryURL reads a QueryRequest from URL parameters.
+func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
+	get := func(k string) string {
+		if s := v[k]; len(s) > 0 {
+			return s[0]
+		}
+		return ""
+	}
+	q := QueryRequest{From: get("from"), To: get("to"), Format: get("format")}
+	for _, h := range v["hash"] {
+		for _, p := range strings.Split(h, ",") {
+			q.Hash = append(q.Hash, p)
+		}
+	}
+	for _, c := range v["columns"] {
+		for _, p := range strings.Split(c, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				q.Columns = append(q.Columns, p)
+			}
+		}
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return q, fmt.Errorf("%w: limit %q", errBadQuery, l)
+		}
+		q.Limit = n
+	}
+	for _, w := range v["where"] {
+		c, err := parseWhere(w)
+		if err != nil {
+			return q, err
+		}
+		q.Where = append(q.Where, c)
+	}
+	return q, nil
+}
+
+// parseWhere reads "col OP value". Values are strings: the table converts
+// them to the column's type.
+func parseWhere(s string) (WhereClause, error) {
+	w, ok := splitWhere(s)
+	if !ok || w.Column == "" {
+		return WhereClause{}, fmt.Errorf("%w: where %q: want column, operator (= != < <= > >= IN, IS NULL, IS NOT NULL) and value", errBadQuery, s)
+	}
+	return w, nil
+}
+
+func splitWhere(s string) (WhereClause, bool) {
+	// ASCII-only upper case keeps byte offsets valid in s (ToUpper may
+	// change the length of invalid or non-ASCII text).
+	up := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}, s)
+	if len(up) != len(s) {
+		up = s // invalid UTF-8: Map rewrote it; match the operators case-sensitively
+	}
+	trimmed := strings.TrimSpace(up)
+	for _, op := range []string{"IS NOT NULL", "IS NULL"} {
+		if strings.HasSuffix(trimmed, " "+op) {
+			i := strings.LastIndex(up, " "+op)
+			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op}, true
+		}
+	}
+	if i := strings.Index(up, " IN "); i > 0 {
+		var vals []any
+		list := strings.Trim(strings.TrimSpace(s[i+4:]), "()")
+		for _, p := range strings.Split(list, ",") {
+			vals = append(vals, strings.TrimSpace(p))
+		}
+		return WhereClause{Column: strings.TrimSpace(s[:i]), Op: "IN", Values: vals}, true
+	}
+	// The first operator character splits column from value, so values
+	// may contain operators ("note = a=b").
+	i := strings.IndexAny(s, "!<>=")
+	if i <= 0 {
+		return WhereClause{}, false
+	}
+	for _, op := range []string{"!=", "<>", "<=", ">=", "==", "=", "<", ">"} {
+		if strings.HasPrefix(s[i:], op) {
+			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op, Value: strings.TrimSpace(s[i+len(op):])}, true
+		}
+	}
+	return WhereClause{}, false
+}
+
+// parseTime reads RFC 3339 or unix seconds; "" is unbounded.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		sec := int64(f)
+		return time.Unix(sec, int64((f-float64(sec))*1e9)).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: time %q: want RFC 3339 or unix seconds", errBadQuery, s)
+}
+
+// tableQuery converts the request to a table.Query, checking every column
+// name against the schema.
+func (r QueryRequest) tableQuery(t *table.Table) (table.Query, error) {
+	var q table.Query
+	var err error
+	if q.From, err = parseTime(r.From); err != nil {
+		return q, err
+	}
+	if q.To, err = parseTime(r.To); err != nil {
+		return q, err
+	}
+	known := map[string]bool{}
+	for _, c := range t.Schema() {
+		known[c.Name] = true
+	}
+	var unknown []string
+	check := func(c string) {
+		if !known[c] {
+			unknown = append(unknown, strconv.Quote(c))
+		}
+	}
+	for _, c := range r.Columns {
+		check(c)
+	}
+	q.Columns = r.Columns
+	q.HashIn = r.Hash
+	q.Limit = r.Limit
+	for _, w := range r.Where {
+		check(w.Column)
+		op, err := table.ParseOp(w.Op)
+		if err != nil {
+			return q, fmt.Errorf("%w: %w", errBadQuery, err)
+		}
+		q.Where = append(q.Where, table.Predicate{Column: w.Column, Op: op, Value: w.Value, Values: w.Values})
+	}
+	if len(unknown) > 0 {
+		return q, fmt.Errorf("%w: unknown column %s", errBadQuery, strings.Join(unknown, ", "))
+	}
+	return q, nil
+}
+
+func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("table")
+	if _, ok := s.tables[name]; !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
+		return
+	}
+	var req QueryRequest
+	var err error
+	if r.Method == http.MethodPost {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(&req); err != nil {
+			err = fmt.Errorf("%w: body: %v", errBadQuery, err)
+		}
+	} else {
+		req, err = ParseQueryURL(r.URL.Query())
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	format := req.Format
+	if format == "" && strings.Contains(r.Header.Get("Accept"), "text/csv") {
+		format = "csv"
+	}
+	if format != "" && format != "ndjson" && format != "csv" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("format %q: want ndjson or csv", format))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Limits.QueryTimeout)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.QueryTimeout))
+	n, err := s.Query(ctx, name, req, w, format, func() {
+		if format == "csv" {
+			w.Header().Set("Content-Type", "text/csv")
+		} else {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	if err != nil && n < 0 {
+		code := http.StatusInternalServerError
+		if errors.Is(err, errBadQuery) || errors.Is(err, table.ErrUnknownColumn) {
+			code = http.StatusBadRequest
+		}
+		writeError(w, code, err.Error())
+		return
+	}
+	if err != nil {
+		// The header is out: the error can only end the stream, as a last
+		// NDJSON line a client can recognise.
+		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
+		if format != "csv" {
+			b, _ := json.Marshal(map[string]string{"error": err.Error()})
+			w.Write(append(b, '\n'))
+		}
+	}
+}
+
+// Query runs req on table and streams the rows to w as NDJSON (format ""
+// or "ndjson") or CSV with a header. start is called once, before the first
+// byte is written (an HTTP handler writes its header there). It returns the
+// rows written, or -1 with an error when nothing was written.
+func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func()) (int, error) {
+	ts, ok := s.tables[tableName]
+	if !ok {
+		return -1, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
+	}
+	q, err := req.tableQuery(ts.table)
+	if err != nil {
+		return -1, err
+	}
+	cols := q.Columns
+	if len(cols) == 0 {
+		for _, c := range ts.table.Schema() {
+			cols = append(cols, c.Name)
+		}
+	}
+	started := false
+	begin := func() {
+		if !started {
+			started = true
+			if start != nil {
+				start()
+			}
+		}
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
+	var emit func(table.Row) error
+	var cw *csv.Writer
+	if format == "csv" {
+		cw = csv.NewWriter(bw)
+		rec := make([]string, len(cols))
+		emit = func(row table.Row) error {
+			if !started {
+				begin()
+				if err := cw.Write(cols); err != nil {
+					return err
+				}
+			}
+			for i, c := range cols {
+				rec[i] = csvField(row[c])
+			}
+			n++
+			return cw.Write(rec)
+		}
+	} else {
+		var buf []byte
+		enc := newRowEncoder(cols)
+		emit = func(row table.Row) error {
+			begin()
+			var err error
+			buf, err = enc.append(buf[:0], row)
+			if err != nil {
+				return err
+			}
+			buf = append(buf, '\n')
+			n++
+			_, err = bw.Write(buf)
+			return err
+		}
+	}
+	err = ts.table.Query(ctx, q, emit)
+	if err != nil && !started {
+		return -1, err
+	}
+	begin()
+	if cw != nil {
+		if n == 0 {
+			cw.Write(cols)
+		}
+		cw.Flush()
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return n, err
+}
+
+func csvField(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case json.RawMessage:
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScriptReload: a Lua file column is re-read every `reload`; a new
+// version is used by later batches, a broken one is refused and the last
+// good one keeps running.
+func TestScriptReload(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "v.lua")
+	write := func(src string) {
+		if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("function main(row) return 1 end")
+	cfg := `
+tables:
+  - name: r
+    reload: 20ms
+    computed:
+      - {name: v, type: int64, func: ` + script + `}
+`
+	s := startServer(t, cfg, "")
+	ingestV := func() string {
+		if code, res, _ := post(t, s.url+"/v1/tables/r/rows", "application/x-ndjson", strings.NewReader(`{"a":1}`+"\n")); code != 200 {
+			t.Fatalf("ingest: %d %v", code, res)
+		}
+		_, body := get(t, s.url+"/v1/tables/r/query?columns=v&limit=1000")
+		l := strings.Split(strings.TrimSpace(body), "\n")
+		return l[len(l)-1]
+	}
+	if got := ingestV(); !strings.Contains(got, `"v":1`) {
+		t.Fatalf("first version: %s", got)
+	}
+	write("function main(row) return 2 end -- v2")
+	waitFor(t, func() bool {
+		_, m := get(t, s.url+"/v1/tables/r")
+		return strings.Contains(m, `"Reloads":1`)
+	})
+	if got := ingestV(); !strings.Contains(got, `"v":2`) {
+		t.Fatalf("after reload: %s", got)
+	}
+	write("function main(row) return ( end")
+	waitFor(t, func() bool {
+		_, m := get(t, s.url+"/v1/tables/r")
+		return strings.Contains(m, `"ReloadErrors":1`)
+	})
+	time.Sleep(50 * time.Millisecond)
+	if got := ingestV(); !strings.Contains(got, `"v":2`) {
+		t.Fatalf("after a broken version: %s", got)
+	}
+}

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/sink"
+)
+
+func unixNano(ns int64) time.Time { return time.Unix(0, ns) }
+
+// startSchedulers starts, per table, the compaction loop (every
+// compact.interval), the script reload loop (every reload) and the TTL
+// loop; they stop when ctx is done and wg counts them.
+func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
+	for _, n := range s.names {
+		ts := s.tables[n]
+		if ts.cfg.Compact.Interval > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				every(ctx, ts.cfg.Compact.Interval, func() { s.compact(ctx, ts) })
+			}()
+		}
+		if ts.proc != nil && ts.cfg.Reload > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ts.proc.Watch(ctx, ts.cfg.Reload)
+			}()
+		}
+		if ts.cfg.TTL > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				every(ctx, min(max(ts.cfg.TTL/10, time.Second), time.Minute), func() { s.expire(ctx, ts) })
+			}()
+		}
+	}
+}
+
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// expire drops the table's data older than its TTL (range deletions in the
+// table package).
+func (s *Server) expire(ctx context.Context, ts *tableState) {
+	n, err := ts.table.Expire(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("ttl: expire failed", "table", ts.cfg.Name, "error", err)
+		}
+		return
+	}
+	ts.expireRuns.Add(1)
+	if n > 0 {
+		s.log.Info("ttl: expired partitions", "table", ts.cfg.Name, "partitions", n)
+	}
+}
+
+// compact writes the table's data older than now-compact.after to Parquet
+// files under compact.dir (sink.Compact), optionally removing it from the
+// hot store.
+func (s *Server) compact(ctx context.Context, ts *tableState) {
+	watermark := s.now().Add(-ts.cfg.Compact.After)
+	st, err := sink.Compact(ctx, ts.table, ts.cfg.Compact.Dir, watermark, sink.Options{Remove: ts.cfg.Compact.Remove})
+	if err != nil {
+		if ctx.Err() == nil {
+			ts.compactErrors.Add(1)
+			s.log.Error("compaction failed", "table", ts.cfg.Name, "watermark", watermark, "error", err)
+		}
+		return
+	}
+	ts.compactRuns.Add(1)
+	ts.compactRows.Add(st.Rows)
+	ts.lastCompact.Store(st.Watermark.UnixNano())
+	if st.Rows > 0 {
+		s.log.Info("compacted to parquet", "table", ts.cfg.Name, "rows", st.Rows, "files", len(st.Files), "watermark", st.Watermark)
+	}
+}
