@@ -9,10 +9,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// runCLI runs a fresh instance of the command args[0] (flags do not carry
+// runServeCLI runs a fresh instance of the command args[0] (flags do not carry
 // over between runs as they would on the shared rootCmd) and returns its
 // stdout.
-func runCLI(t *testing.T, args ...string) string {
+func runServeCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	var out bytes.Buffer
 	cmd := map[string]func() *cobra.Command{"ingest": ingestCmd, "query": queryCmd}[args[0]]()
@@ -30,11 +30,11 @@ func runCLI(t *testing.T, args ...string) string {
 func TestIngestThenQueryExample(t *testing.T) {
 	data := t.TempDir()
 	cfg := "../../examples/server/sluice.yaml"
-	out := runCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "events", "../../examples/server/events.jsonl", "../../examples/server/events.csv")
+	out := runServeCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "events", "../../examples/server/events.jsonl", "../../examples/server/events.csv")
 	if !strings.Contains(out, `events.jsonl: {"accepted":5,"filtered":1,"failed":0}`) || !strings.Contains(out, `events.csv: {"accepted":2,`) {
 		t.Fatalf("ingest output:\n%s", out)
 	}
-	out = runCLI(t, "query", "--config", cfg, "--data", data, "--table", "events", "--hash", "ann", "--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z", "--columns", "time,action,amount_cents")
+	out = runServeCLI(t, "query", "--config", cfg, "--data", data, "--table", "events", "--hash", "ann", "--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z", "--columns", "time,action,amount_cents")
 	var got []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
@@ -46,7 +46,7 @@ func TestIngestThenQueryExample(t *testing.T) {
 	if len(got) != 2 || got[0]["amount_cents"] != 1250.0 || got[1]["amount_cents"] != nil || got[0]["action"] != "buy" {
 		t.Fatalf("query output:\n%s", out)
 	}
-	out = runCLI(t, "query", "--config", cfg, "--data", data, "--table", "events", "--format", "csv", "--columns", "user,amount_cents", "--where", "amount_cents>=2000")
+	out = runServeCLI(t, "query", "--config", cfg, "--data", data, "--table", "events", "--format", "csv", "--columns", "user,amount_cents", "--where", "amount_cents>=2000")
 	if !sameSet(out, "user,amount_cents\ncid,9999\nbob,2000\n") {
 		t.Fatalf("csv query:\n%s", out)
 	}
