@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/server"
 )
 
 func init() {
@@ -93,8 +95,21 @@ func validateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Compile every script, open every plugin and report every problem at once",
-		Args:  cobra.NoArgs,
+		Long: "Validates a computed-columns config (computed: and filters:) or a server config (tables:, as\n" +
+			"`sluice serve --check` does), compiling every script and opening every plugin.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if isServerConfig(config) {
+				cfg, err := loadServerConfig(config, "", false, false)
+				if err != nil {
+					return err
+				}
+				if err := server.Check(cmd.Context(), cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d tables\n", config, len(cfg.Tables))
+				return nil
+			}
 			p, err := compute.OpenFile(cmd.Context(), config, compute.Options{})
 			if err != nil {
 				return err
@@ -114,6 +129,23 @@ func validateCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&config, "config", "computed.yaml", "YAML file with computed: and filters:")
 	return cmd
+}
+
+// isServerConfig reports whether the YAML file at path is a server config
+// (it has a top-level tables: list) rather than a computed-columns one. A
+// file that cannot be read or parsed is left to the loaders, whose errors
+// say where.
+func isServerConfig(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var top map[string]yaml.Node
+	if yaml.Unmarshal(data, &top) != nil {
+		return false
+	}
+	_, ok := top["tables"]
+	return ok
 }
 
 func testCmd() *cobra.Command {

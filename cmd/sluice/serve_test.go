@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -67,4 +68,48 @@ func sameSet(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// TestValidateServerConfig: `sluice validate` takes a server config too, and
+// reports every broken column of every table at once.
+func TestValidateServerConfig(t *testing.T) {
+	var out bytes.Buffer
+	cmd := validateCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--config", "../../examples/server/sluice.yaml"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("validate of the bundled server config: %v", err)
+	}
+	if !strings.Contains(out.String(), "ok: 1 tables") {
+		t.Fatalf("validate output: %q", out.String())
+	}
+
+	bad := t.TempDir() + "/bad.yaml"
+	const cfg = `tables:
+  - name: x
+    computed:
+      - name: first
+        type: int64
+        func: "function main(r) return 1"
+      - name: second
+        type: int64
+        func: "function main(r) return end end"
+`
+	if err := os.WriteFile(bad, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = validateCmd()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--config", bad})
+	err := cmd.Execute()
+	if err == nil {
+		t.Fatal("validate accepted a config with two broken scripts")
+	}
+	for _, want := range []string{`column "first"`, `column "second"`, "syntax error"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("validate error does not mention %s: %v", want, err)
+		}
+	}
 }
