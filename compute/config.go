@@ -110,6 +110,23 @@ func parsePolicy(s string, filter bool) (Policy, error) {
 	return 0, fmt.Errorf("unknown on_error %q for a column (want null, drop, reject or deadletter)", s)
 }
 
+// UsesDeadLetter reports whether any column or filter routes failing rows
+// to the dead-letter output (on_error: deadletter), so that a caller knows
+// to provide one.
+func (c Config) UsesDeadLetter() bool {
+	for _, col := range c.Computed {
+		if p, err := parsePolicy(col.OnError, false); err == nil && p == PolicyDeadLetter {
+			return true
+		}
+	}
+	for _, f := range c.Filters {
+		if p, err := parsePolicy(f.OnError, true); err == nil && p == PolicyDeadLetter {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseConfig decodes a YAML config. Unknown fields are errors (a typo such
 // as `fucn:` must not silently drop a column). It checks the shape only;
 // New loads the functions.

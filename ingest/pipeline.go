@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicedb/sluice/compute"
 )
@@ -27,6 +28,12 @@ type Pipeline struct {
 	// an Append error is about (the table's *SchemaError), so that Ingest
 	// can name its input line. Nil: Append errors are returned as they are.
 	RowOf func(error) (int, bool)
+	// DeadLetters, when set, stores the rows that a deadletter policy routed
+	// away (as DeadLetterRows) before the batch's kept rows are stored, so a
+	// batch is acknowledged only when its dead letters are durable too. A
+	// retried batch may store its dead letters twice, never its rows. Nil:
+	// dead letters are only returned in the Result.
+	DeadLetters Appender
 
 	counters Counters
 }
@@ -120,6 +127,12 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 			}
 			return err
 		}
+		if p.DeadLetters != nil && len(b.DeadLetters) > 0 {
+			if err := p.DeadLetters.Append(ctx, DeadLetterRows(b.DeadLetters, time.Now())); err != nil {
+				p.reject(in, res)
+				return fmt.Errorf("storing %d dead letters: %w", len(b.DeadLetters), err)
+			}
+		}
 		res.DeadLetters = append(res.DeadLetters, b.DeadLetters...)
 		failed := len(b.DeadLetters)
 		filtered := in - len(b.Rows) - failed
@@ -144,6 +157,29 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 	res.Accepted += len(rows)
 	p.counters.Accepted.Add(int64(len(rows)))
 	return nil
+}
+
+// DeadLetterColumns are the columns of a dead-letter table, as stored by
+// DeadLetterRows: when the row failed, where (column or filter, its loader
+// and source), the error, and the row itself as JSON text (as it was when
+// the function failed).
+var DeadLetterColumns = []struct{ Name, Type string }{
+	{"time", "timestamp"}, {"column", "string"}, {"filter", "bool"}, {"loader", "string"},
+	{"source", "string"}, {"error", "string"}, {"row", "string"},
+}
+
+// DeadLetterRows turns dead letters into rows of a dead-letter table.
+func DeadLetterRows(dls []compute.DeadLetter, now time.Time) []Row {
+	rows := make([]Row, len(dls))
+	for i, d := range dls {
+		js, err := compute.AppendJSONRow(nil, d.Row, nil)
+		if err != nil {
+			js = []byte(fmt.Sprintf("%q", fmt.Sprint(d.Row)))
+		}
+		rows[i] = Row{"time": now, "column": d.Column, "filter": d.Filter, "loader": d.Loader,
+			"source": d.Source, "error": d.Error, "row": string(js)}
+	}
+	return rows
 }
 
 // inputIndex finds kept[k] in input: kept is input with rows dropped, in

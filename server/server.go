@@ -71,6 +71,8 @@ type tableState struct {
 	proc   *compute.Processor // nil when the table has no computed columns or filters
 	schema map[string]compute.Type
 	policy ingest.Policy
+	// deadLetter is the table's dead-letter table, when a policy uses it.
+	deadLetter *tableState
 
 	compactRuns, compactErrors, expireRuns atomic.Int64
 	compactRows                            atomic.Int64
@@ -116,8 +118,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
 			continue
 		}
+		if _, clash := s.tables[tc.Name]; clash {
+			errs = append(errs, fmt.Errorf("table %q: the name is taken by another table's dead-letter table", tc.Name))
+			continue
+		}
 		s.tables[tc.Name] = ts
 		s.names = append(s.names, tc.Name)
+		if d := ts.deadLetter; d != nil {
+			if _, clash := s.tables[d.cfg.Name]; clash {
+				errs = append(errs, fmt.Errorf("table %q: its dead-letter table %q is also configured", tc.Name, d.cfg.Name))
+				continue
+			}
+			s.tables[d.cfg.Name] = d
+			s.names = append(s.names, d.cfg.Name)
+		}
 	}
 	sort.Strings(s.names)
 	if err := errors.Join(errs...); err != nil {
@@ -170,6 +184,29 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	}
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
+	if tc.UsesDeadLetter() {
+		// The dead-letter output of a table is the table <name>_deadletter
+		// (time-ordered, one partition), queried like any other.
+		dcfg := table.Config{Name: tc.Name + DeadLetterSuffix, SortBy: "time"}
+		for _, c := range ingest.DeadLetterColumns {
+			typ, _ := table.ParseType(c.Type)
+			dcfg.Columns = append(dcfg.Columns, table.Column{Name: c.Name, Type: typ})
+		}
+		dt, err := s.store.Table(dcfg)
+		if err != nil {
+			if ts.proc != nil {
+				ts.proc.Close()
+			}
+			return nil, fmt.Errorf("dead-letter table: %w", err)
+		}
+		ts.pipe.DeadLetters = appender{dt}
+		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: map[string]compute.Type{}}
+		for _, c := range ingest.DeadLetterColumns {
+			dts.schema[c.Name], _ = compute.ParseType(c.Type)
+		}
+		dts.pipe = &ingest.Pipeline{Table: appender{dt}, RowOf: schemaErrorRow}
+		ts.deadLetter = dts
+	}
 	return ts, nil
 }
 
@@ -183,6 +220,9 @@ func schemaErrorRow(err error) (int, bool) {
 }
 
 // appender adapts *table.Table to ingest.Appender.
+// DeadLetterSuffix names a table's dead-letter table: events -> events_deadletter.
+const DeadLetterSuffix = "_deadletter"
+
 type appender struct{ t *table.Table }
 
 func (a appender) Append(ctx context.Context, rows []ingest.Row) error { return a.t.Append(ctx, rows) }
