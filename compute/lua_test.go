@@ -498,6 +498,12 @@ computed:
       local json = require("json")
       function main(row) return json.encode(row) end
   - {name: go_json, type: json, func: "make://json"}
+  - {name: ts_later, type: float64, func: "function main(row) return row.ts + 60 end"}
+  - name: j_decoded
+    type: int64
+    func: |
+      local json = require("json")
+      function main(row) return json.decode(row.j).a[1] end
 `, Options{})
 	b, err := p.Process(context.Background(), []map[string]any{{"big": int64(9007199254740993)}})
 	if err != nil || len(b.Errors) > 0 {
@@ -508,17 +514,19 @@ computed:
 		t.Errorf("typed values: %#v %#v %#v", r["ts"], r["i"], r["f"])
 	}
 	// What a later script sees of computed values: int32 and float64 are
-	// numbers; a timestamp (time.Time) and a json value (json.RawMessage) are
-	// opaque userdata today (asked of luavm: a number of unix seconds and the
-	// JSON text). This assertion changes when luavm does.
-	if r["seen"] != "userdata userdata number" {
+	// numbers, a timestamp (time.Time) a number of unix seconds with the
+	// fraction, a json value (json.RawMessage) the string of its JSON text.
+	if r["seen"] != "number string number" {
 		t.Errorf("seen = %v", r["seen"])
 	}
-	want := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"seen":"userdata userdata number","ts":"2023-11-14T22:13:20.5Z"}`
+	if r["ts_later"] != 1700000060.5 || r["j_decoded"] != int64(1) {
+		t.Errorf("row.ts + 60 = %#v, json.decode(row.j).a[1] = %#v", r["ts_later"], r["j_decoded"])
+	}
+	want := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"seen":"number string number","ts":"2023-11-14T22:13:20.5Z"}`
 	if got := string(r["lua_json"].(json.RawMessage)); got != want {
 		t.Errorf("lua json.encode:\n got %s\nwant %s", got, want)
 	}
-	wantGo := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"lua_json":` + want + `,"seen":"userdata userdata number","ts":"2023-11-14T22:13:20.5Z"}`
+	wantGo := `{"big":9007199254740993,"f":2,"i":7,"j":{"a":[1,null]},"lua_json":` + want + `,"seen":"number string number","ts":"2023-11-14T22:13:20.5Z"}`
 	if got := string(r["go_json"].(json.RawMessage)); got != wantGo {
 		t.Errorf("make://json:\n got %s\nwant %s", got, wantGo)
 	}

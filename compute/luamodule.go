@@ -5,6 +5,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/sluicedb/sluice/internal/jsonw"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -56,7 +57,7 @@ func luaEncode(L *lua.LState) int {
 	case nil:
 		buf = append(buf, "null"...)
 	default:
-		buf, err = appendJSONValue(buf, x)
+		buf, err = jsonw.AppendValue(buf, x)
 	}
 	if err != nil {
 		L.RaiseError("sluice.encode: %v", err)

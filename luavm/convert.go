@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -54,7 +55,9 @@ const maxDepth = 100
 
 // ToLua converts a Go value to a Lua value: nil, bool, integers, floats,
 // string, []byte, json.Number, []any, map[string]any (recursively), and
-// lua.LValue as is. Any other value becomes a userdata holding it, which
+// lua.LValue as is; a time.Time becomes a number of Unix seconds with the
+// fraction and a json.RawMessage the string of its JSON text (FromLua gives
+// these back as a number and a string, not as the Go types). Any other value becomes a userdata holding it, which
 // FromLua gives back unchanged. Integers beyond ±2^53 lose digits, since Lua
 // 5.1 numbers are float64; rows keep them exact by staying in Go (NewRow).
 func ToLua(L *lua.LState, v any) lua.LValue {
@@ -103,6 +106,14 @@ func ToLua(L *lua.LState, v any) lua.LValue {
 		if f, err := x.Float64(); err == nil {
 			return floatNumber(f)
 		}
+		return lua.LString(x)
+	case time.Time:
+		// Unix seconds with the fraction, so that scripts do arithmetic on
+		// timestamps (row.ts + 60); float64 keeps sub-microsecond precision
+		// for dates near now.
+		return floatNumber(float64(x.Unix()) + float64(x.Nanosecond())/1e9)
+	case json.RawMessage:
+		// The JSON text, for json.decode.
 		return lua.LString(x)
 	case []any:
 		t := L.CreateTable(len(x), 0)

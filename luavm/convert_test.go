@@ -1,8 +1,10 @@
 package luavm
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -29,6 +31,11 @@ func TestToLuaNumbers(t *testing.T) {
 	f(-257.0, -257)
 	f(math.Copysign(0, -1), math.Copysign(0, -1))
 	f(float32(3), 3)
+	f(time.Unix(1700000000, 5e8), 1700000000.5)
+	f(time.Date(1969, 12, 31, 23, 59, 59, 25e7, time.UTC), -0.75)
+	if got := ToLua(L, json.RawMessage(`{"a":[1,null]}`)); got != lua.LString(`{"a":[1,null]}`) {
+		t.Errorf("ToLua(json.RawMessage) = %#v, want the JSON text", got)
+	}
 	if n := testing.AllocsPerRun(100, func() { _ = ToLua(L, int64(42)); _ = ToLua(L, 7.0) }); n != 0 {
 		t.Errorf("small numbers allocate: %v allocs", n)
 	}

@@ -5,43 +5,75 @@ import (
 	"encoding/json"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/sluicedb/sluice/internal/jsonw"
 )
 
 // The json module is implemented in Go: Lua code calls json.encode /
 // json.decode and never walks a document in interpreted code. json.encode of a
-// row proxy marshals the Go map itself, so fields Lua did not touch keep their
-// exact Go values (an int64 keeps every digit, nil stays null).
-var jsonFuncs = map[string]lua.LGFunction{
-	"encode": jsonEncode,
-	"decode": jsonDecode,
-}
-
+// row proxy encodes the Go map itself with internal/jsonw, so fields Lua did
+// not touch keep their exact Go values (an int64 keeps every digit, nil stays
+// null) and the bytes are what encoding/json writes with SetEscapeHTML(false).
 func openJSON(L *lua.LState) *lua.LTable {
-	mod := L.SetFuncs(L.NewTable(), jsonFuncs)
+	enc := &jsonEncoder{}
+	mod := L.SetFuncs(L.NewTable(), map[string]lua.LGFunction{
+		"encode": enc.encode,
+		"decode": jsonDecode,
+	})
 	mod.RawSetString("null", Null)
 	return mod
 }
 
-func jsonEncode(L *lua.LState) int {
+// maxKeptEncodeBuffer bounds the buffer a VM keeps between json.encode
+// calls, so one huge document does not pin its memory for the VM's life.
+const maxKeptEncodeBuffer = 64 << 10
+
+// jsonEncoder is json.encode for one VM. An LState runs one call at a time,
+// so buf needs no lock; it is reused by every call, so that the only
+// allocation of encoding a row proxy is the result's LString.
+type jsonEncoder struct {
+	buf []byte
+}
+
+func (e *jsonEncoder) encode(L *lua.LState) int {
 	v := L.CheckAny(1)
-	goValue, err := fromLua(v, 0)
+	var err error
+	buf := e.buf[:0]
+	switch x := v.(type) {
+	case *lua.LUserData:
+		if r, ok := x.Value.(*rowData); ok {
+			buf, err = jsonw.AppendValue(buf, r.m)
+			break
+		}
+		buf, err = e.appendLua(buf, v)
+	case *lua.LTable:
+		if isEmptyTable(x) {
+			buf = append(buf, "{}"...) // an empty table encodes as {}, as lua-cjson does
+			break
+		}
+		buf, err = e.appendLua(buf, v)
+	default:
+		buf, err = e.appendLua(buf, v)
+	}
 	if err != nil {
 		L.RaiseError("json.encode: %v", err)
 		return 0
 	}
-	if t, ok := v.(*lua.LTable); ok && isEmptyTable(t) {
-		goValue = map[string]any{} // an empty table encodes as {}, as lua-cjson does
+	L.Push(lua.LString(buf))
+	if cap(buf) <= maxKeptEncodeBuffer {
+		e.buf = buf[:0]
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(goValue); err != nil {
-		L.RaiseError("json.encode: %v", err)
-		return 0
-	}
-	out := buf.Bytes()
-	L.Push(lua.LString(out[:len(out)-1])) // drop Encode's trailing newline
 	return 1
+}
+
+// appendLua converts v to Go values (tables to maps and slices) and encodes
+// them.
+func (e *jsonEncoder) appendLua(buf []byte, v lua.LValue) ([]byte, error) {
+	goValue, err := fromLua(v, 0)
+	if err != nil {
+		return buf, err
+	}
+	return jsonw.AppendValue(buf, goValue)
 }
 
 func isEmptyTable(t *lua.LTable) bool {

@@ -12,7 +12,10 @@ import (
 // appendString appends s as the lossless JSON form of a Redis string: a JSON
 // string when s is valid UTF-8, else {"base64":"..."} (standard alphabet,
 // padded). Redis strings are binary-safe, JSON strings are Unicode: this keeps
-// every byte and keeps the common case readable.
+// every byte and keeps the common case readable. It is not internal/jsonw
+// on purpose: jsonw matches encoding/json (invalid UTF-8 becomes \ufffd,
+// losing bytes) while exports must be lossless, and this path is SWAR-tuned
+// for the bulk string volume of RDB exports.
 func appendString(dst, s []byte) []byte {
 	mark := len(dst)
 	dst, ok := appendQuotedUTF8(dst, s)
