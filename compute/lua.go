@@ -76,10 +76,23 @@ func (l *Lua) Load(uriOrCode string) (Handler, error) {
 		}
 		code = string(got.data)
 	}
-	return l.compile(code, src.Kind == SourceInline)
+	return l.compile(code, sourceName(src, l.name), src.Kind == SourceInline)
 }
 
-func (l *Lua) compile(code string, inline bool) (*Lua, error) {
+// sourceName is what Lua errors call a script: its file or URL, or for
+// inline code the column's name (the unique script name luavm holds it
+// under means nothing to users).
+func sourceName(src Source, column string) string {
+	switch src.Kind {
+	case SourceFile:
+		return src.Path
+	case SourceHTTP:
+		return src.URL
+	}
+	return column
+}
+
+func (l *Lua) compile(code, source string, inline bool) (*Lua, error) {
 	if l.m == nil {
 		return nil, errors.New("lua: no Lua runtime (Options.Lua is nil)")
 	}
@@ -89,7 +102,9 @@ func (l *Lua) compile(code string, inline bool) (*Lua, error) {
 	sum := sha256.Sum256([]byte(code))
 	name := fmt.Sprintf("%s@%s.%d", l.name, hex.EncodeToString(sum[:6]), luaLoads.Add(1))
 	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name}
-	if err := l.m.Load(h.script, code, l.cfg); err != nil {
+	cfg := l.cfg
+	cfg.SourceName = source
+	if err := l.m.Load(h.script, code, cfg); err != nil {
 		var ce *luavm.CompileError
 		if inline && errors.As(err, &ce) {
 			return nil, fmt.Errorf("%w%s", err, inlineHint(code))
@@ -216,5 +231,5 @@ func (p *Processor) newLua(f *function, code string) (Handler, error) {
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout
 	}
-	return NewLua(p.opts.Lua, f.name, f.funcName, cfg).compile(code, f.src.Kind == SourceInline)
+	return NewLua(p.opts.Lua, f.name, f.funcName, cfg).compile(code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
 }

@@ -199,7 +199,7 @@ func TestLuaBadInput(t *testing.T) {
 	f("no main", "computed:\n  - {name: c, type: int64, func: 'function other(row) return 1 end'}\n",
 		`column "c" (lua inline)`, `no function "main"`)
 	f("syntax", "computed:\n  - name: c\n    type: int64\n    func: |\n      function main(row)\n        return 1 +\n      end\n",
-		`column "c" (lua inline)`, `c@`, `:3:`)
+		`column "c" (lua inline)`, `compile c:3:`)
 	f("path typo", "computed:\n  - {name: c, type: int64, func: scripts/trim.lau}\n",
 		`column "c" (lua inline)`, `taken as inline Lua`)
 	f("missing file", "computed:\n  - {name: c, type: int64, func: scripts/none.lua}\n",
@@ -573,5 +573,34 @@ func TestLuaSameCodeTwoProcessors(t *testing.T) {
 	b, err := p2.Process(context.Background(), []map[string]any{{}})
 	if err != nil || len(b.Errors) > 0 || b.Rows[0]["c"] != int64(1) {
 		t.Errorf("%v %v", err, b.Errors)
+	}
+}
+
+// TestLuaErrorsNameTheFile: a runtime error in a script file names the file
+// and the line, not the unique name the script is loaded under.
+func TestLuaErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "ratio.lua")
+	if err := os.WriteFile(script, []byte("function main(row)\n  if row.d == 0 then error(\"d is zero\") end\n  return row.n / row.d\nend\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("computed:\n  - {name: ratio, type: float64, func: " + script + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(context.Background(), cfg, Options{Lua: newManager(t), BaseDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b, err := p.Process(context.Background(), []map[string]any{{"n": int64(1), "d": int64(0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Errors) != 1 {
+		t.Fatalf("errors = %v", b.Errors)
+	}
+	if msg := b.Errors[0].Error(); !strings.Contains(msg, script+":2:") || !strings.Contains(msg, "d is zero") {
+		t.Errorf("error does not name %s:2 and the cause: %s", script, msg)
 	}
 }

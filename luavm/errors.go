@@ -34,6 +34,9 @@ type CompileError struct {
 }
 
 func (e *CompileError) Error() string {
+	if e.Line < 1 { // the parser hit the end of the source
+		return fmt.Sprintf("luavm: compile %s: at end of script: %s", e.Script, e.Msg)
+	}
 	return fmt.Sprintf("luavm: compile %s:%d: %s", e.Script, e.Line, e.Msg)
 }
 

@@ -72,6 +72,18 @@ type ScriptConfig struct {
 	// docs/pool.md): globals a call writes are then seen by later calls on
 	// the same VM. Only for measuring what isolation costs.
 	ShareGlobals bool
+	// SourceName is what compile errors, runtime errors and tracebacks call
+	// the script (a file path, a URL, a column name); empty = the name it
+	// was loaded under. It lets a caller load many versions under unique
+	// names while users read where their code is.
+	SourceName string
+}
+
+func (c ScriptConfig) sourceName(name string) string {
+	if c.SourceName != "" {
+		return c.SourceName
+	}
+	return name
 }
 
 func (c ScriptConfig) normalized() ScriptConfig {
@@ -301,7 +313,7 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	if old := m.lookup(name); old != nil && old.hash == hash && reflect.DeepEqual(old.cfg, cfg) {
 		return nil
 	}
-	proto, err := compile(name, source)
+	proto, err := compile(cfg.sourceName(name), source)
 	if err != nil {
 		return err
 	}

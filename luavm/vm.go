@@ -387,7 +387,7 @@ func (vm *VM) funcName(fn *lua.LFunction) string {
 // broken so it is closed instead.
 func (vm *VM) callError(fnName string, err error) error {
 	vm.errs++
-	script := vm.pool.script.name
+	script := vm.pool.script.cfg.sourceName(vm.pool.script.name)
 	ce := &CallError{Script: script, Func: fnName, Msg: err.Error()}
 	var api *lua.ApiError
 	if errors.As(err, &api) {
