@@ -32,11 +32,22 @@ func newRowEncoder(cols []string) *rowEncoder {
 	return e
 }
 
+// append writes row's projected columns (a missing column is null).
 func (e *rowEncoder) append(buf []byte, row table.Row) ([]byte, error) {
+	vals := make([]any, len(e.cols))
+	for i, c := range e.cols {
+		vals[i] = row[c]
+	}
+	return e.appendValues(buf, vals)
+}
+
+// appendValues writes one row given its values in projection order (what
+// table.QueryValues hands out: no map to fill and read back per row).
+func (e *rowEncoder) appendValues(buf []byte, vals []any) ([]byte, error) {
 	buf = append(buf, '{')
 	for i, c := range e.cols {
 		buf = append(buf, e.keys[i]...)
-		switch v := row[c].(type) {
+		switch v := vals[i].(type) {
 		case nil:
 			buf = append(buf, "null"...)
 		case int64:

@@ -262,11 +262,13 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 	if err != nil {
 		return -1, err
 	}
-	cols := q.Columns
-	if len(cols) == 0 {
-		for _, c := range ts.table.Schema() {
-			cols = append(cols, c.Name)
-		}
+	tcols, err := ts.table.Columns(q)
+	if err != nil {
+		return -1, err
+	}
+	cols := make([]string, len(tcols))
+	for i, c := range tcols {
+		cols[i] = c.Name
 	}
 	started := false
 	begin := func() {
@@ -279,20 +281,22 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
-	var emit func(table.Row) error
+	// Rows come as values in projection order (QueryValues), so neither
+	// encoder fills or reads a map per row.
+	var emit func([]table.Column, []any) error
 	var cw *csv.Writer
 	if format == "csv" {
 		cw = csv.NewWriter(bw)
 		rec := make([]string, len(cols))
-		emit = func(row table.Row) error {
+		emit = func(_ []table.Column, vals []any) error {
 			if !started {
 				begin()
 				if err := cw.Write(cols); err != nil {
 					return err
 				}
 			}
-			for i, c := range cols {
-				rec[i] = csvField(row[c])
+			for i, v := range vals {
+				rec[i] = csvField(v)
 			}
 			n++
 			return cw.Write(rec)
@@ -300,10 +304,10 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 	} else {
 		var buf []byte
 		enc := newRowEncoder(cols)
-		emit = func(row table.Row) error {
+		emit = func(_ []table.Column, vals []any) error {
 			begin()
 			var err error
-			buf, err = enc.append(buf[:0], row)
+			buf, err = enc.appendValues(buf[:0], vals)
 			if err != nil {
 				return err
 			}
@@ -313,7 +317,7 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	err = ts.table.Query(ctx, q, emit)
+	err = ts.table.QueryValues(ctx, q, emit)
 	if err != nil && !started {
 		return -1, err
 	}
