@@ -32,9 +32,10 @@ func lzfDecompress(in, out []byte) error {
 		if ctrl < 32 { // literal run of ctrl+1 bytes
 			n := ctrl + 1
 			if ip+32 <= len(in) && op+32 <= len(out) {
-				*(*[16]byte)(out[op : op+16]) = *(*[16]byte)(in[ip : ip+16])
+				dst, src := (*[32]byte)(out[op:op+32]), (*[32]byte)(in[ip:ip+32])
+				*(*[16]byte)(dst[:16]) = *(*[16]byte)(src[:16])
 				if n > 16 {
-					*(*[16]byte)(out[op+16 : op+32]) = *(*[16]byte)(in[ip+16 : ip+32])
+					*(*[16]byte)(dst[16:]) = *(*[16]byte)(src[16:])
 				}
 			} else {
 				if ip+n > len(in) {
@@ -73,14 +74,16 @@ func lzfDecompress(in, out []byte) error {
 		switch dist := op - ref; {
 		case dist >= 16 && n <= 32 && op+32 <= len(out):
 			// The second half reads at most up to op+16, written by the first.
-			*(*[16]byte)(out[op : op+16]) = *(*[16]byte)(out[ref : ref+16])
+			dst, src := (*[32]byte)(out[op:op+32]), (*[32]byte)(out[ref:ref+32])
+			*(*[16]byte)(dst[:16]) = *(*[16]byte)(src[:16])
 			if n > 16 {
-				*(*[16]byte)(out[op+16 : op+32]) = *(*[16]byte)(out[ref+16 : ref+32])
+				*(*[16]byte)(dst[16:]) = *(*[16]byte)(src[16:])
 			}
 		case dist >= 8 && n <= 16 && op+16 <= len(out):
 			// The second half reads at most up to op+8, written by the first.
-			*(*[8]byte)(out[op : op+8]) = *(*[8]byte)(out[ref : ref+8])
-			*(*[8]byte)(out[op+8 : op+16]) = *(*[8]byte)(out[ref+8 : ref+16])
+			dst, src := (*[16]byte)(out[op:op+16]), (*[16]byte)(out[ref:ref+16])
+			*(*[8]byte)(dst[:8]) = *(*[8]byte)(src[:8])
+			*(*[8]byte)(dst[8:]) = *(*[8]byte)(src[8:])
 		case dist >= n: // no overlap
 			copy(out[op:op+n], out[ref:ref+n])
 		case n <= 16: // short run of a short pattern
