@@ -105,9 +105,29 @@ func FuzzSkip(f *testing.F) {
 func FuzzLZF(f *testing.F) {
 	f.Add([]byte{2, 'a', 'b', 'c', 4 << 5, 2}, uint16(9))
 	f.Add([]byte{0, 'a', 0xE0, 0xFF, 0}, uint16(300))
+	f.Add(lzfCompressForTest(jsonLikeText(2000, 1)), uint16(2000))
+	f.Add(lzfCompressForTest(bytes.Repeat([]byte("abc"), 100)), uint16(300))
 	f.Fuzz(func(t *testing.T, in []byte, n uint16) {
-		out := make([]byte, n)
-		_ = lzfDecompress(in, out)
+		// Spare capacity past the declared length must stay untouched.
+		out := make([]byte, n, int(n)+300)
+		guard := out[n : int(n)+300]
+		for i := range guard {
+			guard[i] = 0xAA
+		}
+		err := lzfDecompress(in, out)
+		for i, b := range guard {
+			if b != 0xAA {
+				t.Fatalf("wrote past the declared length %d at %d", n, int(n)+i)
+			}
+		}
+		ref := make([]byte, n)
+		refErr := lzfDecompressByteWise(in, ref)
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("err %v, reference decoder %v", err, refErr)
+		}
+		if err == nil && !bytes.Equal(out, ref) {
+			t.Fatalf("output differs from the reference decoder")
+		}
 	})
 }
 
