@@ -51,13 +51,11 @@ func Keys(ctx context.Context, path string, w io.Writer, opts Options) (Stats, e
 	)
 	for in.next(ctx, &n) {
 		e := in.p.Entry()
-		if in.minSize > 0 {
-			if cbErr = in.estimate(e); cbErr != nil {
-				break
-			}
-			if size, _ := in.est.finish(); size < in.minSize {
-				continue
-			}
+		var keep bool
+		if keep, cbErr = in.bigEnough(e); cbErr != nil {
+			break
+		} else if !keep {
+			continue
 		}
 		st.Keys++
 		line = appendKeyLine(line[:0], e.Key)
@@ -105,13 +103,11 @@ func Count(ctx context.Context, path string, opts Options) (Counts, Stats, error
 	)
 	for in.next(ctx, &n) {
 		e := in.p.Entry()
-		if in.minSize > 0 {
-			if cbErr = in.estimate(e); cbErr != nil {
-				break
-			}
-			if size, _ := in.est.finish(); size < in.minSize {
-				continue
-			}
+		var keep bool
+		if keep, cbErr = in.bigEnough(e); cbErr != nil {
+			break
+		} else if !keep {
+			continue
 		}
 		// Count into a per-db array (no map operation per key); the
 		// arrays go into the maps at the end.

@@ -183,6 +183,20 @@ func memKindOf(t rdb.Type) memKind {
 }
 
 // estimate visits the current key's value and leaves its estimate in in.est.
+// bigEnough reports whether e passes Filter.MinSize (always, without
+// decoding, when there is none); with a MinSize it estimates e's memory,
+// which reads its value.
+func (in *input) bigEnough(e *rdb.Entry) (bool, error) {
+	if in.minSize <= 0 {
+		return true, nil
+	}
+	if err := in.estimate(e); err != nil {
+		return false, err
+	}
+	size, _ := in.est.finish()
+	return size >= in.minSize, nil
+}
+
 func (in *input) estimate(e *rdb.Entry) error {
 	in.est.start(memKindOf(e.Type), e.Key, e.ExpireAt != 0)
 	if e.Type == rdb.String {
