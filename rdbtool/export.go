@@ -48,7 +48,7 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 		return Stats{}, err
 	}
 	if opts.Filter.MinSize == 0 && !opts.NoParallel && runtime.GOMAXPROCS(0) >= 2 {
-		keys, err := exportParallel(ctx, in, w, format)
+		keys, err := exportParallel(ctx, in, w, format, opts.StageCPU)
 		return Stats{Keys: keys, InputSize: in.size}, err
 	}
 	ex := newExporter(w, format)

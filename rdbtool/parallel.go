@@ -203,13 +203,9 @@ type parallelExporter struct {
 	// streams and modules (rare) are built as JSON by a sequential exporter
 	// and go on the tape as raw bytes.
 	seq *exporter
+	// stageCPU is Options.StageCPU.
+	stageCPU *[2]time.Duration
 }
-
-// stageCPU, when not nil (set by the benchmark child only), makes
-// exportParallel pin each of its two goroutines to an OS thread and record
-// the CPU time of that thread: [0] the parsing side, [1] the writer. With
-// two idle cores the export could not run faster than the larger of the two.
-var stageCPU *[2]time.Duration
 
 // threadCPU is the CPU time of the calling OS thread.
 func threadCPU() time.Duration {
@@ -220,7 +216,7 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) (int64, error) {
+func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, stageCPU *[2]time.Duration) (int64, error) {
 	if stageCPU != nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -228,11 +224,12 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 		defer func() { stageCPU[0] = threadCPU() - start }()
 	}
 	px := &parallelExporter{
-		format: format,
-		full:   make(chan *tape, tapeCount),
-		free:   make(chan *tape, tapeCount),
-		done:   make(chan struct{}),
-		seq:    newExporter(io.Discard, JSON),
+		format:   format,
+		full:     make(chan *tape, tapeCount),
+		free:     make(chan *tape, tapeCount),
+		done:     make(chan struct{}),
+		seq:      newExporter(io.Discard, JSON),
+		stageCPU: stageCPU,
 	}
 	px.seq.hold = true
 	for i := 0; i < tapeCount; i++ {
@@ -272,7 +269,7 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 // parsing side sees the error at its next tape.
 func (px *parallelExporter) writer(w io.Writer) {
 	defer close(px.done)
-	if stageCPU != nil {
+	if stageCPU := px.stageCPU; stageCPU != nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		start := threadCPU()
