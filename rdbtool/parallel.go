@@ -202,7 +202,8 @@ type parallelExporter struct {
 	visit  func(*rdb.Element) error
 	// streams and modules (rare) are built as JSON by a sequential exporter
 	// and go on the tape as raw bytes.
-	seq *exporter
+	seq  *exporter
+	sent int64 // tapes handed to the writer so far
 	// stageCPU is Options.StageCPU.
 	stageCPU *[2]time.Duration
 }
@@ -244,10 +245,32 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, 
 	}
 	var n int
 	var err error
+	// Where the current record starts: at mark on the tape current after
+	// markSent hand-overs (Visit may hand over tapes mid-value).
+	var mark int
+	var markSent int64
 	for err == nil && in.next(ctx, &n) {
+		mark, markSent = len(px.t.b), px.sent
 		err = px.record(in, in.p.Entry())
 	}
-	if format == JSON {
+	recordCut := err != nil // else next stopped: the last record is whole
+	// The parse's outcome (a truncated or corrupt file, a cancelled ctx)
+	// decides how the output ends: the tapes hold copies, so the parser
+	// can be closed while the writer still works.
+	err = in.finish(ctx, err)
+	switch {
+	case err != nil:
+		// Records completed before the error are written; the one cut
+		// by it is dropped when it is still on the current tape (a value
+		// larger than a tape may be half written already, like a cut
+		// line), and a JSON array is left without its "]".
+		if recordCut {
+			px.keys--
+			if markSent == px.sent {
+				px.t.b = px.t.b[:mark]
+			}
+		}
+	case format == JSON:
 		end := "]\n"
 		if px.keys > 0 {
 			end = "\n]\n"
@@ -258,10 +281,9 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, 
 	close(px.full)
 	<-px.done
 	if px.werr != nil {
-		in.finish(ctx, nil)
 		return px.keys, fmt.Errorf("rdbtool: write: %w", px.werr)
 	}
-	return px.keys, in.finish(ctx, err)
+	return px.keys, err
 }
 
 // writer turns tapes into JSON and writes it, until full is closed. After a
@@ -298,6 +320,7 @@ func (px *parallelExporter) writer(w io.Writer) {
 
 // send hands the current tape to the writer.
 func (px *parallelExporter) send() {
+	px.sent++
 	px.full <- px.t
 	px.t = nil
 }
