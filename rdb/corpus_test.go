@@ -28,6 +28,13 @@ func handmadeCorpus() map[string][]byte {
 	writeStream(w, rdbStreamListpacks)
 	c["redis5-basic"] = w.end()
 
+	// Redis Enterprise's opcodes (TestRedisEnterpriseOpcodes).
+	w = newRDB(12).aux("redis-ver", "7.4.2").aux("big-used-ram", "11375256").selectDB(0)
+	w.byte1(opEntRAMLRU).len(67).key(rdbString, "a").str("b")
+	w.byte1(opEntSlotNum).len(1234)
+	w.byte1(opExpireTimeMs).u64le(1800000000000).byte1(opEntRAMLRU).len(1<<20).key(rdbSetListpack, "s").str(string(listpack("m1", 7)))
+	c["redis-enterprise"] = w.end()
+
 	w = newRDB(4)
 	w.key(rdbHashZipmap, "zm").str(string(zipmap("f", "v", strings.Repeat("F", 300), "x")))
 	w.key(rdbListZiplist, "zl").str(string(ziplist("a", 0, 13, -100, 1000, 100000, 1<<30, 1<<40, strings.Repeat("z", 300))))

@@ -20,6 +20,11 @@ var (
 	// ErrTooLarge reports a length beyond Options.MaxValueSize or beyond what
 	// the rest of the file can hold.
 	ErrTooLarge = errors.New("rdb: length too large")
+	// ErrModulePreGA reports a module value of type 6, written by Redis 4.0
+	// release candidates: unlike type 7 it carries no type annotations and
+	// no end mark, so only the module that wrote it can read or skip it.
+	// It wraps ErrUnknownType.
+	ErrModulePreGA = fmt.Errorf("rdb: pre-GA module value (type 6, Redis 4.0 release candidates) is not self-describing, only its module can read it: %w", ErrUnknownType)
 	// ErrMalformed reports an inconsistent encoding: a bad length prefix,
 	// corrupt LZF data, a ziplist/listpack whose structure does not add up.
 	ErrMalformed = errors.New("rdb: malformed value")

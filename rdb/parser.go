@@ -24,6 +24,11 @@ const (
 	opExpireTime    = 253
 	opSelectDB      = 254
 	opEOF           = 255
+
+	// Redis Enterprise only (librdb's __RDB_OPCODE_RAM_LRU and
+	// __RDB_OPCODE_SLOT_NUM): one length each, meaning private to it.
+	opEntRAMLRU  = 107 // before a key's type byte, like IDLE
+	opEntSlotNum = 121
 )
 
 // RDB value type bytes.
@@ -408,6 +413,18 @@ func (p *Parser) nextRecord() error {
 			if recStart < 0 {
 				recStart = off
 			}
+		case opEntRAMLRU, opEntSlotNum:
+			if p.valkey {
+				return errorf(ErrUnknownType, "type byte %d", t)
+			}
+			if _, err := p.readLen(); err != nil {
+				return err
+			}
+			if t == opEntRAMLRU && recStart < 0 {
+				recStart = off
+			}
+		case rdbModulePreGA:
+			return p.modulePreGA(recStart, off)
 		default:
 			enc, typ, ok := p.classify(t)
 			if !ok {
@@ -830,6 +847,27 @@ func (p *Parser) skipModuleAux() error {
 		return err
 	}
 	return p.walkModule(nil)
+}
+
+// modulePreGA reads the key and module id of a pre-GA module value (type 6,
+// written by Redis 4.0 release candidates) and fails naming both: such a
+// value is the module's own bytes with no type annotations and no end mark,
+// so nothing but the module can tell where it ends (Redis since 4.0 GA,
+// librdb and HDT3213/rdb refuse it too).
+func (p *Parser) modulePreGA(recStart, off int64) error {
+	if recStart < 0 {
+		recStart = off
+	}
+	key, err := p.readString(&p.keyBuf, false)
+	if err != nil {
+		return err
+	}
+	e := &p.entry
+	e.DB, e.Key, e.Type, e.Encoding, e.Slot, e.Offset = p.db, key, Module, EncModule, p.slot, recStart
+	if err := p.readModuleID(); err != nil {
+		return err
+	}
+	return errorf(ErrModulePreGA, "module %q encoding version %d", p.moduleName, p.moduleID&1023)
 }
 
 // readModuleID reads a module value's 64-bit type id and names it.

@@ -48,7 +48,7 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 		return Stats{}, err
 	}
 	if opts.Filter.MinSize == 0 && !opts.NoParallel && runtime.GOMAXPROCS(0) >= 2 {
-		keys, err := exportParallel(ctx, in, w, format)
+		keys, err := exportParallel(ctx, in, w, format, opts.StageCPU)
 		return Stats{Keys: keys, InputSize: in.size}, err
 	}
 	ex := newExporter(w, format)
@@ -64,6 +64,8 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 	err = in.finish(ctx, visitErr)
 	if err == nil {
 		err = ex.close()
+	} else {
+		ex.abort()
 	}
 	return Stats{Keys: ex.keys, InputSize: in.size}, err
 }
@@ -115,6 +117,14 @@ func (ex *exporter) close() error {
 		return fmt.Errorf("rdbtool: write: %w", ex.err)
 	}
 	return nil
+}
+
+// abort ends an export that failed: the records completed before the error
+// are written, the one being built is dropped and a JSON array is left
+// unterminated (no "]"), so no consumer can take a cut export for a whole one.
+func (ex *exporter) abort() {
+	ex.drop()
+	ex.flush()
 }
 
 // flush writes buf out.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sluicedb/sluice/internal/rdbcorpus"
+	"github.com/sluicedb/sluice/internal/redisproc"
 	"github.com/sluicedb/sluice/rdb"
 )
 
@@ -25,13 +27,13 @@ import (
 var liveCorpus struct {
 	once sync.Once
 	path string
-	srv  *redisServer
+	srv  *redisproc.Server
 	err  error
 }
 
 // withLiveServer gives the corpus path and the server that wrote it, or
 // skips when redis-server is not installed.
-func withLiveServer(t *testing.T) (string, *redisServer) {
+func withLiveServer(t *testing.T) (string, *redisproc.Server) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed (scripts/test installs it)")
@@ -42,28 +44,28 @@ func withLiveServer(t *testing.T) (string, *redisServer) {
 			liveCorpus.err = err
 			return
 		}
-		srv, err := startRedis(context.Background(), "", dir)
+		srv, err := redisproc.Start(context.Background(), "", dir)
 		if err != nil {
 			liveCorpus.err = err
 			return
 		}
-		g := newGenerator(7)
-		err = srv.pipeline(context.Background(), func(w *bufio.Writer) error {
+		g := rdbcorpus.NewGenerator(7)
+		err = srv.Pipeline(context.Background(), func(w *bufio.Writer) error {
 			for _, db := range []string{"0", "2"} {
-				writeCommand(w, "SELECT", db)
-				g.fill(w, 1<<20)
+				redisproc.WriteCommand(w, "SELECT", db)
+				g.Fill(w, 1<<20)
 			}
 			// A few keys the mix does not have: empty-ish and odd values.
-			writeCommand(w, "SELECT", "0")
-			writeCommand(w, "SET", "empty", "")
-			writeCommand(w, "SET", "ctl\x00\x01\"\\", "\xff\xfe not utf-8")
-			writeCommand(w, "ZADD", "zinf", "inf", "a", "-inf", "b", "0.1", "c")
+			redisproc.WriteCommand(w, "SELECT", "0")
+			redisproc.WriteCommand(w, "SET", "empty", "")
+			redisproc.WriteCommand(w, "SET", "ctl\x00\x01\"\\", "\xff\xfe not utf-8")
+			redisproc.WriteCommand(w, "ZADD", "zinf", "inf", "a", "-inf", "b", "0.1", "c")
 			// A value bigger than an export tape (parallel hand-over mid-value).
 			big := []string{"RPUSH", "biglist"}
 			for i := 0; i < 30000; i++ {
 				big = append(big, fmt.Sprintf("item %d \"quoted\" ünïcode", i))
 			}
-			writeCommand(w, big...)
+			redisproc.WriteCommand(w, big...)
 			return nil
 		})
 		if err == nil {
@@ -85,7 +87,7 @@ func withLiveServer(t *testing.T) (string, *redisServer) {
 func stopLiveServer() {
 	if liveCorpus.srv != nil {
 		liveCorpus.srv.Close()
-		os.RemoveAll(liveCorpus.srv.dir)
+		os.RemoveAll(liveCorpus.srv.Dir())
 	}
 }
 
@@ -106,7 +108,7 @@ func bulk(v any) []byte {
 // serverRecord asks the server for key in db and returns a record in the
 // export's JSON shape (as encoding/json would decode it), built only from
 // the server's replies.
-func serverRecord(t *testing.T, srv *redisServer, db int, key []byte) map[string]any {
+func serverRecord(t *testing.T, srv *redisproc.Server, db int, key []byte) map[string]any {
 	t.Helper()
 	do := func(args ...string) any {
 		v, err := srv.Do(args...)
@@ -178,7 +180,7 @@ func serverRecord(t *testing.T, srv *redisServer, db int, key []byte) map[string
 }
 
 // allServerKeys lists every key of the dbs with SCAN.
-func allServerKeys(t *testing.T, srv *redisServer, dbs ...int) map[int][][]byte {
+func allServerKeys(t *testing.T, srv *redisproc.Server, dbs ...int) map[int][][]byte {
 	t.Helper()
 	out := map[int][][]byte{}
 	for _, db := range dbs {

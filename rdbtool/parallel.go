@@ -202,14 +202,11 @@ type parallelExporter struct {
 	visit  func(*rdb.Element) error
 	// streams and modules (rare) are built as JSON by a sequential exporter
 	// and go on the tape as raw bytes.
-	seq *exporter
+	seq  *exporter
+	sent int64 // tapes handed to the writer so far
+	// stageCPU is Options.StageCPU.
+	stageCPU *[2]time.Duration
 }
-
-// stageCPU, when not nil (set by the benchmark child only), makes
-// exportParallel pin each of its two goroutines to an OS thread and record
-// the CPU time of that thread: [0] the parsing side, [1] the writer. With
-// two idle cores the export could not run faster than the larger of the two.
-var stageCPU *[2]time.Duration
 
 // threadCPU is the CPU time of the calling OS thread.
 func threadCPU() time.Duration {
@@ -220,7 +217,7 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) (int64, error) {
+func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, stageCPU *[2]time.Duration) (int64, error) {
 	if stageCPU != nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -228,11 +225,12 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 		defer func() { stageCPU[0] = threadCPU() - start }()
 	}
 	px := &parallelExporter{
-		format: format,
-		full:   make(chan *tape, tapeCount),
-		free:   make(chan *tape, tapeCount),
-		done:   make(chan struct{}),
-		seq:    newExporter(io.Discard, JSON),
+		format:   format,
+		full:     make(chan *tape, tapeCount),
+		free:     make(chan *tape, tapeCount),
+		done:     make(chan struct{}),
+		seq:      newExporter(io.Discard, JSON),
+		stageCPU: stageCPU,
 	}
 	px.seq.hold = true
 	for i := 0; i < tapeCount; i++ {
@@ -247,10 +245,32 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 	}
 	var n int
 	var err error
+	// Where the current record starts: at mark on the tape current after
+	// markSent hand-overs (Visit may hand over tapes mid-value).
+	var mark int
+	var markSent int64
 	for err == nil && in.next(ctx, &n) {
+		mark, markSent = len(px.t.b), px.sent
 		err = px.record(in, in.p.Entry())
 	}
-	if format == JSON {
+	recordCut := err != nil // else next stopped: the last record is whole
+	// The parse's outcome (a truncated or corrupt file, a cancelled ctx)
+	// decides how the output ends: the tapes hold copies, so the parser
+	// can be closed while the writer still works.
+	err = in.finish(ctx, err)
+	switch {
+	case err != nil:
+		// Records completed before the error are written; the one cut
+		// by it is dropped when it is still on the current tape (a value
+		// larger than a tape may be half written already, like a cut
+		// line), and a JSON array is left without its "]".
+		if recordCut {
+			px.keys--
+			if markSent == px.sent {
+				px.t.b = px.t.b[:mark]
+			}
+		}
+	case format == JSON:
 		end := "]\n"
 		if px.keys > 0 {
 			end = "\n]\n"
@@ -261,10 +281,9 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 	close(px.full)
 	<-px.done
 	if px.werr != nil {
-		in.finish(ctx, nil)
 		return px.keys, fmt.Errorf("rdbtool: write: %w", px.werr)
 	}
-	return px.keys, in.finish(ctx, err)
+	return px.keys, err
 }
 
 // writer turns tapes into JSON and writes it, until full is closed. After a
@@ -272,7 +291,7 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format) 
 // parsing side sees the error at its next tape.
 func (px *parallelExporter) writer(w io.Writer) {
 	defer close(px.done)
-	if stageCPU != nil {
+	if stageCPU := px.stageCPU; stageCPU != nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		start := threadCPU()
@@ -301,6 +320,7 @@ func (px *parallelExporter) writer(w io.Writer) {
 
 // send hands the current tape to the writer.
 func (px *parallelExporter) send() {
+	px.sent++
 	px.full <- px.t
 	px.t = nil
 }

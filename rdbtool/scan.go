@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/sluicedb/sluice/rdb"
 )
@@ -88,6 +89,12 @@ type Options struct {
 	// NoParallel keeps Export on one goroutine. By default, with two or
 	// more CPUs and no MinSize, parsing and JSON writing run on two.
 	NoParallel bool
+	// StageCPU, when not nil (set by `sluice bench rdb` only), makes the
+	// parallel export pin each of its two goroutines to an OS thread and
+	// record the CPU time of that thread: [0] the parsing side, [1] the
+	// writer. With two idle cores the export could not run faster than the
+	// larger of the two.
+	StageCPU *[2]time.Duration
 }
 
 // input is an open RDB file being scanned by one verb.

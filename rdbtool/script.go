@@ -83,6 +83,8 @@ func ExportScript(ctx context.Context, path string, w io.Writer, format Format, 
 	err = in.finish(ctx, runErr)
 	if err == nil {
 		err = sr.ex.close()
+	} else {
+		sr.ex.abort()
 	}
 	return Stats{Keys: sr.ex.keys, InputSize: in.size}, err
 }

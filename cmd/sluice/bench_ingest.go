@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicedb/sluice/server/benchingest"
+	"github.com/sluicedb/sluice/bench/ingestbench"
 )
 
 func init() {
-	var opts benchingest.Options
+	var opts ingestbench.Options
 	var cases string
 	cmd := &cobra.Command{
 		Use:   "ingest",
@@ -25,8 +25,8 @@ func init() {
 				opts.Cases = strings.Split(cases, ",")
 			}
 			opts.Log = cmd.ErrOrStderr()
-			res, err := benchingest.Run(ctx, opts)
-			fmt.Fprintln(cmd.OutOrStdout(), benchingest.Format(res))
+			res, err := ingestbench.Run(ctx, opts)
+			fmt.Fprintln(cmd.OutOrStdout(), ingestbench.Format(res))
 			return err
 		},
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicedb/sluice/luavm/poolbench"
+	"github.com/sluicedb/sluice/bench/poolbench"
 )
 
 // benchPoolCmd is `sluice bench pool`: the Lua VM pool grid of the published

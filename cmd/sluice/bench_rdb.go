@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicedb/sluice/rdbtool"
+	"github.com/sluicedb/sluice/bench/rdbbench"
+	"github.com/sluicedb/sluice/internal/rdbcorpus"
 )
 
 func init() {
 	var (
-		corpus     rdbtool.GenerateOptions
+		corpus     rdbcorpus.Options
 		cases      []string
 		runs       int
 		profileDir string
@@ -32,7 +33,7 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if child != "" {
 				// Child mode: run one case and print its result as JSON.
-				res, err := rdbtool.RunBenchCase(cmd.Context(), child, childFile, childProf)
+				res, err := rdbbench.RunBenchCase(cmd.Context(), child, childFile, childProf)
 				if err != nil {
 					return err
 				}
@@ -48,7 +49,7 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 					return err
 				}
 			}
-			rep, err := rdbtool.RunBench(cmd.Context(), rdbtool.BenchOptions{
+			rep, err := rdbbench.RunBench(cmd.Context(), rdbbench.BenchOptions{
 				Corpus: corpus, Cases: cases, Runs: runs, ProfileDir: profileDir, Log: cmd.ErrOrStderr(),
 				Child: func(name, file, prof string) *exec.Cmd {
 					return exec.Command(self, "bench", "rdb", "--child", name, "--child-file", file, "--child-profile", prof)
@@ -57,16 +58,16 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 			if err != nil {
 				return err
 			}
-			rdbtool.WriteBenchTable(cmd.OutOrStdout(), rep)
+			rdbbench.WriteBenchTable(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&corpus.SizeMB, "size-mb", rdbtool.DefaultCorpusMB, "approximate size of the generated RDB in MiB")
-	f.StringVar(&corpus.Dir, "cache-dir", rdbtool.DefaultCacheDir(), "where generated RDBs are kept and reused")
+	f.IntVar(&corpus.SizeMB, "size-mb", rdbcorpus.DefaultSizeMB, "approximate size of the generated RDB in MiB")
+	f.StringVar(&corpus.Dir, "cache-dir", rdbcorpus.DefaultCacheDir(), "where generated RDBs are kept and reused")
 	f.StringVar(&corpus.RedisServer, "redis-server", "redis-server", "redis-server binary used to generate the RDB")
 	f.BoolVar(&corpus.Force, "regenerate", false, "generate the RDB even if a cached one exists")
-	f.StringSliceVar(&cases, "cases", nil, "cases to run (default all: "+strings.Join(rdbtool.BenchCases, ",")+")")
+	f.StringSliceVar(&cases, "cases", nil, "cases to run (default all: "+strings.Join(rdbbench.BenchCases, ",")+")")
 	f.IntVar(&runs, "runs", 3, "runs per case; the fastest is reported")
 	f.StringVar(&profileDir, "profile-dir", "", "write a CPU profile per case (<case>.pprof) into this directory")
 	f.StringVar(&child, "child", "", "internal: run one case in this process")

@@ -153,3 +153,39 @@ func TestBenchRDBSmall(t *testing.T) {
 		t.Errorf("count of the corpus: exit %d %s\n%s", code, stderr, stdout)
 	}
 }
+
+// TestRDBJSONTruncatedIsNotValidJSON: `sluice rdb json` on a cut file exits
+// non-zero, names the file and offset, and leaves stdout an unterminated
+// array in both modes (issue 11 item 6: the parallel mode closed the array,
+// so a 29-byte file gave a valid `[]`). rdbtool's
+// TestExportTruncatedAtEveryOffset covers every offset; this checks the
+// command end to end at a spread of them.
+func TestRDBJSONTruncatedIsNotValidJSON(t *testing.T) {
+	data, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.rdb")
+	offsets := []int{0, 9, 29}
+	for i := 1; i < 12; i++ {
+		offsets = append(offsets, len(data)*i/12)
+	}
+	for _, n := range offsets {
+		if err := os.WriteFile(cut, data[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range [][]string{nil, {"--no-parallel"}} {
+			args := append(append([]string{"rdb", "json", "--no-progress"}, mode...), cut)
+			stdout, stderr, code := runCLI(t, args...)
+			if code == 0 {
+				t.Errorf("cut at %d %v: exit status 0", n, mode)
+			}
+			if json.Valid([]byte(stdout)) {
+				t.Errorf("cut at %d %v: stdout is valid JSON (%d bytes): %.80q", n, mode, len(stdout), stdout)
+			}
+			if !regexp.MustCompile(`offset \d+`).MatchString(stderr) || !strings.Contains(stderr, "cut.rdb") {
+				t.Errorf("cut at %d %v: error does not name the file and offset: %q", n, mode, stderr)
+			}
+		}
+	}
+}

@@ -1,26 +1,30 @@
-package rdbtool
+// Package rdbcorpus makes the realistic mixed RDB snapshots the RDB
+// benchmarks (`sluice bench rdb`, bench/rdbbench) and the rdbtool tests read:
+// a real redis-server (internal/redisproc) is filled with a reproducible key
+// mix over pipelined RESP and SAVEd. It is fixture tooling, not product code.
+package rdbcorpus
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/redisproc"
 )
 
-// GenerateOptions says what benchmark RDB to make. The zero value makes the
-// default corpus (DefaultCorpusMB, seed 1) in DefaultCacheDir.
-type GenerateOptions struct {
+// Options says what benchmark RDB to make. The zero value makes the
+// default corpus (DefaultSizeMB, seed 1) in DefaultCacheDir.
+type Options struct {
 	// SizeMB is the approximate size of the RDB file to produce; the mix is
 	// the same at every size, only the number of keys grows. Default
-	// DefaultCorpusMB.
+	// DefaultSizeMB.
 	SizeMB int
 	// Dir is where finished files are kept and reused. Default DefaultCacheDir().
 	Dir string
@@ -34,9 +38,9 @@ type GenerateOptions struct {
 	Force bool
 }
 
-// DefaultCorpusMB is the default benchmark RDB size, the size of the peers'
+// DefaultSizeMB is the default benchmark RDB size, the size of the peers'
 // published corpus (400 MB mixed RDB by Redis 7.0).
-const DefaultCorpusMB = 400
+const DefaultSizeMB = 400
 
 // DefaultCacheDir is where benchmark RDBs live: $XDG_CACHE_HOME/sluice/rdb
 // (or ~/.cache/sluice/rdb), outside any git tree.
@@ -51,15 +55,15 @@ func DefaultCacheDir() string {
 // corpusVersion changes whenever the mix changes, so stale files are not reused.
 const corpusVersion = 2
 
-// CorpusPath is the file Generate writes (and reuses) for opts.
-func CorpusPath(opts GenerateOptions) string {
+// Path is the file Generate writes (and reuses) for opts.
+func Path(opts Options) string {
 	opts = opts.withDefaults()
 	return filepath.Join(opts.Dir, fmt.Sprintf("mixed-v%d-%dmb-seed%d.rdb", corpusVersion, opts.SizeMB, opts.Seed))
 }
 
-func (o GenerateOptions) withDefaults() GenerateOptions {
+func (o Options) withDefaults() Options {
 	if o.SizeMB <= 0 {
-		o.SizeMB = DefaultCorpusMB
+		o.SizeMB = DefaultSizeMB
 	}
 	if o.Dir == "" {
 		o.Dir = DefaultCacheDir()
@@ -83,31 +87,31 @@ func (o GenerateOptions) withDefaults() GenerateOptions {
 // zsets (listpack) and large ones (skiplist), small hashes (listpack) and
 // large ones (hashtable), a few streams with a consumer group, and an expiry
 // on about one key in five.
-func Generate(ctx context.Context, opts GenerateOptions) (string, error) {
+func Generate(ctx context.Context, opts Options) (string, error) {
 	opts = opts.withDefaults()
-	out := CorpusPath(opts)
+	out := Path(opts)
 	if !opts.Force {
 		if st, err := os.Stat(out); err == nil && st.Size() > 0 {
 			return out, nil
 		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return "", fmt.Errorf("rdbtool: cache dir: %w", err)
+		return "", fmt.Errorf("rdbcorpus: cache dir: %w", err)
 	}
 	work, err := os.MkdirTemp(opts.Dir, "gen-*")
 	if err != nil {
-		return "", fmt.Errorf("rdbtool: work dir: %w", err)
+		return "", fmt.Errorf("rdbcorpus: work dir: %w", err)
 	}
 	defer os.RemoveAll(work)
-	srv, err := startRedis(ctx, opts.RedisServer, work)
+	srv, err := redisproc.Start(ctx, opts.RedisServer, work)
 	if err != nil {
 		return "", err
 	}
 	defer srv.Close()
 
 	start := time.Now()
-	fmt.Fprintf(opts.Log, "generating a ~%d MB RDB with redis-server on %s ...\n", opts.SizeMB, srv.addr)
-	g := newGenerator(opts.Seed)
+	fmt.Fprintf(opts.Log, "generating a ~%d MB RDB with redis-server on %s ...\n", opts.SizeMB, srv.Addr())
+	g := NewGenerator(opts.Seed)
 	// The payload count over-estimates the file by about a fifth (RDB
 	// encodings are compact): scale so the file lands near SizeMB.
 	budget := int64(opts.SizeMB) << 20 * 6 / 5
@@ -115,10 +119,10 @@ func Generate(ctx context.Context, opts GenerateOptions) (string, error) {
 		db    int
 		share int64 // percent of the budget
 	}{{0, 70}, {1, 20}, {3, 10}}
-	err = srv.pipeline(ctx, func(w *bufio.Writer) error {
+	err = srv.Pipeline(ctx, func(w *bufio.Writer) error {
 		for _, d := range dbs {
-			writeCommand(w, "SELECT", strconv.Itoa(d.db))
-			g.fill(w, budget*d.share/100)
+			redisproc.WriteCommand(w, "SELECT", strconv.Itoa(d.db))
+			g.Fill(w, budget*d.share/100)
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -131,10 +135,10 @@ func Generate(ctx context.Context, opts GenerateOptions) (string, error) {
 	fmt.Fprintf(opts.Log, "filled in %s (%d commands), saving ...\n", time.Since(start).Round(time.Millisecond), g.commands)
 	dump, err := srv.Save()
 	if err != nil {
-		return "", fmt.Errorf("rdbtool: SAVE: %w", err)
+		return "", fmt.Errorf("rdbcorpus: SAVE: %w", err)
 	}
 	if err := os.Rename(dump, out); err != nil {
-		return "", fmt.Errorf("rdbtool: keep %s: %w", out, err)
+		return "", fmt.Errorf("rdbcorpus: keep %s: %w", out, err)
 	}
 	if st, err := os.Stat(out); err == nil {
 		fmt.Fprintf(opts.Log, "wrote %s (%.1f MB) in %s\n", out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
@@ -142,62 +146,9 @@ func Generate(ctx context.Context, opts GenerateOptions) (string, error) {
 	return out, nil
 }
 
-// pipeline runs fill, which writes any number of commands, while a second
-// goroutine reads the replies, so neither side waits for the other. The
-// first error reply is returned (with the count of error replies).
-func (s *redisServer) pipeline(ctx context.Context, fill func(w *bufio.Writer) error) error {
-	const endMarker = "__sluice_pipeline_end__"
-	var (
-		wg       sync.WaitGroup
-		readErr  error
-		firstErr error
-		nErrors  int
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			v, err := readReply(s.r)
-			var re replyError
-			if errors.As(err, &re) {
-				nErrors++
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
-			}
-			if err != nil {
-				readErr = err
-				return
-			}
-			if b, ok := v.([]byte); ok && string(b) == endMarker {
-				return
-			}
-		}
-	}()
-	// Unblock the reader if the context ends mid-way.
-	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
-	defer stop()
-	fillErr := fill(s.w)
-	writeCommand(s.w, "ECHO", endMarker)
-	flushErr := s.w.Flush()
-	wg.Wait()
-	switch {
-	case fillErr != nil:
-		return fillErr
-	case flushErr != nil:
-		return fmt.Errorf("rdbtool: pipeline write: %w", flushErr)
-	case readErr != nil:
-		return readErr
-	case firstErr != nil:
-		return fmt.Errorf("rdbtool: %d commands failed, first: %w", nErrors, firstErr)
-	}
-	return nil
-}
-
-// generator writes the key mix as RESP commands. Text values are windows of
+// Generator writes the key mix as RESP commands. Text values are windows of
 // a pre-built word buffer (cheap to produce, realistic to compress).
-type generator struct {
+type Generator struct {
 	rng      *rand.Rand
 	text     []byte // ASCII words plus some multi-byte UTF-8
 	seq      int
@@ -206,8 +157,8 @@ type generator struct {
 	num      []byte
 }
 
-func newGenerator(seed uint64) *generator {
-	g := &generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+func NewGenerator(seed uint64) *Generator {
+	g := &Generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
 		"kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform",
 		"victor", "whiskey", "xray", "yankee", "zulu", "the", "of", "and", "session", "user", "cart", "price"}
@@ -228,12 +179,12 @@ func newGenerator(seed uint64) *generator {
 	return g
 }
 
-func (g *generator) textN(n int) string {
+func (g *Generator) textN(n int) string {
 	off := g.rng.IntN(len(g.text) - n)
 	return string(g.text[off : off+n])
 }
 
-func (g *generator) binaryN(n int) string {
+func (g *Generator) binaryN(n int) string {
 	b := make([]byte, n)
 	for i := 0; i+8 <= n; i += 8 {
 		v := g.rng.Uint64()
@@ -244,22 +195,22 @@ func (g *generator) binaryN(n int) string {
 	return string(b)
 }
 
-func (g *generator) between(lo, hi int) int { return lo + g.rng.IntN(hi-lo+1) }
+func (g *Generator) between(lo, hi int) int { return lo + g.rng.IntN(hi-lo+1) }
 
-func (g *generator) key(prefix string) string {
+func (g *Generator) key(prefix string) string {
 	g.seq++
 	return prefix + strconv.Itoa(g.seq)
 }
 
 // cmd writes one command built from args.
-func (g *generator) cmd(w *bufio.Writer, args ...string) {
-	writeCommand(w, args...)
+func (g *Generator) cmd(w *bufio.Writer, args ...string) {
+	redisproc.WriteCommand(w, args...)
 	g.commands++
 }
 
 // multi writes head followed by items, split into commands of at most 1000
 // items (RPUSH/SADD/ZADD/HSET accept repeated calls).
-func (g *generator) multi(w *bufio.Writer, head []string, items []string, per int) {
+func (g *Generator) multi(w *bufio.Writer, head []string, items []string, per int) {
 	const maxItems = 1000
 	for len(items) > 0 {
 		n := min(len(items), maxItems*per)
@@ -270,9 +221,9 @@ func (g *generator) multi(w *bufio.Writer, head []string, items []string, per in
 	}
 }
 
-// fill writes keys until about budget bytes of payload have been written.
+// Fill writes keys until about budget bytes of payload have been written.
 // The weights are per key drawn; the comments give the typical size.
-func (g *generator) fill(w *bufio.Writer, budget int64) {
+func (g *Generator) Fill(w *bufio.Writer, budget int64) {
 	var written int64
 	var items []string
 	for written < budget {
@@ -412,7 +363,7 @@ func (g *generator) fill(w *bufio.Writer, budget int64) {
 	}
 }
 
-func (g *generator) score() string {
+func (g *Generator) score() string {
 	switch g.rng.IntN(3) {
 	case 0:
 		return strconv.Itoa(g.rng.IntN(100000))
@@ -423,7 +374,7 @@ func (g *generator) score() string {
 	}
 }
 
-func (g *generator) push(w *bufio.Writer, verb, key string, items []string) int64 {
+func (g *Generator) push(w *bufio.Writer, verb, key string, items []string) int64 {
 	g.multi(w, []string{verb, key}, items, 1)
 	n := int64(len(key))
 	for _, it := range items {
@@ -432,7 +383,7 @@ func (g *generator) push(w *bufio.Writer, verb, key string, items []string) int6
 	return n
 }
 
-func (g *generator) pushPairs(w *bufio.Writer, verb, key string, items []string) int64 {
+func (g *Generator) pushPairs(w *bufio.Writer, verb, key string, items []string) int64 {
 	g.multi(w, []string{verb, key}, items, 2)
 	n := int64(len(key))
 	for _, it := range items {

@@ -1,4 +1,4 @@
-// Package benchingest is `sluice bench ingest`: it starts a real server
+// Package ingestbench is `sluice bench ingest`: it starts a real server
 // in-process on a 127.0.0.1 port, sends 10-field rows over HTTP in batches
 // of 1000 from several clients, and reports rows/s and p50/p99 batch
 // latency with no computed column, one Lua column and one Go plugin column,
@@ -7,7 +7,7 @@
 // Client and server share the machine (and its cores): the figures are
 // those of the whole loop, encoding and HTTP included, not of the server
 // alone.
-package benchingest
+package ingestbench
 
 import (
 	"bufio"

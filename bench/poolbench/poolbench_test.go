@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkPool runs the grid at 4000 goroutines (set -cpu=2 for the report's
-// setting): go test -bench=Pool -cpu=2 -benchmem ./luavm/poolbench/
+// setting): go test -bench=Pool -cpu=2 -benchmem ./bench/poolbench/
 func BenchmarkPool(b *testing.B) {
 	for _, g := range []int{4000} {
 		for _, s := range append(append([]string{}, Strategies...), Baselines...) {

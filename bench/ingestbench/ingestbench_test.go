@@ -1,4 +1,4 @@
-package benchingest
+package ingestbench
 
 import (
 	"context"

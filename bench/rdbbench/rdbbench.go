@@ -1,4 +1,9 @@
-package rdbtool
+// Package rdbbench is `sluice bench rdb`: it runs each case (read the file,
+// parse it, visit every element, skip every value, export JSON Lines, the
+// memory report) on a generated corpus (internal/rdbcorpus) in a child
+// process of its own, so peak RSS and CPU time are that case's, and prints
+// the table docs/rdb.md reports.
+package rdbbench
 
 import (
 	"bytes"
@@ -14,7 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicedb/sluice/internal/rdbcorpus"
 	"github.com/sluicedb/sluice/rdb"
+	"github.com/sluicedb/sluice/rdbtool"
 )
 
 // BenchCases are the cases `sluice bench rdb` runs, in order.
@@ -120,20 +129,18 @@ func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResul
 			return res, err
 		}
 		defer null.Close()
-		var s Stats
+		var s rdbtool.Stats
 		switch name {
 		case "export-jsonl":
-			stageCPU = &res.StageCPU
-			s, err = Export(ctx, path, null, JSONLines, Options{})
-			stageCPU = nil
+			s, err = rdbtool.Export(ctx, path, null, rdbtool.JSONLines, rdbtool.Options{StageCPU: &res.StageCPU})
 		case "export-jsonl-serial":
-			s, err = Export(ctx, path, null, JSONLines, Options{NoParallel: true})
+			s, err = rdbtool.Export(ctx, path, null, rdbtool.JSONLines, rdbtool.Options{NoParallel: true})
 		default:
-			s, err = Memory(ctx, path, null, Options{})
+			s, err = rdbtool.Memory(ctx, path, null, rdbtool.Options{})
 		}
 		res.Keys = s.Keys
 	default:
-		return res, fmt.Errorf("rdbtool: unknown bench case %q", name)
+		return res, fmt.Errorf("rdbbench: unknown bench case %q", name)
 	}
 	res.Elapsed = time.Since(start)
 	if name == "cat" {
@@ -150,6 +157,15 @@ func RunBenchCase(ctx context.Context, name, path, cpuProfile string) (CaseResul
 		res.PeakRSS = ru.Maxrss * 1024 // Linux reports KiB
 	}
 	return res, err
+}
+
+// threadCPU is the CPU time of the calling OS thread.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // cpuTime is the process's user+system CPU time so far.
@@ -238,7 +254,7 @@ func keysOnly(path string, filter rdb.Filter, mmap bool) (keys int64, err error)
 
 // BenchOptions configures RunBench.
 type BenchOptions struct {
-	Corpus GenerateOptions
+	Corpus rdbcorpus.Options
 	// Cases to run (default BenchCases).
 	Cases []string
 	// Runs per case; the fastest run is reported (default 3).
@@ -302,7 +318,7 @@ func runBench(ctx context.Context, opts BenchOptions, rep *BenchReport) (string,
 	if opts.Runs <= 0 {
 		opts.Runs = 3
 	}
-	path, err := Generate(ctx, opts.Corpus)
+	path, err := rdbcorpus.Generate(ctx, opts.Corpus)
 	if err != nil {
 		return "", nil, err
 	}
@@ -319,11 +335,11 @@ func runBench(ctx context.Context, opts BenchOptions, rep *BenchReport) (string,
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			if err := cmd.Run(); err != nil {
-				return path, results, fmt.Errorf("rdbtool: bench case %s: %v: %s", name, err, errOut.String())
+				return path, results, fmt.Errorf("rdbbench: bench case %s: %v: %s", name, err, errOut.String())
 			}
 			var r CaseResult
 			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-				return path, results, fmt.Errorf("rdbtool: bench case %s: bad child output %q: %w", name, out.String(), err)
+				return path, results, fmt.Errorf("rdbbench: bench case %s: bad child output %q: %w", name, out.String(), err)
 			}
 			// The child's own getrusage is authoritative; the parent's view
 			// of the child (ru_maxrss of the reaped process) is the same

@@ -1,4 +1,4 @@
-package rdbtool
+package rdbbench
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/rdbcorpus"
+	"github.com/sluicedb/sluice/rdbtool"
 )
 
 // benchCorpus is the generated corpus for the go test benchmarks:
@@ -14,20 +17,20 @@ import (
 // with redis-server and reused. `sluice bench rdb` is the full report (each
 // case in its own process, peak RSS); these are for quick profiling:
 //
-//	go test -run '^$' -bench . -benchmem -cpuprofile cpu.out ./rdbtool/
+//	go test -run '^$' -bench . -benchmem -cpuprofile cpu.out ./bench/rdbbench/
 func benchCorpus(b *testing.B) string {
 	b.Helper()
 	mb := 50
 	if s := os.Getenv("SLUICE_RDB_BENCH_MB"); s != "" {
 		mb, _ = strconv.Atoi(s)
 	}
-	opts := GenerateOptions{SizeMB: mb}
-	if _, err := os.Stat(CorpusPath(opts)); err != nil {
+	opts := rdbcorpus.Options{SizeMB: mb}
+	if _, err := os.Stat(rdbcorpus.Path(opts)); err != nil {
 		if _, err := exec.LookPath("redis-server"); err != nil {
 			b.Skip("no cached corpus and no redis-server to make one")
 		}
 	}
-	path, err := Generate(context.Background(), opts)
+	path, err := rdbcorpus.Generate(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func benchCorpus(b *testing.B) string {
 func BenchmarkExportJSONL(b *testing.B) {
 	path := benchCorpus(b)
 	for b.Loop() {
-		if _, err := Export(context.Background(), path, io.Discard, JSONLines, Options{}); err != nil {
+		if _, err := rdbtool.Export(context.Background(), path, io.Discard, rdbtool.JSONLines, rdbtool.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,7 +52,7 @@ func BenchmarkExportJSONL(b *testing.B) {
 func BenchmarkMemoryCSV(b *testing.B) {
 	path := benchCorpus(b)
 	for b.Loop() {
-		if _, err := Memory(context.Background(), path, io.Discard, Options{}); err != nil {
+		if _, err := rdbtool.Memory(context.Background(), path, io.Discard, rdbtool.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +61,7 @@ func BenchmarkMemoryCSV(b *testing.B) {
 func BenchmarkKeys(b *testing.B) {
 	path := benchCorpus(b)
 	for b.Loop() {
-		if _, err := Keys(context.Background(), path, io.Discard, Options{}); err != nil {
+		if _, err := rdbtool.Keys(context.Background(), path, io.Discard, rdbtool.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

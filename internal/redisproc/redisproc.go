@@ -1,4 +1,8 @@
-package rdbtool
+// Package redisproc runs a real redis-server as a child process bound to
+// 127.0.0.1 on a port it picks, and talks RESP2 to it: the RDB benchmark
+// corpus generator and the tests that compare an export with what the server
+// holds use it. It is test and benchmark tooling, not part of the product.
+package redisproc
 
 import (
 	"bufio"
@@ -11,13 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// redisServer is a redis-server child process bound to 127.0.0.1 on a port we
+// Server is a redis-server child process bound to 127.0.0.1 on a port we
 // picked, with its data directory in dir. It is used to make real RDB files
 // (the benchmark corpus, test inputs) and to ask the server what it holds.
-type redisServer struct {
+type Server struct {
 	cmd  *exec.Cmd
 	dir  string
 	addr string
@@ -27,15 +32,15 @@ type redisServer struct {
 	done chan error // receives cmd.Wait's result once
 }
 
-// startRedis starts binary (default "redis-server" from PATH) with persistence
+// Start starts binary (default "redis-server" from PATH) with persistence
 // off, so nothing is written until we ask with SAVE.
-func startRedis(ctx context.Context, binary, dir string) (*redisServer, error) {
+func Start(ctx context.Context, binary, dir string) (*Server, error) {
 	if binary == "" {
 		binary = "redis-server"
 	}
 	path, err := exec.LookPath(binary)
 	if err != nil {
-		return nil, fmt.Errorf("rdbtool: redis-server not found (install it, e.g. apt-get install redis-server): %w", err)
+		return nil, fmt.Errorf("redisproc: redis-server not found (install it, e.g. apt-get install redis-server): %w", err)
 	}
 	var lastErr error
 	// A picked free port can be taken by someone else before redis binds it:
@@ -57,13 +62,13 @@ func startRedis(ctx context.Context, binary, dir string) (*redisServer, error) {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("rdbtool: pick a port: %w", err)
+		return 0, fmt.Errorf("redisproc: pick a port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func tryStartRedis(ctx context.Context, path, dir string, port int) (*redisServer, error) {
+func tryStartRedis(ctx context.Context, path, dir string, port int) (*Server, error) {
 	cmd := exec.Command(path,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--dir", dir, "--dbfilename", "dump.rdb",
@@ -73,9 +78,9 @@ func tryStartRedis(ctx context.Context, path, dir string, port int) (*redisServe
 	cmd.Stdout = nil
 	cmd.Stderr = nil
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("rdbtool: start %s: %w", path, err)
+		return nil, fmt.Errorf("redisproc: start %s: %w", path, err)
 	}
-	s := &redisServer{cmd: cmd, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), done: make(chan error, 1)}
+	s := &Server{cmd: cmd, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -92,7 +97,7 @@ func tryStartRedis(ctx context.Context, path, dir string, port int) (*redisServe
 		select {
 		case werr := <-s.done:
 			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			return nil, fmt.Errorf("rdbtool: redis-server exited (%v): %s", werr, lastLines(log, 5))
+			return nil, fmt.Errorf("redisproc: redis-server exited (%v): %s", werr, lastLines(log, 5))
 		case <-ctx.Done():
 			s.Close()
 			return nil, ctx.Err()
@@ -100,7 +105,7 @@ func tryStartRedis(ctx context.Context, path, dir string, port int) (*redisServe
 		}
 		if time.Now().After(deadline) {
 			s.Close()
-			return nil, fmt.Errorf("rdbtool: redis-server on %s did not answer within 10s", s.addr)
+			return nil, fmt.Errorf("redisproc: redis-server on %s did not answer within 10s", s.addr)
 		}
 	}
 }
@@ -119,7 +124,7 @@ func lastLines(b []byte, n int) string {
 }
 
 // Close stops the server without saving and waits for it to exit.
-func (s *redisServer) Close() error {
+func (s *Server) Close() error {
 	if s.conn != nil {
 		s.conn.Close()
 	}
@@ -129,13 +134,72 @@ func (s *redisServer) Close() error {
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
-		return errors.New("rdbtool: redis-server did not exit")
+		return errors.New("redisproc: redis-server did not exit")
+	}
+	return nil
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Dir is the server's data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Pipeline runs fill, which writes any number of commands, while a second
+// goroutine reads the replies, so neither side waits for the other. The
+// first error reply is returned (with the count of error replies).
+func (s *Server) Pipeline(ctx context.Context, fill func(w *bufio.Writer) error) error {
+	const endMarker = "__sluice_pipeline_end__"
+	var (
+		wg       sync.WaitGroup
+		readErr  error
+		firstErr error
+		nErrors  int
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			v, err := ReadReply(s.r)
+			var re ReplyError
+			if errors.As(err, &re) {
+				nErrors++
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if err != nil {
+				readErr = err
+				return
+			}
+			if b, ok := v.([]byte); ok && string(b) == endMarker {
+				return
+			}
+		}
+	}()
+	// Unblock the reader if the context ends mid-way.
+	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
+	defer stop()
+	fillErr := fill(s.w)
+	WriteCommand(s.w, "ECHO", endMarker)
+	flushErr := s.w.Flush()
+	wg.Wait()
+	switch {
+	case fillErr != nil:
+		return fillErr
+	case flushErr != nil:
+		return fmt.Errorf("redisproc: pipeline write: %w", flushErr)
+	case readErr != nil:
+		return readErr
+	case firstErr != nil:
+		return fmt.Errorf("redisproc: %d commands failed, first: %w", nErrors, firstErr)
 	}
 	return nil
 }
 
 // Save runs SAVE and returns the path of the RDB file the server wrote.
-func (s *redisServer) Save() (string, error) {
+func (s *Server) Save() (string, error) {
 	if _, err := s.Do("SAVE"); err != nil {
 		return "", err
 	}
@@ -144,16 +208,16 @@ func (s *redisServer) Save() (string, error) {
 
 // Do sends one command and reads its reply: string ([]byte), int64, nil,
 // []any, or an error for a RESP error reply.
-func (s *redisServer) Do(args ...string) (any, error) {
-	writeCommand(s.w, args...)
+func (s *Server) Do(args ...string) (any, error) {
+	WriteCommand(s.w, args...)
 	if err := s.w.Flush(); err != nil {
 		return nil, err
 	}
-	return readReply(s.r)
+	return ReadReply(s.r)
 }
 
-// writeCommand appends one RESP array-of-bulk-strings command to w.
-func writeCommand(w *bufio.Writer, args ...string) {
+// WriteCommand appends one RESP array-of-bulk-strings command to w.
+func WriteCommand(w *bufio.Writer, args ...string) {
 	var num [20]byte
 	w.WriteByte('*')
 	w.Write(strconv.AppendInt(num[:0], int64(len(args)), 10))
@@ -167,26 +231,26 @@ func writeCommand(w *bufio.Writer, args ...string) {
 	}
 }
 
-// replyError is a RESP error reply ("-ERR ...").
-type replyError string
+// ReplyError is a RESP error reply ("-ERR ...").
+type ReplyError string
 
-func (e replyError) Error() string { return "redis: " + string(e) }
+func (e ReplyError) Error() string { return "redis: " + string(e) }
 
-// readReply reads one RESP2 reply.
-func readReply(r *bufio.Reader) (any, error) {
+// ReadReply reads one RESP2 reply.
+func ReadReply(r *bufio.Reader) (any, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
-		return nil, fmt.Errorf("rdbtool: read reply: %w", err)
+		return nil, fmt.Errorf("redisproc: read reply: %w", err)
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("rdbtool: malformed reply line %q", line)
+		return nil, fmt.Errorf("redisproc: malformed reply line %q", line)
 	}
 	body := line[1 : len(line)-2]
 	switch line[0] {
 	case '+':
 		return []byte(string(body)), nil
 	case '-':
-		return nil, replyError(string(body))
+		return nil, ReplyError(string(body))
 	case ':':
 		return strconv.ParseInt(string(body), 10, 64)
 	case '$':
@@ -213,9 +277,9 @@ func readReply(r *bufio.Reader) (any, error) {
 		out := make([]any, n)
 		var firstErr error
 		for i := range out {
-			out[i], err = readReply(r)
+			out[i], err = ReadReply(r)
 			if err != nil {
-				var re replyError
+				var re ReplyError
 				if !errors.As(err, &re) {
 					return nil, err
 				}
@@ -226,5 +290,5 @@ func readReply(r *bufio.Reader) (any, error) {
 		}
 		return out, firstErr
 	}
-	return nil, fmt.Errorf("rdbtool: unexpected reply type %q", line[0])
+	return nil, fmt.Errorf("redisproc: unexpected reply type %q", line[0])
 }
