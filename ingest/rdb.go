@@ -3,11 +3,13 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/rdbtool"
 )
@@ -22,6 +24,9 @@ const RDBContentType = "application/x-redis-rdb"
 //   - time: when the snapshot was made (its "ctime" AUX field); absent when
 //     the file has none, and the row then gets the ingestion time
 //   - db, key, type (string, list, set, zset, hash, stream, module)
+//   - key_base64: the key in standard base64 when it is not valid UTF-8
+//     (key holds its bytes all the same, but JSON and CSV answers cannot
+//     carry them); absent otherwise
 //   - encoding: the in-memory encoding Redis 7 would use on load (as `sluice
 //     rdb memory` reports it); rdb_encoding: the encoding in the file
 //   - expire_at: the key's expiry; absent (null) when it has none
@@ -31,7 +36,7 @@ const RDBContentType = "application/x-redis-rdb"
 //   - value: the value as JSON, in the form of `sluice rdb json`
 //     (docs/rdb.md)
 var RDBColumns = []struct{ Name, Type string }{
-	{"time", "timestamp"}, {"db", "int64"}, {"key", "string"}, {"type", "string"},
+	{"time", "timestamp"}, {"db", "int64"}, {"key", "string"}, {"key_base64", "string"}, {"type", "string"},
 	{"encoding", "string"}, {"rdb_encoding", "string"}, {"expire_at", "timestamp"},
 	{"memory_bytes", "int64"}, {"elements", "int64"}, {"len_largest", "int64"}, {"value", "json"},
 }
@@ -136,6 +141,9 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 		}
 		if rec.ExpireAt != 0 {
 			row["expire_at"] = time.UnixMilli(rec.ExpireAt).UTC()
+		}
+		if !utf8.Valid(rec.Key) {
+			row["key_base64"] = base64.StdEncoding.EncodeToString(rec.Key)
 		}
 		batch = append(batch, row)
 		at = append(at, where{db: rec.DB, key: key, offset: rec.Offset})
