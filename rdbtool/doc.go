@@ -4,7 +4,9 @@
 // bytes per key, as redis-rdb-tools estimates them), key listing and counts,
 // filters mapped onto the parser's own key filter so rejected values are
 // skipped undecoded, per-key Lua scripts through luavm, and the benchmark
-// corpus generator and runner.
+// corpus generator and runner. KeyReader reads a snapshot from any reader as
+// key records (value JSON and memory estimate in one pass): package ingest
+// stores them as rows (`sluice ingest --format rdb`).
 //
 // Export writes JSON by hand into reused buffers (no reflection per key) and,
 // with two or more CPUs, parses on one goroutine while another escapes and
