@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicedb/sluice/rdb"
 	"github.com/sluicedb/sluice/rdbtool"
 )
 
@@ -73,7 +74,8 @@ type RDBDecoded struct {
 //
 // A snapshot that cannot be read (corrupt, truncated, bad checksum) stops
 // decoding with an error wrapping ErrBadInput that names the input, the
-// byte offset and the key being read (a *rdb.CorruptionError inside);
+// byte offset and the key being read (a *rdb.CorruptionError inside; a
+// failure of r itself is returned without ErrBadInput);
 // the batches emitted before it are not taken back, and the rows of the
 // unfinished batch are not emitted. An error from emit stops decoding; one
 // about a row (*RowError) is returned naming that row's key and offset.
@@ -162,7 +164,22 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 			return d, err
 		}
 		d.Pending = len(batch)
+		if !snapshotFault(err) {
+			return d, err // reading failed (a body cut off, a timeout): not the snapshot's fault
+		}
 		return d, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
 	return d, flush()
+}
+
+// snapshotFault reports whether err says the snapshot itself is bad (as
+// opposed to the reader failing).
+func snapshotFault(err error) bool {
+	for _, e := range []error{rdb.ErrBadMagic, rdb.ErrUnsupportedVersion, rdb.ErrUnknownType, rdb.ErrChecksum,
+		rdb.ErrTruncated, rdb.ErrTooLarge, rdb.ErrMalformed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -242,9 +242,8 @@ func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 // deadlineReader moves the connection's read deadline timeout ahead of
-// the last read (at most once a second), so a long upload is bound by
-// stalls rather than by its total time; it remembers the first read error
-// other than io.EOF.
+// the last read, so a long upload is bound by stalls rather than by its
+// total time; it remembers the first read error other than io.EOF.
 type deadlineReader struct {
 	r       io.Reader
 	rc      *http.ResponseController
@@ -255,7 +254,9 @@ type deadlineReader struct {
 
 func (d *deadlineReader) Read(p []byte) (int, error) {
 	if d.timeout > 0 {
-		if now := time.Now(); now.Sub(d.moved) >= time.Second {
+		// Moved at most every quarter of the timeout (and every second),
+		// so a stall of three quarters of it is always allowed.
+		if now := time.Now(); now.Sub(d.moved) >= min(time.Second, d.timeout/4) {
 			d.moved = now
 			_ = d.rc.SetReadDeadline(now.Add(d.timeout))
 		}

@@ -287,3 +287,31 @@ func TestRDBClientFilters(t *testing.T) {
 		t.Errorf("bad parameters: %d %v", code, m)
 	}
 }
+
+// TestRDBOverHTTPLongerThanReadTimeout: an upload that takes longer than
+// read_timeout in all, but never stalls that long, is read to the end (the
+// read deadline moves on as bytes arrive).
+func TestRDBOverHTTPLongerThanReadTimeout(t *testing.T) {
+	s := startServer(t, strings.Replace(rdbConfig, "read_timeout: 5s", "read_timeout: 1s", 1), "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		step := len(data)/5 + 1
+		for i := 0; i < len(data); i += step {
+			pw.Write(data[i:min(i+step, len(data))])
+			time.Sleep(400 * time.Millisecond) // 2 s in all, 0.4 s at most without a byte
+		}
+		pw.Close()
+	}()
+	start := time.Now()
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows", pr)
+	if code != 200 || res["bytes"] != float64(len(data)) {
+		t.Fatalf("answer %d %v", code, res)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Fatalf("the upload took %s: not longer than read_timeout, the test proves nothing", took)
+	}
+}
