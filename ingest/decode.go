@@ -3,7 +3,8 @@
 // line-numbered errors and a skip-or-reject policy, conforming values to a
 // table's static schema, applying the table's computed columns and filters
 // (package compute), and bounding the batches in flight so that a busy
-// server pushes back instead of growing without bound.
+// server pushes back instead of growing without bound. A Redis RDB snapshot
+// becomes one row per key, read as it arrives (DecodeRDB, rdb.go).
 package ingest
 
 import (
@@ -35,6 +36,7 @@ const (
 	JSONArray                   // one JSON array of objects
 	CSV                         // comma-separated values, first line is the header
 	Parquet                     // a Parquet file of flat columns
+	RDB                         // a Redis RDB snapshot, one row per key (DecodeRDB)
 )
 
 func (f Format) String() string {
@@ -47,6 +49,8 @@ func (f Format) String() string {
 		return "csv"
 	case Parquet:
 		return "parquet"
+	case RDB:
+		return "rdb"
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
@@ -75,12 +79,15 @@ func FormatOf(contentType string) (Format, error) {
 		return CSV, nil
 	case "application/vnd.apache.parquet", "application/x-parquet", "application/parquet":
 		return Parquet, nil
+	case RDBContentType:
+		return RDB, nil
 	}
-	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json or text/csv)", ErrUnsupportedFormat, mt)
+	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json, text/csv, application/vnd.apache.parquet or %s)", ErrUnsupportedFormat, mt, RDBContentType)
 }
 
 // FormatOfPath picks the format from a file name (a trailing .gz ignored):
-// .csv is CSV, .json a JSON array, .parquet Parquet, anything else NDJSON.
+// .csv is CSV, .json a JSON array, .parquet Parquet, .rdb an RDB snapshot,
+// anything else NDJSON.
 func FormatOfPath(p string) Format {
 	p = strings.TrimSuffix(strings.ToLower(path.Base(p)), ".gz")
 	switch path.Ext(p) {
@@ -90,6 +97,8 @@ func FormatOfPath(p string) Format {
 		return JSONArray
 	case ".parquet":
 		return Parquet
+	case ".rdb":
+		return RDB
 	}
 	return NDJSON
 }
@@ -221,6 +230,8 @@ func Decode(r io.Reader, opts DecodeOptions, emit func(rows []Row, lines []int) 
 		err = decodeCSV(r, opts.Schema, add, onBad)
 	case Parquet:
 		err = decodeParquet(r, add, onBad)
+	case RDB:
+		err = fmt.Errorf("%w: an RDB snapshot is read by DecodeRDB, not Decode", ErrUnsupportedFormat)
 	default:
 		err = fmt.Errorf("%w: %v", ErrUnsupportedFormat, opts.Format)
 	}

@@ -183,7 +183,20 @@ func (ex *exporter) build(in *input, e *rdb.Entry, hold bool) error {
 		ex.buf = append(ex.buf, ",\n"...)
 	}
 	ex.buf = appendHeader(ex.buf, e)
-	if in.minSize > 0 {
+	if err := ex.value(in, e); err != nil {
+		return err
+	}
+	ex.buf = append(ex.buf, '}')
+	if ex.format == JSONLines {
+		ex.buf = append(ex.buf, '\n')
+	}
+	return nil
+}
+
+// value appends the current key's value as JSON (the "value" of its
+// record) and, when in is estimating, estimates its memory in the same pass.
+func (ex *exporter) value(in *input, e *rdb.Entry) error {
+	if in.estimating() {
 		in.est.start(memKindOf(e.Type), e.Key, e.ExpireAt != 0)
 	}
 	var err error
@@ -193,7 +206,7 @@ func (ex *exporter) build(in *input, e *rdb.Entry, hold bool) error {
 		v, err = in.p.Value()
 		if err == nil {
 			ex.buf = appendString(ex.buf, v)
-			if in.minSize > 0 {
+			if in.estimating() {
 				in.est.stringValue(v)
 			}
 			if ex.onString != nil {
@@ -221,14 +234,7 @@ func (ex *exporter) build(in *input, e *rdb.Entry, hold bool) error {
 		err = in.p.Visit(ex.visit)
 		ex.buf = append(ex.buf, ']')
 	}
-	if err != nil {
-		return err
-	}
-	ex.buf = append(ex.buf, '}')
-	if ex.format == JSONLines {
-		ex.buf = append(ex.buf, '\n')
-	}
-	return nil
+	return err
 }
 
 // commit keeps the record built by build.
@@ -291,7 +297,7 @@ func (ex *exporter) element(el *rdb.Element) error {
 
 // observe passes el to the estimator (MinSize) and the script hook.
 func (ex *exporter) observe(el *rdb.Element) {
-	if ex.in.minSize > 0 {
+	if ex.in.estimating() {
 		ex.in.estimateElement(el)
 	}
 	if ex.onElement != nil {

@@ -104,7 +104,10 @@ type input struct {
 	size     int64
 	progress *Progress
 	minSize  int64
-	est      keyEstimate
+	// estimateAll estimates every key's memory as its value is written
+	// (KeyReader), not only under a MinSize.
+	estimateAll bool
+	est         keyEstimate
 	// estimateFn is in.estimateElement bound once: a method value passed
 	// to Visit directly would allocate a closure per key.
 	estimateFn func(*rdb.Element) error
@@ -169,6 +172,9 @@ func (in *input) finish(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// estimating reports whether values are estimated as they are written.
+func (in *input) estimating() bool { return in.minSize > 0 || in.estimateAll }
 
 // memKindOf maps a logical type to the estimator's.
 func memKindOf(t rdb.Type) memKind {

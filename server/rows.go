@@ -134,6 +134,10 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	defer s.queue.Leave()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.WriteTimeout))
+	if format == ingest.RDB {
+		s.serveRDB(w, r, name) // streamed in batches: rdbingest.go
+		return
+	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 	res, err := s.Ingest(r.Context(), name, body, IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes})
 	resp := ingestResponse{Result: res}

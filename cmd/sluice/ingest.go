@@ -23,12 +23,17 @@ func init() {
 func ingestCmd() *cobra.Command {
 	var configPath, data, serverURL, tableName, format, onBad string
 	var batch int
+	var rf rdbIngestFlags
 	cmd := &cobra.Command{
 		Use:   "ingest --table T FILE|URL...",
-		Short: "Ingest JSON lines, JSON, CSV or Parquet files (local or http(s), gzip or not) into a table",
+		Short: "Ingest JSON lines, JSON, CSV, Parquet files or Redis RDB snapshots (local or http(s), gzip or not) into a table",
 		Long: "With --server the rows go through a running server (decoded here, sent as NDJSON batches,\n" +
 			"retried on 429/503); otherwise straight into the store directory of --config (--data), which\n" +
-			"must not be in use by a running server. Each batch is durable when acknowledged.",
+			"must not be in use by a running server. Each batch is durable when acknowledged.\n\n" +
+			"An RDB snapshot (--format rdb, or a .rdb file) becomes one row per key (db, key, type,\n" +
+			"encoding, expire_at, memory_bytes, elements, value as JSON; docs/rdb.md), filtered by\n" +
+			"--db/--type/--prefix/--pattern/--key/--min-size; with --server it is streamed to the\n" +
+			"server as application/x-redis-rdb and parsed there as it arrives.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
@@ -40,14 +45,35 @@ func ingestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			formatOf := func(src string) (ingest.Format, error) {
+				if format == "" {
+					return ingest.FormatOfPath(src), nil
+				}
+				return ingest.FormatOf(formatType(format))
+			}
+			rdbOpts, err := rf.options(batch)
+			if err != nil {
+				return err
+			}
 			if serverURL != "" {
 				c := &server.Client{URL: serverURL}
 				for _, src := range args {
-					f := ingest.FormatOfPath(src)
-					if format != "" {
-						if f, err = ingest.FormatOf(formatType(format)); err != nil {
+					f, err := formatOf(src)
+					if err != nil {
+						return err
+					}
+					if f == ingest.RDB {
+						err := ingestRDB(ctx, cmd, src, rf.noProgress, func(r io.Reader) (server.RDBResult, error) {
+							res, err := c.PostRDB(ctx, tableName, r, rdbOpts)
+							if err != nil {
+								err = fmt.Errorf("%s: %w", src, err)
+							}
+							return res, err
+						})
+						if err != nil {
 							return err
 						}
+						continue
 					}
 					rc, err := server.OpenSource(ctx, src)
 					if err != nil {
@@ -72,6 +98,19 @@ func ingestCmd() *cobra.Command {
 			}
 			defer s.Close()
 			for _, src := range args {
+				if f, err := formatOf(src); err != nil {
+					return err
+				} else if f == ingest.RDB {
+					o := rdbOpts
+					o.Name = src
+					err := ingestRDB(ctx, cmd, src, rf.noProgress, func(r io.Reader) (server.RDBResult, error) {
+						return s.IngestRDB(ctx, tableName, r, o)
+					})
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				res, err := s.IngestSource(ctx, tableName, src, batch)
 				report(cmd.OutOrStdout(), src, res)
 				if err != nil {
@@ -85,9 +124,10 @@ func ingestCmd() *cobra.Command {
 	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
-	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv or parquet (default: by file extension)")
+	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv, parquet or rdb (default: by file extension; .rdb is rdb)")
 	cmd.Flags().StringVar(&onBad, "on-bad-line", "reject", "reject or skip (with --server; otherwise the table's on_bad_line)")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per batch")
+	rf.register(cmd)
 	return cmd
 }
 
@@ -99,6 +139,8 @@ func formatType(f string) string {
 		return "application/json"
 	case "parquet":
 		return "application/vnd.apache.parquet"
+	case "rdb":
+		return ingest.RDBContentType
 	}
 	return "application/x-ndjson"
 }

@@ -1,0 +1,185 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicedb/sluice/rdb"
+	"github.com/sluicedb/sluice/rdbtool"
+)
+
+// RDBContentType is the media type of a Redis RDB snapshot body.
+const RDBContentType = "application/x-redis-rdb"
+
+// RDBColumns are the columns of the rows DecodeRDB makes, one row per key,
+// with their table types: a table fed snapshots can declare them as its
+// static schema (its computed columns come on top).
+//
+//   - time: when the snapshot was made (its "ctime" AUX field); absent when
+//     the file has none, and the row then gets the ingestion time
+//   - db, key, type (string, list, set, zset, hash, stream, module)
+//   - key_base64: the key in standard base64 when it is not valid UTF-8
+//     (key holds its bytes all the same, but JSON and CSV answers cannot
+//     carry them); absent otherwise
+//   - encoding: the in-memory encoding Redis 7 would use on load (as `sluice
+//     rdb memory` reports it); rdb_encoding: the encoding in the file
+//   - expire_at: the key's expiry; absent (null) when it has none
+//   - memory_bytes, elements, len_largest: the memory estimate, the element
+//     count (a string's length) and the largest element's length, as
+//     `sluice rdb memory` reports them
+//   - value: the value as JSON, in the form of `sluice rdb json`
+//     (docs/rdb.md)
+var RDBColumns = []struct{ Name, Type string }{
+	{"time", "timestamp"}, {"db", "int64"}, {"key", "string"}, {"key_base64", "string"}, {"type", "string"},
+	{"encoding", "string"}, {"rdb_encoding", "string"}, {"expire_at", "timestamp"},
+	{"memory_bytes", "int64"}, {"elements", "int64"}, {"len_largest", "int64"}, {"value", "json"},
+}
+
+// RDBOptions configure DecodeRDB.
+type RDBOptions struct {
+	// Filter selects keys: DBs, Types, Prefixes, Pattern and Regex are
+	// checked by the parser on the key (rejected values are skipped
+	// undecoded), MinSize on the memory estimate.
+	Filter       rdbtool.Filter
+	SkipChecksum bool
+	// BatchRows is the most rows passed to one emit call (0 = 1000).
+	BatchRows int
+	// BatchBytes bounds the value JSON held by one batch (0 = 32 MiB): a
+	// batch is emitted early when its values reach it, so a snapshot of big
+	// values does not hold BatchRows of them.
+	BatchBytes int
+	// Name names the input in errors (a file name, "request body").
+	Name string
+}
+
+// RDBDecoded counts what DecodeRDB read.
+type RDBDecoded struct {
+	Rows    int64 // keys selected (rows made)
+	Pending int   // rows of the unfinished batch an error dropped (not emitted)
+	Batches int   // emit calls
+	Bytes   int64 // snapshot bytes parsed
+}
+
+// DecodeRDB reads a Redis RDB snapshot from r as it arrives and passes one
+// row per selected key (columns: RDBColumns), BatchRows at a time, to emit,
+// which owns the rows. Memory stays bounded by one batch and the parser's
+// window whatever the snapshot's size.
+//
+// A snapshot that cannot be read (corrupt, truncated, bad checksum) stops
+// decoding with an error wrapping ErrBadInput that names the input, the
+// byte offset and the key being read (a *rdb.CorruptionError inside; a
+// failure of r itself is returned without ErrBadInput);
+// the batches emitted before it are not taken back, and the rows of the
+// unfinished batch are not emitted. An error from emit stops decoding; one
+// about a row (*RowError) is returned naming that row's key and offset.
+func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows []Row) error) (RDBDecoded, error) {
+	var d RDBDecoded
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = 1000
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 32 << 20
+	}
+	if opts.Name == "" {
+		opts.Name = "rdb"
+	}
+	kr, err := rdbtool.NewKeyReader(r, opts.Name, rdbtool.Options{Filter: opts.Filter, SkipChecksum: opts.SkipChecksum})
+	if err != nil {
+		return d, err
+	}
+	defer kr.Close()
+	type where struct {
+		db     int
+		key    string
+		offset int64
+	}
+	var (
+		batch      []Row
+		at         []where // at[i] locates batch[i]
+		batchBytes int
+		snapshot   any // the row's time: the snapshot's ctime, when known
+		timeKnown  bool
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		d.Batches++
+		err := emit(batch)
+		var re *RowError
+		if errors.As(err, &re) && re.Row >= 0 && re.Row < len(at) {
+			w := at[re.Row]
+			err = fmt.Errorf("%s: key %q (db %d) at offset %d: %w", opts.Name, w.key, w.db, w.offset, err)
+		} else if err != nil {
+			err = fmt.Errorf("%s: batch of %d keys from offset %d: %w", opts.Name, len(at), at[0].offset, err)
+		}
+		batch, at, batchBytes = nil, at[:0], 0
+		return err
+	}
+	for kr.Next(ctx) {
+		rec := kr.Record()
+		if !timeKnown {
+			timeKnown = true
+			if s, ok := kr.SnapshotTime(); ok {
+				snapshot = time.Unix(s, 0).UTC()
+			}
+		}
+		key := string(rec.Key)
+		row := Row{
+			"db": int64(rec.DB), "key": key, "type": rec.Type.String(), "encoding": rec.Encoding,
+			"rdb_encoding": rec.RDBEncoding.String(), "memory_bytes": rec.Memory, "elements": rec.Elements,
+			// The reader reuses its buffer: the row keeps a copy.
+			"len_largest": rec.LenLargest, "value": json.RawMessage(bytes.Clone(rec.Value)),
+		}
+		if snapshot != nil {
+			row["time"] = snapshot
+		}
+		if rec.ExpireAt != 0 {
+			row["expire_at"] = time.UnixMilli(rec.ExpireAt).UTC()
+		}
+		if !utf8.Valid(rec.Key) {
+			row["key_base64"] = base64.StdEncoding.EncodeToString(rec.Key)
+		}
+		batch = append(batch, row)
+		at = append(at, where{db: rec.DB, key: key, offset: rec.Offset})
+		batchBytes += len(rec.Value)
+		d.Rows++
+		if len(batch) >= opts.BatchRows || batchBytes >= opts.BatchBytes {
+			if err := flush(); err != nil {
+				d.Bytes = kr.Offset()
+				return d, err
+			}
+		}
+	}
+	d.Bytes = kr.Offset()
+	if err := kr.Err(); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return d, err
+		}
+		d.Pending = len(batch)
+		if !snapshotFault(err) {
+			return d, err // reading failed (a body cut off, a timeout): not the snapshot's fault
+		}
+		return d, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return d, flush()
+}
+
+// snapshotFault reports whether err says the snapshot itself is bad (as
+// opposed to the reader failing).
+func snapshotFault(err error) bool {
+	for _, e := range []error{rdb.ErrBadMagic, rdb.ErrUnsupportedVersion, rdb.ErrUnknownType, rdb.ErrChecksum,
+		rdb.ErrTruncated, rdb.ErrTooLarge, rdb.ErrMalformed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

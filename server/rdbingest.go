@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/rdb"
+	"github.com/sluicedb/sluice/rdbtool"
+	"github.com/sluicedb/sluice/table"
+)
+
+// RDBResult is what happened to a snapshot: the ingest result summed over
+// its batches, and how far the snapshot was read.
+type RDBResult struct {
+	ingest.Result
+	Keys    int64 `json:"keys"`    // keys selected by the filters (rows decoded)
+	Batches int   `json:"batches"` // batches stored (or tried)
+	Bytes   int64 `json:"bytes"`   // snapshot bytes parsed
+}
+
+// IngestRDB reads a Redis RDB snapshot from r (gzip or not) as it arrives
+// and stores one row per selected key (ingest.RDBColumns) in table, in
+// batches of opts.BatchRows rows, each going through the table's filters
+// and computed columns and durable on its own, as an HTTP batch is. It is
+// what POST /v1/tables/{table}/rows with Content-Type
+// application/x-redis-rdb does, and `sluice ingest --format rdb` straight
+// into a store directory.
+//
+// A snapshot that cannot be read stops the ingest with an error wrapping
+// ingest.ErrBadInput that names the input, byte offset and key; the
+// batches stored before it stay stored (their count is in the result).
+func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, opts ingest.RDBOptions) (RDBResult, error) {
+	var res RDBResult
+	ts, ok := s.tables[tableName]
+	if !ok {
+		return res, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
+	}
+	zr, err := ingest.MaybeGunzip(r)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
+	}
+	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
+		return ts.pipe.Ingest(ctx, rows, nil, &res.Result)
+	})
+	res.Keys, res.Batches, res.Bytes = d.Rows, d.Batches, d.Bytes
+	ts.pipe.Counters().Bytes.Add(d.Bytes)
+	if errors.Is(err, ingest.ErrBadInput) {
+		// The unfinished batch is not stored: count it as a rejected one.
+		ts.pipe.Counters().RejectedBatches.Add(1)
+		ts.pipe.Counters().Rows.Add(int64(d.Pending))
+		ts.pipe.Counters().Failed.Add(int64(d.Pending))
+		res.Failed += d.Pending
+	}
+	return res, err
+}
+
+// RDBParams are the query parameters of an RDB ingest request: the
+// snapshot filters and the batch size.
+//
+//	db=0,3  type=hash,zset  prefix=user: (repeatable)  pattern=user:*:cart
+//	regex=^user:\d+$  min_size=100000  batch=1000  checksum=false
+func RDBParams(q url.Values) (ingest.RDBOptions, error) {
+	var o ingest.RDBOptions
+	var errs []error
+	for _, v := range splitParams(q["db"]) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("db %q: want a database number", v))
+			continue
+		}
+		o.Filter.DBs = append(o.Filter.DBs, n)
+	}
+	for _, v := range splitParams(q["type"]) {
+		t, err := rdbtool.ParseType(v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.Filter.Types = append(o.Filter.Types, t)
+	}
+	// Prefixes are taken whole (one per parameter): a prefix may hold a comma.
+	o.Filter.Prefixes = q["prefix"]
+	o.Filter.Pattern = q.Get("pattern")
+	o.Filter.Regex = q.Get("regex")
+	if v := q.Get("min_size"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("min_size %q: want a number of bytes", v))
+		}
+		o.Filter.MinSize = n
+	}
+	if v := q.Get("batch"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1_000_000 {
+			errs = append(errs, fmt.Errorf("batch %q: want 1 to 1000000 rows", v))
+		}
+		o.BatchRows = n
+	}
+	if v := q.Get("checksum"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("checksum %q: want true or false", v))
+		}
+		o.SkipChecksum = !b
+	}
+	for k := range q {
+		switch k {
+		case "db", "type", "prefix", "pattern", "regex", "min_size", "batch", "checksum":
+		default:
+			errs = append(errs, fmt.Errorf("unknown parameter %q (want db, type, prefix, pattern, regex, min_size, batch, checksum)", k))
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// RDBValues is the inverse of RDBParams, for clients.
+func RDBValues(o ingest.RDBOptions) url.Values {
+	q := url.Values{}
+	if len(o.Filter.DBs) > 0 {
+		dbs := make([]string, len(o.Filter.DBs))
+		for i, d := range o.Filter.DBs {
+			dbs[i] = strconv.Itoa(d)
+		}
+		q.Set("db", strings.Join(dbs, ","))
+	}
+	if len(o.Filter.Types) > 0 {
+		ts := make([]string, len(o.Filter.Types))
+		for i, t := range o.Filter.Types {
+			ts[i] = t.String()
+		}
+		q.Set("type", strings.Join(ts, ","))
+	}
+	for _, p := range o.Filter.Prefixes {
+		q.Add("prefix", p)
+	}
+	if o.Filter.Pattern != "" {
+		q.Set("pattern", o.Filter.Pattern)
+	}
+	if o.Filter.Regex != "" {
+		q.Set("regex", o.Filter.Regex)
+	}
+	if o.Filter.MinSize > 0 {
+		q.Set("min_size", strconv.FormatInt(o.Filter.MinSize, 10))
+	}
+	if o.BatchRows > 0 {
+		q.Set("batch", strconv.Itoa(o.BatchRows))
+	}
+	if o.SkipChecksum {
+		q.Set("checksum", "false")
+	}
+	return q
+}
+
+func splitParams(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// rdbResponse is the body of an RDB ingest answer.
+type rdbResponse struct {
+	RDBResult
+	Error string `json:"error,omitempty"`
+	// Offset and Key locate a snapshot that could not be read.
+	Offset *int64 `json:"offset,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// Row and Column locate a row a computed column or the schema refused.
+	Row    *int   `json:"row,omitempty"`
+	Column string `json:"column,omitempty"`
+}
+
+// serveRDB answers an ingest request whose body is an RDB snapshot (the
+// caller holds a queue slot). The body is parsed as it arrives and stored
+// batch by batch, so it is not bound by max_body_bytes (memory is bound by
+// the batch) and read_timeout bounds a stall, not the whole upload: the
+// read deadline moves on as bytes arrive.
+func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
+	opts, err := RDBParams(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	opts.Name = "request body"
+	rc := http.NewResponseController(w)
+	body := &deadlineReader{r: r.Body, rc: rc, timeout: s.cfg.Limits.ReadTimeout}
+	res, err := s.IngestRDB(r.Context(), name, body, opts)
+	resp := rdbResponse{RDBResult: res}
+	code := http.StatusOK
+	if err != nil {
+		resp.Error = err.Error()
+		code = http.StatusInternalServerError
+		var ce *rdb.CorruptionError
+		var re *ingest.RowError
+		var se *table.SchemaError
+		var cerr *compute.Error
+		if errors.As(err, &ce) {
+			resp.Offset, resp.Key = &ce.Offset, string(ce.Key)
+		}
+		if errors.As(err, &re) {
+			resp.Row = &re.Row
+		}
+		switch {
+		case body.readErr != nil && errors.Is(err, body.readErr):
+			// The body broke off (client gone, stalled past read_timeout).
+			code = http.StatusRequestTimeout
+		case errors.Is(err, ingest.ErrBadInput):
+			code = http.StatusBadRequest
+		case errors.As(err, &se):
+			code, resp.Column = http.StatusBadRequest, se.Column
+		case errors.Is(err, ingest.ErrRejected) && errors.As(err, &cerr):
+			code, resp.Column = http.StatusUnprocessableEntity, cerr.Column
+		case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+			code = http.StatusRequestTimeout
+		}
+		if code >= 500 {
+			s.log.Error("rdb ingest failed", "table", name, "error", err)
+		}
+		// What is left of the body is not read (it may be gigabytes): the
+		// connection closes after the answer, which net/http sends before
+		// closing (half-close, then a delay), so a client still sending
+		// gets it (TestRDBOverHTTPCorruptEarly).
+		w.Header().Set("Connection", "close")
+	}
+	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.WriteTimeout))
+	writeJSON(w, code, resp)
+}
+
+// deadlineReader moves the connection's read deadline timeout ahead of
+// the last read, so a long upload is bound by stalls rather than by its
+// total time; it remembers the first read error other than io.EOF.
+type deadlineReader struct {
+	r       io.Reader
+	rc      *http.ResponseController
+	timeout time.Duration
+	moved   time.Time
+	readErr error
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	if d.timeout > 0 {
+		// Moved at most every quarter of the timeout (and every second),
+		// so a stall of three quarters of it is always allowed.
+		if now := time.Now(); now.Sub(d.moved) >= min(time.Second, d.timeout/4) {
+			d.moved = now
+			_ = d.rc.SetReadDeadline(now.Add(d.timeout))
+		}
+	}
+	n, err := d.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && d.readErr == nil {
+		d.readErr = err
+	}
+	return n, err
+}
+
+// PostRDB streams an RDB snapshot to POST /v1/tables/{table}/rows as
+// application/x-redis-rdb with opts as query parameters (the server parses
+// it as it arrives). The request asks for 100-continue, so a server that
+// answers 429 or 503 before reading does so before the body is sent; it is
+// then retried when body is an io.Seeker (a file), rewound to its start.
+func (c *Client) PostRDB(ctx context.Context, tableName string, body io.Reader, opts ingest.RDBOptions) (RDBResult, error) {
+	var res RDBResult
+	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/rows?" + RDBValues(opts).Encode()
+	retries := c.MaxRetries
+	if retries == 0 {
+		retries = 20
+	}
+	hc := c.HTTP
+	if hc == nil {
+		// No overall timeout: a snapshot of gigabytes takes as long as it
+		// takes; ctx bounds it. A transport of its own, with a 100-continue
+		// wait, closed after (one snapshot, one connection).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ExpectContinueTimeout = 5 * time.Second
+		defer tr.CloseIdleConnections()
+		hc = &http.Client{Transport: tr}
+	}
+	seeker, canRetry := body.(io.Seeker)
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.NopCloser(body))
+		if err != nil {
+			return res, err
+		}
+		req.Header.Set("Content-Type", ingest.RDBContentType)
+		req.Header.Set("Expect", "100-continue")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return res, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		busy := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+		if busy && attempt < retries && canRetry {
+			if _, err := seeker.Seek(0, io.SeekStart); err != nil {
+				canRetry = false // not rewindable after all: report the answer
+			}
+		}
+		if busy && attempt < retries && canRetry {
+			wait := time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+				wait = time.Duration(s) * time.Second
+			}
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+		var r rdbResponse
+		_ = json.Unmarshal(b, &r)
+		if resp.StatusCode != http.StatusOK {
+			return r.RDBResult, &StatusError{Code: resp.StatusCode, Body: string(b)}
+		}
+		return r.RDBResult, nil
+	}
+}

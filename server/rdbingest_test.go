@@ -1,0 +1,317 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/internal/rdbfixture"
+	"github.com/sluicedb/sluice/rdbtool"
+)
+
+// rdbConfig has a table of key rows with a filter and computed columns over
+// them: one reads the JSON value (the first item of lists).
+const rdbConfig = `
+listen: {http: "127.0.0.1:0"}
+limits: {max_body_bytes: 4096, read_timeout: 5s}
+tables:
+  - name: keys
+    hashBy: db
+    filters:
+      - name: no_streams
+        func: "function main(row) return row.type ~= 'stream' end"
+    computed:
+      - name: kb
+        type: int64
+        func: "function main(row) return math.floor(row.memory_bytes / 1024) end"
+      - name: prefix
+        type: string
+        func: "function main(row) return (string.match(row.key, '^[^:]*')) end"
+      - name: first_item
+        type: string
+        func: |
+          local json = require("json")
+          function main(row)
+            if row.type ~= "list" then return nil end
+            local v = json.decode(row.value)
+            if type(v[1]) == "string" then return v[1] end
+            return nil
+          end
+`
+
+const rdbFixtureName = "redis-7.0.15"
+
+func postRDB(t *testing.T, url string, body io.Reader) (int, map[string]any) {
+	t.Helper()
+	code, m, _ := post(t, url, ingest.RDBContentType, body)
+	return code, m
+}
+
+func queryAll(t *testing.T, s *testServer, table, params string) []map[string]any {
+	t.Helper()
+	code, body := get(t, s.url+"/v1/tables/"+table+"/query?"+params)
+	if code != 200 {
+		t.Fatalf("query: %d %s", code, body)
+	}
+	return lines(body)
+}
+
+// TestRDBOverHTTP posts a real-server snapshot as application/x-redis-rdb
+// with parser filters as query parameters and checks, against the
+// server's own list of keys, that the table holds one row per selected key
+// with the table's filter and computed columns applied.
+func TestRDBOverHTTP(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) <= 4096 {
+		t.Fatal("the fixture must be larger than max_body_bytes for this test")
+	}
+	// db 0, lists, strings and streams (streams then dropped by the table's
+	// filter), in batches of 4.
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?db=0&type=list,string,stream&batch=4", bytes.NewReader(data))
+	var want []string
+	streams := 0
+	lists := map[string]string{}
+	for _, k := range fx.Keys {
+		if k.DB != 0 {
+			continue
+		}
+		switch k.Type {
+		case "stream":
+			streams++
+		case "list", "string":
+			want = append(want, k.Key)
+		}
+		if k.Type == "list" {
+			var items []json.RawMessage
+			if err := json.Unmarshal(k.Value, &items); err != nil {
+				t.Fatal(err)
+			}
+			first := ""
+			if len(items) > 0 {
+				first, _ = rdbfixture.Bytes(items[0])
+			}
+			lists[k.Key] = first
+		}
+	}
+	if code != 200 || res["accepted"] != float64(len(want)) || res["filtered"] != float64(streams) || res["keys"] != float64(len(want)+streams) {
+		t.Fatalf("answer %d %v: want %d accepted, %d filtered", code, res, len(want), streams)
+	}
+	if res["batches"] != math.Ceil(float64(len(want)+streams)/4) || res["bytes"] != float64(len(data)) {
+		t.Errorf("batches %v, bytes %v", res["batches"], res["bytes"])
+	}
+	rows := queryAll(t, s, "keys", "")
+	var got []string
+	for _, r := range rows {
+		key := r["key"].(string)
+		if b64, ok := r["key_base64"].(string); ok {
+			raw, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key = string(raw)
+		}
+		got = append(got, key)
+		if r["db"] != 0.0 || (r["type"] != "list" && r["type"] != "string") {
+			t.Errorf("row %v passed the filters", r)
+		}
+		if mb := r["memory_bytes"].(float64); r["kb"] != math.Floor(mb/1024) {
+			t.Errorf("key %q: kb %v for memory_bytes %v", key, r["kb"], mb)
+		}
+		if p := strings.SplitN(key, ":", 2)[0]; utf8OK(p) && r["prefix"] != p {
+			t.Errorf("key %q: prefix %v", key, r["prefix"])
+		}
+		if first, isList := lists[key]; isList && utf8OK(first) && r["first_item"] != first {
+			t.Errorf("list %q: first_item %v, the server's first item %q", key, r["first_item"], first)
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("keys stored\n got  %q\n want %q", got, want)
+	}
+}
+
+func utf8OK(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestRDBOverHTTPTruncated posts a snapshot cut short: 400 with the offset
+// and key, and exactly the complete batches before the cut stored.
+func TestRDBOverHTTPTruncated(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := data[:len(data)*2/3]
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=5", bytes.NewReader(cut))
+	msg, _ := res["error"].(string)
+	if code != 400 || !strings.Contains(msg, "truncated") || res["offset"] == nil || res["key"] == nil || res["key"] == "" {
+		t.Fatalf("answer %d %v: want 400 naming offset and key", code, res)
+	}
+	if !regexp.MustCompile(`request body: rdb: key ".+" at offset \d+`).MatchString(msg) {
+		t.Errorf("error %q does not name the body, key and offset", msg)
+	}
+	stored := len(queryAll(t, s, "keys", ""))
+	accepted, filtered := int(res["accepted"].(float64)), int(res["filtered"].(float64))
+	if stored == 0 || stored != accepted || (accepted+filtered)%5 != 0 {
+		t.Errorf("stored %d rows, answer %v: want the complete batches of 5 stored", stored, res)
+	}
+	if res["failed"].(float64) <= 0 {
+		t.Errorf("the unfinished batch's rows are not counted as failed: %v", res)
+	}
+}
+
+// TestRDBOverHTTPStreamed sends the first half of a snapshot and checks
+// that rows are stored while the request is still open: the body is
+// parsed as it arrives, not read whole first.
+func TestRDBOverHTTPStreamed(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	type answer struct {
+		code int
+		res  map[string]any
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", s.url+"/v1/tables/keys/rows?batch=2", pr)
+		req.Header.Set("Content-Type", ingest.RDBContentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{code: -1, res: map[string]any{"error": err.Error()}}
+			return
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		done <- answer{resp.StatusCode, m}
+	}()
+	if _, err := pw.Write(data[:len(data)/2]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(queryAll(t, s, "keys", "")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no row stored while the first half of the snapshot was sent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("answered before the body ended: %v", a)
+	default:
+	}
+	pw.Write(data[len(data)/2:])
+	pw.Close()
+	a := <-done
+	if a.code != 200 || a.res["bytes"] != float64(len(data)) {
+		t.Fatalf("answer %d %v", a.code, a.res)
+	}
+}
+
+// TestRDBOverHTTPCorruptEarly: a snapshot that fails early in a large
+// body gets its 400 while the client is still sending (the rest is not
+// read), not a reset connection, and the batches before the failure are
+// stored.
+func TestRDBOverHTTPCorruptEarly(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A type byte no RDB has, after the fixture's first keys, then 32 MiB.
+	cut := len(data) / 2
+	body := append(bytes.Clone(data[:cut]), 0xEE)
+	body = append(body, make([]byte, 32<<20)...)
+	c := &Client{URL: s.url}
+	res, err := c.PostRDB(context.Background(), "keys", bytes.NewReader(body), ingest.RDBOptions{BatchRows: 1})
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != 400 || !strings.Contains(se.Body, "offset") {
+		t.Fatalf("PostRDB: %v", err)
+	}
+	if res.Accepted+res.Filtered == 0 || res.Accepted != len(queryAll(t, s, "keys", "")) {
+		t.Errorf("result %+v: want the keys before the bad byte stored", res)
+	}
+}
+
+// TestRDBClientFilters: the client sends the filters as query parameters
+// and the server applies them (prefix and min-size here), and a bad
+// parameter is a 400 before anything is read.
+func TestRDBClientFilters(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	f, err := os.Open(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := &Client{URL: s.url}
+	opts := ingest.RDBOptions{Filter: rdbtool.Filter{Prefixes: []string{"set:", "hash:"}, MinSize: 500}}
+	res, err := c.PostRDB(context.Background(), "keys", f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := queryAll(t, s, "keys", "")
+	if res.Accepted == 0 || len(rows) != res.Accepted {
+		t.Fatalf("result %+v, %d rows", res, len(rows))
+	}
+	for _, r := range rows {
+		k := r["key"].(string)
+		if (!strings.HasPrefix(k, "set:") && !strings.HasPrefix(k, "hash:")) || r["memory_bytes"].(float64) < 500 {
+			t.Errorf("row %q (%v bytes) passed the filters", k, r["memory_bytes"])
+		}
+	}
+	code, m := postRDB(t, s.url+"/v1/tables/keys/rows?db=x&colour=red", strings.NewReader("REDIS0010"))
+	if code != 400 || !strings.Contains(m["error"].(string), "colour") || !strings.Contains(m["error"].(string), `db "x"`) {
+		t.Errorf("bad parameters: %d %v", code, m)
+	}
+}
+
+// TestRDBOverHTTPLongerThanReadTimeout: an upload that takes longer than
+// read_timeout in all, but never stalls that long, is read to the end (the
+// read deadline moves on as bytes arrive).
+func TestRDBOverHTTPLongerThanReadTimeout(t *testing.T) {
+	s := startServer(t, strings.Replace(rdbConfig, "read_timeout: 5s", "read_timeout: 1s", 1), "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		step := len(data)/5 + 1
+		for i := 0; i < len(data); i += step {
+			pw.Write(data[i:min(i+step, len(data))])
+			time.Sleep(400 * time.Millisecond) // 2 s in all, 0.4 s at most without a byte
+		}
+		pw.Close()
+	}()
+	start := time.Now()
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows", pr)
+	if code != 200 || res["bytes"] != float64(len(data)) {
+		t.Fatalf("answer %d %v", code, res)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Fatalf("the upload took %s: not longer than read_timeout, the test proves nothing", took)
+	}
+}
