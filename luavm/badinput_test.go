@@ -2,6 +2,7 @@ package luavm
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -202,4 +203,64 @@ func TestPoolExhausted(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	healthy(t, m, "one")
+}
+
+// TestLoadTopLevelTimeout: a script whose top level never ends fails to
+// load with a timeout naming the script, instead of hanging Load; the
+// previous version keeps serving. Issue 11, item 1.
+func TestLoadTopLevelTimeout(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond})
+	const looping = "local n = 0\nwhile true do n = n + 1 end\nfunction ok(n) return n end\n"
+	cases := []struct {
+		name string
+		cfg  ScriptConfig
+	}{
+		{"load timeout", ScriptConfig{LoadTimeout: 100 * time.Millisecond}},
+		{"call timeout is the default", ScriptConfig{Timeout: 100 * time.Millisecond}},
+		// Calls without a time limit still get a bounded top level.
+		{"no call limit", ScriptConfig{Timeout: -1, LoadTimeout: 100 * time.Millisecond}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := m.Load("top.lua", "function ok(n) return n end", c.cfg); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- m.Load("top.lua", looping, c.cfg) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load of a looping top level still running after 10s")
+			}
+			var ce *CallError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrTimeout) {
+				t.Fatalf("err = %v, want a *CallError wrapping ErrTimeout", err)
+			}
+			if ce.Script != "top.lua" || !strings.Contains(err.Error(), "top.lua") || !strings.Contains(err.Error(), "load timeout") {
+				t.Fatalf("error does not name the script and the load timeout: %v", err)
+			}
+			healthy(t, m, "top.lua")
+			// The failed version's pool is not left behind for the watchdog.
+			m.mu.Lock()
+			for p := range m.pools {
+				if p.script.hash == sha256.Sum256([]byte(looping)) {
+					t.Error("the failed version's pool is still watched")
+				}
+			}
+			m.mu.Unlock()
+		})
+	}
+	// Without a call limit, calls after load do not keep the load's context.
+	if err := m.Load("free.lua", "function ok(n) return n end", ScriptConfig{Timeout: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Do(context.Background(), "free.lua", func(vm *VM) error {
+		if vm.ctx != nil || vm.L.Context() != nil {
+			t.Error("a VM of a script without a time limit still has a context")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -57,6 +57,13 @@ type ScriptConfig struct {
 	// 0 = DefaultTimeout, < 0 = no time limit (the VM then runs without any
 	// context check in its interpreter loop, and cannot be interrupted).
 	Timeout time.Duration
+	// LoadTimeout bounds the script's top level (its main chunk), which
+	// runs when Load creates the first VM and again for every VM the pool
+	// creates later. 0 = Timeout when that is > 0, else DefaultTimeout;
+	// < 0 = no limit. A script whose top level runs past it fails to load
+	// with a *CallError wrapping ErrTimeout, and the previous version keeps
+	// running.
+	LoadTimeout time.Duration
 	// Allow opens libraries beyond the sandbox (base, string, table, math,
 	// and require of Go modules): "io", "os", "debug", "coroutine",
 	// "channel", "load" (load, loadstring, loadfile, dofile) and "require"
@@ -89,6 +96,12 @@ func (c ScriptConfig) sourceName(name string) string {
 func (c ScriptConfig) normalized() ScriptConfig {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = c.Timeout
+		if c.LoadTimeout < 0 {
+			c.LoadTimeout = DefaultTimeout
+		}
 	}
 	if c.CallStackSize <= 0 {
 		c.CallStackSize = DefaultCallStackSize
@@ -302,8 +315,9 @@ func (m *Manager) module(name string) (map[string]lua.LGFunction, bool) {
 // The same name with the same source and config is a no-op. A new source is
 // swapped in atomically: calls in flight finish on the old code, new calls get
 // the new code, and the old VMs are closed as they come back. A syntax error
-// is a *CompileError; an error running the main chunk is a *CallError; either
-// way the previous version keeps running.
+// is a *CompileError; an error running the main chunk is a *CallError (one
+// running past ScriptConfig.LoadTimeout wraps ErrTimeout); either way the
+// previous version keeps running.
 func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	if err := cfg.validate(name); err != nil {
 		return err
@@ -330,6 +344,16 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	m.mu.Unlock()
 	s := &script{mgr: m, name: name, hash: hash, cfg: cfg, proto: proto, stats: st}
 	s.pool = newPool(s)
+	// The watchdog must know the pool before its first VM runs the main
+	// chunk: the load timeout is enforced by the watchdog like a call's, and
+	// a pool it does not scan lets a top-level endless loop hang Load.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.pools[s.pool] = struct{}{}
+	m.mu.Unlock()
 	// One VM now: it runs the main chunk, so a runtime error at the top
 	// level fails Load (keeping the old version) instead of every call.
 	s.pool.mu.Lock()
@@ -337,6 +361,10 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	s.pool.mu.Unlock()
 	vm, err := s.pool.create()
 	if err != nil {
+		s.pool.retire()
+		m.mu.Lock()
+		delete(m.pools, s.pool)
+		m.mu.Unlock()
 		return err
 	}
 	if cfg.Pool.Strategy == StrategyNone {
@@ -361,7 +389,6 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	}
 	old := cur[name]
 	next[name] = s
-	m.pools[s.pool] = struct{}{}
 	m.scripts.Store(&next)
 	m.mu.Unlock()
 	if old != nil {

@@ -144,17 +144,17 @@ func newVM(p *pool) (*VM, error) {
 		vm.base.RawSetString("_G", vm.proxy)
 	}
 
-	if cfg.Timeout >= 0 {
+	if cfg.Timeout >= 0 || cfg.LoadTimeout > 0 {
 		vm.ctx = &vmContext{done: make(chan struct{})}
 		L.SetContext(vm.ctx)
 	}
-	// The main chunk runs under the script's time limit too: a top-level
-	// endless loop must not hang Load.
+	// The main chunk runs under the load timeout: a top-level endless loop
+	// must not hang Load (nor a pool growing under load).
 	p.register(vm)
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = vm.proxy
 	L.Push(chunk)
-	vm.arm(deadlineAfter(cfg.Timeout))
+	vm.arm(deadlineAfter(cfg.LoadTimeout))
 	err := L.PCall(0, 0, nil)
 	fired := vm.disarm()
 	if err != nil || fired {
@@ -163,7 +163,18 @@ func newVM(p *pool) (*VM, error) {
 		if err == nil {
 			err = fmt.Errorf("main chunk: %w", ErrTimeout)
 		}
-		return nil, vm.callError("<main chunk>", err)
+		ce := vm.callError("<main chunk>", err)
+		var cerr *CallError
+		if errors.As(ce, &cerr) && errors.Is(cerr.Err, ErrTimeout) {
+			cerr.Msg = fmt.Sprintf("the top level (code outside any function) still ran after the load timeout of %v; an endless loop outside a function? (%v)", cfg.LoadTimeout, cerr.Err)
+		}
+		return nil, ce
+	}
+	if cfg.Timeout < 0 && vm.ctx != nil {
+		// Calls have no time limit: drop the load's context so that they
+		// run gopher-lua's loop without the per-instruction check.
+		L.RemoveContext()
+		vm.ctx = nil
 	}
 	// What the main chunk defined becomes part of base: the state every call
 	// starts from.
