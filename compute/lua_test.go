@@ -208,6 +208,9 @@ func TestLuaBadInput(t *testing.T) {
 		`column "c" (lua http://127.0.0.1:1/x.lua)`, `connection refused`)
 	f("error at load", "filters:\n  - {name: f, func: 'error(\"boom\") function main(r) return true end'}\n",
 		`filter "f" (lua inline)`, `boom`)
+	// Issue 11: a top level that never ends fails the load, it does not hang.
+	f("looping top level", "computed:\n  - {name: c, type: int64, timeout: 100ms, func: 'while true do end function main(r) return 1 end'}\n",
+		`column "c" (lua inline)`, `load timeout`)
 	// Every problem at once.
 	f("all at once", "computed:\n  - {name: a, type: int64, func: 'function x() end'}\n  - {name: b, type: int64, func: 'function main( end'}\n",
 		`column "a"`, `column "b"`)
@@ -602,5 +605,22 @@ func TestLuaErrorsNameTheFile(t *testing.T) {
 	}
 	if msg := b.Errors[0].Error(); !strings.Contains(msg, script+":2:") || !strings.Contains(msg, "d is zero") {
 		t.Errorf("error does not name %s:2 and the cause: %s", script, msg)
+	}
+}
+
+// TestLuaHugeStringIsARowError: string.rep("-", row.width) with width 2^40
+// (sent over HTTP, it killed the server with a fatal out of memory before
+// issue 11) fails that row under the default limits; the other rows go on.
+func TestLuaHugeStringIsARowError(t *testing.T) {
+	p := newProcessor(t, "computed:\n  - {name: bar, type: string, func: 'function main(row) return string.rep(\"-\", row.width) end'}\n", Options{})
+	b, err := p.Process(context.Background(), rowsOf(t, `{"width":1099511627776}`, `{"width":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Errors) != 1 || !errors.Is(b.Errors[0], luavm.ErrStringLimit) || b.Errors[0].Row != 0 {
+		t.Fatalf("errors = %v, want one string limit error on row 0", b.Errors)
+	}
+	if len(b.Rows) != 2 || b.Rows[0]["bar"] != nil || b.Rows[1]["bar"] != "---" {
+		t.Fatalf("rows = %v", b.Rows)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -42,11 +43,21 @@ type Options struct {
 	// ("unlimited" included), so that no configuration can grow without
 	// end. 0 = 1024.
 	HardMaxVMs int
-	// HeapLimit, when > 0, is a process-wide memory limit for scripts: each
-	// watchdog tick reads the live Go heap, and when it is over the limit
-	// the calls that have been running for more than a tick are stopped
-	// with ErrMemoryLimit (gopher-lua cannot account memory per VM).
+	// HeapLimit is a process-wide memory budget for scripts: each watchdog
+	// tick reads the live Go heap, and when it is over the budget the calls
+	// that have been running for more than a tick are stopped with
+	// ErrMemoryLimit (gopher-lua cannot account memory per VM), and the
+	// watchdog then runs a garbage collection so that the stopped call's
+	// garbage is not held against the next ones. 0 = DefaultHeapLimit()
+	// (from GOMEMLIMIT or the machine's memory); NoHeapLimit = none.
 	HeapLimit uint64
+	// MaxStringSize bounds the string one call of string.rep or
+	// table.concat may build, checked before it is built: one Go builtin
+	// call cannot be interrupted, so string.rep("x", 1e10) would otherwise
+	// allocate 10 GB before any limit is looked at. 0 =
+	// DefaultStringSize(HeapLimit) (a quarter of the heap budget, at most
+	// 512 MiB); < 0 = none.
+	MaxStringSize int64
 }
 
 // ScriptConfig configures one script. The zero value is sandboxed, with the
@@ -217,6 +228,18 @@ func NewManager(opts Options) *Manager {
 	}
 	if opts.HardMaxVMs <= 0 {
 		opts.HardMaxVMs = DefaultHardMaxVMs
+	}
+	switch opts.HeapLimit {
+	case 0:
+		opts.HeapLimit = DefaultHeapLimit()
+	case NoHeapLimit:
+		opts.HeapLimit = 0
+	}
+	switch {
+	case opts.MaxStringSize == 0:
+		opts.MaxStringSize = DefaultStringSize(opts.HeapLimit)
+	case opts.MaxStringSize < 0:
+		opts.MaxStringSize = math.MaxInt64
 	}
 	m := &Manager{
 		opts:    opts,
@@ -692,6 +715,7 @@ func (m *Manager) watchdog() {
 		}
 		m.mu.Unlock()
 		overHeap := m.opts.HeapLimit > 0 && liveHeap() > m.opts.HeapLimit
+		stopped := false
 		for _, p := range pools {
 			p.mu.Lock()
 			for vm := range p.all {
@@ -705,10 +729,17 @@ func (m *Manager) watchdog() {
 				case overHeap && t-vm.started.Load() > int64(m.opts.WatchdogInterval):
 					if vm.deadline.CompareAndSwap(d, deadlineFired) {
 						vm.ctx.fire(ErrMemoryLimit)
+						stopped = true
 					}
 				}
 			}
 			p.mu.Unlock()
+		}
+		if stopped {
+			// The stopped call's garbage still counts as heap until the
+			// next collection, which with GOGC may be far off: without
+			// one now, every later long call would be stopped too.
+			runtime.GC()
 		}
 		if t >= nextReap {
 			nextReap = t + int64(m.opts.IdleCheck)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -263,6 +264,7 @@ func (vm *VM) openLibs() error {
 		open(lua.ChannelLibName, lua.OpenChannel)
 	}
 	g := L.G.Global
+	vm.limitStrings(g)
 	if !allow["load"] {
 		for _, name := range []string{"load", "loadstring", "loadfile", "dofile"} {
 			g.RawSetString(name, lua.LNil)
@@ -443,6 +445,9 @@ func (vm *VM) callError(fnName string, err error) error {
 		}
 		ce.Msg = ce.Err.Error()
 	}
+	if ce.Err == nil && strings.Contains(ce.Msg, stringLimitMsg) {
+		ce.Err = ErrStringLimit
+	}
 	if strings.Contains(ce.Msg, "stack overflow") || strings.Contains(ce.Msg, "registry overflow") {
 		vm.broken = true
 	}
@@ -500,4 +505,60 @@ func deadlineAfter(d time.Duration) int64 {
 
 func (vm *VM) close() {
 	vm.L.Close()
+}
+
+// stringLimitMsg marks the Lua errors of limitStrings, for callError.
+const stringLimitMsg = "over the string size limit"
+
+// limitStrings wraps the library functions that build a string of a size
+// the script chooses (string.rep; table.concat, whose parts may be one big
+// string many times) with a check of that size against
+// Options.MaxStringSize, made before the string is built: a Go builtin call
+// is not interruptible, so the watchdog cannot stop it once started.
+// Concatenation with .. is an instruction of the interpreter, without a hook:
+// it is bounded by the heap budget between instructions (see docs/pool.md).
+func (vm *VM) limitStrings(g *lua.LTable) {
+	L := vm.L
+	limit := vm.pool.script.mgr.opts.MaxStringSize
+	if limit <= 0 || limit == math.MaxInt64 {
+		return
+	}
+	tooLong := func(L *lua.LState, fn string, size float64) {
+		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		if rep, ok := str.RawGetString("rep").(*lua.LFunction); ok && rep.IsG {
+			str.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+				s := L.CheckString(1)
+				n := L.CheckNumber(2)
+				if size := float64(len(s)) * float64(n); size > float64(limit) {
+					tooLong(L, "string.rep", size)
+				}
+				return rep.GFunction(L)
+			}))
+		}
+	}
+	if tab, ok := g.RawGetString("table").(*lua.LTable); ok {
+		if concat, ok := tab.RawGetString("concat").(*lua.LFunction); ok && concat.IsG {
+			tab.RawSetString("concat", L.NewFunction(func(L *lua.LState) int {
+				t := L.CheckTable(1)
+				sep := len(L.OptString(2, ""))
+				n := t.Len()
+				i, j := max(L.OptInt(3, 1), 1), min(L.OptInt(4, n), n)
+				size := 0.0
+				for k := i; k <= j; k++ {
+					if s, ok := t.RawGetInt(k).(lua.LString); ok {
+						size += float64(len(s))
+					}
+					if k < j {
+						size += float64(sep)
+					}
+					if size > float64(limit) {
+						tooLong(L, "table.concat", size)
+					}
+				}
+				return concat.GFunction(L)
+			}))
+		}
+	}
 }
