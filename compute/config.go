@@ -41,6 +41,9 @@ type ColumnConfig struct {
 	Nullable bool `yaml:"nullable"`
 	// Timeout bounds one Lua call (default: the runtime's default).
 	Timeout time.Duration `yaml:"timeout"`
+	// Allow opens Lua libraries the sandbox leaves out, for this function:
+	// io, os, debug, coroutine, channel, load, require (see docs/pool.md).
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
 }
 
 // FilterConfig is one filter: a function returning a bool; false drops the row.
@@ -52,6 +55,8 @@ type FilterConfig struct {
 	// reject or deadletter.
 	OnError string        `yaml:"on_error"`
 	Timeout time.Duration `yaml:"timeout"`
+	// Allow opens Lua libraries the sandbox leaves out, as for a column.
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
 }
 
 // Policy says what happens to a row whose function failed.

@@ -231,5 +231,15 @@ func (p *Processor) newLua(f *function, code string) (Handler, error) {
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout
 	}
+	if len(f.allow) > 0 {
+		cfg.Allow = append(append([]string(nil), cfg.Allow...), f.allow...)
+	}
+	if cfg.AllowHint == "" {
+		kind := "column"
+		if f.filter {
+			kind = "filter"
+		}
+		cfg.AllowHint = "allow: [%s] in the " + kind + "'s config"
+	}
 	return NewLua(p.opts.Lua, f.name, f.funcName, cfg).compile(code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
 }

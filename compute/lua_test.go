@@ -624,3 +624,37 @@ func TestLuaHugeStringIsARowError(t *testing.T) {
 		t.Fatalf("rows = %v", b.Rows)
 	}
 }
+
+// TestLuaSandboxMessage: a script using a library the sandbox leaves out is
+// told which and how to allow it in the config (issue 11: os.execute gave
+// "attempt to index a non-table object(nil)"), and `allow:` does allow it.
+func TestLuaSandboxMessage(t *testing.T) {
+	p := newProcessor(t, `
+filters:
+  - {name: f, on_error: keep, func: "function main(row) return io ~= nil end"}
+computed:
+  - {name: blocked, type: string, func: "function main(row) return os.getenv('HOME') end"}
+  - {name: allowed, type: bool, allow: [os], func: "function main(row) return type(os.time()) == 'number' end"}
+`, Options{})
+	b, err := p.Process(context.Background(), rowsOf(t, `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Errors) != 2 {
+		t.Fatalf("errors = %v", b.Errors)
+	}
+	for _, c := range []struct {
+		i    int
+		want string
+	}{
+		{0, "the library io is not available in the sandbox; allow it with allow: [io] in the filter's config"},
+		{1, "the library os is not available in the sandbox; allow it with allow: [os] in the column's config"},
+	} {
+		if !strings.Contains(b.Errors[c.i].Error(), c.want) {
+			t.Errorf("errors[%d] = %v; want %q", c.i, b.Errors[c.i], c.want)
+		}
+	}
+	if b.Rows[0]["allowed"] != true {
+		t.Errorf("allow: [os] did not open os: %v", b.Rows[0])
+	}
+}

@@ -80,6 +80,11 @@ type ScriptConfig struct {
 	// "channel", "load" (load, loadstring, loadfile, dofile) and "require"
 	// (the package library: require of Lua files).
 	Allow []string
+	// AllowHint tells users how to allow a library the sandbox leaves out,
+	// in the error a script gets when it uses one: a format with one %s,
+	// the Allow entry (e.g. `allow: [%s] in the column's config`). Empty =
+	// `ScriptConfig.Allow ("%s")`.
+	AllowHint string
 	// CallStackSize bounds the call depth (0 = 200); RegistrySize is the
 	// initial value stack and RegistryMaxSize its bound (0 = 256 and
 	// 262144). Endless recursion hits one of them and fails the call.

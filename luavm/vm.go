@@ -275,6 +275,7 @@ func (vm *VM) openLibs() error {
 		open(lua.LoadLibName, lua.OpenPackage)
 		fileRequire = g.RawGetString("require")
 	}
+	vm.explainBlocked(g, allow)
 	// pairs that understands row proxies (gopher-lua has no __pairs).
 	next := g.RawGetString("next")
 	g.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
@@ -561,4 +562,50 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 			}))
 		}
 	}
+}
+
+// blockedGlobals maps each global the sandbox leaves out to the Allow entry
+// that brings it in.
+var blockedGlobals = map[string]string{
+	"io": "io", "os": "os", "debug": "debug", "coroutine": "coroutine", "channel": "channel",
+	"load": "load", "loadstring": "load", "loadfile": "load", "dofile": "load",
+	"package": "require",
+}
+
+// explainBlocked gives the globals table an __index that, for a name the
+// sandbox leaves out, raises "os is not available in the sandbox; allow it
+// with ..." where gopher-lua would say "attempt to index a non-table
+// object(nil)" at the use of the nil. Other missing globals stay nil, and
+// names the script defines itself are found before __index is consulted.
+func (vm *VM) explainBlocked(g *lua.LTable, allow map[string]bool) {
+	L := vm.L
+	cfg := vm.pool.script.cfg
+	hint := cfg.AllowHint
+	if hint == "" {
+		hint = `ScriptConfig.Allow ("%s")`
+	}
+	blocked := make(map[string]string, len(blockedGlobals))
+	for name, lib := range blockedGlobals {
+		if !allow[lib] {
+			blocked[name] = lib
+		}
+	}
+	if len(blocked) == 0 {
+		return
+	}
+	meta := L.NewTable()
+	meta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		if name, ok := L.Get(2).(lua.LString); ok {
+			if lib, ok := blocked[string(name)]; ok {
+				what := "the library " + string(name)
+				if lib != string(name) {
+					what = "the function " + string(name)
+				}
+				L.RaiseError("%s is not available in the sandbox; allow it with %s", what, fmt.Sprintf(hint, lib))
+			}
+		}
+		L.Push(lua.LNil)
+		return 1
+	}))
+	g.Metatable = meta
 }
