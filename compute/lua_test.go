@@ -658,3 +658,87 @@ computed:
 		t.Errorf("allow: [os] did not open os: %v", b.Rows[0])
 	}
 }
+
+// TestLuaRunawayBatch: a looping main times out on max_timeouts rows of a
+// batch (3 by default), then the rest of the batch fails at once with
+// ErrBatchBudget under the column's policy, instead of a timeout per row (a
+// 1000-row batch held an ingest slot for ~83 min before issue 11). The next
+// column and the next batch are not affected.
+func TestLuaRunawayBatch(t *testing.T) {
+	for _, c := range []struct {
+		name, extra string
+		timeouts    int
+	}{
+		{"default", "", DefaultMaxTimeouts},
+		{"max_timeouts 1", "max_timeouts: 1, ", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newProcessor(t, `
+computed:
+  - {name: loops, type: int64, timeout: 20ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
+  - {name: after, type: int64, func: "function main(row) return row.i end"}
+`, Options{})
+			rows := make([]map[string]any, 1000)
+			for i := range rows {
+				rows[i] = map[string]any{"i": int64(i)}
+			}
+			b, err := p.Process(context.Background(), rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			timeouts, skipped := 0, 0
+			for _, e := range b.Errors {
+				switch {
+				case errors.Is(e, luavm.ErrTimeout):
+					timeouts++
+				case errors.Is(e, ErrBatchBudget) && strings.Contains(e.Error(), "max_timeouts"):
+					skipped++
+				default:
+					t.Fatalf("unexpected error %v", e)
+				}
+			}
+			if timeouts != c.timeouts || skipped != 1000-c.timeouts {
+				t.Fatalf("%d rows timed out and %d skipped, want %d and %d", timeouts, skipped, c.timeouts, 1000-c.timeouts)
+			}
+			if len(b.Rows) != 1000 || b.Rows[999]["after"] != int64(999) || b.Rows[999]["loops"] != nil {
+				t.Fatalf("rows: %d, last %v", len(b.Rows), b.Rows[999])
+			}
+		})
+	}
+}
+
+// TestLuaBatchTimeout: batch_timeout bounds the rows of one batch together;
+// the rows left when it is used fail at once with ErrBatchBudget, and the
+// next batch starts with a fresh budget.
+func TestLuaBatchTimeout(t *testing.T) {
+	m := newManager(t)
+	m.Register("nap", func(L *lua.LState) int { time.Sleep(20 * time.Millisecond); return 0 })
+	p := newProcessor(t, "computed:\n  - {name: c, type: int64, timeout: 1s, batch_timeout: 70ms, func: \"function main(row) nap() return row.i end\"}\n", Options{Lua: m})
+	for range 2 {
+		rows := make([]map[string]any, 20)
+		for i := range rows {
+			rows[i] = map[string]any{"i": int64(i)}
+		}
+		b, err := p.Process(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Errors) == 0 || len(b.Errors) == 20 {
+			t.Fatalf("%d of 20 rows failed; want the first ones computed and the rest cut by the budget", len(b.Errors))
+		}
+		first := b.Errors[0].Row
+		for k, e := range b.Errors {
+			if !errors.Is(e, ErrBatchBudget) || !strings.Contains(e.Error(), "batch_timeout of 70ms") || e.Row != first+k {
+				t.Fatalf("errors[%d] = %v", k, e)
+			}
+		}
+		for i := range first {
+			if b.Rows[i]["c"] != int64(i) {
+				t.Fatalf("row %d before the budget ran out: %v", i, b.Rows[i])
+			}
+		}
+	}
+	if _, err := ParseConfig([]byte("computed:\n  - {name: c, type: int64, batch_timeout: -1s, func: \"function main(r) return 1 end\"}\n")); err == nil || !strings.Contains(err.Error(), "negative batch_timeout") {
+		t.Errorf("negative batch_timeout: %v", err)
+	}
+}

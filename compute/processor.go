@@ -83,6 +83,7 @@ type function struct {
 	funcName string
 	timeout  time.Duration
 	allow    []string // Lua libraries beyond the sandbox
+	budget   Budget   // Lua: per batch
 	src      Source
 
 	handler Handler    // REQUIRES: Processor.mu held (R to call, W to swap)
@@ -168,7 +169,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 	for _, fc := range cfg.Filters {
 		policy, perr := parsePolicy(fc.OnError, true)
 		src, serr := ResolveSource(fc.Func)
-		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, src: src}
+		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src}
 		if perr == nil && serr == nil && fc.Name != "" && (!src.Plugin || fc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -180,7 +181,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		typ, terr := ParseType(cc.Type)
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
-		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, src: src}
+		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src}
 		if terr == nil && perr == nil && serr == nil && cc.Name != "" && (!src.Plugin || cc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
