@@ -272,7 +272,8 @@ func TestLoadTopLevelTimeout(t *testing.T) {
 // it, a string over Options.MaxStringSize; the call fails with a clear error
 // and the pool keeps serving. Issue 11, item 2: string.rep("x", 1e10) ran
 // 113 s to 19.5 GB, and string.rep("-", row.width) with width 2^40 killed
-// the server. The limit here is 1 MiB so that the test itself, run without
+// the server. string.format takes widths up to 10^6 per directive, and
+// directives by the thousand. The limit here is 1 MiB so that the test itself, run without
 // the fix, allocates a few MiB only.
 func TestStringSizeLimit(t *testing.T) {
 	m := newTestManager(t, Options{MaxStringSize: 1 << 20})
@@ -281,6 +282,7 @@ function rep(s, n) return string.rep(s, n) end
 function method(n) return ("ab"):rep(n) end
 function concat(parts, size) local t = {} for i = 1, parts do t[i] = string.rep("y", size) end return table.concat(t, ",") end
 function width(row) return string.rep("-", row.width) end
+function format(n) local args = {} for i = 1, n do args[i] = 1 end return string.format(string.rep("%999999d", n), unpack(args)) end
 `
 	if err := m.Load("big.lua", src, ScriptConfig{}); err != nil {
 		t.Fatal(err)
@@ -294,6 +296,7 @@ function width(row) return string.rep("-", row.width) end
 		{"method", []any{1 << 20}},
 		{"concat", []any{4, 300 << 10}},
 		{"width", []any{map[string]any{"width": int64(1) << 40}}},
+		{"format", []any{2}},
 	}
 	for _, c := range cases {
 		start := time.Now()
@@ -317,6 +320,7 @@ function width(row) return string.rep("-", row.width) end
 		{"method", []any{10}, 20},
 		{"concat", []any{3, 10}, 32},
 		{"width", []any{map[string]any{"width": 5}}, 5},
+		{"format", []any{1}, 999999},
 	} {
 		res, err := m.Invoke(context.Background(), "big.lua", c.fn, 1, c.args...)
 		if err != nil || len(res[0].(string)) != c.size {

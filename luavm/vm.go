@@ -516,12 +516,21 @@ const stringLimitMsg = "over the string size limit"
 // string many times) with a check of that size against
 // Options.MaxStringSize, made before the string is built: a Go builtin call
 // is not interruptible, so the watchdog cannot stop it once started.
-// Concatenation with .. is an instruction of the interpreter, without a hook:
-// it is bounded by the heap budget between instructions (see docs/pool.md).
+// string.gsub is replaced by a linear, interruptible one that checks the
+// size as it builds (gsub.go). Concatenation with .. is an instruction of
+// the interpreter, without a hook: it is bounded by the heap budget between
+// instructions (see docs/pool.md).
 func (vm *VM) limitStrings(g *lua.LTable) {
 	L := vm.L
 	limit := vm.pool.script.mgr.opts.MaxStringSize
-	if limit <= 0 || limit == math.MaxInt64 {
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		// Linear and interruptible, with or without a size limit.
+		str.RawSetString("gsub", L.NewFunction(vm.gsub(limit)))
+	}
+	if limit == math.MaxInt64 {
 		return
 	}
 	tooLong := func(L *lua.LState, fn string, size float64) {
@@ -536,6 +545,16 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 					tooLong(L, "string.rep", size)
 				}
 				return rep.GFunction(L)
+			}))
+		}
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		if format, ok := str.RawGetString("format").(*lua.LFunction); ok && format.IsG {
+			str.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
+				if size := formatSize(L); size > float64(limit) {
+					tooLong(L, "string.format", size)
+				}
+				return format.GFunction(L)
 			}))
 		}
 	}
@@ -608,4 +627,44 @@ func (vm *VM) explainBlocked(g *lua.LTable, allow map[string]bool) {
 		return 1
 	}))
 	g.Metatable = meta
+}
+
+// formatSize is an upper bound of what string.format will build from the
+// arguments on L's stack: the format, and per directive the larger of its
+// width and precision (Go's fmt takes up to 10^6) and of its argument's
+// text (twice for %q, which escapes), plus room for a number.
+func formatSize(L *lua.LState) float64 {
+	f := L.CheckString(1)
+	size := float64(len(f))
+	arg := 2
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		i++
+		if i < len(f) && f[i] == '%' {
+			continue
+		}
+		num, widest := 0.0, 0.0
+		for ; i < len(f) && strings.IndexByte("-+ #0123456789.", f[i]) >= 0; i++ {
+			if c := f[i]; c >= '0' && c <= '9' {
+				num = num*10 + float64(c-'0')
+			} else {
+				num = 0
+			}
+			widest = max(widest, num)
+		}
+		text := 0.0
+		if arg <= L.GetTop() {
+			if s, ok := L.Get(arg).(lua.LString); ok {
+				text = float64(len(s))
+				if i < len(f) && f[i] == 'q' {
+					text = 2*text + 2
+				}
+			}
+		}
+		arg++
+		size += max(widest, text) + 64
+	}
+	return size
 }
