@@ -82,7 +82,7 @@ func (l *Lua) Load(uriOrCode string) (Handler, error) {
 		}
 		code = string(got.data)
 	}
-	return l.compile(code, sourceName(src, l.name), src.Kind == SourceInline)
+	return l.compile(context.Background(), code, sourceName(src, l.name), src.Kind == SourceInline)
 }
 
 // sourceName is what Lua errors call a script: its file or URL, or for
@@ -98,7 +98,7 @@ func sourceName(src Source, column string) string {
 	return column
 }
 
-func (l *Lua) compile(code, source string, inline bool) (*Lua, error) {
+func (l *Lua) compile(ctx context.Context, code, source string, inline bool) (*Lua, error) {
 	if l.m == nil {
 		return nil, errors.New("lua: no Lua runtime (Options.Lua is nil)")
 	}
@@ -110,7 +110,7 @@ func (l *Lua) compile(code, source string, inline bool) (*Lua, error) {
 	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name, budget: l.budget}
 	cfg := l.cfg
 	cfg.SourceName = source
-	if err := l.m.Load(h.script, code, cfg); err != nil {
+	if err := l.m.LoadContext(ctx, h.script, code, cfg); err != nil {
 		var ce *luavm.CompileError
 		if inline && errors.As(err, &ce) {
 			return nil, fmt.Errorf("%w%s", err, inlineHint(code))
@@ -270,7 +270,7 @@ func goValue(v lua.LValue) any {
 }
 
 // newLua builds the Lua handler of a column or filter from its code.
-func (p *Processor) newLua(f *function, code string) (Handler, error) {
+func (p *Processor) newLua(ctx context.Context, f *function, code string) (Handler, error) {
 	cfg := p.opts.LuaConfig
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout
@@ -287,5 +287,5 @@ func (p *Processor) newLua(f *function, code string) (Handler, error) {
 	}
 	l := NewLua(p.opts.Lua, f.name, f.funcName, cfg)
 	l.budget = f.budget
-	return l.compile(code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
+	return l.compile(ctx, code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
 }

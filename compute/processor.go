@@ -246,12 +246,12 @@ func (p *Processor) load(ctx context.Context, f *function) error {
 	case SourceBuiltin:
 		h, err = NewBuiltin().Load(f.src.URL)
 	case SourceInline:
-		h, err = p.newLua(f, f.src.Code)
+		h, err = p.newLua(ctx, f, f.src.Code)
 	default:
 		var got fetched
 		got, f.fetch, _, err = p.fetcher.fetch(ctx, f.src, fetchState{})
 		if err == nil {
-			h, err = p.build(f, got)
+			h, err = p.build(ctx, f, got)
 			f.version = got.hash
 		}
 	}
@@ -263,11 +263,11 @@ func (p *Processor) load(ctx context.Context, f *function) error {
 }
 
 // build makes the handler of one fetched version.
-func (p *Processor) build(f *function, got fetched) (Handler, error) {
+func (p *Processor) build(ctx context.Context, f *function, got fetched) (Handler, error) {
 	if f.src.Plugin {
 		return NewPlugin(f.funcName).open(got.path, got.hash)
 	}
-	return p.newLua(f, string(got.data))
+	return p.newLua(ctx, f, string(got.data))
 }
 
 // Reload polls every file and URL source once; a changed source is loaded
@@ -288,7 +288,7 @@ func (p *Processor) Reload(ctx context.Context) error {
 		}
 		var h Handler
 		if err == nil {
-			h, err = p.build(f, got)
+			h, err = p.build(ctx, f, got)
 		}
 		if err != nil {
 			e := f.errorf(-1, fmt.Errorf("reload: %w", err))

@@ -388,3 +388,26 @@ function double() local s = "x" while true do s = s .. s end end
 		healthy(t, m, "grow.lua")
 	}
 }
+
+// TestLoadContextCancel: LoadContext stops a top level that is still
+// running when its context is cancelled (a server shutting down), even with
+// a long load timeout or none.
+func TestLoadContextCancel(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond})
+	for _, cfg := range []ScriptConfig{{LoadTimeout: time.Hour}, {LoadTimeout: -1}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel)
+		done := make(chan error, 1)
+		go func() { done <- m.LoadContext(ctx, "c.lua", "while true do end", cfg) }()
+		select {
+		case err := <-done:
+			var ce *CallError
+			if !errors.As(err, &ce) || !errors.Is(err, context.Canceled) || ce.Script != "c.lua" {
+				t.Fatalf("LoadTimeout %v: err = %v, want a *CallError wrapping context.Canceled", cfg.LoadTimeout, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("LoadTimeout %v: LoadContext still running 10s after its context was cancelled", cfg.LoadTimeout)
+		}
+		cancel()
+	}
+}

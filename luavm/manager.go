@@ -347,6 +347,13 @@ func (m *Manager) module(name string) (map[string]lua.LGFunction, bool) {
 // running past ScriptConfig.LoadTimeout wraps ErrTimeout); either way the
 // previous version keeps running.
 func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
+	return m.LoadContext(context.Background(), name, source, cfg)
+}
+
+// LoadContext is Load whose main chunk also stops when ctx is done (the
+// error then wraps ctx's error, or ErrTimeout for its deadline): a server
+// shutting down does not wait for a script's top level.
+func (m *Manager) LoadContext(ctx context.Context, name, source string, cfg ScriptConfig) error {
 	if err := cfg.validate(name); err != nil {
 		return err
 	}
@@ -387,7 +394,7 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	s.pool.mu.Lock()
 	s.pool.total++
 	s.pool.mu.Unlock()
-	vm, err := s.pool.create()
+	vm, err := s.pool.create(ctx)
 	if err != nil {
 		s.pool.retire()
 		m.mu.Lock()

@@ -113,7 +113,7 @@ func now() int64 { return int64(time.Since(epoch)) }
 // newVM creates a state, opens the libraries the script's config allows,
 // installs the Go functions and modules, and runs the script's main chunk
 // with the proxy as its globals.
-func newVM(p *pool) (*VM, error) {
+func newVM(ctx context.Context, p *pool) (*VM, error) {
 	s := p.script
 	cfg := s.cfg
 	L := lua.NewState(lua.Options{
@@ -155,9 +155,22 @@ func newVM(p *pool) (*VM, error) {
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = vm.proxy
 	L.Push(chunk)
-	vm.arm(deadlineAfter(cfg.LoadTimeout))
+	deadline := deadlineAfter(cfg.LoadTimeout)
+	var stop func() bool
+	if ctx != nil && ctx.Done() != nil && vm.ctx != nil {
+		if deadline == 0 {
+			deadline = math.MaxInt64 // armed, so that interrupt can fire
+		}
+		stop = context.AfterFunc(ctx, func() { vm.interrupt(ctxCause(ctx)) })
+	}
+	vm.arm(deadline)
 	err := L.PCall(0, 0, nil)
 	fired := vm.disarm()
+	if stop != nil && !stop() && err == nil && !fired {
+		// ctx ended as the main chunk did: its interrupt could still hit
+		// a later call on this VM, so the VM is not kept.
+		err = fmt.Errorf("main chunk: %w", ctxCause(ctx))
+	}
 	if err != nil || fired {
 		p.unregister(vm)
 		L.Close()
@@ -166,6 +179,9 @@ func newVM(p *pool) (*VM, error) {
 		}
 		ce := vm.callError("<main chunk>", err)
 		var cerr *CallError
+		if errors.As(ce, &cerr) && cerr.Err == nil && ctx != nil && ctx.Err() != nil {
+			cerr.Err = ctxCause(ctx)
+		}
 		if errors.As(ce, &cerr) && errors.Is(cerr.Err, ErrTimeout) {
 			cerr.Msg = fmt.Sprintf("the top level (code outside any function) still ran after the load timeout of %v; an endless loop outside a function? (%v)", cfg.LoadTimeout, cerr.Err)
 		}

@@ -71,12 +71,22 @@ func TestScriptReloadLoopingTopLevel(t *testing.T) {
 		}
 	}
 	write("function main(row) return 1 end")
+	// Table s: a time limit so long that only the shutdown can stop the
+	// load of a looping version.
+	slow := filepath.Join(dir, "s.lua")
+	if err := os.WriteFile(slow, []byte("function main(row) return 1 end"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := `
 tables:
   - name: r
     reload: 20ms
     computed:
       - {name: v, type: int64, func: ` + script + `, timeout: 200ms}
+  - name: s
+    reload: 20ms
+    computed:
+      - {name: v, type: int64, func: ` + slow + `, timeout: 1h}
 `
 	s := startServer(t, cfg, "")
 	ingestV := func() string {
@@ -103,8 +113,13 @@ tables:
 	if got := ingestV(); !strings.Contains(got, `"v":3`) {
 		t.Fatalf("after the fix: %s", got)
 	}
-	// A looping version again, then shutdown while the reload loop polls.
+	// A looping version again, and one in table s whose load only the
+	// shutdown can stop; then shutdown while they load.
 	write("while true do end")
+	if err := os.WriteFile(slow, []byte("while true do end"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the reload loop start loading it
 	stopped := make(chan struct{})
 	go func() { s.stop(); close(stopped) }()
 	select {
