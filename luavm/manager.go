@@ -51,10 +51,11 @@ type Options struct {
 	// garbage is not held against the next ones. 0 = DefaultHeapLimit()
 	// (from GOMEMLIMIT or the machine's memory); NoHeapLimit = none.
 	HeapLimit uint64
-	// MaxStringSize bounds the string one call of string.rep or
-	// table.concat may build, checked before it is built: one Go builtin
-	// call cannot be interrupted, so string.rep("x", 1e10) would otherwise
-	// allocate 10 GB before any limit is looked at. 0 =
+	// MaxStringSize bounds the string one call of string.rep,
+	// string.format, string.gsub or table.concat may build, checked before
+	// (gsub: while) it is built: one Go builtin call cannot be interrupted,
+	// so string.rep("x", 1e10) would otherwise allocate 10 GB before any
+	// limit is looked at. 0 =
 	// DefaultStringSize(HeapLimit) (a quarter of the heap budget, at most
 	// 512 MiB); < 0 = none.
 	MaxStringSize int64
