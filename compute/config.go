@@ -41,7 +41,30 @@ type ColumnConfig struct {
 	Nullable bool `yaml:"nullable"`
 	// Timeout bounds one Lua call (default: the runtime's default).
 	Timeout time.Duration `yaml:"timeout"`
+	// Allow opens Lua libraries the sandbox leaves out, for this function:
+	// io, os, debug, coroutine, channel, load, require (see docs/pool.md).
+	Allow  []string `yaml:"allow" json:"allow,omitempty"`
+	Budget `yaml:",inline"`
 }
+
+// Budget bounds what one Lua function may spend on one batch, beside the
+// per-row Timeout: without it a runaway main costs Timeout per row, and a
+// 1000-row batch held an ingest slot for ~83 minutes.
+type Budget struct {
+	// BatchTimeout bounds the rows of one batch together: once it is used,
+	// the rows not yet run fail at once with ErrBatchBudget (and the
+	// function's policy applies to them). 0 = no bound but MaxTimeouts.
+	BatchTimeout time.Duration `yaml:"batch_timeout" json:"batch_timeout,omitempty"`
+	// MaxTimeouts: once this many rows of one batch have timed out, the
+	// rows not yet run fail at once with ErrBatchBudget. 0 =
+	// DefaultMaxTimeouts, < 0 = no limit (every row gets its Timeout).
+	MaxTimeouts int `yaml:"max_timeouts" json:"max_timeouts,omitempty"`
+}
+
+// DefaultMaxTimeouts is Budget.MaxTimeouts when 0: a function that timed
+// out on three rows of a batch is taken to be looping, so a runaway costs a
+// batch 3 x its timeout (15 s with the default 5 s), not one per row.
+const DefaultMaxTimeouts = 3
 
 // FilterConfig is one filter: a function returning a bool; false drops the row.
 type FilterConfig struct {
@@ -52,6 +75,9 @@ type FilterConfig struct {
 	// reject or deadletter.
 	OnError string        `yaml:"on_error"`
 	Timeout time.Duration `yaml:"timeout"`
+	// Allow opens Lua libraries the sandbox leaves out, as for a column.
+	Allow  []string `yaml:"allow" json:"allow,omitempty"`
+	Budget `yaml:",inline"`
 }
 
 // Policy says what happens to a row whose function failed.
@@ -172,7 +198,7 @@ func (c Config) Validate() error {
 		if _, err := parsePolicy(col.OnError, false); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
-		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout)...)
+		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout, col.Budget)...)
 	}
 	for i, f := range c.Filters {
 		where := fmt.Sprintf("filters[%d] %q", i, f.Name)
@@ -185,12 +211,12 @@ func (c Config) Validate() error {
 		if _, err := parsePolicy(f.OnError, true); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
-		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout)...)
+		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout, f.Budget)...)
 	}
 	return errors.Join(errs...)
 }
 
-func checkFunc(where, fn, funcName string, timeout time.Duration) []error {
+func checkFunc(where, fn, funcName string, timeout time.Duration, budget Budget) []error {
 	var errs []error
 	src, err := ResolveSource(fn)
 	if err != nil {
@@ -201,6 +227,9 @@ func checkFunc(where, fn, funcName string, timeout time.Duration) []error {
 	}
 	if timeout < 0 {
 		errs = append(errs, fmt.Errorf("%s: negative timeout %v", where, timeout))
+	}
+	if budget.BatchTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: negative batch_timeout %v", where, budget.BatchTimeout))
 	}
 	return errs
 }

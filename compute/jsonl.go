@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -193,7 +194,12 @@ func WriteSummary(w io.Writer, sum Summary, stats []Stats) error {
 		if s.Filter {
 			kind = "filter"
 		}
-		last := s.LastError
+		// One line per function: a multi-line error (a plugin's stack
+		// trace) broke the table; the log has the whole of it.
+		last, _, cut := strings.Cut(strings.ReplaceAll(s.LastError, "\t", " "), "\n")
+		if cut {
+			last += " ..."
+		}
 		if len(last) > 120 {
 			last = last[:120] + "..."
 		}

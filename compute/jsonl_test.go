@@ -63,3 +63,20 @@ func TestRunJSONLinesLongLine(t *testing.T) {
 		t.Errorf("%+v %v", sum, err)
 	}
 }
+
+// TestWriteSummaryOneLinePerFunction: a multi-line last error (a plugin's
+// stack trace, before issue 11) must not break the table.
+func TestWriteSummaryOneLinePerFunction(t *testing.T) {
+	var out strings.Builder
+	stats := []Stats{
+		{Name: "a", Loader: "plugin", Errors: 1, LastError: "plugin panicked: boom\ngoroutine 1 [running]:\n\tmain.F()\n"},
+		{Name: "b", Loader: "lua"},
+	}
+	if err := WriteSummary(&out, Summary{}, stats); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2+len(stats) || !strings.Contains(lines[2], "plugin panicked: boom ...") {
+		t.Fatalf("summary is not one line per function:\n%s", out.String())
+	}
+}

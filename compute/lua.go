@@ -37,7 +37,13 @@ type Lua struct {
 	funcName string
 	cfg      luavm.ScriptConfig
 	script   string // the loaded version's script name in m; "" if unloaded
+	budget   Budget // per batch, in Values
 }
+
+// ErrBatchBudget: the row was not run because its function had used its
+// budget for the batch (Budget: batch_timeout, or max_timeouts rows timed
+// out).
+var ErrBatchBudget = errors.New("not run: the function's budget for this batch is used")
 
 // NewLua returns the unloaded Lua loader for the function funcName (default
 // "main") of the column or filter name.
@@ -76,7 +82,7 @@ func (l *Lua) Load(uriOrCode string) (Handler, error) {
 		}
 		code = string(got.data)
 	}
-	return l.compile(code, sourceName(src, l.name), src.Kind == SourceInline)
+	return l.compile(context.Background(), code, sourceName(src, l.name), src.Kind == SourceInline)
 }
 
 // sourceName is what Lua errors call a script: its file or URL, or for
@@ -92,7 +98,7 @@ func sourceName(src Source, column string) string {
 	return column
 }
 
-func (l *Lua) compile(code, source string, inline bool) (*Lua, error) {
+func (l *Lua) compile(ctx context.Context, code, source string, inline bool) (*Lua, error) {
 	if l.m == nil {
 		return nil, errors.New("lua: no Lua runtime (Options.Lua is nil)")
 	}
@@ -101,10 +107,10 @@ func (l *Lua) compile(code, source string, inline bool) (*Lua, error) {
 	// the same code must not share a script that one of them unloads.
 	sum := sha256.Sum256([]byte(code))
 	name := fmt.Sprintf("%s@%s.%d", l.name, hex.EncodeToString(sum[:6]), luaLoads.Add(1))
-	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name}
+	h := &Lua{m: l.m, name: l.name, funcName: l.funcName, cfg: l.cfg, script: name, budget: l.budget}
 	cfg := l.cfg
 	cfg.SourceName = source
-	if err := l.m.Load(h.script, code, cfg); err != nil {
+	if err := l.m.LoadContext(ctx, h.script, code, cfg); err != nil {
 		var ce *luavm.CompileError
 		if inline && errors.As(err, &ce) {
 			return nil, fmt.Errorf("%w%s", err, inlineHint(code))
@@ -163,7 +169,9 @@ var (
 // still takes one acquisition per few hundred thousand rows. A row that
 // fails ends its acquisition too, and the following rows continue on a
 // fresh VM, so a runaway row costs its neighbours nothing. If ctx has a
-// deadline, it bounds the whole batch.
+// deadline, it bounds the whole batch. The Budget bounds the batch too:
+// once MaxTimeouts rows have timed out, or BatchTimeout has passed, the
+// rows not yet run fail at once with ErrBatchBudget.
 func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
 	if l.script == "" {
 		return errors.New("lua: not loaded")
@@ -176,8 +184,38 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 		}
 		budget = t / 8
 	}
+	maxTimeouts := l.budget.MaxTimeouts
+	if maxTimeouts == 0 {
+		maxTimeouts = DefaultMaxTimeouts
+	}
+	var batchEnd time.Time
+	if l.budget.BatchTimeout > 0 {
+		batchEnd = time.Now().Add(l.budget.BatchTimeout)
+	}
+	timeouts := 0
+	// spent reports whether the batch budget is used, and if so fails
+	// every row from next on.
+	spent := func(next int) bool {
+		var why string
+		switch {
+		case maxTimeouts > 0 && timeouts >= maxTimeouts:
+			why = fmt.Sprintf("%d rows of this batch timed out (max_timeouts: %d)", timeouts, maxTimeouts)
+		case !batchEnd.IsZero() && next < len(rows) && time.Now().After(batchEnd):
+			why = fmt.Sprintf("the batch_timeout of %v is used", l.budget.BatchTimeout)
+		default:
+			return false
+		}
+		err := fmt.Errorf("%w: %s", ErrBatchBudget, why)
+		for i := next; i < len(rows); i++ {
+			errs[i] = err
+		}
+		return true
+	}
 	next := 0
 	for next < len(rows) {
+		if spent(next) {
+			return nil
+		}
 		err := l.m.Do(ctx, l.script, func(vm *luavm.VM) error {
 			fn, err := vm.Func(l.funcName)
 			if err != nil {
@@ -190,11 +228,17 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 				v, err := vm.Call1(fn, vm.Row(rows[i]))
 				if err != nil {
 					errs[i] = err
+					if errors.Is(err, luavm.ErrTimeout) {
+						timeouts++
+					}
 					return errRowFailed
 				}
 				out[i] = goValue(v)
 				if budget > 0 && next < len(rows) && time.Since(start) > budget {
 					return errBudget
+				}
+				if !batchEnd.IsZero() && next < len(rows) && time.Now().After(batchEnd) {
+					return errBudget // spent fails the rest
 				}
 			}
 			return nil
@@ -226,10 +270,22 @@ func goValue(v lua.LValue) any {
 }
 
 // newLua builds the Lua handler of a column or filter from its code.
-func (p *Processor) newLua(f *function, code string) (Handler, error) {
+func (p *Processor) newLua(ctx context.Context, f *function, code string) (Handler, error) {
 	cfg := p.opts.LuaConfig
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout
 	}
-	return NewLua(p.opts.Lua, f.name, f.funcName, cfg).compile(code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
+	if len(f.allow) > 0 {
+		cfg.Allow = append(append([]string(nil), cfg.Allow...), f.allow...)
+	}
+	if cfg.AllowHint == "" {
+		kind := "column"
+		if f.filter {
+			kind = "filter"
+		}
+		cfg.AllowHint = "allow: [%s] in the " + kind + "'s config"
+	}
+	l := NewLua(p.opts.Lua, f.name, f.funcName, cfg)
+	l.budget = f.budget
+	return l.compile(ctx, code, sourceName(f.src, f.name), f.src.Kind == SourceInline)
 }

@@ -208,6 +208,9 @@ func TestLuaBadInput(t *testing.T) {
 		`column "c" (lua http://127.0.0.1:1/x.lua)`, `connection refused`)
 	f("error at load", "filters:\n  - {name: f, func: 'error(\"boom\") function main(r) return true end'}\n",
 		`filter "f" (lua inline)`, `boom`)
+	// Issue 11: a top level that never ends fails the load, it does not hang.
+	f("looping top level", "computed:\n  - {name: c, type: int64, timeout: 100ms, func: 'while true do end function main(r) return 1 end'}\n",
+		`column "c" (lua inline)`, `load timeout`)
 	// Every problem at once.
 	f("all at once", "computed:\n  - {name: a, type: int64, func: 'function x() end'}\n  - {name: b, type: int64, func: 'function main( end'}\n",
 		`column "a"`, `column "b"`)
@@ -602,5 +605,140 @@ func TestLuaErrorsNameTheFile(t *testing.T) {
 	}
 	if msg := b.Errors[0].Error(); !strings.Contains(msg, script+":2:") || !strings.Contains(msg, "d is zero") {
 		t.Errorf("error does not name %s:2 and the cause: %s", script, msg)
+	}
+}
+
+// TestLuaHugeStringIsARowError: string.rep("-", row.width) with width 2^40
+// (sent over HTTP, it killed the server with a fatal out of memory before
+// issue 11) fails that row under the default limits; the other rows go on.
+func TestLuaHugeStringIsARowError(t *testing.T) {
+	p := newProcessor(t, "computed:\n  - {name: bar, type: string, func: 'function main(row) return string.rep(\"-\", row.width) end'}\n", Options{})
+	b, err := p.Process(context.Background(), rowsOf(t, `{"width":1099511627776}`, `{"width":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Errors) != 1 || !errors.Is(b.Errors[0], luavm.ErrStringLimit) || b.Errors[0].Row != 0 {
+		t.Fatalf("errors = %v, want one string limit error on row 0", b.Errors)
+	}
+	if len(b.Rows) != 2 || b.Rows[0]["bar"] != nil || b.Rows[1]["bar"] != "---" {
+		t.Fatalf("rows = %v", b.Rows)
+	}
+}
+
+// TestLuaSandboxMessage: a script using a library the sandbox leaves out is
+// told which and how to allow it in the config (issue 11: os.execute gave
+// "attempt to index a non-table object(nil)"), and `allow:` does allow it.
+func TestLuaSandboxMessage(t *testing.T) {
+	p := newProcessor(t, `
+filters:
+  - {name: f, on_error: keep, func: "function main(row) return io ~= nil end"}
+computed:
+  - {name: blocked, type: string, func: "function main(row) return os.getenv('HOME') end"}
+  - {name: allowed, type: bool, allow: [os], func: "function main(row) return type(os.time()) == 'number' end"}
+`, Options{})
+	b, err := p.Process(context.Background(), rowsOf(t, `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Errors) != 2 {
+		t.Fatalf("errors = %v", b.Errors)
+	}
+	for _, c := range []struct {
+		i    int
+		want string
+	}{
+		{0, "the library io is not available in the sandbox; allow it with allow: [io] in the filter's config"},
+		{1, "the library os is not available in the sandbox; allow it with allow: [os] in the column's config"},
+	} {
+		if !strings.Contains(b.Errors[c.i].Error(), c.want) {
+			t.Errorf("errors[%d] = %v; want %q", c.i, b.Errors[c.i], c.want)
+		}
+	}
+	if b.Rows[0]["allowed"] != true {
+		t.Errorf("allow: [os] did not open os: %v", b.Rows[0])
+	}
+}
+
+// TestLuaRunawayBatch: a looping main times out on max_timeouts rows of a
+// batch (3 by default), then the rest of the batch fails at once with
+// ErrBatchBudget under the column's policy, instead of a timeout per row (a
+// 1000-row batch held an ingest slot for ~83 min before issue 11). The next
+// column and the next batch are not affected.
+func TestLuaRunawayBatch(t *testing.T) {
+	for _, c := range []struct {
+		name, extra string
+		timeouts    int
+	}{
+		{"default", "", DefaultMaxTimeouts},
+		{"max_timeouts 1", "max_timeouts: 1, ", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newProcessor(t, `
+computed:
+  - {name: loops, type: int64, timeout: 20ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
+  - {name: after, type: int64, func: "function main(row) return row.i end"}
+`, Options{})
+			rows := make([]map[string]any, 1000)
+			for i := range rows {
+				rows[i] = map[string]any{"i": int64(i)}
+			}
+			b, err := p.Process(context.Background(), rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			timeouts, skipped := 0, 0
+			for _, e := range b.Errors {
+				switch {
+				case errors.Is(e, luavm.ErrTimeout):
+					timeouts++
+				case errors.Is(e, ErrBatchBudget) && strings.Contains(e.Error(), "max_timeouts"):
+					skipped++
+				default:
+					t.Fatalf("unexpected error %v", e)
+				}
+			}
+			if timeouts != c.timeouts || skipped != 1000-c.timeouts {
+				t.Fatalf("%d rows timed out and %d skipped, want %d and %d", timeouts, skipped, c.timeouts, 1000-c.timeouts)
+			}
+			if len(b.Rows) != 1000 || b.Rows[999]["after"] != int64(999) || b.Rows[999]["loops"] != nil {
+				t.Fatalf("rows: %d, last %v", len(b.Rows), b.Rows[999])
+			}
+		})
+	}
+}
+
+// TestLuaBatchTimeout: batch_timeout bounds the rows of one batch together;
+// the rows left when it is used fail at once with ErrBatchBudget, and the
+// next batch starts with a fresh budget.
+func TestLuaBatchTimeout(t *testing.T) {
+	m := newManager(t)
+	m.Register("nap", func(L *lua.LState) int { time.Sleep(20 * time.Millisecond); return 0 })
+	p := newProcessor(t, "computed:\n  - {name: c, type: int64, timeout: 1s, batch_timeout: 70ms, func: \"function main(row) nap() return row.i end\"}\n", Options{Lua: m})
+	for range 2 {
+		rows := make([]map[string]any, 20)
+		for i := range rows {
+			rows[i] = map[string]any{"i": int64(i)}
+		}
+		b, err := p.Process(context.Background(), rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Errors) == 0 || len(b.Errors) == 20 {
+			t.Fatalf("%d of 20 rows failed; want the first ones computed and the rest cut by the budget", len(b.Errors))
+		}
+		first := b.Errors[0].Row
+		for k, e := range b.Errors {
+			if !errors.Is(e, ErrBatchBudget) || !strings.Contains(e.Error(), "batch_timeout of 70ms") || e.Row != first+k {
+				t.Fatalf("errors[%d] = %v", k, e)
+			}
+		}
+		for i := range first {
+			if b.Rows[i]["c"] != int64(i) {
+				t.Fatalf("row %d before the budget ran out: %v", i, b.Rows[i])
+			}
+		}
+	}
+	if _, err := ParseConfig([]byte("computed:\n  - {name: c, type: int64, batch_timeout: -1s, func: \"function main(r) return 1 end\"}\n")); err == nil || !strings.Contains(err.Error(), "negative batch_timeout") {
+		t.Errorf("negative batch_timeout: %v", err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 var testDir string
 
 func TestMain(m *testing.M) {
+	// A plugin check child opens its plugin and exits here; otherwise this
+	// test binary serves the checks of the tests' plugin loads.
+	ServePluginCheck()
 	var err error
 	testDir, err = os.MkdirTemp("", "compute-test-")
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"plugin"
-	"runtime/debug"
 	"strings"
 	"sync"
 )
@@ -43,6 +42,10 @@ var openedPlugins = struct {
 type openedPlugin struct {
 	hash [32]byte
 	p    *plugin.Plugin
+	// err is why opening failed after Go registered the plugin (its init
+	// panicked): Go's plugin table then holds an entry that never finishes
+	// loading, and a second plugin.Open of the path would block forever.
+	err error
 }
 
 // Plugin is the loader of Go plugins (.so files built with
@@ -88,8 +91,18 @@ func (p *Plugin) open(abs string, hash [32]byte) (Handler, error) {
 	if seen && op.hash != hash {
 		return nil, fmt.Errorf("plugin %s: %w", abs, ErrPluginReload)
 	}
+	if seen && op.err != nil {
+		return nil, op.err
+	}
 	if !seen {
-		pl, err := plugin.Open(abs)
+		if err := checkPluginInChild(abs); err != nil {
+			return nil, err
+		}
+		pl, err := openRecovered(abs)
+		if errors.Is(err, ErrPluginInit) {
+			openedPlugins.byPath[abs] = openedPlugin{hash: hash, err: err}
+			return nil, err
+		}
 		if err != nil {
 			msg := err.Error()
 			switch {
@@ -125,14 +138,15 @@ func (p *Plugin) open(abs string, hash [32]byte) (Handler, error) {
 func (*Plugin) String() string { return "plugin" }
 
 // Value calls the plugin function. A panic is recovered and returned as an
-// error wrapping ErrPluginPanic with the panic value and the stack.
+// error wrapping ErrPluginPanic with the panic value and where it was raised,
+// on one line (a stack trace broke the stats table and log lines).
 func (p *Plugin) Value(row map[string]any) (v any, err error) {
 	if p.fn == nil {
 		return nil, errors.New("plugin: not loaded")
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("%w: %v\n%s", ErrPluginPanic, r, debug.Stack())
+			v, err = nil, fmt.Errorf("%w: %v%s", ErrPluginPanic, r, panicSite())
 		}
 	}()
 	return p.fn(row)

@@ -68,6 +68,10 @@ func TestPluginPanicRecovered(t *testing.T) {
 	if !errors.Is(err, ErrPluginPanic) || !strings.Contains(err.Error(), "assignment to entry in nil map") {
 		t.Errorf("err = %v", err)
 	}
+	// One line, with where it panicked: a stack trace broke the stats table.
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "main.go:") {
+		t.Errorf("err = %q; want one line naming the plugin's source line", msg)
+	}
 }
 
 // TestPluginWrongResultType: the value is checked against the column type
@@ -292,5 +296,123 @@ func TestConcurrentProcessAndReload(t *testing.T) {
 	wg.Wait()
 	if s := p.Stats()[0]; s.Reloads != 20 {
 		t.Errorf("reloads %d", s.Reloads)
+	}
+}
+
+// initPanicSource is a plugin whose init panics; tag makes each test's
+// build a distinct plugin (Go loads one plugin path once per process).
+func initPanicSource(tag string) string {
+	return `package main
+
+func init() { panic("boom in init ` + tag + `") }
+
+func F(map[string]interface{}) (interface{}, error) { return "` + tag + `", nil }
+`
+}
+
+// TestPluginInitPanic: a plugin whose init panics is a load error naming
+// the plugin and the panic, on one line; loading it again fails the same way
+// (Go's plugin.Open of it would block forever); other plugins still load.
+// Before issue 11 it crashed validate, compute and the server. Both ways are
+// tested: in a check child (what sluice does) and in-process with a recover
+// (for binaries that do not call ServePluginCheck).
+func TestPluginInitPanic(t *testing.T) {
+	for _, mode := range []string{"child", "in-process"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "in-process" {
+				exe := pluginCheckExe.Swap(nil)
+				t.Cleanup(func() { pluginCheckExe.Store(exe) })
+			} else if pluginCheckExe.Load() == nil {
+				t.Fatal("TestMain did not call ServePluginCheck")
+			}
+			path := plugbuild.Build(t, t.TempDir(), "initpanic.so", initPanicSource(mode))
+			for range 2 {
+				done := make(chan error, 1)
+				go func() { _, err := NewPlugin("F").Load(path); done <- err }()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("Load of a plugin whose init panicked still running after 60s")
+				}
+				msg := fmt.Sprint(err)
+				t.Log(msg)
+				if !errors.Is(err, ErrPluginInit) || !strings.Contains(msg, path) || !strings.Contains(msg, "boom in init "+mode) || strings.Contains(msg, "\n") {
+					t.Fatalf("err = %v; want one line wrapping ErrPluginInit with the path and the panic", err)
+				}
+			}
+			h, err := NewPlugin("Upper").Load(testPluginPath(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := h.Value(map[string]any{"name": "x"}); v != "X" || err != nil {
+				t.Fatalf("another plugin after a failed one: %v, %v", v, err)
+			}
+		})
+	}
+}
+
+// TestPluginInitExits: what no recover catches (init calling os.Exit here;
+// likewise a goroutine of init that panics) happens to the check child, and
+// the load fails with its report instead of ending this process.
+func TestPluginInitExits(t *testing.T) {
+	path := plugbuild.Build(t, t.TempDir(), "initexit.so", `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func init() { fmt.Fprintln(os.Stderr, "init gives up"); os.Exit(7) }
+
+func F(map[string]interface{}) (interface{}, error) { return nil, nil }
+`)
+	_, err := NewPlugin("F").Load(path)
+	if !errors.Is(err, ErrPluginInit) || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "init gives up") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPluginInitPanicOnReloadFromURL: a hot reload that downloads a plugin
+// whose init panics is refused; the old version keeps running. Before issue
+// 11 it killed the server.
+func TestPluginInitPanicOnReloadFromURL(t *testing.T) {
+	dir := t.TempDir()
+	v1 := plugbuild.Build(t, dir, "r1.so", `package main
+func F(map[string]interface{}) (interface{}, error) { return "r1", nil }
+`)
+	bad := plugbuild.Build(t, dir, "r2.so", initPanicSource("url"))
+	var mu sync.Mutex
+	serving := v1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		path := serving
+		mu.Unlock()
+		http.ServeFile(w, r, path)
+	}))
+	defer srv.Close()
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: srv.URL + "/f.so", FuncName: "F"}}}, Options{HTTPClient: srv.Client(), PluginDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if fi, err := os.Stat(v1); err == nil {
+		later := fi.ModTime().Add(10 * time.Second)
+		os.Chtimes(bad, later, later)
+	}
+	mu.Lock()
+	serving = bad
+	mu.Unlock()
+	err = p.Reload(context.Background())
+	var e *Error
+	if !errors.Is(err, ErrPluginInit) || !errors.As(err, &e) || e.Column != "v" || !strings.Contains(err.Error(), "boom in init url") {
+		t.Fatalf("Reload err = %v", err)
+	}
+	b, err := p.Process(context.Background(), []map[string]any{{}})
+	if err != nil || b.Rows[0]["v"] != "r1" {
+		t.Fatalf("after a refused reload: %v, %v; want the old r1", b.Rows, err)
+	}
+	if s := p.Stats()[0]; s.ReloadErrors != 1 || strings.Contains(s.LastError, "\n") {
+		t.Errorf("stats %+v", s)
 	}
 }

@@ -82,6 +82,8 @@ type function struct {
 	nullable bool
 	funcName string
 	timeout  time.Duration
+	allow    []string // Lua libraries beyond the sandbox
+	budget   Budget   // Lua: per batch
 	src      Source
 
 	handler Handler    // REQUIRES: Processor.mu held (R to call, W to swap)
@@ -167,7 +169,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 	for _, fc := range cfg.Filters {
 		policy, perr := parsePolicy(fc.OnError, true)
 		src, serr := ResolveSource(fc.Func)
-		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, src: src}
+		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src}
 		if perr == nil && serr == nil && fc.Name != "" && (!src.Plugin || fc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -179,7 +181,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		typ, terr := ParseType(cc.Type)
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
-		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, src: src}
+		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src}
 		if terr == nil && perr == nil && serr == nil && cc.Name != "" && (!src.Plugin || cc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -244,12 +246,12 @@ func (p *Processor) load(ctx context.Context, f *function) error {
 	case SourceBuiltin:
 		h, err = NewBuiltin().Load(f.src.URL)
 	case SourceInline:
-		h, err = p.newLua(f, f.src.Code)
+		h, err = p.newLua(ctx, f, f.src.Code)
 	default:
 		var got fetched
 		got, f.fetch, _, err = p.fetcher.fetch(ctx, f.src, fetchState{})
 		if err == nil {
-			h, err = p.build(f, got)
+			h, err = p.build(ctx, f, got)
 			f.version = got.hash
 		}
 	}
@@ -261,11 +263,11 @@ func (p *Processor) load(ctx context.Context, f *function) error {
 }
 
 // build makes the handler of one fetched version.
-func (p *Processor) build(f *function, got fetched) (Handler, error) {
+func (p *Processor) build(ctx context.Context, f *function, got fetched) (Handler, error) {
 	if f.src.Plugin {
 		return NewPlugin(f.funcName).open(got.path, got.hash)
 	}
-	return p.newLua(f, string(got.data))
+	return p.newLua(ctx, f, string(got.data))
 }
 
 // Reload polls every file and URL source once; a changed source is loaded
@@ -286,7 +288,7 @@ func (p *Processor) Reload(ctx context.Context) error {
 		}
 		var h Handler
 		if err == nil {
-			h, err = p.build(f, got)
+			h, err = p.build(ctx, f, got)
 		}
 		if err != nil {
 			e := f.errorf(-1, fmt.Errorf("reload: %w", err))

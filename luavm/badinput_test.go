@@ -2,7 +2,11 @@ package luavm
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"math"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +206,208 @@ func TestPoolExhausted(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	healthy(t, m, "one")
+}
+
+// TestLoadTopLevelTimeout: a script whose top level never ends fails to
+// load with a timeout naming the script, instead of hanging Load; the
+// previous version keeps serving. Issue 11, item 1.
+func TestLoadTopLevelTimeout(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond})
+	const looping = "local n = 0\nwhile true do n = n + 1 end\nfunction ok(n) return n end\n"
+	cases := []struct {
+		name string
+		cfg  ScriptConfig
+	}{
+		{"load timeout", ScriptConfig{LoadTimeout: 100 * time.Millisecond}},
+		{"call timeout is the default", ScriptConfig{Timeout: 100 * time.Millisecond}},
+		// Calls without a time limit still get a bounded top level.
+		{"no call limit", ScriptConfig{Timeout: -1, LoadTimeout: 100 * time.Millisecond}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := m.Load("top.lua", "function ok(n) return n end", c.cfg); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- m.Load("top.lua", looping, c.cfg) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load of a looping top level still running after 10s")
+			}
+			var ce *CallError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrTimeout) {
+				t.Fatalf("err = %v, want a *CallError wrapping ErrTimeout", err)
+			}
+			if ce.Script != "top.lua" || !strings.Contains(err.Error(), "top.lua") || !strings.Contains(err.Error(), "load timeout") {
+				t.Fatalf("error does not name the script and the load timeout: %v", err)
+			}
+			healthy(t, m, "top.lua")
+			// The failed version's pool is not left behind for the watchdog.
+			m.mu.Lock()
+			for p := range m.pools {
+				if p.script.hash == sha256.Sum256([]byte(looping)) {
+					t.Error("the failed version's pool is still watched")
+				}
+			}
+			m.mu.Unlock()
+		})
+	}
+	// Without a call limit, calls after load do not keep the load's context.
+	if err := m.Load("free.lua", "function ok(n) return n end", ScriptConfig{Timeout: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Do(context.Background(), "free.lua", func(vm *VM) error {
+		if vm.ctx != nil || vm.L.Context() != nil {
+			t.Error("a VM of a script without a time limit still has a context")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStringSizeLimit: string.rep and table.concat refuse, before building
+// it, a string over Options.MaxStringSize; the call fails with a clear error
+// and the pool keeps serving. Issue 11, item 2: string.rep("x", 1e10) ran
+// 113 s to 19.5 GB, and string.rep("-", row.width) with width 2^40 killed
+// the server. string.format takes widths up to 10^6 per directive, and
+// directives by the thousand. The limit here is 1 MiB so that the test itself, run without
+// the fix, allocates a few MiB only.
+func TestStringSizeLimit(t *testing.T) {
+	m := newTestManager(t, Options{MaxStringSize: 1 << 20})
+	src := badScript + `
+function rep(s, n) return string.rep(s, n) end
+function method(n) return ("ab"):rep(n) end
+function concat(parts, size) local t = {} for i = 1, parts do t[i] = string.rep("y", size) end return table.concat(t, ",") end
+function width(row) return string.rep("-", row.width) end
+function format(n) local args = {} for i = 1, n do args[i] = 1 end return string.format(string.rep("%999999d", n), unpack(args)) end
+`
+	if err := m.Load("big.lua", src, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		fn   string
+		args []any
+	}{
+		{"rep", []any{"x", 1e10}},
+		{"rep", []any{"x", 2 << 20}},
+		{"method", []any{1 << 20}},
+		{"concat", []any{4, 300 << 10}},
+		{"width", []any{map[string]any{"width": int64(1) << 40}}},
+		{"format", []any{2}},
+	}
+	for _, c := range cases {
+		start := time.Now()
+		_, err := m.Invoke(context.Background(), "big.lua", c.fn, 1, c.args...)
+		var ce *CallError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrStringLimit) || !strings.Contains(err.Error(), "string size limit") || ce.Line == 0 {
+			t.Fatalf("%s%v: err = %v, want a *CallError with a line wrapping ErrStringLimit", c.fn, c.args, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s%v: refused after %v; the check must come before the string is built", c.fn, c.args, d)
+		}
+		healthy(t, m, "big.lua")
+	}
+	// Within the limit all of them work.
+	for _, c := range []struct {
+		fn   string
+		args []any
+		size int
+	}{
+		{"rep", []any{"x", 1000}, 1000},
+		{"method", []any{10}, 20},
+		{"concat", []any{3, 10}, 32},
+		{"width", []any{map[string]any{"width": 5}}, 5},
+		{"format", []any{1}, 999999},
+	} {
+		res, err := m.Invoke(context.Background(), "big.lua", c.fn, 1, c.args...)
+		if err != nil || len(res[0].(string)) != c.size {
+			t.Fatalf("%s%v: %v, %v", c.fn, c.args, len(res), err)
+		}
+	}
+}
+
+// TestDefaultLimits: a Manager without limits in its Options gets a heap
+// budget from GOMEMLIMIT (or the machine's memory) and a string limit below
+// what the issue's scripts asked for. Checked without allocating.
+func TestDefaultLimits(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+
+	debug.SetMemoryLimit(math.MaxInt64) // GOMEMLIMIT unset
+	machine := DefaultHeapLimit()
+	if machine == 0 || machine > machineMemory() {
+		t.Fatalf("heap budget without GOMEMLIMIT = %d, want half of the machine's %d", machine, machineMemory())
+	}
+	debug.SetMemoryLimit(4 << 30)
+	if got := DefaultHeapLimit(); got != 3<<30 {
+		t.Fatalf("heap budget under GOMEMLIMIT=4GiB = %d, want 3 GiB", got)
+	}
+	m := newTestManager(t, Options{})
+	if m.opts.HeapLimit != 3<<30 || m.opts.MaxStringSize != MaxDefaultStringSize {
+		t.Fatalf("defaults under GOMEMLIMIT=4GiB: heap %d, string %d", m.opts.HeapLimit, m.opts.MaxStringSize)
+	}
+	debug.SetMemoryLimit(400 << 20)
+	m = newTestManager(t, Options{})
+	if m.opts.HeapLimit != 300<<20 || m.opts.MaxStringSize != 75<<20 {
+		t.Fatalf("defaults under GOMEMLIMIT=400MiB: heap %d, string %d", m.opts.HeapLimit, m.opts.MaxStringSize)
+	}
+	if m.opts.MaxStringSize >= 1e10 || m.opts.MaxStringSize >= 1<<40 {
+		t.Fatal("the default string limit lets the issue's string.rep through")
+	}
+	m = newTestManager(t, Options{HeapLimit: NoHeapLimit, MaxStringSize: -1})
+	if m.opts.HeapLimit != 0 || m.opts.MaxStringSize != math.MaxInt64 {
+		t.Fatalf("no limits: heap %d, string %d", m.opts.HeapLimit, m.opts.MaxStringSize)
+	}
+}
+
+// TestDefaultHeapBudgetStopsGrowth: with no HeapLimit in Options, the budget
+// derived from GOMEMLIMIT stops a growing table and a doubling string (a
+// growing table peaked at 1.7 GB and string doubling at 4.2 GB before issue
+// 11), and the next calls run. GOMEMLIMIT is set ~100 MiB above the live
+// heap so the test stays small.
+func TestDefaultHeapBudgetStopsGrowth(t *testing.T) {
+	runtime.GC()
+	old := debug.SetMemoryLimit(int64(liveHeap()) + 128<<20)
+	defer debug.SetMemoryLimit(old)
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond, MaxStringSize: -1})
+	src := badScript + `
+function double() local s = "x" while true do s = s .. s end end
+`
+	if err := m.Load("grow.lua", src, ScriptConfig{Timeout: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"hog", "double"} {
+		start := time.Now()
+		_, err := m.Invoke(context.Background(), "grow.lua", fn, 0)
+		if !errors.Is(err, ErrMemoryLimit) {
+			t.Fatalf("%s: err = %v after %v, want ErrMemoryLimit", fn, err, time.Since(start))
+		}
+		healthy(t, m, "grow.lua")
+	}
+}
+
+// TestLoadContextCancel: LoadContext stops a top level that is still
+// running when its context is cancelled (a server shutting down), even with
+// a long load timeout or none.
+func TestLoadContextCancel(t *testing.T) {
+	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond})
+	for _, cfg := range []ScriptConfig{{LoadTimeout: time.Hour}, {LoadTimeout: -1}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel)
+		done := make(chan error, 1)
+		go func() { done <- m.LoadContext(ctx, "c.lua", "while true do end", cfg) }()
+		select {
+		case err := <-done:
+			var ce *CallError
+			if !errors.As(err, &ce) || !errors.Is(err, context.Canceled) || ce.Script != "c.lua" {
+				t.Fatalf("LoadTimeout %v: err = %v, want a *CallError wrapping context.Canceled", cfg.LoadTimeout, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("LoadTimeout %v: LoadContext still running 10s after its context was cancelled", cfg.LoadTimeout)
+		}
+		cancel()
+	}
 }

@@ -21,6 +21,9 @@ var (
 	// ErrMemoryLimit: the process heap went over Options.HeapLimit while the
 	// call was running, and the watchdog stopped it.
 	ErrMemoryLimit = errors.New("luavm: memory limit")
+	// ErrStringLimit: a call asked string.rep or table.concat for a string
+	// over Options.MaxStringSize; it was refused before being built.
+	ErrStringLimit = errors.New("luavm: string size limit")
 	// ErrClosed: the Manager was closed.
 	ErrClosed = errors.New("luavm: manager closed")
 )
@@ -41,8 +44,8 @@ func (e *CompileError) Error() string {
 }
 
 // CallError is a runtime error of a call: error() in the script, a type
-// error, a panic in a Go function, a timeout (Err is ErrTimeout) or a memory
-// limit (Err is ErrMemoryLimit). Line is the script line the error was raised
+// error, a panic in a Go function, a timeout (Err is ErrTimeout), a memory
+// limit (Err is ErrMemoryLimit) or a string too long (Err is ErrStringLimit). Line is the script line the error was raised
 // at, 0 when unknown.
 type CallError struct {
 	Script    string

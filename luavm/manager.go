@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -42,11 +43,22 @@ type Options struct {
 	// ("unlimited" included), so that no configuration can grow without
 	// end. 0 = 1024.
 	HardMaxVMs int
-	// HeapLimit, when > 0, is a process-wide memory limit for scripts: each
-	// watchdog tick reads the live Go heap, and when it is over the limit
-	// the calls that have been running for more than a tick are stopped
-	// with ErrMemoryLimit (gopher-lua cannot account memory per VM).
+	// HeapLimit is a process-wide memory budget for scripts: each watchdog
+	// tick reads the live Go heap, and when it is over the budget the calls
+	// that have been running for more than a tick are stopped with
+	// ErrMemoryLimit (gopher-lua cannot account memory per VM), and the
+	// watchdog then runs a garbage collection so that the stopped call's
+	// garbage is not held against the next ones. 0 = DefaultHeapLimit()
+	// (from GOMEMLIMIT or the machine's memory); NoHeapLimit = none.
 	HeapLimit uint64
+	// MaxStringSize bounds the string one call of string.rep,
+	// string.format, string.gsub or table.concat may build, checked before
+	// (gsub: while) it is built: one Go builtin call cannot be interrupted,
+	// so string.rep("x", 1e10) would otherwise allocate 10 GB before any
+	// limit is looked at. 0 =
+	// DefaultStringSize(HeapLimit) (a quarter of the heap budget, at most
+	// 512 MiB); < 0 = none.
+	MaxStringSize int64
 }
 
 // ScriptConfig configures one script. The zero value is sandboxed, with the
@@ -57,11 +69,23 @@ type ScriptConfig struct {
 	// 0 = DefaultTimeout, < 0 = no time limit (the VM then runs without any
 	// context check in its interpreter loop, and cannot be interrupted).
 	Timeout time.Duration
+	// LoadTimeout bounds the script's top level (its main chunk), which
+	// runs when Load creates the first VM and again for every VM the pool
+	// creates later. 0 = Timeout when that is > 0, else DefaultTimeout;
+	// < 0 = no limit. A script whose top level runs past it fails to load
+	// with a *CallError wrapping ErrTimeout, and the previous version keeps
+	// running.
+	LoadTimeout time.Duration
 	// Allow opens libraries beyond the sandbox (base, string, table, math,
 	// and require of Go modules): "io", "os", "debug", "coroutine",
 	// "channel", "load" (load, loadstring, loadfile, dofile) and "require"
 	// (the package library: require of Lua files).
 	Allow []string
+	// AllowHint tells users how to allow a library the sandbox leaves out,
+	// in the error a script gets when it uses one: a format with one %s,
+	// the Allow entry (e.g. `allow: [%s] in the column's config`). Empty =
+	// `ScriptConfig.Allow ("%s")`.
+	AllowHint string
 	// CallStackSize bounds the call depth (0 = 200); RegistrySize is the
 	// initial value stack and RegistryMaxSize its bound (0 = 256 and
 	// 262144). Endless recursion hits one of them and fails the call.
@@ -89,6 +113,12 @@ func (c ScriptConfig) sourceName(name string) string {
 func (c ScriptConfig) normalized() ScriptConfig {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = c.Timeout
+		if c.LoadTimeout < 0 {
+			c.LoadTimeout = DefaultTimeout
+		}
 	}
 	if c.CallStackSize <= 0 {
 		c.CallStackSize = DefaultCallStackSize
@@ -205,6 +235,18 @@ func NewManager(opts Options) *Manager {
 	if opts.HardMaxVMs <= 0 {
 		opts.HardMaxVMs = DefaultHardMaxVMs
 	}
+	switch opts.HeapLimit {
+	case 0:
+		opts.HeapLimit = DefaultHeapLimit()
+	case NoHeapLimit:
+		opts.HeapLimit = 0
+	}
+	switch {
+	case opts.MaxStringSize == 0:
+		opts.MaxStringSize = DefaultStringSize(opts.HeapLimit)
+	case opts.MaxStringSize < 0:
+		opts.MaxStringSize = math.MaxInt64
+	}
 	m := &Manager{
 		opts:    opts,
 		pools:   make(map[*pool]struct{}),
@@ -302,9 +344,17 @@ func (m *Manager) module(name string) (map[string]lua.LGFunction, bool) {
 // The same name with the same source and config is a no-op. A new source is
 // swapped in atomically: calls in flight finish on the old code, new calls get
 // the new code, and the old VMs are closed as they come back. A syntax error
-// is a *CompileError; an error running the main chunk is a *CallError; either
-// way the previous version keeps running.
+// is a *CompileError; an error running the main chunk is a *CallError (one
+// running past ScriptConfig.LoadTimeout wraps ErrTimeout); either way the
+// previous version keeps running.
 func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
+	return m.LoadContext(context.Background(), name, source, cfg)
+}
+
+// LoadContext is Load whose main chunk also stops when ctx is done (the
+// error then wraps ctx's error, or ErrTimeout for its deadline): a server
+// shutting down does not wait for a script's top level.
+func (m *Manager) LoadContext(ctx context.Context, name, source string, cfg ScriptConfig) error {
 	if err := cfg.validate(name); err != nil {
 		return err
 	}
@@ -330,13 +380,27 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	m.mu.Unlock()
 	s := &script{mgr: m, name: name, hash: hash, cfg: cfg, proto: proto, stats: st}
 	s.pool = newPool(s)
+	// The watchdog must know the pool before its first VM runs the main
+	// chunk: the load timeout is enforced by the watchdog like a call's, and
+	// a pool it does not scan lets a top-level endless loop hang Load.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.pools[s.pool] = struct{}{}
+	m.mu.Unlock()
 	// One VM now: it runs the main chunk, so a runtime error at the top
 	// level fails Load (keeping the old version) instead of every call.
 	s.pool.mu.Lock()
 	s.pool.total++
 	s.pool.mu.Unlock()
-	vm, err := s.pool.create()
+	vm, err := s.pool.create(ctx)
 	if err != nil {
+		s.pool.retire()
+		m.mu.Lock()
+		delete(m.pools, s.pool)
+		m.mu.Unlock()
 		return err
 	}
 	if cfg.Pool.Strategy == StrategyNone {
@@ -361,7 +425,6 @@ func (m *Manager) Load(name, source string, cfg ScriptConfig) error {
 	}
 	old := cur[name]
 	next[name] = s
-	m.pools[s.pool] = struct{}{}
 	m.scripts.Store(&next)
 	m.mu.Unlock()
 	if old != nil {
@@ -665,6 +728,7 @@ func (m *Manager) watchdog() {
 		}
 		m.mu.Unlock()
 		overHeap := m.opts.HeapLimit > 0 && liveHeap() > m.opts.HeapLimit
+		stopped := false
 		for _, p := range pools {
 			p.mu.Lock()
 			for vm := range p.all {
@@ -678,10 +742,17 @@ func (m *Manager) watchdog() {
 				case overHeap && t-vm.started.Load() > int64(m.opts.WatchdogInterval):
 					if vm.deadline.CompareAndSwap(d, deadlineFired) {
 						vm.ctx.fire(ErrMemoryLimit)
+						stopped = true
 					}
 				}
 			}
 			p.mu.Unlock()
+		}
+		if stopped {
+			// The stopped call's garbage still counts as heap until the
+			// next collection, which with GOGC may be far off: without
+			// one now, every later long call would be stopped too.
+			runtime.GC()
 		}
 		if t >= nextReap {
 			nextReap = t + int64(m.opts.IdleCheck)

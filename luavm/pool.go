@@ -1,6 +1,7 @@
 package luavm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -241,7 +242,7 @@ func (p *pool) acquire(deadline int64) (*VM, error) {
 	if p.total < p.limit {
 		p.total++
 		p.mu.Unlock()
-		return p.create()
+		return p.create(nil)
 	}
 	if vm := p.takeLocal(); vm != nil {
 		p.mu.Unlock()
@@ -313,7 +314,7 @@ func (p *pool) wait(deadline int64) (*VM, error) {
 			p.total++
 			p.waiters.Add(-1)
 			p.mu.Unlock()
-			return p.create()
+			return p.create(nil)
 		}
 		if vm := p.takeLocal(); vm != nil {
 			p.waiters.Add(-1)
@@ -341,9 +342,10 @@ func (p *pool) signal() {
 	}
 }
 
-// create makes a VM for a slot already counted in total.
-func (p *pool) create() (*VM, error) {
-	vm, err := newVM(p)
+// create makes a VM for a slot already counted in total. ctx, if not nil,
+// can stop its main chunk (LoadContext).
+func (p *pool) create(ctx context.Context) (*VM, error) {
+	vm, err := newVM(ctx, p)
 	if err != nil {
 		p.mu.Lock()
 		p.total--

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -112,7 +113,7 @@ func now() int64 { return int64(time.Since(epoch)) }
 // newVM creates a state, opens the libraries the script's config allows,
 // installs the Go functions and modules, and runs the script's main chunk
 // with the proxy as its globals.
-func newVM(p *pool) (*VM, error) {
+func newVM(ctx context.Context, p *pool) (*VM, error) {
 	s := p.script
 	cfg := s.cfg
 	L := lua.NewState(lua.Options{
@@ -144,26 +145,53 @@ func newVM(p *pool) (*VM, error) {
 		vm.base.RawSetString("_G", vm.proxy)
 	}
 
-	if cfg.Timeout >= 0 {
+	if cfg.Timeout >= 0 || cfg.LoadTimeout > 0 {
 		vm.ctx = &vmContext{done: make(chan struct{})}
 		L.SetContext(vm.ctx)
 	}
-	// The main chunk runs under the script's time limit too: a top-level
-	// endless loop must not hang Load.
+	// The main chunk runs under the load timeout: a top-level endless loop
+	// must not hang Load (nor a pool growing under load).
 	p.register(vm)
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = vm.proxy
 	L.Push(chunk)
-	vm.arm(deadlineAfter(cfg.Timeout))
+	deadline := deadlineAfter(cfg.LoadTimeout)
+	var stop func() bool
+	if ctx != nil && ctx.Done() != nil && vm.ctx != nil {
+		if deadline == 0 {
+			deadline = math.MaxInt64 // armed, so that interrupt can fire
+		}
+		stop = context.AfterFunc(ctx, func() { vm.interrupt(ctxCause(ctx)) })
+	}
+	vm.arm(deadline)
 	err := L.PCall(0, 0, nil)
 	fired := vm.disarm()
+	if stop != nil && !stop() && err == nil && !fired {
+		// ctx ended as the main chunk did: its interrupt could still hit
+		// a later call on this VM, so the VM is not kept.
+		err = fmt.Errorf("main chunk: %w", ctxCause(ctx))
+	}
 	if err != nil || fired {
 		p.unregister(vm)
 		L.Close()
 		if err == nil {
 			err = fmt.Errorf("main chunk: %w", ErrTimeout)
 		}
-		return nil, vm.callError("<main chunk>", err)
+		ce := vm.callError("<main chunk>", err)
+		var cerr *CallError
+		if errors.As(ce, &cerr) && cerr.Err == nil && ctx != nil && ctx.Err() != nil {
+			cerr.Err = ctxCause(ctx)
+		}
+		if errors.As(ce, &cerr) && errors.Is(cerr.Err, ErrTimeout) {
+			cerr.Msg = fmt.Sprintf("the top level (code outside any function) still ran after the load timeout of %v; an endless loop outside a function? (%v)", cfg.LoadTimeout, cerr.Err)
+		}
+		return nil, ce
+	}
+	if cfg.Timeout < 0 && vm.ctx != nil {
+		// Calls have no time limit: drop the load's context so that they
+		// run gopher-lua's loop without the per-instruction check.
+		L.RemoveContext()
+		vm.ctx = nil
 	}
 	// What the main chunk defined becomes part of base: the state every call
 	// starts from.
@@ -252,6 +280,7 @@ func (vm *VM) openLibs() error {
 		open(lua.ChannelLibName, lua.OpenChannel)
 	}
 	g := L.G.Global
+	vm.limitStrings(g)
 	if !allow["load"] {
 		for _, name := range []string{"load", "loadstring", "loadfile", "dofile"} {
 			g.RawSetString(name, lua.LNil)
@@ -262,6 +291,7 @@ func (vm *VM) openLibs() error {
 		open(lua.LoadLibName, lua.OpenPackage)
 		fileRequire = g.RawGetString("require")
 	}
+	vm.explainBlocked(g, allow)
 	// pairs that understands row proxies (gopher-lua has no __pairs).
 	next := g.RawGetString("next")
 	g.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
@@ -432,6 +462,9 @@ func (vm *VM) callError(fnName string, err error) error {
 		}
 		ce.Msg = ce.Err.Error()
 	}
+	if ce.Err == nil && strings.Contains(ce.Msg, stringLimitMsg) {
+		ce.Err = ErrStringLimit
+	}
 	if strings.Contains(ce.Msg, "stack overflow") || strings.Contains(ce.Msg, "registry overflow") {
 		vm.broken = true
 	}
@@ -489,4 +522,165 @@ func deadlineAfter(d time.Duration) int64 {
 
 func (vm *VM) close() {
 	vm.L.Close()
+}
+
+// stringLimitMsg marks the Lua errors of limitStrings, for callError.
+const stringLimitMsg = "over the string size limit"
+
+// limitStrings wraps the library functions that build a string of a size
+// the script chooses (string.rep; table.concat, whose parts may be one big
+// string many times) with a check of that size against
+// Options.MaxStringSize, made before the string is built: a Go builtin call
+// is not interruptible, so the watchdog cannot stop it once started.
+// string.gsub is replaced by a linear, interruptible one that checks the
+// size as it builds (gsub.go). Concatenation with .. is an instruction of
+// the interpreter, without a hook: it is bounded by the heap budget between
+// instructions (see docs/pool.md).
+func (vm *VM) limitStrings(g *lua.LTable) {
+	L := vm.L
+	limit := vm.pool.script.mgr.opts.MaxStringSize
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		// Linear and interruptible, with or without a size limit.
+		str.RawSetString("gsub", L.NewFunction(vm.gsub(limit)))
+	}
+	if limit == math.MaxInt64 {
+		return
+	}
+	tooLong := func(L *lua.LState, fn string, size float64) {
+		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		if rep, ok := str.RawGetString("rep").(*lua.LFunction); ok && rep.IsG {
+			str.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+				s := L.CheckString(1)
+				n := L.CheckNumber(2)
+				if size := float64(len(s)) * float64(n); size > float64(limit) {
+					tooLong(L, "string.rep", size)
+				}
+				return rep.GFunction(L)
+			}))
+		}
+	}
+	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
+		if format, ok := str.RawGetString("format").(*lua.LFunction); ok && format.IsG {
+			str.RawSetString("format", L.NewFunction(func(L *lua.LState) int {
+				if size := formatSize(L); size > float64(limit) {
+					tooLong(L, "string.format", size)
+				}
+				return format.GFunction(L)
+			}))
+		}
+	}
+	if tab, ok := g.RawGetString("table").(*lua.LTable); ok {
+		if concat, ok := tab.RawGetString("concat").(*lua.LFunction); ok && concat.IsG {
+			tab.RawSetString("concat", L.NewFunction(func(L *lua.LState) int {
+				t := L.CheckTable(1)
+				sep := len(L.OptString(2, ""))
+				n := t.Len()
+				i, j := max(L.OptInt(3, 1), 1), min(L.OptInt(4, n), n)
+				size := 0.0
+				for k := i; k <= j; k++ {
+					if s, ok := t.RawGetInt(k).(lua.LString); ok {
+						size += float64(len(s))
+					}
+					if k < j {
+						size += float64(sep)
+					}
+					if size > float64(limit) {
+						tooLong(L, "table.concat", size)
+					}
+				}
+				return concat.GFunction(L)
+			}))
+		}
+	}
+}
+
+// blockedGlobals maps each global the sandbox leaves out to the Allow entry
+// that brings it in.
+var blockedGlobals = map[string]string{
+	"io": "io", "os": "os", "debug": "debug", "coroutine": "coroutine", "channel": "channel",
+	"load": "load", "loadstring": "load", "loadfile": "load", "dofile": "load",
+	"package": "require",
+}
+
+// explainBlocked gives the globals table an __index that, for a name the
+// sandbox leaves out, raises "os is not available in the sandbox; allow it
+// with ..." where gopher-lua would say "attempt to index a non-table
+// object(nil)" at the use of the nil. Other missing globals stay nil, and
+// names the script defines itself are found before __index is consulted.
+func (vm *VM) explainBlocked(g *lua.LTable, allow map[string]bool) {
+	L := vm.L
+	cfg := vm.pool.script.cfg
+	hint := cfg.AllowHint
+	if hint == "" {
+		hint = `ScriptConfig.Allow ("%s")`
+	}
+	blocked := make(map[string]string, len(blockedGlobals))
+	for name, lib := range blockedGlobals {
+		if !allow[lib] {
+			blocked[name] = lib
+		}
+	}
+	if len(blocked) == 0 {
+		return
+	}
+	meta := L.NewTable()
+	meta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		if name, ok := L.Get(2).(lua.LString); ok {
+			if lib, ok := blocked[string(name)]; ok {
+				what := "the library " + string(name)
+				if lib != string(name) {
+					what = "the function " + string(name)
+				}
+				L.RaiseError("%s is not available in the sandbox; allow it with %s", what, fmt.Sprintf(hint, lib))
+			}
+		}
+		L.Push(lua.LNil)
+		return 1
+	}))
+	g.Metatable = meta
+}
+
+// formatSize is an upper bound of what string.format will build from the
+// arguments on L's stack: the format, and per directive the larger of its
+// width and precision (Go's fmt takes up to 10^6) and of its argument's
+// text (twice for %q, which escapes), plus room for a number.
+func formatSize(L *lua.LState) float64 {
+	f := L.CheckString(1)
+	size := float64(len(f))
+	arg := 2
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		i++
+		if i < len(f) && f[i] == '%' {
+			continue
+		}
+		num, widest := 0.0, 0.0
+		for ; i < len(f) && strings.IndexByte("-+ #0123456789.", f[i]) >= 0; i++ {
+			if c := f[i]; c >= '0' && c <= '9' {
+				num = num*10 + float64(c-'0')
+			} else {
+				num = 0
+			}
+			widest = max(widest, num)
+		}
+		text := 0.0
+		if arg <= L.GetTop() {
+			if s, ok := L.Get(arg).(lua.LString); ok {
+				text = float64(len(s))
+				if i < len(f) && f[i] == 'q' {
+					text = 2*text + 2
+				}
+			}
+		}
+		arg++
+		size += max(widest, text) + 64
+	}
+	return size
 }

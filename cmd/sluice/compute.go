@@ -25,11 +25,16 @@ func computeCmd() *cobra.Command {
 	var config, input, output, deadLetter string
 	var batch int
 	var watch time.Duration
+	var allowLoss bool
 	cmd := &cobra.Command{
 		Use:   "compute",
 		Short: "Apply computed columns and filters to JSON lines",
 		Long: "Reads JSON lines (stdin by default), applies the config's filters and computed columns in batches,\n" +
-			"writes JSON lines (stdout by default) and prints a summary of errors per column to stderr.",
+			"writes JSON lines (stdout by default) and prints a summary of errors per column to stderr.\n\n" +
+			"Exit status: non-zero when a batch was rejected, and when rows were lost: dead letters (deadletter\n" +
+			"policy) or lines that are not JSON objects, with no --dead-letter file to keep them. Pass\n" +
+			"--dead-letter FILE to keep them, or --allow-loss to exit 0 anyway. Rows dropped by filters and by\n" +
+			"the drop policy are what the config asked for, not a loss.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
@@ -78,6 +83,11 @@ func computeCmd() *cobra.Command {
 			if err == nil && sum.RejectedBatches > 0 {
 				err = fmt.Errorf("%d batches rejected", sum.RejectedBatches)
 			}
+			// Dead letters count the bad lines too (they are dead letters of
+			// the input).
+			if err == nil && dead == nil && !allowLoss && sum.DeadLetters > 0 {
+				err = fmt.Errorf("%d rows lost (dead letters, %d of them lines that are not JSON objects) with no --dead-letter file: pass --dead-letter FILE to keep them, or --allow-loss to exit 0", sum.DeadLetters, sum.BadLines)
+			}
 			return err
 		},
 	}
@@ -87,6 +97,7 @@ func computeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&deadLetter, "dead-letter", "", "file to append dead letters to (deadletter policy, bad lines, rejected batches)")
 	cmd.Flags().IntVar(&batch, "batch", 512, "rows per batch (one Lua VM acquisition per column per batch)")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "poll script files and URLs this often and swap new versions in (0 = off)")
+	cmd.Flags().BoolVar(&allowLoss, "allow-loss", false, "exit 0 even when dead letters or bad lines were dropped for lack of --dead-letter")
 	return cmd
 }
 
@@ -190,6 +201,8 @@ func testCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&config, "config", "", "config to test (default: the `config:` of each file)")
+	// No backquotes in the usage: pflag takes a backquoted word as the
+	// flag's value name ("--config config:").
+	cmd.Flags().StringVar(&config, "config", "", "config to test (default: the config: key of each cases file)")
 	return cmd
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/compute"
 )
 
 var rootCmd = &cobra.Command{
@@ -31,6 +33,9 @@ func init() {
 }
 
 func main() {
+	// A child started to open a plugin before this process does (see
+	// docs/compute.md) does that and exits here.
+	compute.ServePluginCheck()
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(1)

@@ -2,9 +2,18 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/compute"
 )
+
+func TestMain(m *testing.M) {
+	// As in main: plugin check children stop here.
+	compute.ServePluginCheck()
+	os.Exit(m.Run())
+}
 
 // TestHelpListsCommands runs the real root command and checks that the
 // command groups every later command hangs off are wired in.
