@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"time"
@@ -27,10 +28,13 @@ import (
 const ScriptFunc = "key"
 
 // scriptBatch is the number of keys handled per VM acquisition (Manager.Do),
-// and scriptBatchTimeout the time a batch may take.
+// scriptBatchTimeout the time a batch may take, and scriptLoadTimeout the time
+// the script's top level may take (it defines functions; a minute there is a
+// loop, not work).
 const (
 	scriptBatch        = 256
 	scriptBatchTimeout = time.Minute
+	scriptLoadTimeout  = 5 * time.Second
 )
 
 // ExportScript runs the Lua script at scriptPath on every selected key of
@@ -47,7 +51,12 @@ func ExportScript(ctx context.Context, path string, w io.Writer, format Format, 
 	defer m.Close()
 	// The time limit covers a whole batch (one Do): scriptBatch keys, any
 	// of which may hand the script a large value.
-	if err := m.LoadFile(scriptPath, luavm.ScriptConfig{Timeout: scriptBatchTimeout}); err != nil {
+	src, err := os.ReadFile(scriptPath)
+	if err != nil {
+		return Stats{}, fmt.Errorf("rdbtool: script: %w", err)
+	}
+	cfg := luavm.ScriptConfig{Timeout: scriptBatchTimeout, LoadTimeout: scriptLoadTimeout}
+	if err := m.LoadContext(ctx, scriptPath, string(src), cfg); err != nil {
 		return Stats{}, err
 	}
 	in, err := openInput(path, "script", opts)

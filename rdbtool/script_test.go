@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/luavm"
 )
@@ -133,5 +134,33 @@ func TestExportScriptErrorNamesKeyAndLine(t *testing.T) {
 	var cerr *luavm.CompileError
 	if !errors.As(err, &cerr) {
 		t.Errorf("want a *luavm.CompileError, got %v", err)
+	}
+}
+
+// TestExportScriptLoopingTopLevel: a script whose top level never ends fails
+// within the load timeout, and a cancelled context stops it at once (issue 11
+// item 1: `sluice rdb --script` hung forever).
+func TestExportScriptLoopingTopLevel(t *testing.T) {
+	path := filepath.Join(fixtureDir, "redis-7.0.15.rdb")
+	script := filepath.Join(t.TempDir(), "loop.lua")
+	if err := os.WriteFile(script, []byte("while true do end\nfunction key(e) return true end\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := ExportScript(context.Background(), path, &bytes.Buffer{}, JSONLines, script, Options{})
+	if !errors.Is(err, luavm.ErrTimeout) || !strings.Contains(err.Error(), "loop.lua") {
+		t.Fatalf("want a load timeout naming loop.lua, got %v", err)
+	}
+	// Not a speed measurement: the load limit is scriptLoadTimeout, not the
+	// minute a batch of keys may take.
+	if d := time.Since(start); d > scriptBatchTimeout/2 {
+		t.Errorf("the looping top level ran %v, past the load timeout %v", d, scriptLoadTimeout)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = ExportScript(ctx, path, &bytes.Buffer{}, JSONLines, script, Options{})
+	if err == nil {
+		t.Fatal("a cancelled load returned no error")
 	}
 }
