@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicedb/sluice/compute"
 )
@@ -60,9 +61,16 @@ type Result struct {
 	// its policy did with the row).
 	ColumnErrors map[string]int `json:"column_errors,omitempty"`
 	// DeadLetters are the rows a deadletter policy routed away.
-	DeadLetters []compute.DeadLetter `json:"dead_letters,omitempty"`
+	DeadLetters []DeadLetter `json:"dead_letters,omitempty"`
 	// BadLines are malformed lines skipped (at most MaxReported).
 	BadLines []string `json:"bad_lines,omitempty"`
+}
+
+// DeadLetter is a row a deadletter policy routed away, with its input line
+// (0 when unknown).
+type DeadLetter struct {
+	compute.DeadLetter
+	Line int `json:"line,omitempty"`
 }
 
 // AddBadLines records the bad lines of a decode in r.
@@ -74,13 +82,30 @@ func (r *Result) AddBadLines(d Decoded) {
 }
 
 // RowError locates an error about one row of a batch: its index among the
-// rows decoded from the input (from 0) and its input line.
+// rows decoded from the input (from 0) and its input line. Its message
+// names the line only: a user reads lines of what they sent, and the index
+// among decoded rows (blank lines and skipped bad lines not counted) would
+// look like an off-by-one line number.
 type RowError struct {
 	Row, Line int
 	Err       error
 }
 
-func (e *RowError) Error() string { return fmt.Sprintf("line %d (row %d): %v", e.Line, e.Row, e.Err) }
+// rowless is an error that can say itself without a row index of its own
+// (table.SchemaError's index is among the rows given to Append, after
+// filters: a third numbering).
+type rowless interface{ ErrorWithoutRow() string }
+
+func (e *RowError) Error() string {
+	msg := e.Err.Error()
+	if rl, ok := e.Err.(rowless); ok {
+		msg = rl.ErrorWithoutRow()
+	}
+	if e.Line < 0 {
+		return fmt.Sprintf("row %d: %s", e.Row, msg)
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, msg)
+}
 func (e *RowError) Unwrap() error { return e.Err }
 
 // ErrRejected is wrapped when a batch is rejected as a whole (a bad line
@@ -118,22 +143,28 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 		}
 		if err != nil {
 			p.reject(in, res)
+			rejected := errors.Is(err, compute.ErrRejected)
 			var ce *compute.Error
 			if errors.As(err, &ce) && ce.Row >= 0 {
-				err = locate(ce.Row, err)
+				// The RowError names the line; the compute error's own
+				// "row N" (its index in the batch) would contradict it.
+				unrowed := *ce
+				unrowed.Row = -1
+				err = locate(ce.Row, &unrowed)
 			}
-			if errors.Is(err, compute.ErrRejected) {
+			if rejected {
 				return fmt.Errorf("%w: %w", ErrRejected, err)
 			}
 			return err
 		}
-		if p.DeadLetters != nil && len(b.DeadLetters) > 0 {
-			if err := p.DeadLetters.Append(ctx, DeadLetterRows(b.DeadLetters, time.Now())); err != nil {
+		dls := withLines(b.DeadLetters, input, lines)
+		if p.DeadLetters != nil && len(dls) > 0 {
+			if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
 				p.reject(in, res)
-				return fmt.Errorf("storing %d dead letters: %w", len(b.DeadLetters), err)
+				return fmt.Errorf("storing %d dead letters: %w", len(dls), err)
 			}
 		}
-		res.DeadLetters = append(res.DeadLetters, b.DeadLetters...)
+		res.DeadLetters = append(res.DeadLetters, dls...)
 		failed := len(b.DeadLetters)
 		filtered := in - len(b.Rows) - failed
 		res.Failed += failed
@@ -165,11 +196,31 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 // the function failed).
 var DeadLetterColumns = []struct{ Name, Type string }{
 	{"time", "timestamp"}, {"column", "string"}, {"filter", "bool"}, {"loader", "string"},
-	{"source", "string"}, {"error", "string"}, {"row", "string"},
+	{"source", "string"}, {"error", "string"}, {"row", "string"}, {"line", "int64"},
 }
 
-// DeadLetterRows turns dead letters into rows of a dead-letter table.
-func DeadLetterRows(dls []compute.DeadLetter, now time.Time) []Row {
+// withLines finds the input line of each dead letter: its Row is the input
+// row's map itself (compute routes the row, it does not copy it).
+func withLines(dls []compute.DeadLetter, input []Row, lines []int) []DeadLetter {
+	if len(dls) == 0 {
+		return nil
+	}
+	at := make(map[unsafe.Pointer]int, len(input))
+	for i, r := range input {
+		if i < len(lines) {
+			at[reflect.ValueOf(r).UnsafePointer()] = lines[i]
+		}
+	}
+	out := make([]DeadLetter, len(dls))
+	for i, d := range dls {
+		out[i] = DeadLetter{DeadLetter: d, Line: at[reflect.ValueOf(d.Row).UnsafePointer()]}
+	}
+	return out
+}
+
+// DeadLetterRows turns dead letters into rows of a dead-letter table (line
+// null when unknown).
+func DeadLetterRows(dls []DeadLetter, now time.Time) []Row {
 	rows := make([]Row, len(dls))
 	for i, d := range dls {
 		js, err := compute.AppendJSONRow(nil, d.Row, nil)
@@ -178,6 +229,9 @@ func DeadLetterRows(dls []compute.DeadLetter, now time.Time) []Row {
 		}
 		rows[i] = Row{"time": now, "column": d.Column, "filter": d.Filter, "loader": d.Loader,
 			"source": d.Source, "error": d.Error, "row": string(js)}
+		if d.Line > 0 {
+			rows[i]["line"] = int64(d.Line)
+		}
 	}
 	return rows
 }
