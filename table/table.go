@@ -245,14 +245,12 @@ func (b *Batch) add(rows []Row) error {
 		}
 	}
 	if b.pending == nil {
-		b.pending = make([]colData, len(cols))
+		b.pending = cols // a batch of one part is encoded without a copy
+	} else {
 		for i, c := range cols {
-			b.pending[i] = colData{name: c.name, typ: c.typ}
+			b.pending[i].vals = append(b.pending[i].vals, c.vals...)
+			b.pending[i].null = append(b.pending[i].null, c.null...)
 		}
-	}
-	for i, c := range cols {
-		b.pending[i].vals = append(b.pending[i].vals, c.vals...)
-		b.pending[i].null = append(b.pending[i].null, c.null...)
 	}
 	b.pendingRows += len(rows)
 	b.rows += len(rows)
