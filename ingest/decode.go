@@ -75,9 +75,19 @@ func FormatOf(contentType string) (Format, error) {
 		return CSV, nil
 	case "application/vnd.apache.parquet", "application/x-parquet", "application/parquet":
 		return Parquet, nil
+	case "application/x-www-form-urlencoded":
+		// curl -d's default. Not taken as NDJSON: -d @file also strips the
+		// file's newlines, which would turn every line into one bad line.
+		return 0, fmt.Errorf("%w: content type %q is curl -d's default, and -d strips newlines: send the file with "+
+			"curl --data-binary @events.jsonl -H 'Content-Type: application/x-ndjson' (or text/csv, application/json, "+
+			"application/vnd.apache.parquet)", ErrUnsupportedFormat, mt)
 	}
-	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json or text/csv)", ErrUnsupportedFormat, mt)
+	return 0, fmt.Errorf("%w: content type %q (want %s)", ErrUnsupportedFormat, mt, supportedTypes)
 }
+
+// supportedTypes lists the content types FormatOf takes, for its error.
+const supportedTypes = "application/x-ndjson (also application/jsonl, text/plain or none), application/json, " +
+	"text/csv or application/vnd.apache.parquet"
 
 // FormatOfPath picks the format from a file name (a trailing .gz ignored):
 // .csv is CSV, .json a JSON array, .parquet Parquet, anything else NDJSON.

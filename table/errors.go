@@ -8,6 +8,8 @@ import (
 var (
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("table: store closed")
+	// ErrLocked is wrapped by Open when another process holds the store.
+	ErrLocked = errors.New("store locked")
 	// ErrUnknownColumn is wrapped by query errors naming a column the table
 	// does not have.
 	ErrUnknownColumn = errors.New("unknown column")
