@@ -100,6 +100,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if s.now == nil {
 		s.now = time.Now
 	}
+	for _, w := range cfg.Warnings {
+		s.log.Warn("config: " + w)
+	}
 	inflight := cfg.Limits.MaxInflight
 	if inflight == 0 {
 		inflight = 2*runtime.GOMAXPROCS(0) + 2
