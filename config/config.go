@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -32,6 +34,11 @@ type Config struct {
 	// compaction directories are relative to the working directory, as
 	// operators expect of a server's data directory.
 	BaseDir string `yaml:"-"`
+
+	// Warnings are what Parse found suspicious but not wrong: environment
+	// variables under SLUICE_ that override nothing (a mistyped name would
+	// otherwise be ignored in silence). The server logs them at start.
+	Warnings []string `yaml:"-"`
 }
 
 // Storage is where the embedded store lives.
@@ -138,15 +145,19 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if env == nil {
-		env = os.LookupEnv
+		return nil, fmt.Errorf("config: %w", locateSyntaxError(data, err))
 	}
 	var errs []error
-	if err := applyEnv(cfg, env); err != nil {
+	environ := []string(nil)
+	if env == nil {
+		env = os.LookupEnv
+		environ = os.Environ()
+	}
+	known, err := applyEnv(cfg, env)
+	if err != nil {
 		errs = append(errs, err)
 	}
+	cfg.Warnings = unknownEnv(environ, known)
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -155,6 +166,44 @@ func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// yamlLine is the "yaml: line N: problem" of a syntax error.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// locateSyntaxError names the line a YAML syntax error is on. The parser
+// reports the line where the enclosing block starts ("line 3: did not
+// find expected key" for a key mis-indented on line 6); the first prefix
+// of the document, in lines, that fails with the same problem ends at the
+// line at fault.
+func locateSyntaxError(data []byte, err error) error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	reported, _ := strconv.Atoi(m[1])
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for k := 1; k <= len(lines); k++ {
+		end += len(lines[k-1])
+		if k < reported {
+			continue
+		}
+		var n yaml.Node
+		perr := yaml.Unmarshal(data[:end], &n)
+		if perr == nil {
+			continue
+		}
+		pm := yamlLine.FindStringSubmatch(perr.Error())
+		if pm == nil || pm[2] != m[2] {
+			return err // a prefix cut inside a value fails otherwise: keep what the parser said
+		}
+		if k == reported {
+			return err
+		}
+		return fmt.Errorf("yaml: line %d: %s (in the block that starts on line %d: check the indentation of line %d)", k, m[2], reported, k)
+	}
+	return err
 }
 
 // Load reads the config at path (see Parse); relative paths in it are

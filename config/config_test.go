@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,4 +152,53 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A mistyped SLUICE_ override used to be ignored in silence: it is a
+// warning naming the variable and the nearest real one; real overrides and
+// the harness's own variables are not.
+func TestUnknownEnvIsWarned(t *testing.T) {
+	t.Setenv("SLUICE_LIMITS_MAX_BODY_BYTE", "5")
+	t.Setenv("SLUICE_TABLES_EVNTS_TTL", "1h")
+	t.Setenv("SLUICE_LISTEN_HTTP", "127.0.0.1:9")
+	t.Setenv("SLUICE_TEST_WHATEVER", "1")
+	cfg, err := Parse([]byte("tables:\n  - name: events\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen.HTTP != "127.0.0.1:9" {
+		t.Fatalf("override not applied: %q", cfg.Listen.HTTP)
+	}
+	got := strings.Join(cfg.Warnings, "\n")
+	for _, want := range []string{
+		"SLUICE_LIMITS_MAX_BODY_BYTE matches no config field", "did you mean SLUICE_LIMITS_MAX_BODY_BYTES?",
+		"SLUICE_TABLES_EVNTS_TTL matches no config field", "did you mean SLUICE_TABLES_EVENTS_TTL?",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "SLUICE_LISTEN_HTTP") || strings.Contains(got, "SLUICE_TEST_") || len(cfg.Warnings) != 2 {
+		t.Errorf("warnings %q: want exactly the two mistyped names", got)
+	}
+}
+
+// YAML indentation errors name the line at fault, not the line where the
+// enclosing block starts (yaml.v3 reports the latter).
+func TestYAMLIndentationErrorNamesTheLine(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		line int
+	}{
+		{"storage:\n  dir: x\ntables:\n  - name: a\n    ttl: 1h\n   sortBy: ts\n", 6},
+		{"storage:\n  dir: x\n listen:\n   http: a\n", 3},
+		{"storage:\n  dir: x\nlimits:\n    max_body_bytes: 5\n  read_timeout: 3s\n", 5},
+		{"tables:\n  - name: a\n    computed:\n      - name: x\n        type: int64\n       func: f\n", 6},
+		{"tables:\n  - name: a\n     ttl: 1h\n", 3},
+	} {
+		_, err := Parse([]byte(c.yaml), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", c.line)) {
+			t.Errorf("%q: %v, want line %d named", c.yaml, err, c.line)
+		}
+	}
 }

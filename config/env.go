@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,10 +23,74 @@ const EnvPrefix = "SLUICE"
 // generated from the config and looked up, never parsed from the
 // environment, so underscores in names are not ambiguous. Lists of strings
 // are comma separated. Every bad value is reported.
-func applyEnv(cfg *Config, env func(string) (string, bool)) error {
+// It returns the variable names the config has (looked up or not).
+func applyEnv(cfg *Config, env func(string) (string, bool)) (known map[string]bool, err error) {
 	var errs []error
-	walkEnv(reflect.ValueOf(cfg).Elem(), EnvPrefix, env, &errs)
-	return errors.Join(errs...)
+	known = map[string]bool{}
+	lookup := func(name string) (string, bool) {
+		known[name] = true
+		return env(name)
+	}
+	walkEnv(reflect.ValueOf(cfg).Elem(), EnvPrefix, lookup, &errs)
+	return known, errors.Join(errs...)
+}
+
+// notConfig are SLUICE_ variables that are not config overrides (the test
+// harness's and scripts').
+var notConfig = []string{"SLUICE_TEST_", "SLUICE_CACHE_DIR", "SLUICE_RDBGEN_", "SLUICE_BENCH_", "SLUICE_MEM_"}
+
+// unknownEnv returns a warning for each SLUICE_ variable of environ
+// ("NAME=value") that overrides nothing, with the nearest config variable
+// when one is close (a typo).
+func unknownEnv(environ []string, known map[string]bool) []string {
+	var warnings []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix+"_") || known[name] {
+			continue
+		}
+		skip := false
+		for _, p := range notConfig {
+			skip = skip || strings.HasPrefix(name, p)
+		}
+		if skip {
+			continue
+		}
+		w := fmt.Sprintf("environment variable %s matches no config field and is ignored", name)
+		best, bestDist := "", 4 // suggest names at most 3 edits away
+		for k := range known {
+			if d := editDistance(name, k); d < bestDist || d == bestDist && k < best {
+				best, bestDist = k, d
+			}
+		}
+		if best != "" {
+			w += fmt.Sprintf(" (did you mean %s?)", best)
+		}
+		warnings = append(warnings, w)
+	}
+	sort.Strings(warnings)
+	return warnings
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))

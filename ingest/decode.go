@@ -81,9 +81,19 @@ func FormatOf(contentType string) (Format, error) {
 		return Parquet, nil
 	case RDBContentType:
 		return RDB, nil
+	case "application/x-www-form-urlencoded":
+		// curl -d's default. Not taken as NDJSON: -d @file also strips the
+		// file's newlines, which would turn every line into one bad line.
+		return 0, fmt.Errorf("%w: content type %q is curl -d's default, and -d strips newlines: send the file with "+
+			"curl --data-binary @events.jsonl -H 'Content-Type: application/x-ndjson' (or text/csv, application/json, "+
+			"application/vnd.apache.parquet, application/x-redis-rdb)", ErrUnsupportedFormat, mt)
 	}
-	return 0, fmt.Errorf("%w: content type %q (want application/x-ndjson, application/json, text/csv, application/vnd.apache.parquet or %s)", ErrUnsupportedFormat, mt, RDBContentType)
+	return 0, fmt.Errorf("%w: content type %q (want %s)", ErrUnsupportedFormat, mt, supportedTypes)
 }
+
+// supportedTypes lists the content types FormatOf takes, for its error.
+const supportedTypes = "application/x-ndjson (also application/jsonl, text/plain or none), application/json, " +
+	"text/csv, application/vnd.apache.parquet or " + RDBContentType
 
 // FormatOfPath picks the format from a file name (a trailing .gz ignored):
 // .csv is CSV, .json a JSON array, .parquet Parquet, .rdb an RDB snapshot,

@@ -166,3 +166,18 @@ func TestDecodeLines(t *testing.T) {
 		t.Fatalf("csv lines %v, want [2 3 5] (a quoted field spans lines 3-4)", lines)
 	}
 }
+
+// The 415 message lists every accepted type (Parquet and text/plain were
+// missing), and curl -d's form type says what to send instead.
+func TestFormatOfErrorsSayWhatToSend(t *testing.T) {
+	_, err := FormatOf("image/png")
+	for _, want := range []string{"application/x-ndjson", "application/json", "text/csv", "application/vnd.apache.parquet", "text/plain"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("FormatOf(image/png) = %v, want it to list %s", err, want)
+		}
+	}
+	_, err = FormatOf("application/x-www-form-urlencoded")
+	if !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(err.Error(), "--data-binary") || !strings.Contains(err.Error(), "Content-Type: application/x-ndjson") {
+		t.Errorf("form type: %v, want a 415 saying to send --data-binary with an NDJSON content type", err)
+	}
+}

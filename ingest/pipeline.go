@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicedb/sluice/compute"
 )
@@ -60,9 +61,16 @@ type Result struct {
 	// its policy did with the row).
 	ColumnErrors map[string]int `json:"column_errors,omitempty"`
 	// DeadLetters are the rows a deadletter policy routed away.
-	DeadLetters []compute.DeadLetter `json:"dead_letters,omitempty"`
+	DeadLetters []DeadLetter `json:"dead_letters,omitempty"`
 	// BadLines are malformed lines skipped (at most MaxReported).
 	BadLines []string `json:"bad_lines,omitempty"`
+}
+
+// DeadLetter is a row a deadletter policy routed away, with its input line
+// (0 when unknown).
+type DeadLetter struct {
+	compute.DeadLetter
+	Line int `json:"line,omitempty"`
 }
 
 // AddBadLines records the bad lines of a decode in r.
@@ -74,13 +82,30 @@ func (r *Result) AddBadLines(d Decoded) {
 }
 
 // RowError locates an error about one row of a batch: its index among the
-// rows decoded from the input (from 0) and its input line.
+// rows decoded from the input (from 0) and its input line. Its message
+// names the line only: a user reads lines of what they sent, and the index
+// among decoded rows (blank lines and skipped bad lines not counted) would
+// look like an off-by-one line number.
 type RowError struct {
 	Row, Line int
 	Err       error
 }
 
-func (e *RowError) Error() string { return fmt.Sprintf("line %d (row %d): %v", e.Line, e.Row, e.Err) }
+// rowless is an error that can say itself without a row index of its own
+// (table.SchemaError's index is among the rows given to Append, after
+// filters: a third numbering).
+type rowless interface{ ErrorWithoutRow() string }
+
+func (e *RowError) Error() string {
+	msg := e.Err.Error()
+	if rl, ok := e.Err.(rowless); ok {
+		msg = rl.ErrorWithoutRow()
+	}
+	if e.Line < 0 {
+		return fmt.Sprintf("row %d: %s", e.Row, msg)
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, msg)
+}
 func (e *RowError) Unwrap() error { return e.Err }
 
 // ErrRejected is wrapped when a batch is rejected as a whole (a bad line
@@ -88,17 +113,78 @@ func (e *RowError) Unwrap() error { return e.Err }
 // does not fit the schema): nothing of it is stored.
 var ErrRejected = errors.New("batch rejected")
 
+// BatchAppender is an Appender that can also store one atomic batch in
+// parts (table.Table: NewBatch), so that a large input need not be held as
+// rows until it is stored.
+type BatchAppender interface {
+	Appender
+	NewBatch() (AppendBatch, error)
+}
+
+// AppendBatch is one atomic append made of parts (table.Batch).
+type AppendBatch interface {
+	Add(ctx context.Context, rows []Row) error
+	Commit(ctx context.Context) error
+	Close()
+}
+
 // Ingest applies the compute step to rows and appends what is kept. It
 // returns only when the rows are durable (or not stored at all, with an
 // error). lines[i] is the input line of rows[i] (nil when unknown): errors
 // about one row are *RowError naming it. Counters are updated; res
 // accumulates across calls.
 func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Result) error {
+	b := p.Begin()
+	defer b.Close()
+	if err := b.Add(ctx, rows, lines, res); err != nil {
+		return err
+	}
+	return b.Commit(ctx, res)
+}
+
+// Batch is one atomic batch fed to a Pipeline in parts: each Add computes
+// its rows and, when the Table is a BatchAppender, encodes them into the
+// table's pending batch at once, so the rows of a part can be dropped
+// before the next part is decoded. Commit stores every kept row durably,
+// or none (then every row counts as failed). Dead letters are stored per
+// part, before the batch's rows. Not safe for concurrent use.
+type Batch struct {
+	p       *Pipeline
+	tb      AppendBatch // nil: rows are held and appended at Commit
+	held    []Row
+	heldAt  []RowError // input index and line of each held row
+	decoded int        // rows given to Add so far (the index of a part's first row)
+	pending int        // kept rows not yet committed
+	failed  bool
+}
+
+// Begin starts a Batch; Close it.
+func (p *Pipeline) Begin() *Batch {
 	p.counters.Batches.Add(1)
+	return &Batch{p: p}
+}
+
+// Add computes rows (lines as for Ingest) and adds what is kept to the
+// batch. After an error the batch is rejected as a whole: Commit fails.
+func (b *Batch) Add(ctx context.Context, rows []Row, lines []int, res *Result) error {
+	if b.failed {
+		return fmt.Errorf("%w: the batch already failed", ErrRejected)
+	}
+	if err := b.add(ctx, rows, lines, res); err != nil {
+		b.fail(res)
+		return err
+	}
+	return nil
+}
+
+func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) error {
+	p := b.p
 	p.counters.Rows.Add(int64(len(rows)))
 	in := len(rows)
+	offset := b.decoded
+	b.decoded += in
 	locate := func(i int, err error) error {
-		re := &RowError{Row: i, Line: -1, Err: err}
+		re := &RowError{Row: offset + i, Line: -1, Err: err}
 		if i >= 0 && i < len(lines) {
 			re.Line = lines[i]
 		}
@@ -109,44 +195,82 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 	input := rows
 	if p.Compute != nil {
 		input = append([]Row(nil), rows...)
-		b, err := p.Compute.Process(ctx, rows)
-		for _, e := range b.Errors {
+		cb, err := p.Compute.Process(ctx, rows)
+		for _, e := range cb.Errors {
 			if res.ColumnErrors == nil {
 				res.ColumnErrors = map[string]int{}
 			}
 			res.ColumnErrors[e.Column]++
 		}
 		if err != nil {
-			p.reject(in, res)
+			p.countFailed(in, res)
+			rejected := errors.Is(err, compute.ErrRejected)
 			var ce *compute.Error
 			if errors.As(err, &ce) && ce.Row >= 0 {
-				err = locate(ce.Row, err)
+				// The RowError names the line; the compute error's own
+				// "row N" (its index in the batch) would contradict it.
+				unrowed := *ce
+				unrowed.Row = -1
+				err = locate(ce.Row, &unrowed)
 			}
-			if errors.Is(err, compute.ErrRejected) {
+			if rejected {
 				return fmt.Errorf("%w: %w", ErrRejected, err)
 			}
 			return err
 		}
-		if p.DeadLetters != nil && len(b.DeadLetters) > 0 {
-			if err := p.DeadLetters.Append(ctx, DeadLetterRows(b.DeadLetters, time.Now())); err != nil {
-				p.reject(in, res)
-				return fmt.Errorf("storing %d dead letters: %w", len(b.DeadLetters), err)
+		dls := withLines(cb.DeadLetters, input, lines)
+		if p.DeadLetters != nil && len(dls) > 0 {
+			if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
+				p.countFailed(in, res)
+				return fmt.Errorf("storing %d dead letters: %w", len(dls), err)
 			}
 		}
-		res.DeadLetters = append(res.DeadLetters, b.DeadLetters...)
-		failed := len(b.DeadLetters)
-		filtered := in - len(b.Rows) - failed
+		res.DeadLetters = append(res.DeadLetters, dls...)
+		failed := len(dls)
+		filtered := in - len(cb.Rows) - failed
 		res.Failed += failed
 		res.Filtered += filtered
 		p.counters.Failed.Add(int64(failed))
 		p.counters.Filtered.Add(int64(filtered))
-		rows = b.Rows
+		rows = cb.Rows
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := p.Table.Append(ctx, rows); err != nil {
-		p.reject(len(rows), res)
+	ba, ok := p.Table.(BatchAppender)
+	if !ok {
+		var index map[unsafe.Pointer]int // input index of each row, when compute dropped some
+		if len(input) != len(rows) {
+			index = make(map[unsafe.Pointer]int, len(input))
+			for i, r := range input {
+				index[reflect.ValueOf(r).UnsafePointer()] = i
+			}
+		}
+		for k, r := range rows {
+			i := k
+			if index != nil {
+				i = index[reflect.ValueOf(r).UnsafePointer()]
+			}
+			at := RowError{Row: offset + i, Line: -1}
+			if i >= 0 && i < len(lines) {
+				at.Line = lines[i]
+			}
+			b.heldAt = append(b.heldAt, at)
+		}
+		b.held = append(b.held, rows...)
+		b.pending += len(rows)
+		return nil
+	}
+	if b.tb == nil {
+		tb, err := ba.NewBatch()
+		if err != nil {
+			p.countFailed(len(rows), res)
+			return err
+		}
+		b.tb = tb
+	}
+	if err := b.tb.Add(ctx, rows); err != nil {
+		p.countFailed(len(rows), res)
 		if p.RowOf != nil {
 			if k, ok := p.RowOf(err); ok && k >= 0 && k < len(rows) {
 				return locate(inputIndex(input, rows, k), err)
@@ -154,9 +278,61 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 		}
 		return err
 	}
-	res.Accepted += len(rows)
-	p.counters.Accepted.Add(int64(len(rows)))
+	b.pending += len(rows)
 	return nil
+}
+
+// Commit stores the batch's kept rows durably.
+func (b *Batch) Commit(ctx context.Context, res *Result) error {
+	if b.failed {
+		return fmt.Errorf("%w: the batch already failed", ErrRejected)
+	}
+	var err error
+	switch {
+	case b.tb != nil:
+		err = b.tb.Commit(ctx)
+	case len(b.held) > 0:
+		err = b.p.Table.Append(ctx, b.held)
+		if err != nil && b.p.RowOf != nil {
+			if k, ok := b.p.RowOf(err); ok && k >= 0 && k < len(b.heldAt) {
+				at := b.heldAt[k]
+				err = &RowError{Row: at.Row, Line: at.Line, Err: err}
+			}
+		}
+	}
+	if err != nil {
+		b.fail(res)
+		return err
+	}
+	res.Accepted += b.pending
+	b.p.counters.Accepted.Add(int64(b.pending))
+	b.pending = 0
+	return nil
+}
+
+// Close releases the batch (abandoning it when not committed).
+func (b *Batch) Close() {
+	if b.tb != nil {
+		b.tb.Close()
+		b.tb = nil
+	}
+	b.held, b.heldAt = nil, nil
+}
+
+// Reject rejects the batch for a reason outside it (the input turned out
+// malformed after some parts were added): nothing is stored and its kept
+// rows count as failed.
+func (b *Batch) Reject(res *Result) { b.fail(res) }
+
+// fail rejects the batch: the kept rows of earlier parts count as failed.
+func (b *Batch) fail(res *Result) {
+	if !b.failed {
+		b.p.counters.RejectedBatches.Add(1)
+	}
+	b.failed = true
+	b.p.counters.Failed.Add(int64(b.pending))
+	res.Failed += b.pending
+	b.pending = 0
 }
 
 // DeadLetterColumns are the columns of a dead-letter table, as stored by
@@ -165,11 +341,31 @@ func (p *Pipeline) Ingest(ctx context.Context, rows []Row, lines []int, res *Res
 // the function failed).
 var DeadLetterColumns = []struct{ Name, Type string }{
 	{"time", "timestamp"}, {"column", "string"}, {"filter", "bool"}, {"loader", "string"},
-	{"source", "string"}, {"error", "string"}, {"row", "string"},
+	{"source", "string"}, {"error", "string"}, {"row", "string"}, {"line", "int64"},
 }
 
-// DeadLetterRows turns dead letters into rows of a dead-letter table.
-func DeadLetterRows(dls []compute.DeadLetter, now time.Time) []Row {
+// withLines finds the input line of each dead letter: its Row is the input
+// row's map itself (compute routes the row, it does not copy it).
+func withLines(dls []compute.DeadLetter, input []Row, lines []int) []DeadLetter {
+	if len(dls) == 0 {
+		return nil
+	}
+	at := make(map[unsafe.Pointer]int, len(input))
+	for i, r := range input {
+		if i < len(lines) {
+			at[reflect.ValueOf(r).UnsafePointer()] = lines[i]
+		}
+	}
+	out := make([]DeadLetter, len(dls))
+	for i, d := range dls {
+		out[i] = DeadLetter{DeadLetter: d, Line: at[reflect.ValueOf(d.Row).UnsafePointer()]}
+	}
+	return out
+}
+
+// DeadLetterRows turns dead letters into rows of a dead-letter table (line
+// null when unknown).
+func DeadLetterRows(dls []DeadLetter, now time.Time) []Row {
 	rows := make([]Row, len(dls))
 	for i, d := range dls {
 		js, err := compute.AppendJSONRow(nil, d.Row, nil)
@@ -178,6 +374,9 @@ func DeadLetterRows(dls []compute.DeadLetter, now time.Time) []Row {
 		}
 		rows[i] = Row{"time": now, "column": d.Column, "filter": d.Filter, "loader": d.Loader,
 			"source": d.Source, "error": d.Error, "row": string(js)}
+		if d.Line > 0 {
+			rows[i]["line"] = int64(d.Line)
+		}
 	}
 	return rows
 }
@@ -194,8 +393,8 @@ func inputIndex(input, kept []Row, k int) int {
 	return -1
 }
 
-func (p *Pipeline) reject(n int, res *Result) {
-	p.counters.RejectedBatches.Add(1)
+// countFailed counts n rows of a failing part as failed.
+func (p *Pipeline) countFailed(n int, res *Result) {
 	p.counters.Failed.Add(int64(n))
 	res.Failed += n
 }

@@ -155,9 +155,16 @@ func TestSIGTERMLosesNothing(t *testing.T) {
 // returns it with its address.
 func startChild(t *testing.T, dir string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
+	return startChildConfig(t, dir, testConfig)
+}
+
+// startChildConfig is startChild with another config.
+func startChildConfig(t *testing.T, dir, config string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SLUICE_TEST_CHILD=1", "SLUICE_TEST_CONFIG="+testConfig, "SLUICE_TEST_DIR="+dir, "SLUICE_TEST_ADDR="+addrFile)
+	cmd.Env = append(os.Environ(), "SLUICE_TEST_CHILD=1", "SLUICE_TEST_CONFIG="+config, "SLUICE_TEST_DIR="+dir, "SLUICE_TEST_ADDR="+addrFile,
+		"GOMEMLIMIT=") // the server's own soft limit (TestIngestMemoryBound)
 	var stderr strings.Builder
 	cmd.Stderr = &lockedWriter{w: &stderr}
 	if err := cmd.Start(); err != nil {

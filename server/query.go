@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -24,13 +25,38 @@ import (
 // "user IN a,b", "x IS NULL", "x IS NOT NULL"), limit, format (ndjson or
 // csv; also chosen by Accept: text/csv).
 type QueryRequest struct {
-	From    string        `json:"from,omitempty"`
-	To      string        `json:"to,omitempty"`
+	From    TimeBound     `json:"from,omitempty"`
+	To      TimeBound     `json:"to,omitempty"`
 	Hash    []any         `json:"hash,omitempty"`
 	Columns []string      `json:"columns,omitempty"`
 	Where   []WhereClause `json:"where,omitempty"`
 	Limit   int           `json:"limit,omitempty"`
 	Format  string        `json:"format,omitempty"`
+}
+
+// TimeBound is a query's from or to: RFC 3339 or unix seconds, as text.
+// In JSON it may be a string or a number (`"from": 1732400000`).
+type TimeBound string
+
+// UnmarshalJSON accepts a JSON string or number.
+func (b *TimeBound) UnmarshalJSON(data []byte) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case string:
+		*b = TimeBound(x)
+	case json.Number:
+		*b = TimeBound(x.String())
+	case nil:
+		*b = ""
+	default:
+		return fmt.Errorf("time %s: want RFC 3339 text or unix seconds", data)
+	}
+	return nil
 }
 
 // WhereClause is one predicate of a QueryRequest.
@@ -52,7 +78,7 @@ func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
 		}
 		return ""
 	}
-	q := QueryRequest{From: get("from"), To: get("to"), Format: get("format")}
+	q := QueryRequest{From: TimeBound(get("from")), To: TimeBound(get("to")), Format: get("format")}
 	for _, h := range v["hash"] {
 		for _, p := range strings.Split(h, ",") {
 			q.Hash = append(q.Hash, p)
@@ -134,7 +160,8 @@ func splitWhere(s string) (WhereClause, bool) {
 }
 
 // parseTime reads RFC 3339 or unix seconds; "" is unbounded.
-func parseTime(s string) (time.Time, error) {
+func parseTime(b TimeBound) (time.Time, error) {
+	s := string(b)
 	if s == "" {
 		return time.Time{}, nil
 	}
@@ -232,7 +259,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil && n < 0 {
 		code := http.StatusInternalServerError
-		if errors.Is(err, errBadQuery) || errors.Is(err, table.ErrUnknownColumn) {
+		if errors.Is(err, errBadQuery) || errors.Is(err, table.ErrUnknownColumn) || errors.Is(err, table.ErrBadQuery) {
 			code = http.StatusBadRequest
 		}
 		writeError(w, code, err.Error())

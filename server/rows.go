@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/compute"
@@ -49,18 +50,37 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		zr = &limitedReader{r: zr, n: opts.MaxBytes}
 	}
 	counted := &countingReader{r: zr}
-	d, err := ingest.Decode(counted, ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows},
-		func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
+	dopts := ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows}
+	var d ingest.Decoded
+	if opts.BatchRows > 0 {
+		// Every BatchRows rows are a batch of their own, durable on return.
+		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
+	} else {
+		// One atomic batch, decoded and encoded into the table's pending
+		// batch partRows rows at a time: its memory is the encoded blocks,
+		// not a map per row of the whole input.
+		b := ts.pipe.Begin()
+		defer b.Close()
+		dopts.BatchRows = partRows
+		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+		if err == nil {
+			err = b.Commit(ctx, &res)
+		} else {
+			b.Reject(&res)
+		}
+	}
 	ts.pipe.Counters().Bytes.Add(counted.n)
 	res.AddBadLines(d)
-	if err != nil && errors.Is(err, ingest.ErrBadInput) {
+	if err != nil && errors.Is(err, ingest.ErrBadInput) && opts.BatchRows > 0 {
 		ts.pipe.Counters().RejectedBatches.Add(1)
-		ts.pipe.Counters().Failed.Add(int64(d.BadCount))
-	} else {
-		ts.pipe.Counters().Failed.Add(int64(d.BadCount))
 	}
+	ts.pipe.Counters().Failed.Add(int64(d.BadCount))
 	return res, err
 }
+
+// partRows is how many decoded rows of an atomic batch are held as rows at
+// once before they are computed and encoded into the table's batch.
+const partRows = 8192
 
 type countingReader struct {
 	r io.Reader
@@ -106,6 +126,20 @@ type ingestResponse struct {
 	Column string `json:"column,omitempty"`
 }
 
+// enterQueue takes an ingest slot, or answers 429 and reports false. On true
+// the caller must s.queue.Leave(); the response's write deadline is set.
+func (s *Server) enterQueue(w http.ResponseWriter) bool {
+	if !s.queue.TryEnter() {
+		s.throttled.Add(1)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "ingest queue full, retry later")
+		return false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.WriteTimeout))
+	return true
+}
+
 func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("table")
 	if !s.ready.Load() {
@@ -122,23 +156,30 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
-	// The slot is taken before the body is read so the bound covers the
-	// memory of bodies being read; ReadTimeout bounds how long a slow
-	// client can hold one.
-	if !s.queue.TryEnter() {
-		s.throttled.Add(1)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "ingest queue full, retry later")
+	if format == ingest.RDB {
+		// A snapshot is streamed, not buffered (it may be larger than any
+		// body limit), so it holds a slot while it arrives; its read deadline
+		// moves only while bytes keep coming (rdbingest.go).
+		if !s.enterQueue(w) {
+			return
+		}
+		defer s.queue.Leave()
+		s.serveRDB(w, r, name)
+		return
+	}
+	// The body is read before a slot is taken: a client that trickles its
+	// body holds only the bytes it has sent (out of a budget shared by all
+	// bodies), never one of the slots that decode, compute and store.
+	body, release, err := s.readBody(w, r)
+	defer release()
+	if err != nil {
+		s.writeBodyError(w, err)
+		return
+	}
+	if !s.enterQueue(w) {
 		return
 	}
 	defer s.queue.Leave()
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.WriteTimeout))
-	if format == ingest.RDB {
-		s.serveRDB(w, r, name) // streamed in batches: rdbingest.go
-		return
-	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxBodyBytes)
 	res, err := s.Ingest(r.Context(), name, body, IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes})
 	resp := ingestResponse{Result: res}
 	if err == nil {
@@ -178,6 +219,120 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, resp)
 }
 
+// errBodyBudget: the bodies being read or ingested already hold the
+// server's body budget (max_inflight × max_body_bytes).
+var errBodyBudget = errors.New("too many request bodies in memory")
+
+// readBody reads r's body whole (at most max_body_bytes) into chunks of
+// bodyChunk bytes, each reserved from the server's body budget as it is
+// needed (a client holds what it has sent, not what its Content-Length
+// promises). The body returned frees each chunk, and returns it to the
+// budget, once it is read: the decoded batch grows as the body shrinks.
+// release returns the rest (call it even on error).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body io.Reader, release func(), err error) {
+	limit := s.cfg.Limits.MaxBodyBytes
+	cr := &chunkReader{budget: &s.bodyBytes}
+	release = cr.release
+	if r.ContentLength > limit {
+		return nil, release, &http.MaxBytesError{Limit: limit}
+	}
+	src := http.MaxBytesReader(w, r.Body, limit)
+	var read int64
+	next := int64(firstBodyChunk)
+	for {
+		size := next
+		next = min(2*next, bodyChunk)
+		if r.ContentLength >= 0 {
+			// The last chunk is no larger than what is left (+1 to see EOF).
+			size = min(size, r.ContentLength-read+1)
+		}
+		size = max(size, 512)
+		cr.reserved += size
+		if s.bodyBytes.Add(size) > s.bodyBudget {
+			return nil, release, errBodyBudget
+		}
+		buf := make([]byte, size)
+		n, err := io.ReadFull(src, buf)
+		read += int64(n)
+		cr.chunks = append(cr.chunks, buf[:n])
+		cr.sizes = append(cr.sizes, size)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return cr, release, nil
+		}
+		if err != nil {
+			return nil, release, err
+		}
+	}
+}
+
+// chunkReader reads chunks in order, dropping each (and returning its
+// reservation to budget) once read.
+type chunkReader struct {
+	chunks   [][]byte
+	sizes    []int64 // the reservation of each chunk
+	budget   *atomic.Int64
+	reserved int64
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for len(c.chunks) > 0 && len(c.chunks[0]) == 0 {
+		c.drop()
+	}
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	c.chunks[0] = c.chunks[0][n:]
+	if len(c.chunks[0]) == 0 {
+		c.drop()
+	}
+	return n, nil
+}
+
+func (c *chunkReader) drop() {
+	free := c.sizes[0]
+	c.chunks[0] = nil
+	c.chunks, c.sizes = c.chunks[1:], c.sizes[1:]
+	c.reserved -= free
+	c.budget.Add(-free)
+}
+
+func (c *chunkReader) release() {
+	c.budget.Add(-c.reserved)
+	c.reserved = 0
+	c.chunks, c.sizes = nil, nil
+}
+
+// Request bodies are read and reserved in chunks that double from
+// firstBodyChunk to bodyChunk: a body holds at most about twice what has
+// arrived, and a client that trickles a few bytes holds a few KiB.
+const (
+	firstBodyChunk = 4 << 10
+	bodyChunk      = 1 << 20
+)
+
+// bodySlack is the body budget per slot beyond max_body_bytes: room for
+// the first chunks of bodies still arriving while the slots' bodies are
+// whole.
+const bodySlack = 64 << 10
+
+// writeBodyError answers a body that could not be read.
+func (s *Server) writeBodyError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.cfg.Limits.MaxBodyBytes))
+	case errors.Is(err, errBodyBudget):
+		s.throttled.Add(1)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "ingest queue full (request bodies in memory), retry later")
+	case isTimeout(err):
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the body did not arrive within read_timeout (%v)", s.cfg.Limits.ReadTimeout))
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v", err))
+	}
+}
+
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
@@ -200,4 +355,20 @@ func deadline(d time.Duration) time.Time {
 		return time.Time{}
 	}
 	return time.Now().Add(d)
+}
+
+// memPerSlot bounds the memory of one ingest batch in flight, in multiples
+// of max_body_bytes (docs/server.md, "Memory"; TestIngestMemoryBound).
+const memPerSlot = 3
+
+// memBaseline is the memory of a server with an empty store and no
+// request in flight, with room for Pebble's caches.
+const memBaseline = 64 << 20
+
+// MemoryBound is the peak memory (RSS) of a server that ingests
+// maxInflight bodies of maxBody bytes at once: memBaseline + maxInflight ×
+// memPerSlot × maxBody (docs/server.md, "Memory"). The server sets it as
+// the Go runtime's soft memory limit unless GOMEMLIMIT is set.
+func MemoryBound(maxBody int64, maxInflight int) int64 {
+	return memBaseline + int64(maxInflight)*memPerSlot*maxBody
 }

@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,12 @@ type Server struct {
 
 	tables map[string]*tableState // immutable after New
 	names  []string               // sorted table names
+
+	// bodyBytes is the memory reserved by request bodies being read or
+	// ingested; bodyBudget bounds it (max_inflight × (max_body_bytes +
+	// bodySlack)).
+	bodyBytes  atomic.Int64
+	bodyBudget int64
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
@@ -93,11 +100,25 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if s.now == nil {
 		s.now = time.Now
 	}
+	for _, w := range cfg.Warnings {
+		s.log.Warn("config: " + w)
+	}
 	inflight := cfg.Limits.MaxInflight
 	if inflight == 0 {
 		inflight = 2*runtime.GOMAXPROCS(0) + 2
 	}
 	s.queue = ingest.NewQueue(inflight)
+	s.bodyBudget = int64(inflight) * (cfg.Limits.MaxBodyBytes + bodySlack)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The live memory of ingest is bounded (bodies by the budget, the
+		// batches in slots by encoding them in parts); a soft limit makes
+		// the collector keep the heap near it instead of letting it grow
+		// to twice the live memory (GOGC), so the bound holds for RSS.
+		// GOMEMLIMIT, when set, takes precedence. An eighth is left for
+		// what the runtime does not count (C allocations, page rounding).
+		bound := MemoryBound(cfg.Limits.MaxBodyBytes, inflight)
+		debug.SetMemoryLimit(bound - bound/8)
+	}
 	dir := cfg.Storage.Dir
 	if opts.StorageDir != "" {
 		dir = opts.StorageDir
@@ -353,3 +374,6 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	}
 	return errors.Join(errs...)
 }
+
+// NewBatch starts an atomic append in parts (ingest.BatchAppender).
+func (a appender) NewBatch() (ingest.AppendBatch, error) { return a.t.NewBatch() }

@@ -336,39 +336,75 @@ func TestSlowClient(t *testing.T) {
 // completes and is stored.
 func TestQueueFull(t *testing.T) {
 	s := startServer(t, strings.Replace(testConfig, "limits: {", "limits: {max_inflight: 1, ", 1), "")
-	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	// Hold the only slot as a batch being decoded, computed or stored does.
+	if !s.queue.TryEnter() {
+		t.Fatal("the slot is taken")
 	}
-	defer c.Close()
 	row := `{"user":"ann","ts":"2024-05-01T10:00:00Z","n":1}` + "\n"
-	fmt.Fprintf(c, "POST /v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", 2*len(row), row)
-	// Wait until the server holds the slot.
-	for i := 0; s.queue.Len() == 0; i++ {
-		if i > 500 {
-			t.Fatal("slot never taken")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	code, res, hdr := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(row))
 	if code != 429 || hdr.Get("Retry-After") == "" {
 		t.Fatalf("full queue: %d %v Retry-After %q", code, res, hdr.Get("Retry-After"))
 	}
-	io.WriteString(c, row)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if _, body := get(t, s.url+"/metrics"); !strings.Contains(body, "sluice_ingest_throttled_total 1") {
+		t.Error("throttled not counted")
+	}
+	s.queue.Leave()
+	if code, res, _ := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(row)); code != 200 {
+		t.Fatalf("after the slot freed: %d %v", code, res)
+	}
+}
+
+// TestSlowBodiesHoldNoSlot: clients trickling partial bodies do not hold
+// ingest slots (six of them used to take every slot for the whole
+// read_timeout): with one slot, a whole batch is stored while they wait,
+// a held body completed later is stored, and a body that does not arrive
+// within read_timeout gets 408 (not 400 "bad input: ... i/o timeout").
+func TestSlowBodiesHoldNoSlot(t *testing.T) {
+	s := startServer(t, strings.Replace(testConfig, "limits: {", "limits: {max_inflight: 1, ", 1), "")
+	row := `{"user":"ann","ts":"2024-05-01T10:00:00Z","n":1}` + "\n"
+	var slow []net.Conn
+	for range 6 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", 2*len(row), row)
+		slow = append(slow, c)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server start reading them
+	for i := range 3 {
+		if code, res, _ := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(row)); code != 200 {
+			t.Fatalf("batch %d while six bodies trickle: %d %v, want 200", i, code, res)
+		}
+	}
+	// The first slow body completes: stored.
+	io.WriteString(slow[0], row)
+	slow[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(slow[0]), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"accepted":2`) {
-		t.Fatalf("held batch: %d %s", resp.StatusCode, b)
+		t.Fatalf("completed slow body: %d %s", resp.StatusCode, b)
 	}
-	if _, body := get(t, s.url+"/metrics"); !strings.Contains(body, "sluice_ingest_throttled_total 1") {
-		t.Error("throttled not counted")
+	// The others never complete: 408 once read_timeout (2s) passes.
+	for i, c := range slow[1:] {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("slow body %d: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "read_timeout") {
+			t.Errorf("slow body %d: %d %s, want 408 naming read_timeout", i+1, resp.StatusCode, b)
+		}
 	}
-	if code, res, _ := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(row)); code != 200 {
-		t.Fatalf("after the slot freed: %d %v", code, res)
+	if s.bodyBytes.Load() != 0 {
+		t.Errorf("%d body bytes still reserved after every request ended", s.bodyBytes.Load())
 	}
 }
 

@@ -8,9 +8,16 @@ import (
 var (
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("table: store closed")
+	// ErrLocked is wrapped by Open when another process holds the store.
+	ErrLocked = errors.New("store locked")
 	// ErrUnknownColumn is wrapped by query errors naming a column the table
 	// does not have.
 	ErrUnknownColumn = errors.New("unknown column")
+	// ErrBadQuery is wrapped by errors in a Query that no table state can
+	// make right: a predicate value that does not convert to its column's
+	// type, an operator the type lacks, a negative limit (the caller's
+	// error, an HTTP 400).
+	ErrBadQuery = errors.New("bad query")
 )
 
 // SchemaError reports a value that does not fit the table's schema (or an
@@ -24,7 +31,20 @@ type SchemaError struct {
 }
 
 func (e *SchemaError) Error() string {
-	return fmt.Sprintf("table %s: row %d: column %q (%v): %s", e.Table, e.Row, e.Column, e.Type, e.Reason)
+	return fmt.Sprintf("table %s: row %d: %s", e.Table, e.Row, e.detail())
+}
+
+// ErrorWithoutRow is the message without the row index, for a caller that
+// names the row itself (by its input line: ingest.RowError).
+func (e *SchemaError) ErrorWithoutRow() string {
+	return fmt.Sprintf("table %s: %s", e.Table, e.detail())
+}
+
+func (e *SchemaError) detail() string {
+	if !e.Type.valid() { // a column the schema lacks has no type
+		return fmt.Sprintf("column %q: %s", e.Column, e.Reason)
+	}
+	return fmt.Sprintf("column %q (%v): %s", e.Column, e.Type, e.Reason)
 }
 
 // CorruptionError reports stored bytes that do not decode. Use errors.As.

@@ -70,6 +70,21 @@ type Predicate struct {
 	Values []any
 }
 
+// String writes p as a where clause: `n >= "abc"`, `user IN ("a", "b")`.
+func (p Predicate) String() string {
+	switch p.Op {
+	case IsNull, NotNull:
+		return fmt.Sprintf("%s %s", p.Column, p.Op)
+	case In:
+		vals := make([]string, len(p.Values))
+		for i, v := range p.Values {
+			vals[i] = fmt.Sprintf("%#v", v)
+		}
+		return fmt.Sprintf("%s IN (%s)", p.Column, strings.Join(vals, ", "))
+	}
+	return fmt.Sprintf("%s %s %#v", p.Column, p.Op, p.Value)
+}
+
 // pred is a compiled predicate.
 type pred struct {
 	name   string
@@ -113,7 +128,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		tableID: t.id, tableName: t.name, hashColumn: t.hashBy,
 	}
 	if q.Limit < 0 {
-		return nil, fmt.Errorf("table %s: negative limit %d", p.tableName, q.Limit)
+		return nil, fmt.Errorf("table %s: %w: negative limit %d", p.tableName, ErrBadQuery, q.Limit)
 	}
 	if !q.From.IsZero() {
 		p.from = q.From.UnixNano()
@@ -153,7 +168,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		}
 		pr, err := compilePred(w, typ)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: predicate on %q: %w", p.tableName, w.Column, err)
+			return nil, fmt.Errorf("table %s: %w: where %s: %w", p.tableName, ErrBadQuery, w, err)
 		}
 		p.types[w.Column] = typ
 		p.preds = append(p.preds, pr)
@@ -174,7 +189,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 	}
 	if len(q.HashIn) > 0 {
 		if p.hashColumn == "" {
-			return nil, fmt.Errorf("table %s: HashIn given but the table has no hashBy column", p.tableName)
+			return nil, fmt.Errorf("table %s: %w: HashIn given but the table has no hashBy column", p.tableName, ErrBadQuery)
 		}
 		i, ok := idx[p.hashColumn]
 		if !ok { // no row has had a partition value yet
@@ -184,7 +199,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		typ := schema[i].Type
 		pr, err := compilePred(Predicate{Column: p.hashColumn, Op: In, Values: q.HashIn}, typ)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: hashBy value: %w", p.tableName, err)
+			return nil, fmt.Errorf("table %s: %w: hashBy value: %w", p.tableName, ErrBadQuery, err)
 		}
 		p.types[p.hashColumn] = typ
 		p.preds = append(p.preds, pr) // hashes collide: check the value

@@ -2,7 +2,9 @@ package table
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +168,40 @@ func TestNullOnlyColumnIsNotAdded(t *testing.T) {
 	slices.Sort(as)
 	if !slices.Equal(as, []float64{1, 2, 3.5}) {
 		t.Fatalf("a = %v", as)
+	}
+}
+
+// Unix times whose nanoseconds do not fit an int64 used to wrap silently
+// (9300000000 s stored as 1680-02-24): in every unit band they are errors,
+// and the largest values that fit still convert exactly.
+func TestParseTimeRejectsOutOfRange(t *testing.T) {
+	for _, in := range []any{
+		int64(9300000000), int64(99999999999), int64(-99999999999999), int64(9300000000000), int64(-9300000000000000),
+		"9300000000", 9300000000.0, json.Number("99999999999"), int64(math.MinInt64),
+	} {
+		if got, err := ParseTime(in); err == nil {
+			t.Errorf("ParseTime(%#v) = %v, want an out-of-range error", in, time.Unix(0, got).UTC())
+		} else if !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("ParseTime(%#v): error %q does not say out of range", in, err)
+		}
+	}
+	for in, want := range map[int64]int64{
+		9223372036: 9223372036e9, -9223372036: -9223372036e9,
+		9223372036854: 9223372036854e6, 9223372036854775: 9223372036854775e3,
+	} {
+		if got, err := ParseTime(in); err != nil || got != want {
+			t.Errorf("ParseTime(%d) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "r", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tb.Append(context.Background(), []Row{{"ts": int64(1714557600)}, {"ts": int64(9300000000)}})
+	var se *SchemaError
+	if !errors.As(err, &se) || se.Row != 1 || se.Column != "ts" {
+		t.Fatalf("Append of an out-of-range time: %v, want a SchemaError on row 1, column ts", err)
 	}
 }

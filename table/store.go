@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -87,6 +88,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		fsCloser.Close()
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+			// Pebble's LOCK file is held (flock): another process has the store open.
+			return nil, fmt.Errorf("table: store %s is in use by another process (a running sluice serve, or a "+
+				"sluice ingest/query on the same directory): stop it, or go through the server with --server: %w (%v)", dir, ErrLocked, err)
+		}
 		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
 	}
 	s := &Store{db: db, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}

@@ -30,12 +30,15 @@ type Table struct {
 	name, hashBy, sortBy string
 	span                 int64 // block span in ns
 
-	// mu guards meta and colIndex. An Append that changes the schema holds
-	// mu until its batch is committed, so the persisted schema only grows
-	// in commit order.
-	mu       sync.Mutex
-	meta     tableMeta
-	colIndex map[string]int // name → index in meta.Schema
+	// mu guards meta, colIndex and schemaDirty. The in-memory schema only
+	// grows; a batch that widens it sets schemaDirty, and the first commit
+	// after that writes the metadata in its own pebble batch, under mu, so
+	// that the persisted schema only grows in commit order and covers
+	// every committed block.
+	mu          sync.Mutex
+	meta        tableMeta
+	colIndex    map[string]int // name → index in meta.Schema
+	schemaDirty bool           // meta.Schema is wider than the persisted one
 
 	appends, rowsAppended, blocksWritten, bytesWritten atomic.Int64
 	queries, rowsScanned, rowsEmitted, blocksRead      atomic.Int64
@@ -112,6 +115,7 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 		if err := t.store.db.Set(metaKey(m.Name), buf, pebble.Sync); err != nil {
 			return fmt.Errorf("table %s: write metadata: %w", m.Name, err)
 		}
+		t.schemaDirty = false
 	}
 	t.meta = m
 	t.setSchema(schema)
@@ -124,18 +128,89 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 // not parse) rejects the batch with a *SchemaError naming the row and
 // column. Append does not keep rows or their values.
 func (t *Table) Append(ctx context.Context, rows []Row) error {
-	release, err := t.store.use()
+	if len(rows) == 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		release, err := t.store.use()
+		if err != nil {
+			return err
+		}
+		release()
+		return nil
+	}
+	b, err := t.NewBatch()
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer b.Close()
+	if err := b.Add(ctx, rows); err != nil {
+		return err
+	}
+	return b.Commit(ctx)
+}
+
+// Batch is one atomic append made of parts: each Add converts its rows to
+// encoded, compressed blocks at once (the rows can be dropped after it),
+// and Commit stores every part durably, or none. It lets a large input be
+// decoded a few thousand rows at a time while staying one batch: its
+// memory is the encoded blocks, not the rows. A Batch is not safe for
+// concurrent use; Close it (after Commit, or to abandon it).
+//
+// A part that needs a new column or a wider type widens the table's
+// schema at once (queries and other appends see the wider schema; it is
+// persisted by the next commit). A batch that is abandoned afterwards
+// leaves the schema widened: a column without values reads as null.
+type Batch struct {
+	t       *Table
+	release func()
+	pb      *pebble.Batch
+	// pending are parts coerced to columns but not yet encoded: parts are
+	// gathered up to flushRows rows (while their columns stay the same) so
+	// that a batch of many small parts makes blocks as large as one Append
+	// of them would, not one small block per partition per part.
+	pending      []colData
+	pendingRows  int
+	rows, blocks int
+	bytes        int
+	failed, done bool
+}
+
+// flushRows is how many rows of a Batch are held as columns before they
+// are encoded into blocks (about 300 bytes a row of ten columns: 10 MB).
+const flushRows = 32 << 10
+
+// NewBatch starts an atomic append.
+func (t *Table) NewBatch() (*Batch, error) {
+	release, err := t.store.use()
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{t: t, release: release, pb: t.store.db.NewBatch()}, nil
+}
+
+// Add converts rows into blocks of the batch. After an error the batch can
+// only be closed. SchemaError.Row is the index in this call's rows.
+func (b *Batch) Add(ctx context.Context, rows []Row) error {
+	if b.failed || b.done {
+		return fmt.Errorf("table %s: append to a failed or finished batch", b.t.name)
+	}
 	if err := ctx.Err(); err != nil {
+		b.failed = true
 		return err
 	}
 	if len(rows) == 0 {
 		return nil
 	}
+	if err := b.add(rows); err != nil {
+		b.failed = true
+		return err
+	}
+	return nil
+}
 
+func (b *Batch) add(rows []Row) error {
+	t := b.t
 	// Fast path: coerce with the current schema, which also verifies that
 	// every value fits it without widening and that no row has a column
 	// the schema lacks. Only otherwise take mu and widen (or, for a static
@@ -147,59 +222,133 @@ func (t *Table) Append(ctx context.Context, rows []Row) error {
 	if err != nil {
 		return err
 	}
-	changed, locked := false, false
-	defer func() {
-		if locked {
-			t.mu.Unlock()
-		}
-	}()
-	var oldSchema []Column
 	if !fits {
 		t.mu.Lock()
-		locked = true
-		oldSchema = t.meta.Schema
-		if schema, changed, err = t.widenFor(rows); err != nil {
+		widened, changed, err := t.widenFor(rows)
+		if err == nil && changed {
+			t.setSchema(widened) // replaces, never mutates, the old slice
+			t.schemaDirty = true
+		}
+		t.mu.Unlock()
+		if err != nil {
 			return err
 		}
-		if changed {
-			// Keep mu until the commit (see mu); restore on failure.
-			t.setSchema(schema) // replaces, never mutates, the old slice
-		} else {
-			t.mu.Unlock()
-			locked = false
-		}
-		if cols, _, err = t.coerce(rows, schema, false); err != nil {
-			if changed {
-				t.setSchema(oldSchema)
-			}
+		if cols, _, err = t.coerce(rows, widened, false); err != nil {
 			return err
 		}
 	}
-
-	b := t.store.db.NewBatch()
-	defer b.Close()
-	nblocks, nbytes, err := t.writeBlocks(b, cols)
-	if err == nil && changed {
-		m := t.meta
-		var buf []byte
-		if buf, err = json.Marshal(m); err == nil {
-			err = b.Set(metaKey(m.Name), buf, nil)
+	// Blocks record their own column types: parts encoded before a later
+	// part widened a column are read back converted, like older blocks.
+	if b.pending != nil && !sameColumns(b.pending, cols) {
+		if err := b.flush(); err != nil {
+			return err
 		}
 	}
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	if err != nil {
-		if changed {
-			t.setSchema(oldSchema)
+	if b.pending == nil {
+		b.pending = cols // a batch of one part is encoded without a copy
+	} else {
+		for i, c := range cols {
+			b.pending[i].vals = append(b.pending[i].vals, c.vals...)
+			b.pending[i].null = append(b.pending[i].null, c.null...)
 		}
-		return fmt.Errorf("table %s: append %d rows: %w", t.name, len(rows), err)
 	}
-	t.appends.Add(1)
-	t.rowsAppended.Add(int64(len(rows)))
-	t.blocksWritten.Add(int64(nblocks))
-	t.bytesWritten.Add(int64(nbytes))
+	b.pendingRows += len(rows)
+	b.rows += len(rows)
+	if b.pendingRows >= flushRows {
+		return b.flush()
+	}
 	return nil
+}
+
+func sameColumns(a, b []colData) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || a[i].typ != b[i].typ {
+			return false
+		}
+	}
+	return true
+}
+
+// flush encodes the pending rows into blocks of the pebble batch.
+func (b *Batch) flush() error {
+	if b.pendingRows == 0 {
+		b.pending = nil
+		return nil
+	}
+	nblocks, nbytes, err := b.t.writeBlocks(b.pb, b.pending)
+	if err != nil {
+		return fmt.Errorf("table %s: append %d rows: %w", b.t.name, b.pendingRows, err)
+	}
+	b.pending, b.pendingRows = nil, 0
+	b.blocks += nblocks
+	b.bytes += nbytes
+	return nil
+}
+
+// Commit stores every part durably (pebble.Sync), or nothing on error.
+func (b *Batch) Commit(ctx context.Context) error {
+	t := b.t
+	if b.failed || b.done {
+		return fmt.Errorf("table %s: commit of a failed or finished batch", t.name)
+	}
+	if err := ctx.Err(); err != nil {
+		b.failed = true
+		return err
+	}
+	if b.rows == 0 {
+		b.done = true
+		return nil
+	}
+	if err := b.flush(); err != nil {
+		b.failed = true
+		return err
+	}
+	if err := t.commit(b.pb); err != nil {
+		b.failed = true
+		return fmt.Errorf("table %s: append %d rows: %w", t.name, b.rows, err)
+	}
+	b.done = true
+	t.appends.Add(1)
+	t.rowsAppended.Add(int64(b.rows))
+	t.blocksWritten.Add(int64(b.blocks))
+	t.bytesWritten.Add(int64(b.bytes))
+	return nil
+}
+
+// commit commits pb durably, with the table's metadata when the schema was
+// widened since it was last persisted (under mu, see mu).
+func (t *Table) commit(pb *pebble.Batch) error {
+	t.mu.Lock()
+	if !t.schemaDirty {
+		t.mu.Unlock()
+		return pb.Commit(pebble.Sync)
+	}
+	defer t.mu.Unlock()
+	buf, err := json.Marshal(t.meta)
+	if err != nil {
+		return err
+	}
+	if err := pb.Set(metaKey(t.meta.Name), buf, nil); err != nil {
+		return err
+	}
+	if err := pb.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	t.schemaDirty = false
+	return nil
+}
+
+// Close releases the batch; one not committed stores nothing.
+func (b *Batch) Close() {
+	if b.pb == nil {
+		return
+	}
+	b.pb.Close()
+	b.pb, b.pending = nil, nil
+	b.release()
 }
 
 // widenFor returns the schema rows need: for a static schema the current

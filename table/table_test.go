@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,5 +134,27 @@ func TestOpenTwiceFailsAndTablesAreListed(t *testing.T) {
 	}
 	if _, err := s.Table(Config{Name: "d", SortBy: "ts", Columns: []Column{{"x", Int64}}}); err == nil {
 		t.Fatal("a static schema without the sortBy column was accepted")
+	}
+}
+
+// A store another process holds (Pebble's flock) is named, with who holds
+// it and what to do, not only "resource temporarily unavailable". The
+// second Open runs in a child process: flock is per open file, so a lock
+// held by this process would look the same, but a child is what users hit.
+func TestOpenLockedStoreSaysWhoHoldsIt(t *testing.T) {
+	if dir := os.Getenv("SLUICE_TEST_OPEN_LOCKED"); dir != "" {
+		_, err := Open(dir, Options{})
+		fmt.Print(err)
+		return
+	}
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	defer s.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenLockedStoreSaysWhoHoldsIt$")
+	cmd.Env = append(os.Environ(), "SLUICE_TEST_OPEN_LOCKED="+dir)
+	out, _ := cmd.Output()
+	msg := string(out)
+	if !strings.Contains(msg, dir) || !strings.Contains(msg, "another process") || !strings.Contains(msg, "sluice serve") {
+		t.Fatalf("second Open: %q, want the directory, another process and sluice serve named", msg)
 	}
 }

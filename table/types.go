@@ -330,7 +330,7 @@ func ParseTime(v any) (int64, error) {
 		}
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return unixGuess(i), nil
+				return unixGuess(i)
 			}
 			return unixGuessFloat(f)
 		}
@@ -346,7 +346,7 @@ func ParseTime(v any) (int64, error) {
 	if err != nil {
 		return 0, fitErr("%T %v is not a time", v, v)
 	}
-	return unixGuess(iv.i), nil
+	return unixGuess(iv.i)
 }
 
 func abs64(i int64) int64 {
@@ -356,16 +356,26 @@ func abs64(i int64) int64 {
 	return i
 }
 
-func unixGuess(i int64) int64 {
+// unixGuess converts unix time i to nanoseconds, guessing its unit from
+// its magnitude (see ParseTime). A value whose nanoseconds do not fit an
+// int64 (before 1677-09-21 or after 2262-04-11) is an error: multiplying
+// it would wrap to a wrong date silently.
+func unixGuess(i int64) (int64, error) {
+	var mult int64
 	switch a := abs64(i); {
 	case a < 1e11:
-		return i * 1e9
+		mult = 1e9
 	case a < 1e14:
-		return i * 1e6
+		mult = 1e6
 	case a < 1e17:
-		return i * 1e3
+		mult = 1e3
+	default:
+		return i, nil
 	}
-	return i
+	if i > math.MaxInt64/mult || i < math.MinInt64/mult {
+		return 0, fitErr("unix time %d is out of range (it must fall between 1677-09-21 and 2262-04-11)", i)
+	}
+	return i * mult, nil
 }
 
 func unixGuessFloat(f float64) (int64, error) {
@@ -384,7 +394,7 @@ func unixGuessFloat(f float64) (int64, error) {
 		ns = f
 	}
 	if ns < -(1<<63) || ns >= 1<<63 {
-		return 0, fitErr("%v is out of the int64 nanosecond range", f)
+		return 0, fitErr("unix time %v is out of range (it must fall between 1677-09-21 and 2262-04-11)", f)
 	}
 	return int64(math.Round(ns)), nil
 }

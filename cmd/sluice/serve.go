@@ -35,6 +35,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			if check {
+				for _, w := range cfg.Warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				}
 				if err := server.Check(ctx, cfg); err != nil {
 					return err
 				}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// memBody is an NDJSON body of about size bytes: the 10-field rows of
+// `sluice bench ingest` (a time, 4 strings, 2 floats, 2 ints, a bool).
+func memBody(size int, seed int) []byte {
+	var b bytes.Buffer
+	b.Grow(size + 512)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, `{"ts":%d,"user":"user-%d","country":"c%d","action":"act%d","session":"s-%d-%08x","amount":%d.%02d,"score":%g,"n":%d,"m":%d,"ok":%t}`+"\n",
+			1714557600+i%86400, (i*7+seed)%1000, i%50, i%20, seed, i*2654435761%(1<<32), i%1000, i%100, float64(i)/7, i, i*3, i%2 == 0)
+	}
+	return b.Bytes()
+}
+
+// TestIngestMemoryBound runs a real server process, sends it max_inflight
+// bodies of almost max_body_bytes at once (twice), and checks the
+// process's peak RSS (getrusage ru_maxrss of the child, after it exits)
+// against the bound docs/server.md states: MemoryBound = 64 MiB +
+// max_inflight × 3 × max_body_bytes. Before the batch was decoded in parts
+// into columns, two 32 MiB bodies peaked at 701 MiB and one 60 MB body at
+// 562 MB.
+func TestIngestMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 256 MB through child servers")
+	}
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory; scripts/test runs this test without -race")
+	}
+	for _, c := range []struct {
+		maxBody  int64
+		inflight int
+	}{{32 << 20, 2}, {64 << 20, 1}} {
+		t.Run(fmt.Sprintf("%dx%dMiB", c.inflight, c.maxBody>>20), func(t *testing.T) { memoryBound(t, c.maxBody, c.inflight) })
+	}
+}
+
+func memoryBound(t *testing.T, maxBody int64, inflight int) {
+	cfg := fmt.Sprintf(`
+listen: {http: "127.0.0.1:0"}
+limits: {max_body_bytes: %d, max_inflight: %d, read_timeout: 60s, write_timeout: 120s}
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+`, maxBody, inflight)
+	cmd, addr, stderr := startChildConfig(t, t.TempDir(), cfg)
+	url := "http://" + addr
+	waitReady(t, url)
+	var bodies [][]byte
+	for i := range inflight {
+		bodies = append(bodies, memBody(int(maxBody)-(64<<10), i))
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Minute}
+	for round := 0; round < 2; round++ {
+		var wg sync.WaitGroup
+		for i := range inflight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := client.Post(url+"/v1/tables/events/rows", "application/x-ndjson", bytes.NewReader(bodies[i]))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("body %d: %d %s", i, resp.StatusCode, b)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	bound := MemoryBound(maxBody, inflight)
+	t.Logf("peak RSS %d MiB with %d bodies of %d MiB in flight (bound %d MiB = %d MiB + %d × %d × %d MiB)",
+		peak>>20, inflight, maxBody>>20, bound>>20, memBaseline>>20, inflight, memPerSlot, maxBody>>20)
+	if v := os.Getenv("SLUICE_MEM_REPORT"); v != "" {
+		f, _ := os.OpenFile(v, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		fmt.Fprintf(f, "%d %d %d\n", maxBody, inflight, peak)
+		f.Close()
+	}
+	if peak > bound {
+		t.Fatalf("peak RSS %d MiB is over the documented bound %d MiB", peak>>20, bound>>20)
+	}
+}

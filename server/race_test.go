@@ -1,0 +1,7 @@
+//go:build race
+
+package server
+
+// raceEnabled: the race detector multiplies memory, so memory bounds are
+// checked without it (scripts/test runs TestIngestMemoryBound apart).
+const raceEnabled = true
