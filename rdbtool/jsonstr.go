@@ -27,6 +27,52 @@ func appendString(dst, s []byte) []byte {
 	return append(dst, `"}`...)
 }
 
+// bigString is the length above which a string is written in pieces
+// (appendStringPieces) rather than escaped into the buffer whole.
+const bigString = 64 << 10
+
+// appendStringPieces appends s as appendString does, but for a string longer
+// than bigString it escapes (or base64-encodes) bigString input bytes at a
+// time and calls flush after each piece with the buffer so far; flush
+// returns the buffer to go on with (usually emptied after writing it out).
+// A huge value then never sits in memory as JSON whole, and the output is
+// byte for byte appendString's: validity is decided on the whole string
+// first, pieces are cut on rune starts (JSON) or multiples of 3 bytes
+// (base64, so no padding in the middle).
+func appendStringPieces(dst, s []byte, flush func([]byte) []byte) []byte {
+	if len(s) <= bigString {
+		return appendString(dst, s)
+	}
+	if !utf8.Valid(s) {
+		dst = append(dst, `{"base64":"`...)
+		const piece = bigString / 3 * 3
+		for len(s) > 0 {
+			n := min(len(s), piece)
+			dst = flush(base64.StdEncoding.AppendEncode(dst, s[:n]))
+			s = s[n:]
+		}
+		return append(dst, `"}`...)
+	}
+	for first := true; len(s) > 0; first = false {
+		n := min(len(s), bigString)
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		mark := len(dst)
+		dst, _ = appendQuotedUTF8(dst, s[:n]) // valid: the whole string is
+		// Keep the opening quote of the first piece and the closing quote of
+		// the last: drop the others.
+		if !first {
+			dst = append(dst[:mark], dst[mark+1:]...)
+		}
+		s = s[n:]
+		if len(s) > 0 {
+			dst = flush(dst[:len(dst)-1])
+		}
+	}
+	return dst
+}
+
 // appendQuotedUTF8 appends s as a JSON string. It reports false (with dst
 // holding partial output the caller discards) if s is not valid UTF-8.
 //

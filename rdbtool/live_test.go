@@ -66,6 +66,17 @@ func withLiveServer(t *testing.T) (string, *redisproc.Server) {
 				big = append(big, fmt.Sprintf("item %d \"quoted\" ünïcode", i))
 			}
 			redisproc.WriteCommand(w, big...)
+			// Values over bigString, escaped in pieces (parse side in the
+			// parallel mode): text with escapes and runes on every piece
+			// boundary somewhere, invalid UTF-8 (base64), and elements of
+			// each collection type.
+			huge := strings.Repeat("ünï \"q\"\t\x01 日本 🙂 text ", 20000)
+			redisproc.WriteCommand(w, "SET", "huge:text", huge)
+			redisproc.WriteCommand(w, "SET", "huge:binary", "\xff\xfe"+huge[:150001])
+			redisproc.WriteCommand(w, "RPUSH", "huge:list", "a", huge[:100003], "b")
+			redisproc.WriteCommand(w, "SADD", "huge:set", "a", huge[:90001])
+			redisproc.WriteCommand(w, "ZADD", "huge:zset", "1.5", huge[:80009], "2", "b")
+			redisproc.WriteCommand(w, "HSET", "huge:hash", huge[:70001], "v", "f", "\xff"+huge[:200000])
 			return nil
 		})
 		if err == nil {
