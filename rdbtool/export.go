@@ -47,6 +47,7 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 	if err != nil {
 		return Stats{}, err
 	}
+	growPipe(w)
 	if opts.Filter.MinSize == 0 && !opts.NoParallel && runtime.GOMAXPROCS(0) >= 2 {
 		keys, err := exportParallel(ctx, in, w, format, opts.StageCPU)
 		return Stats{Keys: keys, InputSize: in.size}, err
