@@ -100,10 +100,22 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 	for i < len(s) {
 		var c byte
 		if i+8 <= len(s) {
-			// Jump straight to the first byte needing attention in the next
-			// word (JSON-in-a-string values have a quote every few bytes).
-			m := attention(binary.LittleEndian.Uint64(s[i:]))
+			// Every byte needing attention in the next word, exactly: the
+			// escapes of a JSON-in-a-string value (a quote every few
+			// bytes) are all written from one look at the word.
+			m := attentionExact(binary.LittleEndian.Uint64(s[i:]))
 			if m == 0 {
+				i += 8
+				continue
+			}
+			if m&highBits(binary.LittleEndian.Uint64(s[i:])) == 0 {
+				// ASCII only: escape each flagged byte, then move on.
+				for ; m != 0; m &= m - 1 {
+					j := i + bits.TrailingZeros64(m)>>3
+					dst = append(dst, s[start:j]...)
+					dst = appendEscape(dst, s[j])
+					start = j + 1
+				}
 				i += 8
 				continue
 			}
@@ -125,28 +137,50 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
+		dst = appendEscape(dst, c)
 		i++
 		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"'), true
 }
+
+// appendEscape appends the JSON escape of the ASCII byte c: '"', '\\' or a
+// control byte.
+func appendEscape(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
+// attentionExact is attention without false positives: bit 7 is set in
+// exactly the bytes of x that are control bytes, '"', '\\' or non-ASCII.
+// Each test works on the low 7 bits of a byte, where adding at most 0x7f
+// cannot carry into the next byte.
+func attentionExact(x uint64) uint64 {
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	l7 := x &^ hi
+	ctl := l7 + lo*(0x80-0x20)     // bit 7 set: low 7 bits >= 0x20
+	q := (l7 ^ lo*'"') + lo*0x7f   // bit 7 set: low 7 bits != '"'
+	bs := (l7 ^ lo*'\\') + lo*0x7f // bit 7 set: low 7 bits != '\\'
+	return (x | ^(ctl & q & bs)) & hi
+}
+
+// highBits has bit 7 set in the bytes of x that are non-ASCII.
+func highBits(x uint64) uint64 { return x & 0x8080808080808080 }
 
 const hexDigits = "0123456789abcdef"
 
