@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -35,9 +34,7 @@ var liveCorpus struct {
 // skips when redis-server is not installed.
 func withLiveServer(t *testing.T) (string, *redisproc.Server) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (scripts/test installs it)")
-	}
+	redisproc.Need(t)
 	liveCorpus.once.Do(func() {
 		dir, err := os.MkdirTemp("", "rdbtool-live-*")
 		if err != nil {

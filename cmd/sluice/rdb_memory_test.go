@@ -30,17 +30,6 @@ func buildSluice(t *testing.T) string {
 	return bin
 }
 
-// needRedis skips without redis-server, except in CI where it fails.
-func needRedis(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server not installed (scripts/test installs it)")
-		}
-		t.Skip("redis-server not installed (scripts/test installs it)")
-	}
-}
-
 // bigValuesRDB has a real redis-server write the values that made the
 // parallel export hold several copies of one value: a stream of 400k
 // entries (its JSON was built whole, then copied onto a tape and into the
@@ -167,7 +156,7 @@ func largestValue(t *testing.T, path string) int64 {
 // value. The parallel mode held a stream's whole JSON three times over
 // (318 MB), the serial mode a 12 MB string's escaped JSON whole (108 MB).
 func TestRDBExportPeakMemory(t *testing.T) {
-	needRedis(t)
+	redisproc.Need(t)
 	bin := buildSluice(t)
 	path := bigValuesRDB(t)
 	largest := largestValue(t, path)
