@@ -58,7 +58,10 @@
 // values walked through their opcodes) and every opcode (AUX, MODULE_AUX,
 // FUNCTION_PRE_GA, FUNCTION2, SELECTDB, RESIZEDB, EXPIRETIME(_MS), FREQ,
 // IDLE, SLOT_INFO, and 243: Redis's KEY_META or Valkey's SLOT_IMPORT, told
-// apart by the magic). The on-disk format is written down in
+// apart by the magic; Redis Enterprise's RAM_LRU 107 and SLOT_NUM 121 are
+// skipped). Module values of type 6 (Redis 4.0 release candidates) carry no
+// annotations, so no reader can walk them: they fail with ErrModulePreGA,
+// naming the key and the module. The on-disk format is written down in
 // docs/rdb-format.md.
 //
 // # Errors

@@ -47,6 +47,7 @@ func Export(ctx context.Context, path string, w io.Writer, format Format, opts O
 	if err != nil {
 		return Stats{}, err
 	}
+	growPipe(w)
 	if opts.Filter.MinSize == 0 && !opts.NoParallel && runtime.GOMAXPROCS(0) >= 2 {
 		keys, err := exportParallel(ctx, in, w, format, opts.StageCPU)
 		return Stats{Keys: keys, InputSize: in.size}, err
@@ -205,7 +206,7 @@ func (ex *exporter) value(in *input, e *rdb.Entry) error {
 		var v []byte
 		v, err = in.p.Value()
 		if err == nil {
-			ex.buf = appendString(ex.buf, v)
+			ex.appendString(v)
 			if in.estimating() {
 				in.est.stringValue(v)
 			}
@@ -259,6 +260,12 @@ func (ex *exporter) element(el *rdb.Element) error {
 		b = append(b, ',')
 	}
 	ex.n++
+	if len(el.Member)+len(el.Value) > bigString {
+		ex.buf = b
+		ex.bigElement(el)
+		ex.observe(el)
+		return ex.maybeFlush()
+	}
 	switch el.Kind {
 	case rdb.ListItem, rdb.SetMember:
 		b = appendString(b, el.Member)
@@ -293,6 +300,49 @@ func (ex *exporter) element(el *rdb.Element) error {
 	ex.buf = b
 	ex.observe(el)
 	return ex.maybeFlush()
+}
+
+// appendString appends s to buf as a JSON string (see appendString); a long
+// one is escaped in pieces with buf flushed in between (unless the record is
+// held), so one huge value is never in the buffer whole as JSON.
+func (ex *exporter) appendString(s []byte) {
+	if len(s) <= bigString {
+		ex.buf = appendString(ex.buf, s)
+		return
+	}
+	ex.buf = appendStringPieces(ex.buf, s, ex.flushPiece)
+}
+
+// flushPiece is appendStringPieces' flush: b is the buffer so far.
+func (ex *exporter) flushPiece(b []byte) []byte {
+	ex.buf = b
+	_ = ex.maybeFlush() // a write error is sticky in ex.err
+	return ex.buf
+}
+
+// bigElement appends a list, set, zset or hash element too big to escape
+// whole (element's layout, the strings in pieces), without the separator.
+func (ex *exporter) bigElement(el *rdb.Element) {
+	switch el.Kind {
+	case rdb.ZSetMember:
+		ex.buf = append(ex.buf, `{"member":`...)
+		ex.appendString(el.Member)
+		ex.buf = append(ex.buf, `,"score":`...)
+		ex.buf = appendFloat(ex.buf, el.Score)
+		ex.buf = append(ex.buf, '}')
+	case rdb.HashField:
+		ex.buf = append(ex.buf, `{"field":`...)
+		ex.appendString(el.Member)
+		ex.buf = append(ex.buf, `,"value":`...)
+		ex.appendString(el.Value)
+		if el.ExpireAt != 0 {
+			ex.buf = append(ex.buf, `,"expire_at_ms":`...)
+			ex.buf = strconv.AppendInt(ex.buf, el.ExpireAt, 10)
+		}
+		ex.buf = append(ex.buf, '}')
+	default: // list item, set member, module string
+		ex.appendString(el.Member)
+	}
 }
 
 // observe passes el to the estimator (MinSize) and the script hook.

@@ -27,6 +27,52 @@ func appendString(dst, s []byte) []byte {
 	return append(dst, `"}`...)
 }
 
+// bigString is the length above which a string is written in pieces
+// (appendStringPieces) rather than escaped into the buffer whole.
+const bigString = 64 << 10
+
+// appendStringPieces appends s as appendString does, but for a string longer
+// than bigString it escapes (or base64-encodes) bigString input bytes at a
+// time and calls flush after each piece with the buffer so far; flush
+// returns the buffer to go on with (usually emptied after writing it out).
+// A huge value then never sits in memory as JSON whole, and the output is
+// byte for byte appendString's: validity is decided on the whole string
+// first, pieces are cut on rune starts (JSON) or multiples of 3 bytes
+// (base64, so no padding in the middle).
+func appendStringPieces(dst, s []byte, flush func([]byte) []byte) []byte {
+	if len(s) <= bigString {
+		return appendString(dst, s)
+	}
+	if !utf8.Valid(s) {
+		dst = append(dst, `{"base64":"`...)
+		const piece = bigString / 3 * 3
+		for len(s) > 0 {
+			n := min(len(s), piece)
+			dst = flush(base64.StdEncoding.AppendEncode(dst, s[:n]))
+			s = s[n:]
+		}
+		return append(dst, `"}`...)
+	}
+	for first := true; len(s) > 0; first = false {
+		n := min(len(s), bigString)
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		mark := len(dst)
+		dst, _ = appendQuotedUTF8(dst, s[:n]) // valid: the whole string is
+		// Keep the opening quote of the first piece and the closing quote of
+		// the last: drop the others.
+		if !first {
+			dst = append(dst[:mark], dst[mark+1:]...)
+		}
+		s = s[n:]
+		if len(s) > 0 {
+			dst = flush(dst[:len(dst)-1])
+		}
+	}
+	return dst
+}
+
 // appendQuotedUTF8 appends s as a JSON string. It reports false (with dst
 // holding partial output the caller discards) if s is not valid UTF-8.
 //
@@ -54,10 +100,22 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 	for i < len(s) {
 		var c byte
 		if i+8 <= len(s) {
-			// Jump straight to the first byte needing attention in the next
-			// word (JSON-in-a-string values have a quote every few bytes).
-			m := attention(binary.LittleEndian.Uint64(s[i:]))
+			// Every byte needing attention in the next word, exactly: the
+			// escapes of a JSON-in-a-string value (a quote every few
+			// bytes) are all written from one look at the word.
+			m := attentionExact(binary.LittleEndian.Uint64(s[i:]))
 			if m == 0 {
+				i += 8
+				continue
+			}
+			if m&highBits(binary.LittleEndian.Uint64(s[i:])) == 0 {
+				// ASCII only: escape each flagged byte, then move on.
+				for ; m != 0; m &= m - 1 {
+					j := i + bits.TrailingZeros64(m)>>3
+					dst = append(dst, s[start:j]...)
+					dst = appendEscape(dst, s[j])
+					start = j + 1
+				}
 				i += 8
 				continue
 			}
@@ -79,28 +137,50 @@ func appendQuotedUTF8(dst, s []byte) ([]byte, bool) {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
+		dst = appendEscape(dst, c)
 		i++
 		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"'), true
 }
+
+// appendEscape appends the JSON escape of the ASCII byte c: '"', '\\' or a
+// control byte.
+func appendEscape(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
+
+// attentionExact is attention without false positives: bit 7 is set in
+// exactly the bytes of x that are control bytes, '"', '\\' or non-ASCII.
+// Each test works on the low 7 bits of a byte, where adding at most 0x7f
+// cannot carry into the next byte.
+func attentionExact(x uint64) uint64 {
+	const lo = 0x0101010101010101
+	const hi = 0x8080808080808080
+	l7 := x &^ hi
+	ctl := l7 + lo*(0x80-0x20)     // bit 7 set: low 7 bits >= 0x20
+	q := (l7 ^ lo*'"') + lo*0x7f   // bit 7 set: low 7 bits != '"'
+	bs := (l7 ^ lo*'\\') + lo*0x7f // bit 7 set: low 7 bits != '\\'
+	return (x | ^(ctl & q & bs)) & hi
+}
+
+// highBits has bit 7 set in the bytes of x that are non-ASCII.
+func highBits(x uint64) uint64 { return x & 0x8080808080808080 }
 
 const hexDigits = "0123456789abcdef"
 

@@ -146,3 +146,48 @@ func BenchmarkAppendStringJSONText(b *testing.B) {
 		buf = appendString(buf[:0], s)
 	}
 }
+
+// TestAppendStringPiecesEqualsWhole: a big string written in pieces is byte
+// for byte what appendString writes whole, whatever falls on a piece
+// boundary (multi-byte runes, escapes, invalid UTF-8 turning it into
+// base64), and no piece handed to flush is much over bigString.
+func TestAppendStringPiecesEqualsWhole(t *testing.T) {
+	unit := []string{"a", "é", "日本", "🙂", "\"", "\\", "\n", "\x01", "plain text "}
+	var cases [][]byte
+	for _, n := range []int{bigString - 1, bigString, bigString + 1, 3*bigString + 7} {
+		for shift := 0; shift < 4; shift++ {
+			var b []byte
+			for i := 0; len(b) < n; i++ {
+				b = append(b, unit[(i+shift)%len(unit)]...)
+			}
+			b = b[:n]
+			for len(b) > 0 && !utf8.Valid(b) { // cut mid-rune: trim to valid
+				b = b[:len(b)-1]
+			}
+			cases = append(cases, b)
+			bad := bytes.Clone(b)
+			bad[len(bad)/2] = 0xff
+			cases = append(cases, bad)
+		}
+	}
+	for i, s := range cases {
+		want := appendString([]byte("prefix"), s)
+		var out []byte
+		pieces := 0
+		got := appendStringPieces([]byte("prefix"), s, func(b []byte) []byte {
+			pieces++
+			if len(b) > 7*bigString {
+				t.Errorf("case %d: a piece of %d bytes", i, len(b))
+			}
+			out = append(out, b...)
+			return b[:0]
+		})
+		out = append(out, got...)
+		if !bytes.Equal(out, want) {
+			t.Fatalf("case %d (%d bytes): pieces differ from the whole (%d vs %d bytes)", i, len(s), len(out), len(want))
+		}
+		if len(s) > bigString && pieces == 0 {
+			t.Errorf("case %d: a %d-byte string was not written in pieces", i, len(s))
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -35,9 +34,7 @@ var liveCorpus struct {
 // skips when redis-server is not installed.
 func withLiveServer(t *testing.T) (string, *redisproc.Server) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (scripts/test installs it)")
-	}
+	redisproc.Need(t)
 	liveCorpus.once.Do(func() {
 		dir, err := os.MkdirTemp("", "rdbtool-live-*")
 		if err != nil {
@@ -66,6 +63,17 @@ func withLiveServer(t *testing.T) (string, *redisproc.Server) {
 				big = append(big, fmt.Sprintf("item %d \"quoted\" ünïcode", i))
 			}
 			redisproc.WriteCommand(w, big...)
+			// Values over bigString, escaped in pieces (parse side in the
+			// parallel mode): text with escapes and runes on every piece
+			// boundary somewhere, invalid UTF-8 (base64), and elements of
+			// each collection type.
+			huge := strings.Repeat("ünï \"q\"\t\x01 日本 🙂 text ", 20000)
+			redisproc.WriteCommand(w, "SET", "huge:text", huge)
+			redisproc.WriteCommand(w, "SET", "huge:binary", "\xff\xfe"+huge[:150001])
+			redisproc.WriteCommand(w, "RPUSH", "huge:list", "a", huge[:100003], "b")
+			redisproc.WriteCommand(w, "SADD", "huge:set", "a", huge[:90001])
+			redisproc.WriteCommand(w, "ZADD", "huge:zset", "1.5", huge[:80009], "2", "b")
+			redisproc.WriteCommand(w, "HSET", "huge:hash", huge[:70001], "v", "f", "\xff"+huge[:200000])
 			return nil
 		})
 		if err == nil {

@@ -35,7 +35,18 @@ import (
 //	opHField  u32 nf, u32 nv, i64 expiry, field, value
 //	                                           {"field":..,"value":..(,"expire_at_ms":..)}
 //	opClose                                    "]}" (the collection and the record end)
-//	opRecord  u32 n, n bytes                   a whole record as JSON (streams, modules)
+//	opRecord  u32 n, n bytes                   a whole record as JSON (unused: see opRecStart)
+//	opRecStart                                 the separator before a record sent as raw JSON
+//	opRecEnd                                   what ends a record sent as raw JSON ("\n" in JSON Lines)
+//	opEnd                                      "}" and the record's end, after a string value sent raw
+//	opElem                                     the separator before an element sent raw
+//
+// Values whose JSON could be large are built on the parsing side by a
+// sequential exporter (seq) that writes its buffer onto the tape in opRaw
+// pieces as it grows (tapeSink), never whole: streams and modules (rare,
+// with a layout of their own) and any string or element longer than
+// bigString (escaped in pieces, see appendStringPieces). So no tape, and no
+// buffer of the writer, ever holds more than a piece of one value.
 //
 // The writer adds the separators: ",\n" between records of a JSON array,
 // "\n" after each JSON Lines record, "," between elements.
@@ -53,6 +64,10 @@ const (
 	opHField
 	opClose
 	opRecord
+	opRecStart
+	opRecEnd
+	opEnd
+	opElem
 
 	tapeSize  = 128 << 10
 	tapeCount = 4
@@ -182,6 +197,19 @@ func (tw *tapeWriter) write(out, b []byte) []byte {
 			out = append(out, b[5:5+n]...)
 			out = tw.recordEnd(out)
 			b = b[5+n:]
+		case opRecStart:
+			out = tw.recordStart(out)
+			b = b[1:]
+		case opRecEnd:
+			out = tw.recordEnd(out)
+			b = b[1:]
+		case opEnd:
+			out = append(out, '}')
+			out = tw.recordEnd(out)
+			b = b[1:]
+		case opElem:
+			out = tw.elementStart(out)
+			b = b[1:]
 		default:
 			panic(fmt.Sprintf("rdbtool: bad tape op %d", b[0])) // a bug in this file, not bad input
 		}
@@ -232,7 +260,7 @@ func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, 
 		seq:      newExporter(io.Discard, JSON),
 		stageCPU: stageCPU,
 	}
-	px.seq.hold = true
+	px.seq.w = tapeSink{px}
 	for i := 0; i < tapeCount; i++ {
 		px.free <- &tape{b: make([]byte, 0, tapeSize+64<<10)}
 	}
@@ -342,15 +370,38 @@ func (px *parallelExporter) maybeSend() error {
 // writer's own error is what Export returns.
 var errWriterFailed = errors.New("rdbtool: output failed")
 
+// tapeSink is the io.Writer of the parsing side's sequential exporter: what
+// it writes goes onto the tape as opRaw, handed over as tapes fill.
+type tapeSink struct{ px *parallelExporter }
+
+func (s tapeSink) Write(b []byte) (int, error) {
+	s.px.t.bytesOp(opRaw, b)
+	if err := s.px.maybeSend(); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// seqDone writes out what the sequential exporter still buffers and returns
+// its error (a write error from tapeSink is sticky there).
+func (px *parallelExporter) seqDone() error {
+	px.seq.flush()
+	return px.seq.err
+}
+
 func (px *parallelExporter) record(in *input, e *rdb.Entry) error {
 	t := px.t
 	px.keys++
 	if e.Type == rdb.Stream || e.Type == rdb.Module {
+		t.b = append(t.b, opRecStart)
 		px.seq.buf, px.seq.keys = px.seq.buf[:0], 0
-		if err := px.seq.build(in, e, true); err != nil {
+		if err := px.seq.build(in, e, false); err != nil {
 			return err
 		}
-		t.bytesOp(opRecord, px.seq.buf)
+		if err := px.seqDone(); err != nil {
+			return err
+		}
+		px.t.b = append(px.t.b, opRecEnd)
 		return px.maybeSend()
 	}
 	t.b = append(t.b, opKey, byte(e.Type))
@@ -362,6 +413,14 @@ func (px *parallelExporter) record(in *input, e *rdb.Entry) error {
 		v, err := in.p.Value()
 		if err != nil {
 			return err
+		}
+		if len(v) > bigString {
+			px.seq.appendString(v)
+			if err := px.seqDone(); err != nil {
+				return err
+			}
+			px.t.b = append(px.t.b, opEnd)
+			return px.maybeSend()
 		}
 		t.bytesOp(opString, v)
 		return px.maybeSend()
@@ -377,6 +436,11 @@ func (px *parallelExporter) record(in *input, e *rdb.Entry) error {
 // element puts one list, set, zset or hash element on the tape.
 func (px *parallelExporter) element(el *rdb.Element) error {
 	t := px.t
+	if len(el.Member)+len(el.Value) > bigString {
+		t.b = append(t.b, opElem)
+		px.seq.bigElement(el)
+		return px.seqDone()
+	}
 	switch el.Kind {
 	case rdb.ListItem, rdb.SetMember:
 		t.bytesOp(opItem, el.Member)

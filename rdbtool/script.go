@@ -63,6 +63,7 @@ func ExportScript(ctx context.Context, path string, w io.Writer, format Format, 
 	if err != nil {
 		return Stats{}, err
 	}
+	growPipe(w)
 	sr := &scriptRun{ex: newExporter(w, format), in: in}
 	sr.ex.onString = sr.stringValue
 	sr.ex.onElement = sr.element

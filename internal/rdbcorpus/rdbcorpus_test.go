@@ -3,17 +3,15 @@ package rdbcorpus
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/redisproc"
 	"github.com/sluicedb/sluice/rdb"
 )
 
 func TestGenerateReusesCache(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (scripts/test installs it)")
-	}
+	redisproc.Need(t)
 	opts := Options{SizeMB: 1, Dir: t.TempDir()}
 	path, err := Generate(context.Background(), opts)
 	if err != nil {
