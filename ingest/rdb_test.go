@@ -446,7 +446,7 @@ func TestDecodeRDBEmitError(t *testing.T) {
 	_, err = DecodeRDB(context.Background(), bytes.NewReader(data), RDBOptions{BatchRows: 10, Name: "x.rdb"}, func(rows []Row) error {
 		return &RowError{Row: 3, Line: -1, Err: errors.New("no thanks")}
 	})
-	if err == nil || !regexp.MustCompile(`^x\.rdb: key ".+" \(db \d+\) at offset \d+: line -1 \(row 3\): no thanks$`).MatchString(err.Error()) {
+	if err == nil || !regexp.MustCompile(`^x\.rdb: key ".+" \(db \d+\) at offset \d+: row 3: no thanks$`).MatchString(err.Error()) {
 		t.Fatalf("error %v", err)
 	}
 }
