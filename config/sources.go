@@ -41,6 +41,14 @@ type KafkaSource struct {
 	// FetchMaxBytes bounds what one fetch buffers (default 16 MiB):
 	// with MaxPollRecords it bounds a source's memory.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+	// SessionTimeout is how long the group waits for a silent node before
+	// giving its partitions to the others (default 45s; the broker's
+	// group.min.session.timeout.ms, 6s by default, bounds it from below).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// InstanceID turns on static membership: a node restarted with the same
+	// id within SessionTimeout gets its partitions back without a
+	// rebalance. Give each node its own (e.g. SLUICE_... override).
+	InstanceID string `yaml:"instance_id"`
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.
@@ -119,8 +127,8 @@ func (t *Table) validateSources(where string) []error {
 			if k.Group == "" {
 				add("%s: group: empty (nodes of one group split the partitions)", sw)
 			}
-			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 {
-				add("%s: max_poll_records and fetch_max_bytes must not be negative", sw)
+			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 || k.SessionTimeout < 0 {
+				add("%s: max_poll_records, fetch_max_bytes and session_timeout must not be negative", sw)
 			}
 			checkCommon(k.Format, k.Start, k.Metadata, KafkaMetadata)
 		}

@@ -181,6 +181,12 @@ func (k *Kafka) Run(ctx context.Context) error {
 		kgo.WithHooks(connectHook{k.counters}),
 		kgo.ClientID("sluice"),
 	}
+	if k.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(k.cfg.SessionTimeout), kgo.HeartbeatInterval(max(k.cfg.SessionTimeout/5, 500*time.Millisecond)))
+	}
+	if k.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(k.cfg.InstanceID))
+	}
 	opts = append(opts, k.ExtraOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
