@@ -220,6 +220,14 @@ func (k *Kafka) Run(ctx context.Context) error {
 			cl.MarkCommitRecords(p.Records[len(p.Records)-1])
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))
 		}
+		if len(parts) > 0 {
+			// Committed at once (for lag tools, and so that a node taking
+			// a partition over after this one dies starts past what this
+			// store holds: at most one poll is then stored on both).
+			if err := cl.CommitMarkedOffsets(ctx); err != nil && ctx.Err() == nil {
+				k.log.Warn("committing offsets (for lag tools only)", "error", err)
+			}
+		}
 		cl.AllowRebalance()
 	}
 }

@@ -371,4 +371,3 @@ func checkExactlyOnce(t *testing.T, ids map[int64]int, n int) {
 		t.Fatalf("%d ids missing, %d stored more than once, %d distinct ids (want %d)", missing, dup, len(ids), n)
 	}
 }
-
