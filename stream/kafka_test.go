@@ -2,13 +2,18 @@ package stream_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/table"
 )
@@ -184,4 +189,115 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	ids, rows := storedIDs(t, data, "events")
 	checkExactlyOnce(t, ids, n)
 	checkOrder(t, rows)
+}
+
+// TestKafkaPoisonMessages: undecodable messages (bad JSON, a bad second
+// line under on_bad_line reject, broken gzip) and messages failing a
+// reject column are dead letters with their topic, partition and offset;
+// every other message is stored exactly once and the partitions move on.
+// Keys are visible to scripts (_key).
+func TestKafkaPoisonMessages(t *testing.T) {
+	broker(t)
+	const n, users = 3000, 10
+	topic := "poison"
+	createTopic(t, topic)
+	prod := newProducer(t)
+	extraTable := `    computed:
+      - name: double
+        type: int64
+        on_error: reject
+        func: |
+          function main(row)
+            if row.id % 100 == 7 then error("id ends in 07") end
+            return row.id * 2
+          end
+      - name: key_seen
+        type: string
+        func: "function main(row) return row._key end"
+`
+	extraSource := "          metadata: [key, headers, partition, offset]\n"
+	dir := t.TempDir()
+	data := filepath.Join(dir, "node1")
+	nd := startNode(t, kafkaConfig("events", topic, "g-poison", "node-1", extraTable, extraSource), data)
+	ctx := context.Background()
+	poison := map[int]string{}
+	var recs []*kgo.Record
+	for i := range n {
+		k, v := event(i, users)
+		switch i % 100 {
+		case 13:
+			v, poison[i] = []byte(`{"id":`+strconv.Itoa(i)+`, not json`), "decode"
+		case 21:
+			v, poison[i] = append(append(v, '\n'), "also not json"...), "second line"
+		case 33:
+			v, poison[i] = []byte{0x1f, 0x8b, 1, 2, 3}, "gzip"
+		case 7:
+			poison[i] = "reject column"
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitRows(t, nd, "events", n-len(poison), time.Minute)
+	time.Sleep(time.Second) // nothing more may come
+	nd.stop()
+	ids, rows := storedIDs(t, data, "events")
+	for i := range n {
+		want := 1
+		if _, p := poison[i]; p {
+			want = 0
+		}
+		if ids[int64(i)] != want {
+			t.Errorf("id %d (%s) stored %d times, want %d", i, poison[i], ids[int64(i)], want)
+		}
+	}
+	for _, r := range rows {
+		id := r["id"].(int64)
+		if r["double"] != 2*id || r["key_seen"] != r["user"] || r["_key"] != r["user"] || r["_partition"] == nil || r["_offset"] == nil {
+			t.Fatalf("row %v: want double = 2*id, key_seen = _key = user, _partition and _offset set", r)
+		}
+		if h := fmt.Sprintf("%s", r["_headers"]); h != `{"h":"v"}` {
+			t.Fatalf("row %v: _headers %s", r, h)
+		}
+	}
+	dead := readTable(t, data, "events_deadletter", "", "time")
+	if len(dead) != len(poison) {
+		t.Errorf("%d dead letters, want %d (one per poison message)", len(dead), len(poison))
+	}
+	origin := regexp.MustCompile(`^kafka poison/[0-3]@[0-9]+$`)
+	for _, d := range dead {
+		if o, _ := d["origin"].(string); !origin.MatchString(o) {
+			t.Errorf("dead letter %v: origin %q is not topic/partition@offset", d, o)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("%d poison messages in events_deadletter, e.g. %v", len(dead), dead[0])
+	}
+}
+
+// readTable reads every row of a stopped node's table.
+func readTable(t *testing.T, data, name, hashBy, sortBy string) []table.Row {
+	t.Helper()
+	s, err := table.Open(data, table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(table.Config{Name: name, HashBy: hashBy, SortBy: sortBy, Columns: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []table.Row
+	if err := tb.Query(context.Background(), table.Query{}, func(r table.Row) error {
+		c := make(table.Row, len(r))
+		for k, v := range r {
+			c[k] = v
+		}
+		rows = append(rows, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
