@@ -32,6 +32,9 @@ var kafkaFields = map[string]metaField{
 	"timestamp": {"_timestamp", func(m *Message) any { return m.Time }},
 }
 
+// commitInterval is how often stored offsets are committed to the group.
+const commitInterval = 250 * time.Millisecond
+
 // Kafka consumes a table's Kafka source in a consumer group.
 type Kafka struct {
 	table    string
@@ -157,11 +160,13 @@ func (k *Kafka) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(k.cfg.Group),
 		kgo.ConsumeTopics(k.cfg.Topics...),
 		kgo.ConsumeResetOffset(reset),
-		// Offsets go to the broker only for lag tools, after the rows are
-		// stored: marked records are committed every second and when
+		// Offsets go to the broker only for lag tools (and so that a node
+		// taking a partition over after this one died starts near what
+		// this store holds), after the rows are stored: marked records are
+		// committed in the background every CommitInterval and when
 		// partitions are revoked.
 		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(time.Second),
+		kgo.AutoCommitInterval(commitInterval),
 		// A rebalance waits until the records polled are stored.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.AdjustFetchOffsetsFn(k.adjust),
@@ -219,14 +224,6 @@ func (k *Kafka) Run(ctx context.Context) error {
 		for _, p := range parts {
 			cl.MarkCommitRecords(p.Records[len(p.Records)-1])
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))
-		}
-		if len(parts) > 0 {
-			// Committed at once (for lag tools, and so that a node taking
-			// a partition over after this one dies starts past what this
-			// store holds: at most one poll is then stored on both).
-			if err := cl.CommitMarkedOffsets(ctx); err != nil && ctx.Err() == nil {
-				k.log.Warn("committing offsets (for lag tools only)", "error", err)
-			}
 		}
 		cl.AllowRebalance()
 	}

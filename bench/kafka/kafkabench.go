@@ -51,6 +51,9 @@ type Options struct {
 	// Dir holds the broker and the stores (default a temporary directory).
 	Dir string
 	Log io.Writer
+	// CPUProfile, when set, receives a 3-second CPU profile of the first
+	// node of each consuming case (name suffixed with the case).
+	CPUProfile string
 }
 
 // Result is one case's figures.
@@ -96,7 +99,7 @@ func nodeConfig(brokers []string, topic, group, instance, computed string) strin
       - kafka: {brokers: [%s], topics: [%s], group: %s, instance_id: %q, session_timeout: 6s}
 `, strings.Join(brokers, ", "), topic, group, instance)
 	}
-	return "limits: {max_inflight: 64, max_body_bytes: 268435456}\ntables:\n  - name: bench\n" + schema + computed + src
+	return "listen: {pprof: true}\nlimits: {max_inflight: 64, max_body_bytes: 268435456}\ntables:\n  - name: bench\n" + schema + computed + src
 }
 
 // message is the k-th 10-field row.
@@ -361,6 +364,9 @@ func (b *bench) consume(ctx context.Context, name, computed string, nodes int) (
 		last = total()
 		if first.IsZero() && last > 0 {
 			first, firstRows = time.Now(), last
+			if b.opts.CPUProfile != "" {
+				go profile(ns[0].url, b.opts.CPUProfile+"."+name)
+			}
 		}
 		if last >= float64(b.opts.Rows) {
 			break
@@ -536,4 +542,19 @@ func Format(rs []Result) string {
 			float64(r.P50)/float64(time.Millisecond), float64(r.P99)/float64(time.Millisecond), r.Note)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// profile saves a 3-second CPU profile of the node at url.
+func profile(url, path string) {
+	resp, err := http.Get(url + "/debug/pprof/profile?seconds=3")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	io.Copy(f, resp.Body)
 }
