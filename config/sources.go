@@ -36,9 +36,9 @@ type KafkaSource struct {
 	// (_topic), partition (_partition), offset (_offset), timestamp
 	// (_timestamp).
 	Metadata []string `yaml:"metadata"`
-	// MaxPollRecords bounds the messages handled per poll (default 10000).
+	// MaxPollRecords bounds the messages handled per poll (default 5000).
 	MaxPollRecords int `yaml:"max_poll_records"`
-	// FetchMaxBytes bounds what one fetch buffers (default 16 MiB):
+	// FetchMaxBytes bounds what one fetch buffers (default 8 MiB, 2 MiB a partition):
 	// with MaxPollRecords it bounds a source's memory.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// SessionTimeout is how long the group waits for a silent node before

@@ -46,8 +46,12 @@ type Kafka struct {
 	// ExtraOpts are appended to the client's options (tests).
 	ExtraOpts []kgo.Opt
 
-	mu   sync.Mutex
-	next map[tp]int64 // the next offset to store, per assigned partition
+	mu      sync.Mutex
+	next    map[tp]int64 // the next offset to store, per assigned partition
+	workers map[tp]*partitionWorker
+	// writing bounds the batches decoded and stored at once (GOMAXPROCS):
+	// more would only hold more decoded rows in memory.
+	writing chan struct{}
 }
 
 type tp struct {
@@ -57,7 +61,7 @@ type tp struct {
 
 // NewKafka makes the Kafka source cfg of table t.
 func NewKafka(t Target, tableName string, cfg config.KafkaSource) (*Kafka, error) {
-	k := &Kafka{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}}
+	k := &Kafka{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -129,13 +133,86 @@ func (k *Kafka) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offse
 	return offsets, nil
 }
 
-func (k *Kafka) dropPartitions(ps map[string][]int32) {
+
+// partitionWorker stores the records of one assigned partition, in order,
+// while the poll loop goes on fetching: records wait in a channel of
+// workerQueue polls, so a slow store pauses the poll loop (and with it
+// fetching) instead of growing memory.
+type partitionWorker struct {
+	records chan kgo.FetchTopicPartition
+	quit    chan struct{} // closed when the partition is revoked or lost
+	done    chan struct{} // closed when the worker has returned
+}
+
+// workerQueue is how many polled batches of one partition may wait.
+const workerQueue = 1
+
+func (k *Kafka) startWorkers(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			key := tp{topic, p}
+			if _, ok := k.workers[key]; ok {
+				continue
+			}
+			w := &partitionWorker{records: make(chan kgo.FetchTopicPartition, workerQueue), quit: make(chan struct{}), done: make(chan struct{})}
+			k.workers[key] = w
+			go k.work(ctx, cl, w)
+		}
+	}
+}
+
+// stopWorkers stops the workers of partitions revoked or lost: each
+// finishes the batch it is storing and drops what waits (the next owner
+// reads it again from its position).
+func (k *Kafka) stopWorkers(ps map[string][]int32) {
+	k.mu.Lock()
+	var stopping []*partitionWorker
 	for topic, parts := range ps {
 		for _, p := range parts {
-			delete(k.next, tp{topic, p})
+			key := tp{topic, p}
+			if w, ok := k.workers[key]; ok {
+				close(w.quit)
+				stopping = append(stopping, w)
+				delete(k.workers, key)
+			}
+			delete(k.next, key)
 			k.counters.dropLag(topic, p)
+		}
+	}
+	k.mu.Unlock()
+	for _, w := range stopping {
+		<-w.done
+	}
+}
+
+func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.quit:
+			return
+		case p := <-w.records:
+			for attempt := 0; ; attempt++ {
+				err := k.storePartition(ctx, p)
+				if err == nil {
+					break
+				}
+				k.log.Error("storing a batch failed, retrying", "topic", p.Topic, "partition", p.Partition, "error", err, "attempt", attempt)
+				k.counters.fail(err)
+				select {
+				case <-w.quit:
+					return
+				default:
+				}
+				if backoff(ctx, attempt) != nil {
+					return
+				}
+			}
+			last := p.Records[len(p.Records)-1]
+			cl.MarkCommitRecords(last)
+			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(last.Offset+1))
 		}
 	}
 }
@@ -144,17 +221,20 @@ func (k *Kafka) dropPartitions(ps map[string][]int32) {
 func (k *Kafka) Run(ctx context.Context) error {
 	maxPoll := k.cfg.MaxPollRecords
 	if maxPoll == 0 {
-		maxPoll = 10000
+		maxPoll = 5000
 	}
 	fetchMax := k.cfg.FetchMaxBytes
 	if fetchMax == 0 {
-		fetchMax = 16 << 20
+		fetchMax = 8 << 20
 	}
 	reset := kgo.NewOffset().AtStart()
 	if k.cfg.Start == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	var cl *kgo.Client
+	// Workers are not canceled by ctx: at shutdown each finishes the batch
+	// it is storing (quit, closed when the client leaves the group, stops
+	// them), so that the offsets committed on leaving cover it.
+	workCtx := context.WithoutCancel(ctx)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(k.cfg.Brokers...),
 		kgo.ConsumerGroup(k.cfg.Group),
@@ -163,25 +243,24 @@ func (k *Kafka) Run(ctx context.Context) error {
 		// Offsets go to the broker only for lag tools (and so that a node
 		// taking a partition over after this one died starts near what
 		// this store holds), after the rows are stored: marked records are
-		// committed in the background every CommitInterval and when
-		// partitions are revoked.
+		// committed in the background every commitInterval and when
+		// partitions are revoked, after their workers stopped.
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(commitInterval),
-		// A rebalance waits until the records polled are stored.
-		kgo.BlockRebalanceOnPoll(),
 		kgo.AdjustFetchOffsetsFn(k.adjust),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, _ map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 			k.counters.Rebalances.Add(1)
+			k.startWorkers(workCtx, cl, assigned)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			k.stopWorkers(revoked)
 			if err := cl.CommitMarkedOffsets(ctx); err != nil {
 				k.log.Warn("committing offsets on revoke (for lag tools only)", "error", err)
 			}
-			k.dropPartitions(revoked)
 		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { k.dropPartitions(lost) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { k.stopWorkers(lost) }),
 		kgo.FetchMaxBytes(fetchMax),
-		kgo.FetchMaxPartitionBytes(min(fetchMax, 8<<20)),
+		kgo.FetchMaxPartitionBytes(min(fetchMax, 2<<20)),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.WithHooks(connectHook{k.counters}),
 		kgo.ClientID("sluice"),
@@ -197,11 +276,12 @@ func (k *Kafka) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream: kafka client: %w", err)
 	}
-	defer cl.Close() // leaves the group; the revoke callback commits marks
+	// Close leaves the group: the revoke callback stops the workers and
+	// commits their offsets.
+	defer cl.Close()
 	for {
 		fs := cl.PollRecords(ctx, maxPoll)
 		if ctx.Err() != nil || fs.IsClientClosed() {
-			cl.AllowRebalance()
 			return ctx.Err()
 		}
 		fs.EachError(func(topic string, p int32, err error) {
@@ -211,56 +291,23 @@ func (k *Kafka) Run(ctx context.Context) error {
 			k.log.Warn("fetch error", "topic", topic, "partition", p, "error", err)
 			k.counters.fail(err)
 		})
-		var parts []kgo.FetchTopicPartition
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) > 0 {
-				parts = append(parts, p)
+			if len(p.Records) == 0 {
+				return
+			}
+			k.mu.Lock()
+			w := k.workers[tp{p.Topic, p.Partition}]
+			k.mu.Unlock()
+			if w == nil {
+				return // revoked since the fetch: the next owner reads it
+			}
+			select {
+			case w.records <- p:
+			case <-w.quit:
+			case <-ctx.Done():
 			}
 		})
-		if err := k.storeAll(ctx, parts); err != nil {
-			cl.AllowRebalance()
-			return err
-		}
-		for _, p := range parts {
-			cl.MarkCommitRecords(p.Records[len(p.Records)-1])
-			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(p.Records[len(p.Records)-1].Offset+1))
-		}
-		cl.AllowRebalance()
 	}
-}
-
-// storeAll stores the records of each partition (partitions in parallel,
-// each its own batch with its position), retrying failures with backoff
-// until they are stored or ctx is done.
-func (k *Kafka) storeAll(ctx context.Context, parts []kgo.FetchTopicPartition) error {
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	errs := make([]error, len(parts))
-	for i, p := range parts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for attempt := 0; ; attempt++ {
-				err := k.storePartition(ctx, p)
-				if err == nil {
-					return
-				}
-				if ctx.Err() != nil {
-					errs[i] = ctx.Err()
-					return
-				}
-				k.log.Error("storing a batch failed, retrying", "topic", p.Topic, "partition", p.Partition, "error", err, "attempt", attempt)
-				k.counters.fail(err)
-				if err := backoff(ctx, attempt); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) error {
@@ -285,6 +332,12 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 	if len(msgs) == 0 {
 		return nil
 	}
+	select {
+	case k.writing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-k.writing }()
 	last := msgs[len(msgs)-1].Offset
 	pos := []Position{{Name: PositionName(k.table, p.Topic, p.Partition), Value: binary.BigEndian.AppendUint64(nil, uint64(last+1))}}
 	res, err := k.w.Write(ctx, msgs, pos)
