@@ -133,7 +133,6 @@ func (k *Kafka) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offse
 	return offsets, nil
 }
 
-
 // partitionWorker stores the records of one assigned partition, in order,
 // while the poll loop goes on fetching: records wait in a channel of
 // workerQueue polls, so a slow store pauses the poll loop (and with it
