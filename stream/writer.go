@@ -87,7 +87,10 @@ type Writer struct {
 	target Target
 	format ingest.Format
 	meta   []metaField
-	origin func(*Message) string
+	// unstored are metadata columns a static schema lacks: scripts see
+	// them, the table does not get them.
+	unstored []string
+	origin   func(*Message) string
 	now    func() time.Time
 }
 
@@ -116,6 +119,9 @@ func newWriter(t Target, format string, metadata []string, fields map[string]met
 			return nil, fmt.Errorf("stream: metadata %q unknown", m)
 		}
 		w.meta = append(w.meta, f)
+		if _, listed := t.Schema[f.column]; len(t.Schema) > 0 && !listed {
+			w.unstored = append(w.unstored, f.column)
+		}
 	}
 	if w.target.Log == nil {
 		w.target.Log = slog.New(slog.DiscardHandler)
@@ -225,6 +231,13 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 	for _, m := range sortedKeys(d.bad) {
 		if _, p := d.poison[m]; !p {
 			dead = append(dead, w.messageDeadLetter(now, &msgs[m], d.bad[m], "bad_line"))
+		}
+	}
+	if len(w.unstored) > 0 {
+		for _, r := range kept {
+			for _, c := range w.unstored {
+				delete(r, c)
+			}
 		}
 	}
 	batch, err := w.target.Store.NewBatch()
@@ -393,6 +406,7 @@ func (w *Writer) decodeJoined(msgs []Message, d *decoded) bool {
 	if err != nil || res.BadCount > len(res.BadLines) {
 		return false
 	}
+	badCount := map[int]int{}
 	for _, le := range res.BadLines {
 		m := msgAt(le.Line)
 		lineErr := fmt.Errorf("line %d: %w", le.Line-firstLine[m]+1, le.Err)
@@ -406,6 +420,10 @@ func (w *Writer) decodeJoined(msgs []Message, d *decoded) bool {
 		if _, seen := d.bad[m]; !seen {
 			d.bad[m] = lineErr
 		}
+		badCount[m]++
+	}
+	for m, n := range badCount {
+		d.bad[m] = fmt.Errorf("%d bad lines skipped, the first: %w", n, d.bad[m])
 	}
 	d.rows = rows
 	d.msgOf = make([]int32, len(rows))
