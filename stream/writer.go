@@ -91,7 +91,7 @@ type Writer struct {
 	// them, the table does not get them.
 	unstored []string
 	origin   func(*Message) string
-	now    func() time.Time
+	now      func() time.Time
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.
