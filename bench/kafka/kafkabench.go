@@ -42,6 +42,9 @@ type Options struct {
 	Rows int
 	// Partitions of each topic (default 4).
 	Partitions int
+	// Users is the number of distinct hashBy values (default 10, as in
+	// `sluice bench ingest`; 1000 makes most blocks hold one or two rows).
+	Users int
 	// Rate of the latency case in rows/s (default 50,000) for LatencyFor
 	// (default 10s).
 	Rate       int
@@ -105,15 +108,15 @@ func nodeConfig(brokers []string, topic, group, instance, computed string) strin
 	return "listen: {pprof: true}\nlimits: {max_inflight: 64, max_body_bytes: 268435456}\ntables:\n  - name: bench\n" + schema + computed + src
 }
 
-// message is the k-th 10-field row.
-func message(buf []byte, k int) []byte {
+// message is the k-th 10-field row of users users.
+func message(buf []byte, k, users int) []byte {
 	actions := [...]string{"view", "buy", "click", "share"}
 	countries := [...]string{"SG", "ID", "MY", "TH", "VN", "PH"}
 	devices := [...]string{"ios", "android", "web"}
 	base := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 	ts := base.Add(time.Duration(k) * 37 * time.Millisecond)
 	return fmt.Appendf(buf, `{"time":"%s","user":"u%d","action":"%s","country":"%s","device":"%s","amount":%d.%02d,"score":%d.5,"count":%d,"session":%d,"ok":%t}`,
-		ts.Format(time.RFC3339Nano), k%1000, actions[k%4], countries[k%6], devices[k%3], k%500, k%100, k%97, k%13, k/7, k%2 == 0)
+		ts.Format(time.RFC3339Nano), k%users, actions[k%4], countries[k%6], devices[k%3], k%500, k%100, k%97, k%13, k/7, k%2 == 0)
 }
 
 // Run runs the cases.
@@ -123,6 +126,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	}
 	if opts.Partitions <= 0 {
 		opts.Partitions = 4
+	}
+	if opts.Users <= 0 {
+		opts.Users = 10
 	}
 	if opts.Rate <= 0 {
 		opts.Rate = 50_000
@@ -218,7 +224,7 @@ func (b *bench) newTopic(ctx context.Context, rows int) (string, error) {
 	var firstErr error
 	for k := range rows {
 		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: message(nil, k)}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: message(nil, k, b.opts.Users)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				firstErr = cmp(firstErr, err)
@@ -405,7 +411,7 @@ func (b *bench) http(ctx context.Context) (Result, error) {
 	for k := 0; k < b.opts.Rows; k += batch {
 		var buf []byte
 		for i := k; i < min(k+batch, b.opts.Rows); i++ {
-			buf = append(message(buf, i), '\n')
+			buf = append(message(buf, i, b.opts.Users), '\n')
 		}
 		bodies = append(bodies, buf)
 	}
@@ -485,7 +491,7 @@ func (b *bench) latency(ctx context.Context) (Result, error) {
 			case <-tick.C:
 			}
 			for range per {
-				cl.Produce(lctx, &kgo.Record{Topic: topic, Value: message(nil, k)}, nil)
+				cl.Produce(lctx, &kgo.Record{Topic: topic, Value: message(nil, k, b.opts.Users)}, nil)
 				k++
 			}
 			produced = int64(k)

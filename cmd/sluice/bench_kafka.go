@@ -37,6 +37,7 @@ func init() {
 	f.StringVar(&brokers, "brokers", "", "comma-separated brokers of an existing cluster (default: start one from scripts/install-kafka's jars)")
 	f.IntVar(&opts.Rows, "rows", 0, "messages pre-produced per throughput case (default 1000000)")
 	f.IntVar(&opts.Partitions, "partitions", 0, "partitions per topic (default 4)")
+	f.IntVar(&opts.Users, "users", 0, "distinct hashBy values (default 10, as bench ingest; 1000 = mostly one-row blocks)")
 	f.IntVar(&opts.Rate, "rate", 0, "rows/s offered in the latency case (default 50000)")
 	f.DurationVar(&opts.LatencyFor, "latency-for", 0, "length of the latency case (default 10s)")
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, http, latency, 2nodes (default all)")
