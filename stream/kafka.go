@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/config"
@@ -43,8 +44,6 @@ type Kafka struct {
 	store    *table.Store
 	log      *slog.Logger
 	counters *Counters
-	// ExtraOpts are appended to the client's options (tests).
-	ExtraOpts []kgo.Opt
 
 	mu      sync.Mutex
 	next    map[tp]int64 // the next offset to store, per assigned partition
@@ -270,7 +269,6 @@ func (k *Kafka) Run(ctx context.Context) error {
 	if k.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(k.cfg.InstanceID))
 	}
-	opts = append(opts, k.ExtraOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("stream: kafka client: %w", err)
@@ -278,6 +276,7 @@ func (k *Kafka) Run(ctx context.Context) error {
 	// Close leaves the group: the revoke callback stops the workers and
 	// commits their offsets.
 	defer cl.Close()
+	go k.refreshLag(ctx, cl)
 	for {
 		fs := cl.PollRecords(ctx, maxPoll)
 		if ctx.Err() != nil || fs.IsClientClosed() {
@@ -360,4 +359,36 @@ func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ ne
 		return
 	}
 	h.c.ok()
+}
+
+// lagInterval is how often the lag of idle partitions is refreshed from the
+// brokers' end offsets (busy partitions update it with every batch).
+const lagInterval = 2 * time.Second
+
+// refreshLag sets the lag of every assigned partition whose next offset is
+// known from the brokers' end offsets, so that an idle partition shows 0.
+func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client) {
+	adm := kadm.NewClient(cl)
+	t := time.NewTicker(lagInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, lagInterval)
+		ends, err := adm.ListEndOffsets(rctx, k.cfg.Topics...)
+		cancel()
+		if err != nil {
+			continue
+		}
+		k.mu.Lock()
+		for key, next := range k.next {
+			if o, ok := ends.Lookup(key.topic, key.partition); ok && o.Err == nil {
+				k.counters.SetLag(key.topic, key.partition, o.Offset-next)
+			}
+		}
+		k.mu.Unlock()
+	}
 }

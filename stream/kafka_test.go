@@ -44,6 +44,27 @@ func TestKafkaExactlyOnceUnderKill(t *testing.T) {
 	<-done
 	nd := startNode(t, cfg, data)
 	waitRows(t, nd, "events", n, 2*time.Minute)
+	// The metrics name each partition's lag (0 once caught up, refreshed
+	// every 2 s from the end offsets) and count the rebalances.
+	deadline := time.Now().Add(10 * time.Second)
+	for p := 0; p < 4; {
+		v, ok := nd.metric("sluice_source_lag_messages", fmt.Sprintf(`table="events",topic="kill",partition="%d"`, p))
+		if ok && v == 0 {
+			p++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("sluice_source_lag_messages for partition %d: %v (present: %v), want 0", p, v, ok)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if v, _ := nd.metric("sluice_source_rebalances_total", `table="events"`); v < 1 {
+		t.Errorf("sluice_source_rebalances_total %v, want at least 1", v)
+	}
+	if v, _ := nd.metric("sluice_source_up", `table="events"`); v != 1 {
+		t.Errorf("sluice_source_up %v, want 1", v)
+	}
 	nd.stop()
 	ids, rows := storedIDs(t, data, "events")
 	checkExactlyOnce(t, ids, n)
