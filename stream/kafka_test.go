@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/internal/testkafka"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -361,4 +362,47 @@ func TestKafkaGracefulHandover(t *testing.T) {
 		union[id] += c
 	}
 	checkExactlyOnce(t, union, n)
+}
+
+// TestUnreachableServersReported: a node whose Kafka broker and NATS
+// server cannot be reached starts anyway, serves HTTP ingest, and /readyz
+// answers 503 naming both sources.
+func TestUnreachableServersReported(t *testing.T) {
+	needBinary(t)
+	kport, _ := testkafka.FreePort()
+	nport, _ := testkafka.FreePort()
+	cfg := fmt.Sprintf(`tables:
+  - name: events
+    sortBy: ts
+    sources:
+      - kafka: {brokers: ["127.0.0.1:%d"], topics: [events], group: g}
+      - nats: {url: "nats://127.0.0.1:%d", stream: EVENTS, durable: sluice}
+`, kport, nport)
+	nd := startNode(t, cfg, filepath.Join(t.TempDir(), "node1"))
+	resp, err := http.Post(nd.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"ts":"2026-01-01T00:00:00Z","id":1}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP ingest with the brokers down: %s", resp.Status)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(nd.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "kafka g") && strings.Contains(string(body), "nats EVENTS/sluice") {
+			t.Logf("/readyz: %s", strings.TrimSpace(string(body)))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after 30s with both servers down: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	nd.stop()
 }

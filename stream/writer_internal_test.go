@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"strings"
 	"testing"
@@ -69,5 +71,53 @@ func TestWriterJoinedDecodeSkip(t *testing.T) {
 	}
 	if pos, _ := s.Position("p"); len(pos) != 1 || pos[0] != 7 {
 		t.Fatalf("position %v", pos)
+	}
+}
+
+// TestWriterFormats: json-array, CSV and gzip-compressed message bodies are
+// decoded message by message; a message that does not decode is poison
+// under on_bad_line reject and the others are stored.
+func TestWriterFormats(t *testing.T) {
+	ctx := context.Background()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`[{"ts":"2026-01-01T00:00:00Z","id":3}]`))
+	zw.Close()
+	for _, c := range []struct {
+		format string
+		bodies []string
+		want   int
+		poison int
+	}{
+		{"json", []string{`[{"ts":"2026-01-01T00:00:00Z","id":1},{"ts":"2026-01-01T00:00:00Z","id":2}]`, gz.String(), `[{"ts":`}, 3, 1},
+		{"csv", []string{"ts,id\n2026-01-01T00:00:00Z,1\n2026-01-01T00:00:00Z,2\n", "ts,id\n2026-01-01T00:00:00Z,x\n"}, 2, 1},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			s, err := table.Open(t.TempDir(), table.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tb, err := s.Table(table.Config{Name: "events", SortBy: "ts", Columns: []table.Column{{Name: "ts", Type: table.Timestamp}, {Name: "id", Type: table.Int64}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := Target{Store: s, Table: tb, Policy: ingest.Reject, Schema: map[string]compute.Type{"ts": compute.Timestamp, "id": compute.Int64}}
+			w, err := newWriter(target, c.format, nil, kafkaFields, func(m *Message) string { return "m" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []Message
+			for _, b := range c.bodies {
+				msgs = append(msgs, Message{Body: []byte(b)})
+			}
+			res, err := w.Write(ctx, msgs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Accepted != c.want || res.Poison != c.poison {
+				t.Fatalf("result %+v: want %d accepted, %d poison", res, c.want, c.poison)
+			}
+		})
 	}
 }
