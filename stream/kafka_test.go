@@ -288,10 +288,17 @@ func TestKafkaPoisonMessages(t *testing.T) {
 		t.Errorf("%d dead letters, want %d (one per poison message)", len(dead), len(poison))
 	}
 	origin := regexp.MustCompile(`^kafka poison/[0-3]@[0-9]+$`)
+	rejected := 0
 	for _, d := range dead {
 		if o, _ := d["origin"].(string); !origin.MatchString(o) {
 			t.Errorf("dead letter %v: origin %q is not topic/partition@offset", d, o)
 		}
+		if d["column"] == "double" && d["loader"] == "lua" {
+			rejected++
+		}
+	}
+	if rejected != n/100 {
+		t.Errorf("%d dead letters name the reject column double (lua), want %d", rejected, n/100)
 	}
 	if !t.Failed() {
 		t.Logf("%d poison messages in events_deadletter, e.g. %v", len(dead), dead[0])

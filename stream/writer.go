@@ -289,8 +289,18 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 	if !utf8.ValidString(text) {
 		text = strconv.Quote(text)
 	}
-	return table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
+	row := table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
 		"error": err.Error(), "row": text, "origin": w.origin(m)}
+	var ce *compute.Error
+	if errors.As(err, &ce) {
+		// A reject column or filter: name it as a deadletter policy would.
+		row["column"], row["filter"], row["loader"], row["source"] = ce.Column, ce.Filter, ce.Loader, ce.Source
+	}
+	var se *table.SchemaError
+	if errors.As(err, &se) {
+		row["column"] = se.Column
+	}
+	return row
 }
 
 func rowIndex(rows []ingest.Row) map[any]int {
