@@ -257,6 +257,8 @@ func (k *Kafka) Run(ctx context.Context) error {
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { k.stopWorkers(lost) }),
+		// Records of aborted transactions are never stored.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxBytes(fetchMax),
 		kgo.FetchMaxPartitionBytes(min(fetchMax, 2<<20)),
 		kgo.FetchMaxWait(500 * time.Millisecond),
