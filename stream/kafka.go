@@ -199,12 +199,20 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 				}
 				k.log.Error("storing a batch failed, retrying", "topic", p.Topic, "partition", p.Partition, "error", err, "attempt", attempt)
 				k.counters.fail(err)
-				select {
-				case <-w.quit:
-					return
-				default:
-				}
-				if backoff(ctx, attempt) != nil {
+				// Back off, but give the partition up at once when it is
+				// revoked (or the node stops): the next owner resumes at
+				// the stored position.
+				bctx, cancel := context.WithCancel(ctx)
+				go func() {
+					select {
+					case <-w.quit:
+						cancel()
+					case <-bctx.Done():
+					}
+				}()
+				err = backoff(bctx, attempt)
+				cancel()
+				if err != nil {
 					return
 				}
 			}
