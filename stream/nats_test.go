@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicedb/sluice/internal/testkafka"
 )
 
 // TestNATSExactlyOnceUnderKill: events published to a JetStream stream
@@ -78,4 +81,77 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 			t.Fatalf("row %v: _subject and _sequence", r)
 		}
 	}
+}
+
+// TestNATSServerRestart: the NATS server is shut down mid-stream and
+// started again on the same port and store; the node reconnects,
+// recreates its consumer at the stored sequence and ends with every id
+// exactly once.
+func TestNATSServerRestart(t *testing.T) {
+	const n, users = 6000, 10
+	ctx := context.Background()
+	port, err := testkafka.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeDir := t.TempDir()
+	startNATS := func() *natsserver.Server {
+		ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats server not ready")
+		}
+		return ns
+	}
+	ns := startNATS()
+	defer func() { ns.Shutdown() }()
+	url := ns.ClientURL()
+	publish := func(from, to int) {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "RESTART", Subjects: []string{"restart.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < to; i++ {
+			_, v := event(i, users)
+			if _, err := js.PublishAsync(fmt.Sprintf("restart.u%d", i%users), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-js.PublishAsyncComplete()
+	}
+	publish(0, n/2)
+	cfg := fmt.Sprintf(`tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    sources:
+      - nats: {url: %q, stream: RESTART, subject: "restart.>", durable: sluice, max_batch: 200}
+`, url)
+	data := filepath.Join(t.TempDir(), "node1")
+	nd := startNode(t, cfg, data)
+	time.Sleep(300 * time.Millisecond)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	before := countRows(nd, "events")
+	t.Logf("nats server shut down with %d rows queryable", before)
+	time.Sleep(2 * time.Second)
+	ns = startNATS()
+	publish(n/2, n)
+	waitRows(t, nd, "events", n, time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	nd.stop()
+	ids, rows := storedIDs(t, data, "events")
+	checkExactlyOnce(t, ids, n)
+	checkOrder(t, rows)
 }
