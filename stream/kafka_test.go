@@ -108,7 +108,8 @@ func TestKafkaTwoNodesOneKilled(t *testing.T) {
 	n1 := startNode(t, kafkaConfig("events", topic, "g-two", "node-1", "", ""), data1)
 	n2 := startNode(t, kafkaConfig("events", topic, "g-two", "node-2", "", ""), data2)
 	done := produceSlowly(t, prod, topic, n, users, 100)
-	time.Sleep(4 * time.Second)
+	time.Sleep(3 * time.Second)
+	waitSomeRows(t, n2, "events")
 	r1, r2 := countRows(n1, "events"), countRows(n2, "events")
 	n2.kill()
 	t.Logf("node 2 killed; rows queryable just before: node 1 %d, node 2 %d", r1, r2)
@@ -346,7 +347,8 @@ func TestKafkaGracefulHandover(t *testing.T) {
 	n1 := startNode(t, kafkaConfig("events", topic, "g-handover", "node-1", "", ""), data1)
 	n2 := startNode(t, kafkaConfig("events", topic, "g-handover", "node-2", "", ""), data2)
 	done := produceSlowly(t, prod, topic, n, users, 100)
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * time.Second)
+	waitSomeRows(t, n2, "events")
 	n2.stop()
 	<-done
 	ids2, _ := storedIDs(t, data2, "events")
@@ -412,4 +414,14 @@ func TestUnreachableServersReported(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	nd.stop()
+}
+
+// waitSomeRows waits (up to 30 s) until a node has stored some rows, i.e.
+// the group has given it partitions.
+func waitSomeRows(t *testing.T, n *node, tableName string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for countRows(n, tableName) <= 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
 }
