@@ -102,6 +102,9 @@ type Table struct {
 	// keeps running).
 	Reload  time.Duration `yaml:"reload"`
 	Compact Compact       `yaml:"compact"`
+	// Sources are streams (Kafka, NATS JetStream) the table consumes
+	// besides HTTP (config/sources.go, docs/streams.md).
+	Sources []Source `yaml:"sources"`
 }
 
 // Column is one column of a static schema.
@@ -346,6 +349,7 @@ func (c *Config) Validate() error {
 		if cp.Interval > 0 && cp.Dir == "" {
 			add("%s: compact.dir: required when compact.interval is set", where)
 		}
+		errs = append(errs, t.validateSources(where)...)
 	}
 	return errors.Join(errs...)
 }

@@ -202,3 +202,42 @@ func TestYAMLIndentationErrorNamesTheLine(t *testing.T) {
 		}
 	}
 }
+
+func TestSourcesValidated(t *testing.T) {
+	good := `
+tables:
+  - name: events
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: sluice-events, format: ndjson, metadata: [key, headers]}
+      - nats: {url: "nats://127.0.0.1:4222", stream: EVENTS, subject: "events.>", durable: sluice}
+`
+	cfg, err := Parse([]byte(good), func(k string) (string, bool) {
+		if k == "SLUICE_TABLES_EVENTS_SOURCES_0_KAFKA_INSTANCE_ID" {
+			return "node-1", true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Tables[0].Sources[0].Kafka.InstanceID; got != "node-1" {
+		t.Fatalf("instance_id from the environment: %q", got)
+	}
+	bad := `
+tables:
+  - name: events
+    sources:
+      - kafka: {brokers: [nohost], topics: [], format: xml, metadata: [colour]}
+      - nats: {url: "", stream: ""}
+      - {}
+`
+	_, err = Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	if err == nil {
+		t.Fatal("bad sources accepted")
+	}
+	for _, want := range []string{`broker "nohost"`, "topics: none", "group: empty", `format "xml"`, `metadata "colour"`, `sources[1] nats: url`, "stream: empty", "durable: empty", "sources[2]: set kafka or nats"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -118,6 +118,12 @@ func walkEnv(v reflect.Value, name string, env func(string) (string, bool), errs
 			walkEnv(v.Field(i), name+"_"+strings.ToUpper(tag), env, errs)
 		}
 		return
+	case reflect.Pointer:
+		// Set sections (a table source's kafka: or nats:) are walked.
+		if !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+			walkEnv(v.Elem(), name, env, errs)
+			return
+		}
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Struct {
 			for i := 0; i < v.Len(); i++ {

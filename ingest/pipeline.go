@@ -121,7 +121,7 @@ type BatchAppender interface {
 	NewBatch() (AppendBatch, error)
 }
 
-// AppendBatch is one atomic append made of parts (table.Batch).
+// AppendBatch is one atomic append made of parts (table.Appender).
 type AppendBatch interface {
 	Add(ctx context.Context, rows []Row) error
 	Commit(ctx context.Context) error

@@ -67,5 +67,9 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 		return
 	}
+	if err := s.sources.Ready(); err != nil {
+		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	w.Write([]byte("ready\n"))
 }

@@ -87,6 +87,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		ready = 1
 	}
 	fmt.Fprintf(bw, "sluice_ready %d\n", ready)
+	s.sources.WriteMetrics(bw)
 	bw.Flush()
 	_ = s.lua.WriteMetrics(w)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/luavm"
+	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -52,6 +53,8 @@ type Server struct {
 	store *table.Store
 	lua   *luavm.Manager
 	queue *ingest.Queue
+	// sources are the tables' stream sources (streams.go).
+	sources *stream.Runner
 
 	tables map[string]*tableState // immutable after New
 	names  []string               // sorted table names
@@ -155,6 +158,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		}
 	}
 	sort.Strings(s.names)
+	if err := errors.Join(errs...); err == nil {
+		errs = append(errs, s.openSources())
+	}
 	if err := errors.Join(errs...); err != nil {
 		s.Close()
 		return nil, err
@@ -205,11 +211,12 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	}
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if tc.UsesDeadLetter() {
+	if tc.UsesDeadLetter() || len(tc.Sources) > 0 {
 		// The dead-letter output of a table is the table <name>_deadletter
-		// (time-ordered, one partition), queried like any other.
+		// (time-ordered, one partition), queried like any other. Stream
+		// sources add the message's origin (streams.go).
 		dcfg := table.Config{Name: tc.Name + DeadLetterSuffix, SortBy: "time"}
-		for _, c := range ingest.DeadLetterColumns {
+		for _, c := range deadLetterColumns(tc) {
 			typ, _ := table.ParseType(c.Type)
 			dcfg.Columns = append(dcfg.Columns, table.Column{Name: c.Name, Type: typ})
 		}
@@ -222,7 +229,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 		ts.pipe.DeadLetters = appender{dt}
 		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: map[string]compute.Type{}}
-		for _, c := range ingest.DeadLetterColumns {
+		for _, c := range deadLetterColumns(tc) {
 			dts.schema[c.Name], _ = compute.ParseType(c.Type)
 		}
 		dts.pipe = &ingest.Pipeline{Table: appender{dt}, RowOf: schemaErrorRow}
@@ -287,6 +294,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	s.startSchedulers(bg, &wg)
+	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.ready.Store(true)
@@ -306,6 +314,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopBG()
 	wg.Wait()
+	s.sources.Wait()
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -376,4 +385,4 @@ func Check(ctx context.Context, cfg *config.Config) error {
 }
 
 // NewBatch starts an atomic append in parts (ingest.BatchAppender).
-func (a appender) NewBatch() (ingest.AppendBatch, error) { return a.t.NewBatch() }
+func (a appender) NewBatch() (ingest.AppendBatch, error) { return a.t.NewAppender() }

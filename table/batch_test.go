@@ -2,70 +2,136 @@ package table
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
-// A Batch of several parts is one atomic append: a later part may widen a
-// column an earlier part was encoded with (read back converted), queries
-// do not wait for an open batch (collect runs between parts), and a
-// failing part leaves nothing stored.
-func TestBatchPartsAreOneAtomicAppend(t *testing.T) {
+// TestBatchRowsAndPositionTogether: rows of two tables and a position
+// committed in one Batch are all there after a reopen.
+func TestBatchRowsAndPositionTogether(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	defer s.Close()
-	tb, err := s.Table(Config{Name: "b", HashBy: "k", SortBy: "ts"})
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	main, err := s.Table(Config{Name: "events", SortBy: "ts"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tb.NewBatch()
+	dead, err := s.Table(Config{Name: "events_deadletter", SortBy: "time"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Add(ctx, []Row{{"ts": t0, "k": "a", "v": int64(1)}}); err != nil {
+	b, err := s.NewBatch()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Add(ctx, []Row{{"ts": t0, "k": "a", "v": 2.5, "w": "new"}}); err != nil {
+	if err := b.Append(main, []Row{{"ts": t0, "id": int64(1)}, {"ts": t0, "id": int64(2)}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := collect(t, tb, Query{}); len(got) != 0 {
-		t.Fatalf("rows visible before Commit: %v", got)
+	if err := b.Append(dead, []Row{{"time": t0, "error": "bad"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(main, []Row{{"ts": t0}}); !errors.Is(err, ErrTableTwice) {
+		t.Fatalf("second append to the same table: %v, want ErrTableTwice", err)
+	}
+	if err := b.SetPosition("events/kafka/t/0", binary.BigEndian.AppendUint64(nil, 42)); err != nil {
+		t.Fatal(err)
 	}
 	if err := b.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
-	var vs []float64
-	for _, r := range collect(t, tb, Query{}) {
-		vs = append(vs, r["v"].(float64))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(vs)
-	if !slices.Equal(vs, []float64{1, 2.5}) {
-		t.Fatalf("v = %v, want [1 2.5] (the first part converted to the widened type)", vs)
+	s = openStore(t, dir)
+	defer s.Close()
+	main, _ = s.Table(Config{Name: "events", SortBy: "ts"})
+	dead, _ = s.Table(Config{Name: "events_deadletter", SortBy: "time"})
+	if got := collect(t, main, Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}); len(got) != 2 {
+		t.Fatalf("events after reopen: %v", got)
 	}
+	if got := collect(t, dead, Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}); len(got) != 1 {
+		t.Fatalf("dead letters after reopen: %v", got)
+	}
+	pos, err := s.Position("events/kafka/t/0")
+	if err != nil || len(pos) != 8 || binary.BigEndian.Uint64(pos) != 42 {
+		t.Fatalf("position after reopen: %v, %v", pos, err)
+	}
+	if pos, err := s.Position("events/kafka/t/1"); pos != nil || err != nil {
+		t.Fatalf("unset position: %v, %v", pos, err)
+	}
+	names, err := s.Tables()
+	if err != nil || !slices.Equal(names, []string{"events", "events_deadletter"}) {
+		t.Fatalf("positions must not show as tables: %v, %v", names, err)
+	}
+}
 
-	b, err = tb.NewBatch()
+// TestBatchCloseWithoutCommit: nothing staged is stored, a widened schema is
+// restored, and the table's lock is released (a later Append works).
+func TestBatchCloseWithoutCommit(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "events", SortBy: "ts"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Add(ctx, []Row{{"ts": t0, "k": "c", "x": int64(1)}}); err != nil {
+	b, err := s.NewBatch()
+	if err != nil {
 		t.Fatal(err)
 	}
-	err = b.Add(ctx, []Row{{"ts": t0, "k": "c"}, {"ts": "never", "k": "c"}})
-	var se *SchemaError
-	if !errors.As(err, &se) || se.Row != 1 {
-		t.Fatalf("bad part: %v, want a SchemaError on its row 1", err)
+	if err := b.Append(tb, []Row{{"ts": t0, "new": "x"}}); err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Commit(ctx); err == nil {
-		t.Fatal("Commit after a failed part succeeded")
+	if err := b.SetPosition("p", []byte{1}); err != nil {
+		t.Fatal(err)
 	}
 	b.Close()
-	if got := collect(t, tb, Query{HashIn: []any{"c"}}); len(got) != 0 {
-		t.Fatalf("abandoned batch stored %v", got)
+	if got := collect(t, tb, Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}); len(got) != 0 {
+		t.Fatalf("rows of a closed batch: %v", got)
 	}
-	// The table still takes appends (the schema lock was released).
-	if err := tb.Append(ctx, []Row{{"ts": t0, "k": "d", "y": true}}); err != nil {
+	if pos, _ := s.Position("p"); pos != nil {
+		t.Fatalf("position of a closed batch: %v", pos)
+	}
+	if sc := tb.Schema(); len(sc) != 1 {
+		t.Fatalf("schema after a closed batch: %v", sc)
+	}
+	if err := tb.Append(ctx, []Row{{"ts": t0, "other": int64(1)}}); err != nil {
+		t.Fatalf("append after a closed batch: %v", err)
+	}
+}
+
+// TestBatchSchemaErrorStagesNothing: a row that does not fit a static schema
+// is a *SchemaError naming it, and the rest of the Batch still commits.
+func TestBatchSchemaErrorStagesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "events", SortBy: "ts", Columns: []Column{{Name: "ts", Type: Timestamp}, {Name: "n", Type: Int64}}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	b, err := s.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = b.Append(tb, []Row{{"ts": t0, "n": int64(1)}, {"ts": t0, "n": "not a number"}})
+	var se *SchemaError
+	if !errors.As(err, &se) || se.Row != 1 || se.Column != "n" {
+		t.Fatalf("append of a bad row: %v, want a SchemaError for row 1 column n", err)
+	}
+	if err := b.Append(tb, []Row{{"ts": t0, "n": int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, tb, Query{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)})
+	if len(got) != 1 || got[0]["n"] != int64(2) {
+		t.Fatalf("rows: %v", got)
 	}
 }

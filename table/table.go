@@ -139,7 +139,7 @@ func (t *Table) Append(ctx context.Context, rows []Row) error {
 		release()
 		return nil
 	}
-	b, err := t.NewBatch()
+	b, err := t.NewAppender()
 	if err != nil {
 		return err
 	}
@@ -150,18 +150,18 @@ func (t *Table) Append(ctx context.Context, rows []Row) error {
 	return b.Commit(ctx)
 }
 
-// Batch is one atomic append made of parts: each Add converts its rows to
+// Appender is one atomic append to one table made of parts: each Add converts its rows to
 // encoded, compressed blocks at once (the rows can be dropped after it),
 // and Commit stores every part durably, or none. It lets a large input be
 // decoded a few thousand rows at a time while staying one batch: its
-// memory is the encoded blocks, not the rows. A Batch is not safe for
+// memory is the encoded blocks, not the rows. An Appender is not safe for
 // concurrent use; Close it (after Commit, or to abandon it).
 //
 // A part that needs a new column or a wider type widens the table's
 // schema at once (queries and other appends see the wider schema; it is
 // persisted by the next commit). A batch that is abandoned afterwards
 // leaves the schema widened: a column without values reads as null.
-type Batch struct {
+type Appender struct {
 	t       *Table
 	release func()
 	pb      *pebble.Batch
@@ -176,22 +176,22 @@ type Batch struct {
 	failed, done bool
 }
 
-// flushRows is how many rows of a Batch are held as columns before they
+// flushRows is how many rows of an Appender are held as columns before they
 // are encoded into blocks (about 300 bytes a row of ten columns: 10 MB).
 const flushRows = 32 << 10
 
-// NewBatch starts an atomic append.
-func (t *Table) NewBatch() (*Batch, error) {
+// NewAppender starts an atomic append.
+func (t *Table) NewAppender() (*Appender, error) {
 	release, err := t.store.use()
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{t: t, release: release, pb: t.store.db.NewBatch()}, nil
+	return &Appender{t: t, release: release, pb: t.store.db.NewBatch()}, nil
 }
 
 // Add converts rows into blocks of the batch. After an error the batch can
 // only be closed. SchemaError.Row is the index in this call's rows.
-func (b *Batch) Add(ctx context.Context, rows []Row) error {
+func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if b.failed || b.done {
 		return fmt.Errorf("table %s: append to a failed or finished batch", b.t.name)
 	}
@@ -209,7 +209,7 @@ func (b *Batch) Add(ctx context.Context, rows []Row) error {
 	return nil
 }
 
-func (b *Batch) add(rows []Row) error {
+func (b *Appender) add(rows []Row) error {
 	t := b.t
 	// Fast path: coerce with the current schema, which also verifies that
 	// every value fits it without widening and that no row has a column
@@ -273,7 +273,7 @@ func sameColumns(a, b []colData) bool {
 }
 
 // flush encodes the pending rows into blocks of the pebble batch.
-func (b *Batch) flush() error {
+func (b *Appender) flush() error {
 	if b.pendingRows == 0 {
 		b.pending = nil
 		return nil
@@ -289,7 +289,7 @@ func (b *Batch) flush() error {
 }
 
 // Commit stores every part durably (pebble.Sync), or nothing on error.
-func (b *Batch) Commit(ctx context.Context) error {
+func (b *Appender) Commit(ctx context.Context) error {
 	t := b.t
 	if b.failed || b.done {
 		return fmt.Errorf("table %s: commit of a failed or finished batch", t.name)
@@ -342,7 +342,7 @@ func (t *Table) commit(pb *pebble.Batch) error {
 }
 
 // Close releases the batch; one not committed stores nothing.
-func (b *Batch) Close() {
+func (b *Appender) Close() {
 	if b.pb == nil {
 		return
 	}

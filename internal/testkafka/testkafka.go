@@ -1,0 +1,274 @@
+package testkafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNotInstalled is returned by Start when the Kafka jars are missing.
+var ErrNotInstalled = errors.New("testkafka: Kafka is not installed (run scripts/install-kafka)")
+
+// Broker is a running broker process.
+type Broker struct {
+	// Addr is the client listener, 127.0.0.1:port.
+	Addr string
+	dir  string
+	cp   string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+// CacheDir is where scripts/install-kafka installs (the same rule as the
+// script: $SLUICE_CACHE_DIR, else $XDG_CACHE_HOME/sluice, else ~/.cache/sluice).
+func CacheDir() string {
+	if d := os.Getenv("SLUICE_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "kafka-4.1.0")
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "/tmp"
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "sluice", "kafka-4.1.0")
+}
+
+// Classpath returns the broker's Java classpath, installing Kafka first
+// (scripts/install-kafka, found from this source file) when it is missing
+// and install is true.
+func Classpath(install bool) (string, error) {
+	cpFile := filepath.Join(CacheDir(), "classpath.txt")
+	if _, err := os.Stat(filepath.Join(CacheDir(), ".installed")); err != nil && install {
+		_, file, _, _ := runtime.Caller(0)
+		script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "install-kafka")
+		out, err := exec.Command(script).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: %v: %s", ErrNotInstalled, script, err, out)
+		}
+	}
+	b, err := os.ReadFile(cpFile)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotInstalled, err)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		return "", fmt.Errorf("%w: java: %v", ErrNotInstalled, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start formats a fresh KRaft log directory under dir and starts a broker
+// on free 127.0.0.1 ports, waiting until it accepts connections (about
+// 10-25 s on a 2-core machine). Topics are created with `partitions`
+// partitions by default.
+func Start(ctx context.Context, dir string, partitions int) (*Broker, error) {
+	cp, err := Classpath(true)
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cport, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cp: cp}
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d
+advertised.listeners=PLAINTEXT://127.0.0.1:%d
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.bootstrap.servers=127.0.0.1:%d
+log.dirs=%s
+num.partitions=%d
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+log.flush.interval.messages=9223372036854775807
+`, port, cport, port, cport, filepath.Join(dir, "data"), partitions)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	propsPath := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
+		return nil, err
+	}
+	uuid, err := exec.CommandContext(ctx, "java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid").Output()
+	if err != nil {
+		return nil, fmt.Errorf("testkafka: random-uuid: %w", err)
+	}
+	fields := strings.Fields(string(uuid))
+	if len(fields) == 0 {
+		return nil, errors.New("testkafka: random-uuid printed nothing")
+	}
+	if out, err := exec.CommandContext(ctx, "java", "-cp", cp, "kafka.tools.StorageTool", "format",
+		"-t", fields[len(fields)-1], "-c", propsPath, "--standalone").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("testkafka: format storage: %w: %s", err, out)
+	}
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) start(ctx context.Context) error {
+	logf, err := os.OpenFile(filepath.Join(b.dir, "broker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("java", "-Xmx512m", "-Xms256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.level=WARN", "-cp", b.cp, "kafka.Kafka", filepath.Join(b.dir, "server.properties"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("testkafka: start broker: %w", err)
+	}
+	b.cmd, b.log, b.done = cmd, logf, make(chan struct{})
+	go func() { cmd.Wait(); close(b.done) }()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-b.done:
+			return fmt.Errorf("testkafka: broker exited before listening: %s", b.tail())
+		case <-ctx.Done():
+			b.Stop()
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Stop()
+			return fmt.Errorf("testkafka: broker did not listen on %s in 90s: %s", b.Addr, b.tail())
+		}
+	}
+}
+
+func (b *Broker) tail() string {
+	data, _ := os.ReadFile(filepath.Join(b.dir, "broker.log"))
+	if i := len(data) - 2000; i > 0 {
+		data = data[i:]
+	}
+	return string(bytes.TrimSpace(data))
+}
+
+// Kill stops the broker with SIGKILL (a crash) and waits for it to exit.
+func (b *Broker) Kill() {
+	if b.cmd == nil {
+		return
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.done
+	b.log.Close()
+	b.cmd = nil
+}
+
+// Restart starts the broker again on the same ports and log directory
+// after Kill or Stop.
+func (b *Broker) Restart(ctx context.Context) error {
+	if b.cmd != nil {
+		return errors.New("testkafka: broker is running")
+	}
+	return b.start(ctx)
+}
+
+// Stop shuts the broker down (SIGTERM, then SIGKILL after 20 s).
+func (b *Broker) Stop() {
+	if b.cmd == nil {
+		return
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	}
+	b.log.Close()
+	b.cmd = nil
+}
+
+// shared is the package's broker started by Main.
+var shared struct {
+	b   *Broker
+	err error
+}
+
+// Main starts one broker for a test package (under a temporary directory,
+// topics of `partitions` partitions by default), runs the tests and stops
+// it: call it from TestMain. When the broker cannot start, tests that call
+// Require fail (CI set) or skip (CI unset).
+func Main(m interface{ Run() int }, partitions int) int {
+	dir, err := os.MkdirTemp("", "testkafka-")
+	if err != nil {
+		shared.err = err
+		return m.Run()
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	shared.b, shared.err = Start(ctx, dir, partitions)
+	cancel()
+	code := m.Run()
+	if shared.b != nil {
+		shared.b.Kill()
+	}
+	return code
+}
+
+// TB is the part of testing.TB Require uses.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
+// Require returns the package's broker started by Main, failing the test
+// when it is missing and CI is set (skipping it otherwise).
+func Require(t TB) *Broker {
+	t.Helper()
+	if shared.b != nil {
+		return shared.b
+	}
+	err := shared.err
+	if err == nil {
+		err = errors.New("testkafka.Main was not called from TestMain")
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("Kafka broker needed and missing (CI is set): %v", err)
+	}
+	t.Skipf("Kafka broker missing (set CI=true to make this a failure): %v", err)
+	return nil
+}

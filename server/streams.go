@@ -1,0 +1,57 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/stream"
+)
+
+// deadLetterColumns are the columns of tc's dead-letter table: those of
+// ingest, plus the message origin (topic, partition and offset, or stream
+// and sequence) when the table has stream sources.
+func deadLetterColumns(tc config.Table) []struct{ Name, Type string } {
+	cols := ingest.DeadLetterColumns
+	if len(tc.Sources) > 0 {
+		cols = append(cols[:len(cols):len(cols)], struct{ Name, Type string }{"origin", "string"})
+	}
+	return cols
+}
+
+// openSources makes the stream sources of every table; they start with
+// Serve and stop before the store closes.
+func (s *Server) openSources() error {
+	var sources []stream.Source
+	var errs []error
+	for _, n := range s.names {
+		ts := s.tables[n]
+		if len(ts.cfg.Sources) == 0 {
+			continue
+		}
+		target := stream.Target{Store: s.store, Table: ts.table, Compute: ts.proc, Schema: ts.schema, Policy: ts.policy, Log: s.log}
+		if ts.deadLetter != nil {
+			target.DeadLetters = ts.deadLetter.table
+		}
+		for i, sc := range ts.cfg.Sources {
+			var src stream.Source
+			var err error
+			switch {
+			case sc.Kafka != nil:
+				src, err = stream.NewKafka(target, n, *sc.Kafka)
+			case sc.NATS != nil:
+				src, err = stream.NewNATS(target, n, *sc.NATS)
+			default:
+				err = errors.New("neither kafka nor nats")
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("table %q: sources[%d]: %w", n, i, err))
+				continue
+			}
+			sources = append(sources, src)
+		}
+	}
+	s.sources = stream.NewRunner(s.log, sources...)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,373 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/table"
+)
+
+// One Kafka broker (4 partitions a topic), one in-process NATS server and
+// one sluice binary per package run.
+var (
+	natsURL   string
+	sluiceBin string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "stream-test-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(tmp)
+	// The sluice binary the fault tests kill.
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..")
+	sluiceBin = filepath.Join(tmp, "sluice")
+	build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("go build ./cmd/sluice: %v: %s", err, out)
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(tmp, "nats"), NoSigs: true, NoLog: true})
+	if err != nil {
+		panic(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		panic("nats server not ready")
+	}
+	natsURL = ns.ClientURL()
+	return testkafka.Main(m, 4)
+}
+
+// node is one `sluice serve` child process.
+type node struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string
+	data string
+	cfg  string
+	log  *os.File
+	done chan struct{}
+}
+
+func needBinary(t *testing.T) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+// startNode starts sluice serve on config text cfg and data dir data,
+// waiting until /healthz answers.
+func startNode(t *testing.T, cfg, data string) *node {
+	t.Helper()
+	needBinary(t)
+	port, err := testkafka.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(data)
+	cfgPath := filepath.Join(dir, filepath.Base(data)+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, filepath.Base(data)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), data: data, cfg: cfgPath, log: logf, done: make(chan struct{})}
+	n.cmd = exec.Command(sluiceBin, "serve", "--config", cfgPath, "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "info")
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.cmd.Wait(); close(n.done) }()
+	t.Cleanup(func() { n.kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(n.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return n
+		}
+		select {
+		case <-n.done:
+			t.Fatalf("sluice exited at start: %s", n.tail())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice did not start: %s", n.tail())
+		}
+	}
+}
+
+func (n *node) tail() string {
+	b, _ := os.ReadFile(n.log.Name())
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// kill is kill -9.
+func (n *node) kill() {
+	if n.cmd.Process == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+	n.log.Close()
+}
+
+// stop is a graceful stop (SIGTERM); it fails the test if the exit is not clean.
+func (n *node) stop() {
+	n.t.Helper()
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		n.t.Fatalf("sluice did not stop in 60s: %s", n.tail())
+	}
+	if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+		n.t.Errorf("sluice exited %d: %s", code, n.tail())
+	}
+	n.log.Close()
+}
+
+// metric returns the sum of a metric's samples whose labels contain sub.
+func (n *node) metric(name, sub string) (float64, bool) {
+	resp, err := http.Get(n.url + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if !strings.Contains(line, sub) {
+			continue
+		}
+		var v float64
+		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+		sum += v
+		found = true
+	}
+	return sum, found
+}
+
+// kafkaConfig is a server config with one table consuming topic.
+func kafkaConfig(tableName, topic, group, instance, extraTable, extraSource string) string {
+	return fmt.Sprintf(`tables:
+  - name: %s
+    hashBy: user
+    sortBy: ts
+    on_bad_line: reject
+%s    sources:
+      - kafka:
+          brokers: [%s]
+          topics: [%s]
+          group: %s
+          session_timeout: 6s
+          instance_id: "%s"
+%s`, tableName, extraTable, kafkaAddr, topic, group, instance, extraSource)
+}
+
+var kafkaAddr string
+
+// broker returns the package broker (failing or skipping without one).
+func broker(t *testing.T) *testkafka.Broker {
+	t.Helper()
+	b := testkafka.Require(t)
+	kafkaAddr = b.Addr
+	return b
+}
+
+// createTopic makes a topic of 4 partitions.
+func createTopic(t *testing.T, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 4, 1, nil, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+}
+
+// producer produces messages {"id":i,"user":"u<i%users>","ts":...} keyed by
+// user, n in all, in batches of batch every interval; produced counts them.
+type producer struct {
+	cl       *kgo.Client
+	produced chan int
+}
+
+func newProducer(t *testing.T) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.RecordRetries(1000), kgo.ProduceRequestTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func event(id, users int) (key string, value []byte) {
+	user := fmt.Sprintf("u%d", id%users)
+	return user, fmt.Appendf(nil, `{"id":%d,"user":%q,"ts":%q,"seq":%d}`, id, user, t0.Format(time.RFC3339Nano), id)
+}
+
+// produceRange produces ids [from, to) synchronously.
+func produceRange(t *testing.T, cl *kgo.Client, topic string, from, to, users int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		k, v := event(i, users)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: v})
+		if len(recs) == 1000 || i == to-1 {
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			recs = recs[:0]
+		}
+	}
+}
+
+// produceSlowly produces ids [0, n) in batches of batch every 50 ms in the
+// background; the returned channel closes when all are acknowledged.
+func produceSlowly(t *testing.T, cl *kgo.Client, topic string, n, users, batch int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for from := 0; from < n; from += batch {
+			produceRange(t, cl, topic, from, min(from+batch, n), users)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+// storedIDs opens a (stopped) node's store and counts each id of table.
+func storedIDs(t *testing.T, data, tableName string) (map[int64]int, []table.Row) {
+	t.Helper()
+	s, err := table.Open(data, table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	names, _ := s.Tables()
+	ids := map[int64]int{}
+	var rows []table.Row
+	found := false
+	for _, nm := range names {
+		found = found || nm == tableName
+	}
+	if !found {
+		return ids, nil
+	}
+	tb, err := s.Table(table.Config{Name: tableName, HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tb.Query(context.Background(), table.Query{}, func(r table.Row) error {
+		ids[r["id"].(int64)]++
+		c := make(table.Row, len(r))
+		for k, v := range r {
+			c[k] = v
+		}
+		rows = append(rows, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, rows
+}
+
+// waitRows waits until the node's table holds want rows (its query API).
+func waitRows(t *testing.T, n *node, tableName string, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	got := -1
+	for time.Now().Before(deadline) {
+		got = countRows(n, tableName)
+		if got >= want {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("table %s holds %d rows, want %d after %v: %s", tableName, got, want, timeout, n.tail())
+}
+
+func countRows(n *node, tableName string) int {
+	resp, err := http.Get(n.url + "/v1/tables/" + tableName + "/query?columns=id&format=ndjson")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return -1
+	}
+	sc := bufio.NewScanner(resp.Body)
+	c := 0
+	for sc.Scan() {
+		if len(sc.Bytes()) > 0 {
+			c++
+		}
+	}
+	return c
+}
+
+// checkExactlyOnce fails for every id of [0,n) not stored exactly once.
+func checkExactlyOnce(t *testing.T, ids map[int64]int, n int) {
+	t.Helper()
+	missing, dup := 0, 0
+	for i := range n {
+		switch c := ids[int64(i)]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			dup++
+		}
+	}
+	if missing > 0 || dup > 0 || len(ids) != n {
+		t.Fatalf("%d ids missing, %d stored more than once, %d distinct ids (want %d)", missing, dup, len(ids), n)
+	}
+}

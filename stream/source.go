@@ -1,0 +1,228 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source is one configured stream of one table.
+type Source interface {
+	// Run consumes until ctx is done; it returns only then (connection
+	// failures are retried with backoff and reported by Status), or when
+	// the source cannot work at all (its config is unusable).
+	Run(ctx context.Context) error
+	// Name says which, e.g. `kafka events[events]`.
+	Name() string
+	Counters() *Counters
+}
+
+// Counters are a source's totals and gauges, read by /metrics and /readyz.
+type Counters struct {
+	Table, Kind string
+	// Messages consumed, rows decoded, stored, filtered out, dead letters,
+	// poison messages, batches committed.
+	Messages, Rows, Accepted, Filtered, DeadLetters, Poison, Batches atomic.Int64
+	// Errors counts failures retried (broker, store); Rebalances counts
+	// partition assignments.
+	Errors, Rebalances atomic.Int64
+
+	mu       sync.Mutex
+	lag      map[string]int64 // "topic\x00partition" → messages behind
+	failing  time.Time        // since when the source cannot reach its server (zero: it can)
+	lastErr  string
+	assigned int
+}
+
+func newCounters(table, kind string) *Counters {
+	return &Counters{Table: table, Kind: kind, lag: map[string]int64{}}
+}
+
+func (c *Counters) add(r Result) {
+	c.Messages.Add(int64(r.Messages))
+	c.Rows.Add(int64(r.Rows))
+	c.Accepted.Add(int64(r.Accepted))
+	c.Filtered.Add(int64(r.Filtered))
+	c.DeadLetters.Add(int64(r.DeadLetters))
+	c.Poison.Add(int64(r.Poison))
+	c.Batches.Add(1)
+}
+
+func lagKey(topic string, partition int32) string {
+	return topic + "\x00" + strconv.Itoa(int(partition))
+}
+
+// SetLag records how far a partition (or stream) is behind.
+func (c *Counters) SetLag(topic string, partition int32, lag int64) {
+	c.mu.Lock()
+	c.lag[lagKey(topic, partition)] = max(lag, 0)
+	c.mu.Unlock()
+}
+
+func (c *Counters) dropLag(topic string, partition int32) {
+	c.mu.Lock()
+	delete(c.lag, lagKey(topic, partition))
+	c.mu.Unlock()
+}
+
+// Lag returns the lag per "topic/partition".
+func (c *Counters) Lag() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.lag))
+	for k, v := range c.lag {
+		out[strings.Replace(k, "\x00", "/", 1)] = v
+	}
+	return out
+}
+
+// fail records a connection or store failure.
+func (c *Counters) fail(err error) {
+	c.Errors.Add(1)
+	c.mu.Lock()
+	if c.failing.IsZero() {
+		c.failing = time.Now()
+	}
+	c.lastErr = err.Error()
+	c.mu.Unlock()
+}
+
+// ok records that the source reached its server.
+func (c *Counters) ok() {
+	c.mu.Lock()
+	c.failing = time.Time{}
+	c.mu.Unlock()
+}
+
+// Failing returns since when the source has been failing and the last
+// error (zero time: it is not).
+func (c *Counters) Failing() (time.Time, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failing, c.lastErr
+}
+
+// Runner runs a server's sources.
+type Runner struct {
+	sources []Source
+	log     *slog.Logger
+	wg      sync.WaitGroup
+	// FailAfter is how long a source may fail before Ready reports it.
+	FailAfter time.Duration
+}
+
+// NewRunner makes a Runner of sources.
+func NewRunner(log *slog.Logger, sources ...Source) *Runner {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{sources: sources, log: log, FailAfter: 5 * time.Second}
+}
+
+// Len is the number of sources.
+func (r *Runner) Len() int { return len(r.sources) }
+
+// Start runs every source in its own goroutine until ctx is done; Wait
+// waits for them to stop.
+func (r *Runner) Start(ctx context.Context) {
+	for _, s := range r.sources {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.log.Info("source started", "source", s.Name())
+			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				r.log.Error("source stopped", "source", s.Name(), "error", err)
+				s.Counters().fail(err)
+				return
+			}
+			r.log.Info("source stopped", "source", s.Name())
+		}()
+	}
+}
+
+// Wait waits until every source returned.
+func (r *Runner) Wait() { r.wg.Wait() }
+
+// Ready returns an error naming every source that has been failing for
+// longer than FailAfter.
+func (r *Runner) Ready() error {
+	var errs []error
+	for _, s := range r.sources {
+		since, last := s.Counters().Failing()
+		if !since.IsZero() && time.Since(since) >= r.FailAfter {
+			errs = append(errs, fmt.Errorf("source %s failing for %s: %s", s.Name(), time.Since(since).Round(time.Second), last))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// WriteMetrics writes the sources' metrics in the Prometheus text format.
+func (r *Runner) WriteMetrics(w io.Writer) {
+	if len(r.sources) == 0 {
+		return
+	}
+	family := func(name, kind, help string) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+	}
+	counter := func(name, help string, v func(*Counters) int64) {
+		family(name, "counter", help)
+		for _, s := range r.sources {
+			c := s.Counters()
+			fmt.Fprintf(w, "%s{table=%q,source=%q} %d\n", name, c.Table, s.Name(), v(c))
+		}
+	}
+	counter("sluice_source_messages_total", "Messages consumed from the source.", func(c *Counters) int64 { return c.Messages.Load() })
+	counter("sluice_source_rows_total", "Rows decoded from the source's messages.", func(c *Counters) int64 { return c.Rows.Load() })
+	counter("sluice_source_rows_accepted_total", "Rows stored (committed with their position).", func(c *Counters) int64 { return c.Accepted.Load() })
+	counter("sluice_source_rows_filtered_total", "Rows dropped by filters or drop policies.", func(c *Counters) int64 { return c.Filtered.Load() })
+	counter("sluice_source_dead_letters_total", "Dead letters written (poison messages, bad lines, deadletter policies).", func(c *Counters) int64 { return c.DeadLetters.Load() })
+	counter("sluice_source_poison_messages_total", "Messages routed away as a whole.", func(c *Counters) int64 { return c.Poison.Load() })
+	counter("sluice_source_batches_total", "Batches committed.", func(c *Counters) int64 { return c.Batches.Load() })
+	counter("sluice_source_errors_total", "Failures retried (broker unreachable, store errors).", func(c *Counters) int64 { return c.Errors.Load() })
+	counter("sluice_source_rebalances_total", "Partition assignments received.", func(c *Counters) int64 { return c.Rebalances.Load() })
+	family("sluice_source_lag_messages", "gauge", "Messages in the partition (or stream) not yet stored by this node.")
+	for _, s := range r.sources {
+		c := s.Counters()
+		lag := c.Lag()
+		keys := make([]string, 0, len(lag))
+		for k := range lag {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			i := strings.LastIndexByte(k, '/')
+			fmt.Fprintf(w, "sluice_source_lag_messages{table=%q,topic=%q,partition=%q} %d\n", c.Table, k[:i], k[i+1:], lag[k])
+		}
+	}
+	family("sluice_source_up", "gauge", "1 when the source reaches its server.")
+	for _, s := range r.sources {
+		up := 1
+		if since, _ := s.Counters().Failing(); !since.IsZero() {
+			up = 0
+		}
+		fmt.Fprintf(w, "sluice_source_up{table=%q,source=%q} %d\n", s.Counters().Table, s.Name(), up)
+	}
+}
+
+// backoff sleeps for the attempt's delay (100 ms doubling to 10 s) or until
+// ctx is done.
+func backoff(ctx context.Context, attempt int) error {
+	d := 100 * time.Millisecond << min(attempt, 7)
+	d = min(d, 10*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

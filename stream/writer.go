@@ -1,0 +1,475 @@
+package stream
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/table"
+)
+
+// Target is the table a source writes into and what a batch goes through
+// on its way: the same decode options, processor and bad-line policy as the
+// table's HTTP ingest.
+type Target struct {
+	Store *table.Store
+	Table *table.Table
+	// DeadLetters receives undecodable (poison) messages and the rows a
+	// deadletter policy routes away, each with its origin; nil: they are
+	// logged and counted only.
+	DeadLetters *table.Table
+	// Compute is the table's processor (nil: no computed columns or filters).
+	Compute *compute.Processor
+	// Schema is the static schema's types (CSV conversion).
+	Schema map[string]compute.Type
+	// Policy is the table's on_bad_line: Reject makes a message with a bad
+	// line a poison message as a whole; Skip drops only its bad lines.
+	Policy ingest.Policy
+	Log    *slog.Logger
+}
+
+// Header is one message header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one message of a stream, in the terms both sources share.
+type Message struct {
+	Body    []byte
+	Key     []byte
+	Headers []Header
+	// Topic is the Kafka topic or the NATS subject.
+	Topic     string
+	Partition int32
+	// Offset is the Kafka offset or the JetStream stream sequence.
+	Offset int64
+	Time   time.Time
+}
+
+// Position is a source position to store with a batch's rows.
+type Position struct {
+	Name  string
+	Value []byte
+}
+
+// Result is what happened to one batch of messages.
+type Result struct {
+	Messages, Rows, Accepted, Filtered, DeadLetters int
+	// Poison counts messages routed away as a whole (undecodable under
+	// on_bad_line reject, failing a reject column, not fitting the schema).
+	Poison int
+	// BadLines counts lines skipped under on_bad_line skip.
+	BadLines int
+}
+
+// metaField is one message field added to rows.
+type metaField struct {
+	column string
+	value  func(*Message) any
+}
+
+// Writer turns batches of messages into rows and commits them with their
+// positions. Safe for concurrent use (the table and processor are).
+type Writer struct {
+	target Target
+	format ingest.Format
+	meta   []metaField
+	// unstored are metadata columns a static schema lacks: scripts see
+	// them, the table does not get them.
+	unstored []string
+	origin   func(*Message) string
+	now      func() time.Time
+}
+
+// maxDeadLetterBody bounds the message text kept in a dead letter.
+const maxDeadLetterBody = 64 << 10
+
+// newWriter makes a Writer for format ("" is ndjson) adding the named
+// metadata fields (validated by config).
+func newWriter(t Target, format string, metadata []string, fields map[string]metaField, origin func(*Message) string) (*Writer, error) {
+	w := &Writer{target: t, origin: origin, now: time.Now}
+	switch format {
+	case "", "ndjson":
+		w.format = ingest.NDJSON
+	case "json":
+		w.format = ingest.JSONArray
+	case "csv":
+		w.format = ingest.CSV
+	case "parquet":
+		w.format = ingest.Parquet
+	default:
+		return nil, fmt.Errorf("stream: format %q: want ndjson, json, csv or parquet", format)
+	}
+	for _, m := range metadata {
+		f, ok := fields[m]
+		if !ok {
+			return nil, fmt.Errorf("stream: metadata %q unknown", m)
+		}
+		w.meta = append(w.meta, f)
+		if _, listed := t.Schema[f.column]; len(t.Schema) > 0 && !listed {
+			w.unstored = append(w.unstored, f.column)
+		}
+	}
+	if w.target.Log == nil {
+		w.target.Log = slog.New(slog.DiscardHandler)
+	}
+	return w, nil
+}
+
+// headersJSON is a message's headers as a JSON object (a repeated key keeps
+// the last value).
+func headersJSON(hs []Header) any {
+	if len(hs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Key] = string(h.Value)
+	}
+	b, _ := json.Marshal(m)
+	return json.RawMessage(b)
+}
+
+// decoded are the rows of a batch of messages.
+type decoded struct {
+	rows  []ingest.Row
+	msgOf []int32 // msgOf[i] is the message of rows[i]
+	// poison holds the messages rejected as a whole, with why.
+	poison map[int]error
+	// bad holds, under Skip, the first bad line of each message that had
+	// some, for its dead letter.
+	bad      map[int]error
+	badLines int
+}
+
+// Write decodes, computes and stores msgs with positions, all in one
+// synced batch. It returns an error only when nothing was stored (a store
+// failure, a canceled context, a processor closed): the caller retries the
+// same messages. Poison messages do not make it fail: they go to the dead
+// letters and the rest is stored.
+func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position) (Result, error) {
+	res := Result{Messages: len(msgs)}
+	d := w.decode(msgs)
+	res.Rows = len(d.rows)
+	res.BadLines = d.badLines
+	for range 1 + len(msgs) { // each round poisons one message more, at most
+		kept, deadRows, stats, retry, err := w.attempt(ctx, msgs, positions, &d)
+		if err != nil {
+			return res, err
+		}
+		if retry {
+			continue
+		}
+		res.Accepted, res.Filtered, res.DeadLetters = stats.accepted, stats.filtered, len(deadRows)
+		res.Poison = len(d.poison)
+		_ = kept
+		return res, nil
+	}
+	return res, errors.New("stream: every message of the batch is poison and it still fails")
+}
+
+type attemptStats struct{ accepted, filtered int }
+
+// attempt computes and stores what is not poison; retry means a message
+// was found poison (added to d.poison) and nothing was stored.
+func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Position, d *decoded) (kept []ingest.Row, dead []table.Row, st attemptStats, retry bool, err error) {
+	in := d.rows
+	msgOf := d.msgOf
+	if len(d.poison) > 0 {
+		in, msgOf = nil, nil
+		for i, r := range d.rows {
+			if _, p := d.poison[int(d.msgOf[i])]; !p {
+				in = append(in, r)
+				msgOf = append(msgOf, d.msgOf[i])
+			}
+		}
+	}
+	now := w.now()
+	kept = in
+	var dls []compute.DeadLetter
+	if w.target.Compute != nil && len(in) > 0 {
+		work := append([]ingest.Row(nil), in...) // Process compacts in place
+		b, perr := w.target.Compute.Process(ctx, work)
+		if perr != nil {
+			var ce *compute.Error
+			if errors.Is(perr, compute.ErrRejected) && errors.As(perr, &ce) && ce.Row >= 0 && ce.Row < len(in) {
+				d.poison[int(msgOf[ce.Row])] = perr
+				return nil, nil, st, true, nil
+			}
+			return nil, nil, st, false, fmt.Errorf("stream: compute: %w", perr)
+		}
+		kept, dls = b.Rows, b.DeadLetters
+		st.filtered = len(in) - len(kept) - len(dls)
+	}
+	// Dead letters: computed-column ones with the origin of their message,
+	// then one per poison message and per message with skipped bad lines.
+	if len(dls) > 0 {
+		index := rowIndex(in)
+		// The origin column locates a row (topic, partition and offset, or
+		// stream sequence); a line within a message body is not kept.
+		letters := make([]ingest.DeadLetter, len(dls))
+		for i, dl := range dls {
+			letters[i] = ingest.DeadLetter{DeadLetter: dl}
+		}
+		for i, r := range ingest.DeadLetterRows(letters, now) {
+			if k, ok := index[reflect.ValueOf(dls[i].Row).UnsafePointer()]; ok {
+				r["origin"] = w.origin(&msgs[msgOf[k]])
+			}
+			dead = append(dead, r)
+		}
+	}
+	for _, m := range sortedKeys(d.poison) {
+		dead = append(dead, w.messageDeadLetter(now, &msgs[m], d.poison[m], "poison"))
+	}
+	for _, m := range sortedKeys(d.bad) {
+		if _, p := d.poison[m]; !p {
+			dead = append(dead, w.messageDeadLetter(now, &msgs[m], d.bad[m], "bad_line"))
+		}
+	}
+	if len(w.unstored) > 0 {
+		for _, r := range kept {
+			for _, c := range w.unstored {
+				delete(r, c)
+			}
+		}
+	}
+	batch, err := w.target.Store.NewBatch()
+	if err != nil {
+		return nil, nil, st, false, err
+	}
+	defer batch.Close()
+	if len(kept) > 0 {
+		if err := batch.Append(w.target.Table, kept); err != nil {
+			var se *table.SchemaError
+			if errors.As(err, &se) && se.Row >= 0 && se.Row < len(kept) {
+				if k, ok := rowIndex(in)[reflect.ValueOf(kept[se.Row]).UnsafePointer()]; ok {
+					d.poison[int(msgOf[k])] = err
+					return nil, nil, st, true, nil
+				}
+			}
+			return nil, nil, st, false, err
+		}
+	}
+	if len(dead) > 0 {
+		if w.target.DeadLetters != nil {
+			if err := batch.Append(w.target.DeadLetters, dead); err != nil {
+				return nil, nil, st, false, fmt.Errorf("stream: dead letters: %w", err)
+			}
+		} else {
+			for _, r := range dead {
+				w.target.Log.Warn("dead letter dropped (the table has no dead-letter table)", "origin", r["origin"], "error", r["error"])
+			}
+		}
+	}
+	for _, p := range positions {
+		if err := batch.SetPosition(p.Name, p.Value); err != nil {
+			return nil, nil, st, false, err
+		}
+	}
+	if err := batch.Commit(ctx); err != nil {
+		return nil, nil, st, false, err
+	}
+	st.accepted = len(kept)
+	return kept, dead, st, false, nil
+}
+
+func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind string) table.Row {
+	body := m.Body
+	if len(body) > maxDeadLetterBody {
+		body = body[:maxDeadLetterBody]
+	}
+	text := string(body)
+	if !utf8.ValidString(text) {
+		text = strconv.Quote(text)
+	}
+	row := table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
+		"error": err.Error(), "row": text, "origin": w.origin(m)}
+	var ce *compute.Error
+	if errors.As(err, &ce) {
+		// A reject column or filter: name it as a deadletter policy would.
+		row["column"], row["filter"], row["loader"], row["source"] = ce.Column, ce.Filter, ce.Loader, ce.Source
+	}
+	var se *table.SchemaError
+	if errors.As(err, &se) {
+		row["column"] = se.Column
+	}
+	return row
+}
+
+func rowIndex(rows []ingest.Row) map[any]int {
+	idx := make(map[any]int, len(rows))
+	for i, r := range rows {
+		idx[reflect.ValueOf(r).UnsafePointer()] = i
+	}
+	return idx
+}
+
+func sortedKeys(m map[int]error) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}
+
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// body returns a message's body, gunzipped when it starts with the gzip
+// magic number.
+func body(m *Message) ([]byte, error) {
+	if !bytes.HasPrefix(m.Body, gzipMagic) {
+		return m.Body, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(m.Body))
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	return b, nil
+}
+
+// decode decodes every message. NDJSON messages are joined into one input
+// (one decoder pass for the batch; a message's rows are found by line
+// number); other formats are decoded message by message.
+func (w *Writer) decode(msgs []Message) decoded {
+	d := decoded{poison: map[int]error{}, bad: map[int]error{}}
+	if w.format == ingest.NDJSON && w.decodeJoined(msgs, &d) {
+		w.addMeta(msgs, &d)
+		return d
+	}
+	d = decoded{poison: map[int]error{}, bad: map[int]error{}}
+	for i := range msgs {
+		b, err := body(&msgs[i])
+		if err != nil {
+			d.poison[i] = err
+			continue
+		}
+		var rows []ingest.Row
+		res, err := ingest.Decode(bytes.NewReader(b), ingest.DecodeOptions{Format: w.format, Policy: ingest.Skip, Schema: w.target.Schema},
+			func(r []ingest.Row, _ []int) error { rows = append(rows, r...); return nil })
+		if err == nil && res.BadCount > 0 {
+			err = res.BadLines[0]
+			if w.target.Policy == ingest.Skip {
+				d.bad[i] = fmt.Errorf("%d bad lines skipped, the first: %w", res.BadCount, err)
+				d.badLines += res.BadCount
+				err = nil
+			}
+		}
+		if err != nil {
+			d.poison[i] = err
+			continue
+		}
+		for _, r := range rows {
+			d.rows = append(d.rows, r)
+			d.msgOf = append(d.msgOf, int32(i))
+		}
+	}
+	w.addMeta(msgs, &d)
+	return d
+}
+
+// decodeJoined decodes NDJSON messages as one input; false means a bad line
+// could not be placed (more than ingest.MaxReported bad lines) and the
+// caller decodes message by message.
+func (w *Writer) decodeJoined(msgs []Message, d *decoded) bool {
+	size := 0
+	for i := range msgs {
+		size += len(msgs[i].Body) + 1
+	}
+	buf := make([]byte, 0, size)
+	// Message i's lines are firstLine[i]..lastLine[i] of the input (from 1).
+	firstLine := make([]int, len(msgs))
+	lastLine := make([]int, len(msgs))
+	line := 0
+	for i := range msgs {
+		firstLine[i] = line + 1
+		b, err := body(&msgs[i])
+		if err != nil {
+			d.poison[i] = err
+			lastLine[i] = line
+			continue
+		}
+		buf = append(buf, b...)
+		line += bytes.Count(b, []byte{'\n'})
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			buf = append(buf, '\n')
+			line++
+		}
+		lastLine[i] = line
+	}
+	msgAt := func(l int) int { return sort.SearchInts(lastLine, l) }
+	var rows []ingest.Row
+	var lines []int
+	res, err := ingest.Decode(bytes.NewReader(buf), ingest.DecodeOptions{Format: ingest.NDJSON, Policy: ingest.Skip, Schema: w.target.Schema, MaxLine: max(size, 1)},
+		func(r []ingest.Row, l []int) error { rows, lines = r, l; return nil })
+	if err != nil || res.BadCount > len(res.BadLines) {
+		return false
+	}
+	badCount := map[int]int{}
+	for _, le := range res.BadLines {
+		m := msgAt(le.Line)
+		lineErr := fmt.Errorf("line %d: %w", le.Line-firstLine[m]+1, le.Err)
+		if w.target.Policy == ingest.Reject {
+			if _, seen := d.poison[m]; !seen {
+				d.poison[m] = lineErr
+			}
+			continue
+		}
+		d.badLines++
+		if _, seen := d.bad[m]; !seen {
+			d.bad[m] = lineErr
+		}
+		badCount[m]++
+	}
+	for m, n := range badCount {
+		d.bad[m] = fmt.Errorf("%d bad lines skipped, the first: %w", n, d.bad[m])
+	}
+	d.rows = rows
+	d.msgOf = make([]int32, len(rows))
+	for i, l := range lines {
+		d.msgOf[i] = int32(msgAt(l))
+	}
+	if len(d.poison) > 0 {
+		// Rows of a message rejected as a whole go too.
+		k := 0
+		for i, r := range d.rows {
+			if _, p := d.poison[int(d.msgOf[i])]; !p {
+				d.rows[k], d.msgOf[k] = r, d.msgOf[i]
+				k++
+			}
+		}
+		d.rows, d.msgOf = d.rows[:k], d.msgOf[:k]
+	}
+	return true
+}
+
+func (w *Writer) addMeta(msgs []Message, d *decoded) {
+	if len(w.meta) == 0 {
+		return
+	}
+	for i, r := range d.rows {
+		m := &msgs[d.msgOf[i]]
+		for _, f := range w.meta {
+			if v := f.value(m); v != nil {
+				r[f.column] = v
+			}
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// Batch stages appends to one or more tables together with source
+// positions (a Kafka partition's next offset, a JetStream consumer's last
+// sequence) and commits them as ONE pebble.Batch with pebble.Sync: after a
+// crash either the rows and the position that produced them are both
+// stored, or neither is. This is what makes a stream source exactly once
+// into a table (docs/streams.md).
+//
+// A Batch is used by one goroutine: NewBatch, Append and SetPosition any
+// number of times, Commit, and Close always (Close after Commit is a no-op
+// apart from releasing; Close without Commit discards everything staged).
+// A table may be appended to at most once per Batch: an Append that widens
+// an inferred schema holds the table's lock until Commit or Close, as
+// Table.Append does, so that schemas only grow in commit order.
+type Batch struct {
+	s       *Store
+	b       *pebble.Batch
+	release func()
+	tables  []*Table
+	// finish runs after Commit (ok=true) or on Close without a commit
+	// (ok=false): counters, schema restore, unlocking.
+	finish []func(ok bool)
+	done   bool
+}
+
+// ErrTableTwice is returned by Batch.Append for a table already appended to
+// in the same Batch.
+var ErrTableTwice = errors.New("table appended to twice in one batch")
+
+// positionPrefix keys source positions: 0x01 'p' name (outside the table
+// metadata range 0x01 'm', which Tables and load list).
+const positionPrefix = "\x01p"
+
+func positionKey(name string) []byte { return append([]byte(positionPrefix), name...) }
+
+// NewBatch starts a Batch. The store cannot close until the Batch is
+// closed.
+func (s *Store) NewBatch() (*Batch, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{s: s, b: s.db.NewBatch(), release: release}, nil
+}
+
+// Append stages rows for t (see Table.Append for what rows may hold and for
+// the *SchemaError naming a row that does not fit). On error nothing of
+// this call is staged; the Batch stays usable.
+func (b *Batch) Append(t *Table, rows []Row) error {
+	if b.done {
+		return errors.New("table: batch already committed or closed")
+	}
+	if t.store != b.s {
+		return fmt.Errorf("table %s: belongs to another store", t.name)
+	}
+	if slices.Contains(b.tables, t) {
+		return fmt.Errorf("table %s: %w", t.name, ErrTableTwice)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	schema, static := t.meta.Schema, t.meta.Static
+	t.mu.Unlock()
+	cols, fits, err := t.coerce(rows, schema, !static)
+	if err != nil {
+		return err
+	}
+	changed := false
+	var oldSchema []Column
+	if !fits {
+		t.mu.Lock()
+		oldSchema = t.meta.Schema
+		if schema, changed, err = t.widenFor(rows); err != nil {
+			t.mu.Unlock()
+			return err
+		}
+		if changed {
+			t.setSchema(schema) // kept locked until Commit or Close
+		} else {
+			t.mu.Unlock()
+		}
+		if cols, _, err = t.coerce(rows, schema, false); err != nil {
+			if changed {
+				t.setSchema(oldSchema)
+				t.mu.Unlock()
+			}
+			return err
+		}
+	}
+	// Stage into a scratch batch first so that a failure leaves b as it was.
+	scratch := b.s.db.NewBatch()
+	defer scratch.Close()
+	nblocks, nbytes, err := t.writeBlocks(scratch, cols)
+	if err == nil && changed {
+		var buf []byte
+		if buf, err = json.Marshal(t.meta); err == nil {
+			err = scratch.Set(metaKey(t.name), buf, nil)
+		}
+	}
+	if err == nil {
+		err = b.b.Apply(scratch, nil)
+	}
+	if err != nil {
+		if changed {
+			t.setSchema(oldSchema)
+			t.mu.Unlock()
+		}
+		return fmt.Errorf("table %s: stage %d rows: %w", t.name, len(rows), err)
+	}
+	b.tables = append(b.tables, t)
+	n := len(rows)
+	b.finish = append(b.finish, func(ok bool) {
+		if changed {
+			if !ok {
+				t.setSchema(oldSchema)
+			}
+			t.mu.Unlock()
+		}
+		if ok {
+			t.appends.Add(1)
+			t.rowsAppended.Add(int64(n))
+			t.blocksWritten.Add(int64(nblocks))
+			t.bytesWritten.Add(int64(nbytes))
+		}
+	})
+	return nil
+}
+
+// SetPosition stages value as the position named name (e.g.
+// "events/kafka/topic/3"); it is committed with the rows.
+func (b *Batch) SetPosition(name string, value []byte) error {
+	if b.done {
+		return errors.New("table: batch already committed or closed")
+	}
+	return b.b.Set(positionKey(name), value, nil)
+}
+
+// Commit writes everything staged as one synced Pebble batch. It returns
+// once it is durable; on error nothing is stored.
+func (b *Batch) Commit(ctx context.Context) error {
+	if b.done {
+		return errors.New("table: batch already committed or closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := b.b.Commit(pebble.Sync)
+	b.end(err == nil)
+	if err != nil {
+		return fmt.Errorf("table: commit batch: %w", err)
+	}
+	return nil
+}
+
+// Close discards what was not committed and releases the Batch.
+func (b *Batch) Close() {
+	b.end(false)
+}
+
+func (b *Batch) end(ok bool) {
+	if b.done {
+		return
+	}
+	b.done = true
+	for _, f := range b.finish {
+		f(ok)
+	}
+	b.b.Close()
+	b.release()
+}
+
+// Position returns the stored position named name, or nil if there is none.
+func (s *Store) Position(name string) ([]byte, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	v, closer, err := s.db.Get(positionKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("table: read position %q: %w", name, err)
+	}
+	defer closer.Close()
+	return slices.Clone(v), nil
+}
