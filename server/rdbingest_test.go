@@ -232,9 +232,9 @@ func TestRDBOverHTTPStreamed(t *testing.T) {
 }
 
 // TestRDBOverHTTPCorruptEarly: a snapshot that fails early in a large
-// body gets its 400 while the client is still sending (the rest is not
-// read), not a reset connection, and the batches before the failure are
-// stored.
+// body gets its 400 while the client is still sending (the server reads
+// and drops the rest), not a reset connection, and the batches before the
+// failure are stored.
 func TestRDBOverHTTPCorruptEarly(t *testing.T) {
 	s := startServer(t, rdbConfig, "")
 	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
