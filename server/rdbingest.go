@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,9 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}
+	// With two cores or more, the next batch is decoded while this one is
+	// stored (computed columns, synced append).
+	opts.Overlap = runtime.GOMAXPROCS(0) >= 2
 	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
 		return ts.pipe.Ingest(ctx, rows, nil, &res.Result)
 	})
