@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -57,6 +58,11 @@ type RDBOptions struct {
 	BatchBytes int
 	// Name names the input in errors (a file name, "request body").
 	Name string
+	// Overlap calls emit on a second goroutine, one batch behind: the next
+	// batch is decoded while emit stores this one (two batches in memory
+	// instead of one). emit is still called for one batch at a time, in
+	// order, and errors and counts are the same.
+	Overlap bool
 }
 
 // RDBDecoded counts what DecodeRDB read.
@@ -100,28 +106,82 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 		key    string
 		offset int64
 	}
+	// handed is a batch given to emit, with where its rows come from.
+	type handed struct {
+		rows []Row
+		at   []where // at[i] locates rows[i]
+	}
+	locate := func(h handed, err error) error {
+		var re *RowError
+		if errors.As(err, &re) && re.Row >= 0 && re.Row < len(h.at) {
+			w := h.at[re.Row]
+			return fmt.Errorf("%s: key %q (db %d) at offset %d: %w", opts.Name, w.key, w.db, w.offset, err)
+		}
+		return fmt.Errorf("%s: batch of %d keys from offset %d: %w", opts.Name, len(h.at), h.at[0].offset, err)
+	}
 	var (
 		batch      []Row
 		at         []where // at[i] locates batch[i]
 		batchBytes int
 		snapshot   any // the row's time: the snapshot's ctime, when known
 		timeKnown  bool
+
+		// With Overlap: the storer goroutine's input, its end, whether an
+		// emit failed, and (read once it ended) its error and the rows it
+		// was handed after the failure and dropped.
+		work      chan handed
+		stored    chan struct{}
+		failed    atomic.Bool
+		storerErr error
+		dropped   int
 	)
+	if opts.Overlap {
+		work, stored = make(chan handed), make(chan struct{})
+		go func() {
+			defer close(stored)
+			for h := range work {
+				if failed.Load() {
+					dropped += len(h.rows)
+					continue
+				}
+				if err := emit(h.rows); err != nil {
+					storerErr = locate(h, err)
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	// stop ends the storer (once; no-op without Overlap) and returns its error.
+	stop := func() error {
+		if work == nil {
+			return nil
+		}
+		close(work)
+		<-stored
+		work = nil
+		d.Pending += dropped
+		return storerErr
+	}
+	defer stop()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		d.Batches++
-		err := emit(batch)
-		var re *RowError
-		if errors.As(err, &re) && re.Row >= 0 && re.Row < len(at) {
-			w := at[re.Row]
-			err = fmt.Errorf("%s: key %q (db %d) at offset %d: %w", opts.Name, w.key, w.db, w.offset, err)
-		} else if err != nil {
-			err = fmt.Errorf("%s: batch of %d keys from offset %d: %w", opts.Name, len(at), at[0].offset, err)
+		h := handed{batch, at}
+		batch, at, batchBytes = nil, nil, 0
+		if work == nil {
+			if err := emit(h.rows); err != nil {
+				return locate(h, err)
+			}
+			return nil
 		}
-		batch, at, batchBytes = nil, at[:0], 0
-		return err
+		if failed.Load() {
+			d.Pending += len(h.rows)
+			return stop()
+		}
+		work <- h
+		return nil
 	}
 	for kr.Next(ctx) {
 		rec := kr.Record()
@@ -160,16 +220,24 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 	}
 	d.Bytes = kr.Offset()
 	if err := kr.Err(); err != nil {
+		d.Pending += len(batch)
+		// A batch stored before the failure that itself failed is the
+		// earlier error in the file.
+		if serr := stop(); serr != nil {
+			return d, serr
+		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return d, err
 		}
-		d.Pending = len(batch)
 		if !snapshotFault(err) {
 			return d, err // reading failed (a body cut off, a timeout): not the snapshot's fault
 		}
 		return d, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
-	return d, flush()
+	if err := flush(); err != nil {
+		return d, err
+	}
+	return d, stop()
 }
 
 // snapshotFault reports whether err says the snapshot itself is bad (as

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,9 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}
+	// With two cores or more, the next batch is decoded while this one is
+	// stored (computed columns, synced append).
+	opts.Overlap = runtime.GOMAXPROCS(0) >= 2
 	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
 		return ts.pipe.Ingest(ctx, rows, nil, &res.Result)
 	})
@@ -231,11 +235,13 @@ func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 		if code >= 500 {
 			s.log.Error("rdb ingest failed", "table", name, "error", err)
 		}
-		// What is left of the body is not read (it may be gigabytes): the
-		// connection closes after the answer, which net/http sends before
-		// closing (half-close, then a delay), so a client still sending
-		// gets it (TestRDBOverHTTPCorruptEarly).
-		w.Header().Set("Connection", "close")
+		if body.readErr == nil {
+			// Read what is left of the body (each stall bounded by
+			// read_timeout) before answering: a client still sending would
+			// otherwise see the connection reset instead of the answer
+			// (TestRDBOverHTTPCorruptEarly caught it under -race).
+			_, _ = io.Copy(io.Discard, body)
+		}
 	}
 	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.WriteTimeout))
 	writeJSON(w, code, resp)

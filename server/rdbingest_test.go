@@ -232,9 +232,9 @@ func TestRDBOverHTTPStreamed(t *testing.T) {
 }
 
 // TestRDBOverHTTPCorruptEarly: a snapshot that fails early in a large
-// body gets its 400 while the client is still sending (the rest is not
-// read), not a reset connection, and the batches before the failure are
-// stored.
+// body gets its 400 while the client is still sending (the server reads
+// and drops the rest), not a reset connection, and the batches before the
+// failure are stored.
 func TestRDBOverHTTPCorruptEarly(t *testing.T) {
 	s := startServer(t, rdbConfig, "")
 	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
@@ -315,3 +315,100 @@ func TestRDBOverHTTPLongerThanReadTimeout(t *testing.T) {
 		t.Fatalf("the upload took %s: not longer than read_timeout, the test proves nothing", took)
 	}
 }
+
+// TestRDBClientRetriesWhenBusy: with every ingest slot taken, PostRDB gets
+// 429 before sending the body (Expect: 100-continue), rewinds the file,
+// retries after Retry-After, and the snapshot is stored once, whole.
+func TestRDBClientRetriesWhenBusy(t *testing.T) {
+	s := startServer(t, strings.Replace(rdbConfig, "limits: {", "limits: {max_inflight: 1, ", 1), "")
+	// Hold the only slot with a half-sent RDB body.
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	held := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", s.url+"/v1/tables/keys/rows?db=15", pr)
+		req.Header.Set("Content-Type", ingest.RDBContentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- -1
+			return
+		}
+		resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	pw.Write(data[:100])
+	for i := 0; s.queue.Len() == 0; i++ {
+		if i > 500 {
+			t.Fatal("slot never taken")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f, err := os.Open(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type answer struct {
+		res RDBResult
+		err error
+	}
+	done := make(chan answer, 1)
+	counted := &countingReadSeeker{r: f}
+	go func() {
+		c := &Client{URL: s.url}
+		res, err := c.PostRDB(context.Background(), "keys", counted, ingest.RDBOptions{Filter: rdbtool.Filter{DBs: []int{0}}})
+		done <- answer{res, err}
+	}()
+	// Let the client meet the full queue, then free the slot.
+	for i := 0; s.throttled.Load() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("the client was never throttled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pw.Write(data[100:])
+	pw.Close()
+	if code := <-held; code != 200 {
+		t.Fatalf("held request: %d", code)
+	}
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("PostRDB after a 429: %v", a.err)
+	}
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db0 := 0
+	for _, k := range fx.Keys {
+		if k.DB == 0 {
+			db0++
+		}
+	}
+	if a.res.Keys != int64(db0) || a.res.Bytes != int64(len(data)) {
+		t.Fatalf("result %+v: want the %d keys of db 0 read from the whole file", a.res, db0)
+	}
+	if stored := len(queryAll(t, s, "keys", "where=db=0")); stored != a.res.Accepted {
+		t.Errorf("%d rows of db 0 stored, %d accepted: stored twice or not at all", stored, a.res.Accepted)
+	}
+	// 100-continue: nothing of the file was sent with the refused attempt.
+	if counted.n != int64(len(data)) {
+		t.Errorf("the file was read for %d bytes, want %d: the refused attempt sent its body", counted.n, len(data))
+	}
+}
+
+type countingReadSeeker struct {
+	r io.ReadSeeker
+	n int64
+}
+
+func (c *countingReadSeeker) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReadSeeker) Seek(off int64, whence int) (int64, error) { return c.r.Seek(off, whence) }
