@@ -41,12 +41,21 @@ func TestIngestMemoryBound(t *testing.T) {
 	for _, c := range []struct {
 		maxBody  int64
 		inflight int
-	}{{32 << 20, 2}, {64 << 20, 1}} {
-		t.Run(fmt.Sprintf("%dx%dMiB", c.inflight, c.maxBody>>20), func(t *testing.T) { memoryBound(t, c.maxBody, c.inflight) })
+		ctype    string
+	}{{32 << 20, 2, "application/x-ndjson"}, {64 << 20, 1, "application/x-ndjson"}, {64 << 20, 1, "application/json"}} {
+		t.Run(fmt.Sprintf("%dx%dMiB-%s", c.inflight, c.maxBody>>20, c.ctype[12:]), func(t *testing.T) { memoryBound(t, c.maxBody, c.inflight, c.ctype) })
 	}
 }
 
-func memoryBound(t *testing.T, maxBody int64, inflight int) {
+// jsonArray turns an NDJSON body into a JSON array of the same rows.
+func jsonArray(nd []byte) []byte {
+	out := make([]byte, 0, len(nd)+2)
+	out = append(out, '[')
+	out = append(out, bytes.ReplaceAll(bytes.TrimSuffix(nd, []byte("\n")), []byte("\n"), []byte(",\n"))...)
+	return append(out, ']')
+}
+
+func memoryBound(t *testing.T, maxBody int64, inflight int, ctype string) {
 	cfg := fmt.Sprintf(`
 listen: {http: "127.0.0.1:0"}
 limits: {max_body_bytes: %d, max_inflight: %d, read_timeout: 60s, write_timeout: 120s}
@@ -60,7 +69,11 @@ tables:
 	waitReady(t, url)
 	var bodies [][]byte
 	for i := range inflight {
-		bodies = append(bodies, memBody(int(maxBody)-(64<<10), i))
+		b := memBody(int(maxBody)-(1<<20), i)
+		if ctype == "application/json" {
+			b = jsonArray(b)
+		}
+		bodies = append(bodies, b)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Minute}
 	for round := 0; round < 2; round++ {
@@ -69,7 +82,7 @@ tables:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := client.Post(url+"/v1/tables/events/rows", "application/x-ndjson", bytes.NewReader(bodies[i]))
+				resp, err := client.Post(url+"/v1/tables/events/rows", ctype, bytes.NewReader(bodies[i]))
 				if err != nil {
 					t.Error(err)
 					return
