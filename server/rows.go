@@ -321,8 +321,11 @@ func isTimeout(err error) bool {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	b, _ := json.Marshal(v)
-	w.Write(append(b, '\n'))
+	// Not HTML-escaped: error messages quote where clauses (n >= "abc"),
+	// which read as n \u003e= otherwise.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // ends with a newline
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
