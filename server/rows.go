@@ -200,7 +200,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 }
 
 // errBodyBudget: the bodies being read or ingested already hold the
-// server's body budget (max_inflight × max_body_bytes).
+// server's body budget (max_inflight × (max_body_bytes + bodySlack)).
 var errBodyBudget = errors.New("too many request bodies in memory")
 
 // readBody reads r's body whole (at most max_body_bytes) into chunks of
@@ -232,17 +232,34 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body io.Reade
 			return nil, release, errBodyBudget
 		}
 		buf := make([]byte, size)
-		n, err := io.ReadFull(src, buf)
+		n, err := fill(src, buf)
 		read += int64(n)
 		cr.chunks = append(cr.chunks, buf[:n])
 		cr.sizes = append(cr.sizes, size)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, io.EOF) {
 			return cr, release, nil
 		}
 		if err != nil {
+			// A body cut short is io.ErrUnexpectedEOF from net/http: an
+			// error, not the end of a smaller batch.
 			return nil, release, err
 		}
 	}
+}
+
+// fill reads into buf until it is full (nil error) or r fails (io.EOF at
+// the end). Unlike io.ReadFull it passes io.EOF on as it is, so that a
+// reader's own io.ErrUnexpectedEOF is not mistaken for the end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // chunkReader reads chunks in order, dropping each (and returning its

@@ -492,3 +492,30 @@ func TestBodyBudget(t *testing.T) {
 		t.Fatalf("after the bodies ended: %d %v", code, res)
 	}
 }
+
+// A body cut short (the client closes before Content-Length bytes) stores
+// nothing: the complete lines it did send are not a smaller batch.
+func TestBodyCutShortStoresNothing(t *testing.T) {
+	s := startServer(t, testConfig, "")
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	row := `{"user":"cut","ts":"2024-05-01T10:00:00Z","n":1}` + "\n"
+	fmt.Fprintf(c, "POST /v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", 2*len(row), row)
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("cut body: %d %s, want 400", resp.StatusCode, b)
+	}
+	if _, body := get(t, s.url+"/v1/tables/events/query?hash=cut"); body != "" {
+		t.Fatalf("a cut body stored rows: %q", body)
+	}
+}
