@@ -18,6 +18,7 @@ import (
 	"io"
 	"mime"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -235,7 +236,7 @@ func Decode(r io.Reader, opts DecodeOptions, emit func(rows []Row, lines []int) 
 	case NDJSON, 0:
 		err = decodeNDJSON(r, opts.MaxLine, add, onBad)
 	case JSONArray:
-		err = decodeJSONArray(r, add, onBad)
+		err = decodeJSONArray(r, opts.MaxLine, add, onBad)
 	case CSV:
 		err = decodeCSV(r, opts.Schema, add, onBad)
 	case Parquet:
@@ -305,25 +306,37 @@ func decodeNDJSON(r io.Reader, maxLine int, add func(Row, int) error, onBad func
 	return nil
 }
 
-func decodeJSONArray(r io.Reader, add func(Row, int) error, onBad func(*LineError) error) error {
-	// The whole body is read: it is bounded by the server's body limit, and
-	// having it lets errors name lines, not only byte offsets.
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
+func decodeJSONArray(r io.Reader, maxLine int, add func(Row, int) error, onBad func(*LineError) error) error {
+	// The array is streamed (a body held whole and then copied whole was
+	// the biggest part of a JSON batch's memory); lines are found from the
+	// offsets of the newlines read.
+	nl := &newlineReader{r: r}
+	br := bufio.NewReaderSize(nl, 64<<10)
+	var base int64 // white space before the first value
+	for {
+		b, err := br.Peek(1)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !isSpace(b[0]) {
+			break
+		}
+		br.ReadByte()
+		base++
 	}
-	lineAt := func(off int64) int { return 1 + bytes.Count(data[:min(int(off), len(data))], []byte{'\n'}) }
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil
-	}
-	if trimmed[0] != '[' {
+	if b, _ := br.Peek(1); b[0] != '[' {
 		// application/json with objects one per line: NDJSON.
-		return decodeNDJSON(bytes.NewReader(data), len(data)+1, add, onBad)
+		return decodeNDJSON(io.MultiReader(strings.NewReader(strings.Repeat("\n", nl.linesBefore(base)-1)), br), maxLine, add, onBad)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var rd rowDecoder
+	dec := json.NewDecoder(br)
+	lineAt := func(off int64) int { return nl.linesBefore(base + off) }
 	syntax := func(err error) error {
+		if nl.err != nil {
+			return nl.err // the body could not be read: not a syntax error
+		}
 		// The array cannot be read past a syntax error: the whole input is bad.
 		off := dec.InputOffset()
 		var se *json.SyntaxError
@@ -335,18 +348,14 @@ func decodeJSONArray(r io.Reader, add func(Row, int) error, onBad func(*LineErro
 	if _, err := dec.Token(); err != nil {
 		return syntax(err)
 	}
+	var rd rowDecoder
 	for dec.More() {
-		start := dec.InputOffset()
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return syntax(err)
 		}
-		// InputOffset is before the separating comma and white space:
-		// the element's line is that of its first byte after them.
-		for int(start) < len(data) && bytes.IndexByte([]byte(", \t\r\n"), data[start]) >= 0 {
-			start++
-		}
-		line := lineAt(start)
+		// The value's first byte (InputOffset is right after it).
+		line := lineAt(dec.InputOffset() - int64(len(raw)))
 		row, err := rd.decode(raw)
 		if err != nil {
 			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
@@ -365,6 +374,35 @@ func decodeJSONArray(r io.Reader, add func(Row, int) error, onBad func(*LineErro
 		return syntax(errors.New("data after the JSON array"))
 	}
 	return nil
+}
+
+// newlineReader records the offsets of the newlines it reads (8 bytes a
+// line) and its first read error.
+type newlineReader struct {
+	r        io.Reader
+	off      int64
+	newlines []int64
+	err      error
+}
+
+func (n *newlineReader) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	for i, c := range p[:k] {
+		if c == '\n' {
+			n.newlines = append(n.newlines, n.off+int64(i))
+		}
+	}
+	n.off += int64(k)
+	if err != nil && !errors.Is(err, io.EOF) && n.err == nil {
+		n.err = err
+	}
+	return k, err
+}
+
+// linesBefore is the line (from 1) of the byte at off.
+func (n *newlineReader) linesBefore(off int64) int {
+	i, _ := slices.BinarySearch(n.newlines, off)
+	return 1 + i
 }
 
 func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) error, onBad func(*LineError) error) error {

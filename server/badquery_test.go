@@ -41,10 +41,15 @@ func TestBadWhereValueIs400NamingTheClause(t *testing.T) {
 	}
 }
 
-// jsonText is s as it appears inside a JSON string.
+// jsonText is s as it appears inside a JSON string (not HTML-escaped:
+// the operators read as they are written).
 func jsonText(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b[1 : len(b)-1])
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
 }
 
 func whereJSON(t *testing.T, w string) string {

@@ -32,7 +32,7 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := New(ctx, cfg, Options{StorageDir: os.Getenv("SLUICE_TEST_DIR"), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	s, err := New(ctx, cfg, Options{StorageDir: os.Getenv("SLUICE_TEST_DIR"), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), SetMemoryLimit: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -102,5 +103,39 @@ tables:
 	}
 	if !seen[3] || !seen[4] {
 		t.Errorf("dead-letter table lines: %s, want lines 3 and 4", out)
+	}
+}
+
+// A body of more rows than one part (partRows) is still one atomic batch:
+// a bad value or a bad line in a later part stores nothing of the earlier
+// parts, and the error names the line and the row index in the whole body.
+func TestBatchOfManyPartsIsAtomic(t *testing.T) {
+	s := startServer(t, strings.Replace(testConfig, "max_body_bytes: 4096", "max_body_bytes: 4000000", 1), "")
+	body := func(bad int, badText string) string {
+		var b strings.Builder
+		for i := 0; i < partRows+2000; i++ {
+			if i == bad {
+				b.WriteString(badText + "\n")
+				continue
+			}
+			fmt.Fprintf(&b, `{"user":"u%d","ts":1714557600,"n":%d}`+"\n", i%7, i)
+		}
+		return b.String()
+	}
+	bad := partRows + 1000
+	code, res, _ := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(body(bad, `{"user":"x","ts":1714557600,"n":"x"}`)))
+	if code != 400 || res["line"] != float64(bad+1) || res["row"] != float64(bad) {
+		t.Fatalf("bad value in the second part: %d %v, want 400 at line %d, row %d", code, res, bad+1, bad)
+	}
+	code, res, _ = post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(body(bad, `{"user":`)))
+	if code != 400 || res["line"] != float64(bad+1) {
+		t.Fatalf("bad line in the second part: %d %v, want 400 at line %d", code, res, bad+1)
+	}
+	if _, out := get(t, s.url+"/v1/tables/events/query?columns=n&limit=5"); out != "" {
+		t.Fatalf("a rejected batch of several parts stored rows: %q", out)
+	}
+	code, res, _ = post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(body(-1, "")))
+	if code != 200 || res["accepted"] != float64(partRows+2000) {
+		t.Fatalf("good batch of several parts: %d %v", code, res)
 	}
 }

@@ -220,7 +220,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 }
 
 // errBodyBudget: the bodies being read or ingested already hold the
-// server's body budget (max_inflight × max_body_bytes).
+// server's body budget (max_inflight × (max_body_bytes + bodySlack)).
 var errBodyBudget = errors.New("too many request bodies in memory")
 
 // readBody reads r's body whole (at most max_body_bytes) into chunks of
@@ -252,17 +252,34 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body io.Reade
 			return nil, release, errBodyBudget
 		}
 		buf := make([]byte, size)
-		n, err := io.ReadFull(src, buf)
+		n, err := fill(src, buf)
 		read += int64(n)
 		cr.chunks = append(cr.chunks, buf[:n])
 		cr.sizes = append(cr.sizes, size)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, io.EOF) {
 			return cr, release, nil
 		}
 		if err != nil {
+			// A body cut short is io.ErrUnexpectedEOF from net/http: an
+			// error, not the end of a smaller batch.
 			return nil, release, err
 		}
 	}
+}
+
+// fill reads into buf until it is full (nil error) or r fails (io.EOF at
+// the end). Unlike io.ReadFull it passes io.EOF on as it is, so that a
+// reader's own io.ErrUnexpectedEOF is not mistaken for the end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // chunkReader reads chunks in order, dropping each (and returning its
@@ -341,8 +358,11 @@ func isTimeout(err error) bool {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	b, _ := json.Marshal(v)
-	w.Write(append(b, '\n'))
+	// Not HTML-escaped: error messages quote where clauses (n >= "abc"),
+	// which read as n \u003e= otherwise.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // ends with a newline
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

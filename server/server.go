@@ -43,6 +43,11 @@ type Options struct {
 	StorageDir string
 	// Now is the clock of the schedulers; nil means time.Now.
 	Now func() time.Time
+	// SetMemoryLimit sets the Go runtime's soft memory limit from
+	// MemoryBound (unless GOMEMLIMIT is set), which is what makes the
+	// documented bound hold for RSS. It is process-wide, so it is for the
+	// process that is the server: `sluice serve` sets it.
+	SetMemoryLimit bool
 }
 
 // Server owns the store, one ingest pipeline per table and the HTTP API.
@@ -112,7 +117,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s.queue = ingest.NewQueue(inflight)
 	s.bodyBudget = int64(inflight) * (cfg.Limits.MaxBodyBytes + bodySlack)
-	if os.Getenv("GOMEMLIMIT") == "" {
+	if opts.SetMemoryLimit && os.Getenv("GOMEMLIMIT") == "" {
 		// The live memory of ingest is bounded (bodies by the budget, the
 		// batches in slots by encoding them in parts); a soft limit makes
 		// the collector keep the heap near it instead of letting it grow

@@ -457,3 +457,65 @@ func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(string(b), "\n")
 	return s
 }
+
+// TestBodyBudget: bodies being read share a budget of max_inflight ×
+// (max_body_bytes + 64 KiB); past it a request gets 429 at once, and the
+// budget comes back when the bodies end.
+func TestBodyBudget(t *testing.T) {
+	s := startServer(t, strings.Replace(testConfig, "limits: {", "limits: {max_inflight: 1, ", 1), "")
+	row := `{"user":"ann","ts":"2024-05-01T10:00:00Z","n":1}` + "\n"
+	part := strings.Repeat(row, 3000/len(row))
+	var slow []net.Conn
+	for s.bodyBytes.Load()+int64(len(part))+1 <= s.bodyBudget { // until the POST below cannot fit
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		before := s.bodyBytes.Load()
+		fmt.Fprintf(c, "POST /v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 4000\r\n\r\n%s", part)
+		slow = append(slow, c)
+		waitFor(t, func() bool { return s.bodyBytes.Load() > before })
+		if len(slow) > 100 {
+			t.Fatal("the budget never fills")
+		}
+	}
+	code, res, hdr := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(part))
+	if code != 429 || hdr.Get("Retry-After") == "" {
+		t.Fatalf("with the body budget taken: %d %v, want 429 with Retry-After", code, res)
+	}
+	for _, c := range slow {
+		c.Close()
+	}
+	waitFor(t, func() bool { return s.bodyBytes.Load() == 0 })
+	if code, res, _ := post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(part)); code != 200 {
+		t.Fatalf("after the bodies ended: %d %v", code, res)
+	}
+}
+
+// A body cut short (the client closes before Content-Length bytes) stores
+// nothing: the complete lines it did send are not a smaller batch.
+func TestBodyCutShortStoresNothing(t *testing.T) {
+	s := startServer(t, testConfig, "")
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	row := `{"user":"cut","ts":"2024-05-01T10:00:00Z","n":1}` + "\n"
+	fmt.Fprintf(c, "POST /v1/tables/events/rows HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", 2*len(row), row)
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("cut body: %d %s, want 400", resp.StatusCode, b)
+	}
+	if _, body := get(t, s.url+"/v1/tables/events/query?hash=cut"); body != "" {
+		t.Fatalf("a cut body stored rows: %q", body)
+	}
+}
