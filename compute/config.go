@@ -41,6 +41,8 @@ type ColumnConfig struct {
 	Nullable bool `yaml:"nullable"`
 	// Timeout bounds one Lua call (default: the runtime's default).
 	Timeout time.Duration `yaml:"timeout"`
+	// Engine runs a Lua function: gopher-lua (default) or luajit.
+	Engine string `yaml:"engine"`
 }
 
 // FilterConfig is one filter: a function returning a bool; false drops the row.
@@ -52,6 +54,8 @@ type FilterConfig struct {
 	// reject or deadletter.
 	OnError string        `yaml:"on_error"`
 	Timeout time.Duration `yaml:"timeout"`
+	// Engine runs a Lua function: gopher-lua (default) or luajit.
+	Engine string `yaml:"engine"`
 }
 
 // Policy says what happens to a row whose function failed.
@@ -173,6 +177,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout)...)
+		errs = append(errs, checkEngine(where, col.Engine)...)
 	}
 	for i, f := range c.Filters {
 		where := fmt.Sprintf("filters[%d] %q", i, f.Name)
@@ -186,6 +191,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout)...)
+		errs = append(errs, checkEngine(where, f.Engine)...)
 	}
 	return errors.Join(errs...)
 }
