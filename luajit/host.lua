@@ -47,6 +47,7 @@ typedef struct __attribute__((packed)) sl_patch {
 } sl_patch;
 ]]
 
+if os.getenv("SLUICE_LUAJIT_TRACE") then require("jit.v").start(os.getenv("SLUICE_LUAJIT_TRACE")) end
 local B = ffi_cast("sl_batch*", baddr)
 local api = ffi_cast("sl_api*", apiaddr)
 local grow_out, grow_pat, grow_scr = api.grow_out, api.grow_pat, api.grow_scr
@@ -232,17 +233,23 @@ local function rowkeys()
   return keys, n
 end
 
+-- rownext iterates the keys rowkeys gave; the position is kept in the
+-- keys table itself (keys[0]), so no closure is made per pairs(row) (the
+-- JIT cannot compile closure creation).
+local function rownext(keys)
+  local p = keys[0] + 1
+  local k = keys[p]
+  if k == nil then return nil end
+  keys[0] = p
+  local v = rowget(k)
+  if v == nil then v = NULL end
+  return k, v
+end
+
 local function rowpairs()
-  local keys, n = rowkeys()
-  local p = 0
-  return function()
-    p = p + 1
-    if p > n then return nil end
-    local k = keys[p]
-    local v = rowget(k)
-    if v == nil then v = NULL end
-    return k, v
-  end, row, nil
+  local keys = rowkeys()
+  keys[0] = 0
+  return rownext, keys, nil
 end
 
 ------------------------------------------------------------------------
