@@ -180,6 +180,8 @@ typedef struct sl_api {
 	int32_t (*columns)(sl_batch *);
 } sl_api;
 
+int sl_make_encoder(lua_State *L);
+
 static sl_api api = {sl_grow_out, sl_grow_pat, sl_grow_scr, sl_escape, sl_fmtnum, sl_column, sl_columns};
 
 typedef struct { char *p; size_t n, cap; } dumpbuf;
@@ -223,7 +225,8 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 	lua_pushnumber(L, (lua_Number)(uintptr_t)&api);
 	lua_pushnumber(L, memkb);
 	lua_pushstring(L, allow);
-	st = lua_pcall(L, 4, 1, 0);
+	lua_pushcfunction(L, sl_make_encoder);
+	st = lua_pcall(L, 5, 1, 0);
 	if (st != 0) return st;
 	lua_getfield(L, -1, "init");
 	*init_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -255,3 +258,205 @@ int sl_run(lua_State *L, int run_ref, const char *fname, int n) {
 }
 
 int sl_gckb(lua_State *L) { return lua_gc(L, LUA_GCCOUNT, 0); }
+
+/* ---- json.encode of Lua values in C (tables, strings, numbers) ----
+ * A lua_CFunction, so not compiled by the JIT, but a call costs one trace
+ * stitch while the work (key sorting, escaping, number formatting) runs at C
+ * speed. Upvalues: 1 json.null, 2 the row object, 3 a Lua function returning
+ * the row's JSON, 4 the buffer (userdata). Keys are sorted bytewise, as Go
+ * sorts map keys; the bytes are those of internal/jsonw. */
+
+typedef struct { char *p; size_t n, cap; } encbuf;
+
+static int encbuf_gc(lua_State *L) {
+	encbuf *b = lua_touserdata(L, 1);
+	free(b->p);
+	b->p = NULL;
+	return 0;
+}
+
+static void eb_reserve(lua_State *L, encbuf *b, size_t n) {
+	if (b->n + n <= b->cap) return;
+	size_t c = b->cap ? b->cap : 1024;
+	while (c < b->n + n) c *= 2;
+	char *q = realloc(b->p, c);
+	if (!q) luaL_error(L, "json.encode: out of memory");
+	b->p = q;
+	b->cap = c;
+}
+
+static void eb_add(lua_State *L, encbuf *b, const char *s, size_t n) {
+	eb_reserve(L, b, n);
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+static void eb_str(lua_State *L, encbuf *b, const char *s, size_t n) {
+	eb_reserve(L, b, 6 * n + 2);
+	b->n += (size_t)sl_escape(b->p + b->n, s, (int64_t)n);
+}
+
+static void eb_num(lua_State *L, encbuf *b, double x) {
+	eb_reserve(L, b, 32);
+	int n = sl_fmtnum(b->p + b->n, x);
+	if (n < 0) luaL_error(L, "json.encode: %f is not a JSON number", x);
+	b->n += (size_t)n;
+}
+
+typedef struct { const char *s; size_t n; int isnum; double num; } enckey;
+
+static int enckey_cmp(const void *a, const void *b) {
+	const enckey *x = a, *y = b;
+	size_t n = x->n < y->n ? x->n : y->n;
+	int c = memcmp(x->s, y->s, n);
+	if (c != 0) return c;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static void enc_value(lua_State *L, encbuf *b, int idx, int depth);
+
+static void enc_table(lua_State *L, encbuf *b, int idx, int depth) {
+	if (depth > 100) luaL_error(L, "json.encode: tables nested deeper than 100 (cyclic?)");
+	luaL_checkstack(L, 4, "json.encode");
+	size_t count = 0;
+	double maxk = 0;
+	int isarr = 1;
+	lua_pushnil(L);
+	while (lua_next(L, idx) != 0) {
+		lua_pop(L, 1);
+		count++;
+		if (isarr && lua_type(L, -1) == LUA_TNUMBER) {
+			double k = lua_tonumber(L, -1);
+			if (k >= 1 && k == floor(k)) { if (k > maxk) maxk = k; }
+			else isarr = 0;
+		} else {
+			isarr = 0;
+		}
+	}
+	if (isarr && count > 0 && (double)count == maxk) {
+		eb_add(L, b, "[", 1);
+		for (size_t i = 1; i <= count; i++) {
+			if (i > 1) eb_add(L, b, ",", 1);
+			lua_rawgeti(L, idx, (int)i);
+			enc_value(L, b, lua_gettop(L), depth + 1);
+			lua_pop(L, 1);
+		}
+		eb_add(L, b, "]", 1);
+		return;
+	}
+	enckey small[32];
+	char smalltxt[4][32];
+	enckey *keys = count <= 32 ? small : malloc(count * sizeof(enckey));
+	char (*numtxt)[32] = smalltxt; /* number keys' text, not moved by qsort */
+	size_t nnum = 0, numcap = 4;
+	if (!keys) luaL_error(L, "json.encode: out of memory");
+	size_t n = 0;
+	lua_pushnil(L);
+	while (lua_next(L, idx) != 0) {
+		lua_pop(L, 1);
+		enckey *k = &keys[n];
+		int t = lua_type(L, -1);
+		if (t == LUA_TSTRING) {
+			k->s = lua_tolstring(L, -1, &k->n); /* kept alive by the table */
+			k->isnum = 0;
+		} else if (t == LUA_TNUMBER) {
+			k->num = lua_tonumber(L, -1);
+			if (nnum == numcap) {
+				char (*q)[32] = malloc(numcap * 2 * 32);
+				if (!q) luaL_error(L, "json.encode: out of memory");
+				memcpy(q, numtxt, numcap * 32);
+				/* repoint the keys already made */
+				for (size_t j = 0; j < n; j++)
+					if (keys[j].isnum) keys[j].s = q[(keys[j].s - numtxt[0]) / 32];
+				if (numtxt != smalltxt) free(numtxt);
+				numtxt = q;
+				numcap *= 2;
+			}
+			int m = sl_fmtnum(numtxt[nnum], k->num);
+			if (m < 0) m = 0;
+			k->s = numtxt[nnum++];
+			k->n = (size_t)m;
+			k->isnum = 1;
+		} else {
+			if (keys != small) free(keys);
+			luaL_error(L, "json.encode: a %s key cannot be a JSON key", lua_typename(L, t));
+		}
+		n++;
+	}
+	/* number keys point into their own entry: fix after qsort moves them */
+	qsort(keys, n, sizeof(enckey), enckey_cmp);
+	eb_add(L, b, "{", 1);
+	for (size_t i = 0; i < n; i++) {
+		enckey *k = &keys[i];
+		if (i > 0) eb_add(L, b, ",", 1);
+		eb_str(L, b, k->s, k->n);
+		eb_add(L, b, ":", 1);
+		if (k->isnum) lua_pushnumber(L, k->num);
+		else lua_pushlstring(L, k->s, k->n);
+		lua_rawget(L, idx);
+		enc_value(L, b, lua_gettop(L), depth + 1);
+		lua_pop(L, 1);
+	}
+	eb_add(L, b, "}", 1);
+	if (keys != small) free(keys);
+	if (numtxt != smalltxt) free(numtxt);
+}
+
+static void enc_value(lua_State *L, encbuf *b, int idx, int depth) {
+	size_t n;
+	const char *s;
+	switch (lua_type(L, idx)) {
+	case LUA_TSTRING:
+		s = lua_tolstring(L, idx, &n);
+		eb_str(L, b, s, n);
+		return;
+	case LUA_TNUMBER:
+		eb_num(L, b, lua_tonumber(L, idx));
+		return;
+	case LUA_TBOOLEAN:
+		if (lua_toboolean(L, idx)) eb_add(L, b, "true", 4);
+		else eb_add(L, b, "false", 5);
+		return;
+	case LUA_TNIL:
+		eb_add(L, b, "null", 4);
+		return;
+	case LUA_TTABLE:
+		if (lua_rawequal(L, idx, lua_upvalueindex(1))) { eb_add(L, b, "null", 4); return; }
+		if (lua_rawequal(L, idx, lua_upvalueindex(2))) {
+			lua_pushvalue(L, lua_upvalueindex(3));
+			lua_call(L, 0, 1);
+			s = lua_tolstring(L, -1, &n);
+			eb_add(L, b, s, n);
+			lua_pop(L, 1);
+			return;
+		}
+		enc_table(L, b, idx, depth);
+		return;
+	}
+	luaL_error(L, "json.encode: a %s cannot be encoded", luaL_typename(L, idx));
+}
+
+static int sl_json_encode(lua_State *L) {
+	encbuf *b = lua_touserdata(L, lua_upvalueindex(4));
+	lua_settop(L, 1);
+	b->n = 0;
+	enc_value(L, b, 1, 0);
+	lua_pushlstring(L, b->p, b->n);
+	if (b->cap > (1 << 20)) { free(b->p); b->p = NULL; b->cap = 0; }
+	return 1;
+}
+
+/* sl_make_encoder(null, row, rowjson) returns json.encode's C closure. */
+int sl_make_encoder(lua_State *L) {
+	lua_settop(L, 3);
+	encbuf *b = lua_newuserdata(L, sizeof(encbuf));
+	b->p = NULL;
+	b->n = b->cap = 0;
+	if (luaL_newmetatable(L, "sluice.encbuf")) {
+		lua_pushcfunction(L, encbuf_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_setmetatable(L, -2);
+	lua_pushcclosure(L, sl_json_encode, 4);
+	return 1;
+}

@@ -4,7 +4,7 @@
 -- the functions the Go side calls: init (run a script's main chunk) and run
 -- (call a function on every row of a batch). User code never sees this
 -- chunk's locals, the real globals, package.loaded or ffi (unless allowed).
-local baddr, apiaddr, memlimit_kb, allowlist = ...
+local baddr, apiaddr, memlimit_kb, allowlist, make_encoder = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
@@ -47,6 +47,7 @@ typedef struct __attribute__((packed)) sl_patch {
 } sl_patch;
 ]]
 
+-- Diagnostics: SLUICE_LUAJIT_TRACE=file logs trace aborts (jit.v),
 if os.getenv("SLUICE_LUAJIT_TRACE") then require("jit.v").start(os.getenv("SLUICE_LUAJIT_TRACE")) end
 local B = ffi_cast("sl_batch*", baddr)
 local api = ffi_cast("sl_api*", apiaddr)
@@ -178,8 +179,41 @@ local function rowset(_, k, v)
   wdirty = true
 end
 
+-- __index is rowget written out in one function: the JIT records a
+-- metamethod call per field read, and nested helper calls in it made the
+-- recorder give up ("loop unroll limit reached") on scripts reading
+-- several fields.
+local function rowindex(_, k)
+  if wdirty then
+    local w = writes[k]
+    if w ~= nil then
+      if w == DELETED then return nil end
+      return w
+    end
+  end
+  local c = colOf[k]
+  if c == nil then
+    if type(k) ~= "string" then return nil end
+    c = addcol(k)
+  end
+  local j = c * nrows + cur
+  local t = B.tag[j]
+  if t == T_STR or t == T_STRESC or t == T_RAW then
+    return ffi_string(B.arena + B.off[j], B.len[j])
+  elseif t == T_NUM or t == T_TIME then
+    return B.num[j]
+  elseif t == T_TRUE then
+    return true
+  elseif t == T_FALSE then
+    return false
+  elseif t == T_JSON then
+    return decode(ffi_string(B.arena + B.off[j], B.len[j]))
+  end
+  return nil
+end
+
 setmetatable(row, {
-  __index = function(_, k) return rowget(k) end,
+  __index = rowindex,
   __newindex = rowset,
   __metatable = false,
   __tostring = function() return "row" end,
@@ -455,10 +489,21 @@ wvalue = function(v, depth)
   end
 end
 
-local function encode(v)
+local function encode_lua(v)
   wp, wcap, wlen = B.scr, B.scr_cap, 0
   wvalue(v, 0)
   return ffi_string(wp, wlen)
+end
+
+-- Tables go to the encoder in C (host.c): measured against this file's
+-- encoder compiled by the JIT, it wins on tables (sorting keys and the
+-- nested calls of a recursive encoder are where traces break), while the
+-- row itself is fastest here, copying its cells' JSON from the arena.
+local encode_c = make_encoder(NULL, row, function() return encode_lua(row) end)
+
+local function encode(v)
+  if v == row or type(v) ~= "table" then return encode_lua(v) end
+  return encode_c(v)
 end
 
 local function encode_omitting(v, omitlist)
