@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -272,5 +273,97 @@ end`, Config{})
 	}
 	if _, ok := row["j"]; ok {
 		t.Errorf("j not deleted: %v", row)
+	}
+}
+
+// Rows of one batch with different keys: pairs and json.encode(row) see
+// each row's own keys (the lay-out skips rows whose keys it already has).
+func TestHeterogeneousRows(t *testing.T) {
+	s := load(t, `local json = require("json")
+function main(row)
+  local ks = {}
+  for k in pairs(row) do ks[#ks + 1] = k end
+  return table.concat(ks, ",") .. " " .. json.encode(row)
+end`, Config{})
+	rows := []map[string]any{
+		{"a": int64(1), "b": int64(2)},
+		{"a": int64(1), "c": int64(3)},
+		{"b": "x"},
+		{"a": int64(1), "b": int64(2), "c": nil, "d": true},
+		{},
+	}
+	want := []string{`a,b {"a":1,"b":2}`, `a,c {"a":1,"c":3}`, `b {"b":"x"}`, `a,b,c,d {"a":1,"b":2,"c":null,"d":true}`, ` {}`}
+	out, errs := run(t, s, rows...)
+	for i := range rows {
+		if errs[i] != nil || out[i] != want[i] {
+			t.Errorf("row %d: %v %v, want %s", i, out[i], errs[i], want[i])
+		}
+	}
+}
+
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("a host function panicked") }
+
+// A panic in Go while laying out a column (here a value whose MarshalJSON
+// panics) is that batch's row errors, not a crash; the VM is replaced.
+func TestHostPanicIsAnError(t *testing.T) {
+	s := load(t, `function main(row) return type(row.p) end`, Config{})
+	_, errs := run(t, s, map[string]any{"p": panicky{}})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "panicked") {
+		t.Errorf("got %v", errs[0])
+	}
+	out, errs := run(t, s, map[string]any{"p": "fine"})
+	if errs[0] != nil || out[0] != "string" {
+		t.Errorf("after the panic: %v %v", out[0], errs[0])
+	}
+	s2 := load(t, `local json = require("json") function main(row) return json.decode(row.j) end`, Config{})
+	_, errs = run(t, s2, map[string]any{"j": `{"a":`})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "json.decode: unexpected end of input at byte 6") {
+		t.Errorf("bad JSON: %v", errs[0])
+	}
+}
+
+// Cancelling the context stops the running row (inside a trace) and the
+// rows after it fail with the context's error.
+func TestCancelStopsTheBatch(t *testing.T) {
+	s := load(t, `function main(row) if row.spin then while true do end end return 1 end`, Config{Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	rows := []map[string]any{{}, {"spin": true}, {}}
+	out, errs := make([]any, 3), make([]error, 3)
+	start := time.Now()
+	if err := s.Values(ctx, rows, out, errs); err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || out[0] != int64(1) || !errors.Is(errs[1], context.Canceled) || !errors.Is(errs[2], context.Canceled) {
+		t.Errorf("got %v %v", out, errs)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+}
+
+// Many goroutines share a pool of two VMs.
+func TestConcurrentBatches(t *testing.T) {
+	s := load(t, `function main(row) return row.n * 2 end`, Config{PoolSize: 2})
+	done := make(chan error)
+	for g := range 8 {
+		go func() {
+			for i := range 50 {
+				rows := []map[string]any{{"n": int64(g)}, {"n": int64(i)}}
+				out, errs := make([]any, 2), make([]error, 2)
+				if err := s.Values(context.Background(), rows, out, errs); err != nil || errs[0] != nil || out[0] != int64(2*g) || out[1] != int64(2*i) {
+					done <- fmt.Errorf("goroutine %d: %v %v %v", g, out, errs, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
 }

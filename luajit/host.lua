@@ -8,6 +8,7 @@ local baddr, apiaddr, memlimit_kb, allowlist, make_encoder = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
+local tnew = require("table.new")
 local ffi_string, ffi_copy, ffi_cast = ffi.string, ffi.copy, ffi.cast
 local type, tostring, next, error, rawget, rawset = type, tostring, next, error, rawget, rawset
 local setmetatable, getmetatable, setfenv = setmetatable, getmetatable, setfenv
@@ -245,7 +246,7 @@ end
 -- rowkeys: the keys the row has now, sorted.
 local function rowkeys()
   allcols()
-  local keys, n, extra = {}, 0, false
+  local keys, n, extra = tnew(B.ncols + 1, 0), 0, false
   for p = 0, B.ncols - 1 do
     local c = B.order[p]
     local k = colName[c]

@@ -343,8 +343,14 @@ func needsEscape(s string) bool {
 }
 
 // allColumns lays out every key of every row and sorts the columns by name.
+// Rows of a batch mostly share their keys: the first row's keys are laid
+// out for all rows, and a later row is scanned for keys of its own only
+// when it has more keys than it has cells among the columns so far.
 func (v *vm) allColumns() int32 {
-	for _, r := range v.rows {
+	for i, r := range v.rows {
+		if v.present(i) == len(r) {
+			continue
+		}
 		for k := range r {
 			if _, ok := v.colIdx[k]; !ok {
 				v.addColumn(k)
@@ -354,6 +360,19 @@ func (v *vm) allColumns() int32 {
 	v.b.all = 1
 	v.sortOrder()
 	return int32(v.b.ncols)
+}
+
+// present counts the cells row i has in the columns laid out.
+func (v *vm) present(i int) int {
+	b := v.b
+	nr, n := int(b.nrows), 0
+	tags := unsafe.Slice((*uint8)(unsafe.Pointer(b.tag)), b.cells_cap)
+	for c := range int(b.ncols) {
+		if tags[c*nr+i] != tAbsent {
+			n++
+		}
+	}
+	return n
 }
 
 func (v *vm) sortOrder() {
@@ -408,6 +427,7 @@ type watchdog struct {
 	tick    time.Duration
 	last    int32
 	since   time.Time
+	stopCtx func() bool
 }
 
 func (v *vm) watch(ctx context.Context) *watchdog {
@@ -421,6 +441,10 @@ func (v *vm) watch(ctx context.Context) *watchdog {
 	}
 	w.mu.Lock() // fire reads w.t
 	w.t = time.AfterFunc(w.tick, w.fire)
+	if ctx.Done() != nil {
+		// a cancelled batch stops now, not at the next tick
+		w.stopCtx = context.AfterFunc(ctx, w.fire)
+	}
 	w.mu.Unlock()
 	return w
 }
@@ -433,6 +457,9 @@ func (w *watchdog) fire() {
 	}
 	if w.ctx.Err() != nil {
 		atomic.StoreInt32(w.stopw, -1)
+		return
+	}
+	if w.t == nil {
 		return
 	}
 	now := time.Now()
@@ -448,6 +475,9 @@ func (w *watchdog) stop() {
 	w.mu.Lock()
 	w.done = true
 	w.t.Stop()
+	if w.stopCtx != nil {
+		w.stopCtx()
+	}
 	w.mu.Unlock()
 }
 
