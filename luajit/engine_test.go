@@ -248,6 +248,17 @@ function main(row) counter = counter + 1; leaked = (leaked or 0) + 1; return cou
 	}
 }
 
+// rawset on _G does not pass through __newindex: still cleared.
+func TestRawsetGlobalsIsolated(t *testing.T) {
+	s := load(t, `function main(row) local v = (rawget(_G, "raw") or 0) + 1; rawset(_G, "raw", v); return v end`, Config{PoolSize: 1})
+	out, errs := run(t, s, map[string]any{}, map[string]any{})
+	for i := range out {
+		if errs[i] != nil || out[i] != int64(1) {
+			t.Errorf("row %d: %v %v, want 1", i, out[i], errs[i])
+		}
+	}
+}
+
 func TestNoFunction(t *testing.T) {
 	e, _ := New()
 	defer e.Close()

@@ -766,7 +766,7 @@ local function run(fname, n)
       B.rtag[i] = R_CANCEL
       B.done = i
       if wdirty then tclear(writes); wdirty = false end
-      if gdirty then clearglobals() end
+      if gdirty or next(genv) ~= nil then clearglobals() end
       return
     end
     if s == i + 1 or err == INTERRUPT then
@@ -785,7 +785,7 @@ local function run(fname, n)
       tclear(writes)
       wdirty = false
     end
-    if gdirty then clearglobals() end
+    if gdirty or next(genv) ~= nil then clearglobals() end
   end
   B.done = n
 end
