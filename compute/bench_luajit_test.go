@@ -5,7 +5,9 @@ package compute
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -196,5 +198,40 @@ func BenchmarkEnginesInterleaved(b *testing.B) {
 				{"luajit-batch", benchJIT(b, w.code)},
 			})
 		})
+	}
+}
+
+// BenchmarkEnginesParallel is the pool grid's shape for both engines: many
+// goroutines each calling Value (one row, one VM acquisition) on the
+// seed's helloLua-like script, with the default pools (gopher-lua: luavm's
+// default strategy; LuaJIT: one VM per CPU, a channel of idle VMs).
+//
+//	go test -tags luajit -run XXX -bench EnginesParallel -benchmem -benchtime 1s ./compute/
+func BenchmarkEnginesParallel(b *testing.B) {
+	const code = `function main(row) return row.n + 1 end`
+	base := benchRow(b, `{"n":1}`)
+	for _, goroutines := range []int{2, 64, 4000} {
+		for _, e := range []struct {
+			name string
+			h    func(b *testing.B) Handler
+		}{
+			{"gopher-lua", func(b *testing.B) Handler { return benchLua(b, code, luavm.PoolConfig{}) }},
+			{"luajit", func(b *testing.B) Handler { return benchJIT(b, code) }},
+		} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", e.name, goroutines), func(b *testing.B) {
+				h := e.h(b)
+				b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						v, err := h.Value(base)
+						if err != nil || v != int64(2) {
+							b.Errorf("got %v %v", v, err)
+							return
+						}
+					}
+				})
+			})
+		}
 	}
 }

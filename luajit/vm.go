@@ -89,6 +89,7 @@ type vm struct {
 	names   []string
 	scratch []byte
 	cbErr   error
+	wd      watchdog
 }
 
 func (s *Script) newVM() (*vm, error) {
@@ -132,6 +133,12 @@ func (s *Script) newVM() (*vm, error) {
 }
 
 func (v *vm) close() {
+	v.wd.mu.Lock() // a late tick must not read the batch memory freed below
+	v.wd.done = true
+	if v.wd.t != nil {
+		v.wd.t.Stop()
+	}
+	v.wd.mu.Unlock()
 	if v.L != nil {
 		C.lua_close(v.L)
 		v.L = nil
@@ -415,7 +422,8 @@ func slColumns(h C.uintptr_t) (c C.int32_t) {
 
 // watchdog stops a row that runs past the timeout: it looks at the row
 // index the host writes every tick, and writes the stop word when a row
-// has not moved for the timeout; a done ctx cancels the batch.
+// has not moved for the timeout; a done ctx cancels the batch. Each VM has
+// one, and its timer, reused batch after batch (no allocation per batch).
 type watchdog struct {
 	mu      sync.Mutex
 	done    bool
@@ -431,16 +439,17 @@ type watchdog struct {
 }
 
 func (v *vm) watch(ctx context.Context) *watchdog {
-	w := &watchdog{
-		cur:     (*int32)(unsafe.Pointer(&v.b.cur)),
-		stopw:   (*int32)(unsafe.Pointer(&v.b.stop)),
-		ctx:     ctx,
-		timeout: v.s.timeout,
-		tick:    max(v.s.timeout/8, time.Millisecond),
-		since:   time.Now(),
+	w := &v.wd
+	w.mu.Lock()
+	if w.t == nil {
+		w.cur = (*int32)(unsafe.Pointer(&v.b.cur))
+		w.stopw = (*int32)(unsafe.Pointer(&v.b.stop))
+		w.timeout = v.s.timeout
+		w.tick = max(v.s.timeout/8, time.Millisecond)
+		w.t = time.AfterFunc(time.Hour, w.fire)
 	}
-	w.mu.Lock() // fire reads w.t
-	w.t = time.AfterFunc(w.tick, w.fire)
+	w.done, w.ctx, w.last, w.since = false, ctx, 0, time.Now()
+	w.t.Reset(w.tick)
 	if ctx.Done() != nil {
 		// a cancelled batch stops now, not at the next tick
 		w.stopCtx = context.AfterFunc(ctx, w.fire)
@@ -459,9 +468,6 @@ func (w *watchdog) fire() {
 		atomic.StoreInt32(w.stopw, -1)
 		return
 	}
-	if w.t == nil {
-		return
-	}
 	now := time.Now()
 	if cur := atomic.LoadInt32(w.cur); cur != w.last {
 		w.last, w.since = cur, now
@@ -477,7 +483,9 @@ func (w *watchdog) stop() {
 	w.t.Stop()
 	if w.stopCtx != nil {
 		w.stopCtx()
+		w.stopCtx = nil
 	}
+	w.ctx = nil
 	w.mu.Unlock()
 }
 
