@@ -60,9 +60,10 @@ var knownLibs = map[string]bool{"io": true, "os": true, "debug": true, "load": t
 
 // Engine holds the scripts loaded on LuaJIT. It is safe for concurrent use.
 type Engine struct {
-	mu      sync.Mutex
-	closed  bool
-	scripts map[*Script]struct{}
+	mu       sync.Mutex
+	closed   bool
+	scripts  map[*Script]struct{}
+	watchdog watchdog
 }
 
 // New returns an engine.
@@ -82,6 +83,7 @@ func (e *Engine) Close() error {
 	for _, s := range scripts {
 		s.Close()
 	}
+	e.watchdog.close()
 	return nil
 }
 

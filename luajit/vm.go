@@ -89,7 +89,16 @@ type vm struct {
 	names   []string
 	scratch []byte
 	cbErr   error
-	wd      watchdog
+
+	// what the engine's watchdog sees of the batch running (see watchdog.go)
+	mu      sync.Mutex // held by end and by the watchdog's stores
+	busy    bool       // a batch is running; guarded by mu
+	seq     atomic.Uint64
+	stopCtx func() bool
+	// the watchdog's own view, touched by its goroutine only
+	lastSeq uint64
+	lastCur int32
+	since   time.Time
 }
 
 func (s *Script) newVM() (*vm, error) {
@@ -115,9 +124,10 @@ func (s *Script) newVM() (*vm, error) {
 	defer C.free(unsafe.Pointer(bc))
 	name := C.CString("=" + s.name)
 	defer C.free(unsafe.Pointer(name))
-	w := v.watch(context.Background())
+	s.eng.watchdog.add(v)
+	v.begin(context.Background())
 	st := C.sl_init(L, v.initRef, bc, C.size_t(len(s.bytecode)), name, v.fname)
-	w.stop()
+	v.end()
 	if st != 0 {
 		err := fmt.Errorf("luajit: %s: loading the script: %s", s.name, topString(L))
 		v.close()
@@ -133,12 +143,7 @@ func (s *Script) newVM() (*vm, error) {
 }
 
 func (v *vm) close() {
-	v.wd.mu.Lock() // a late tick must not read the batch memory freed below
-	v.wd.done = true
-	if v.wd.t != nil {
-		v.wd.t.Stop()
-	}
-	v.wd.mu.Unlock()
+	v.s.eng.watchdog.remove(v) // the watchdog must not read the batch memory freed below
 	if v.L != nil {
 		C.lua_close(v.L)
 		v.L = nil
@@ -420,75 +425,6 @@ func slColumns(h C.uintptr_t) (c C.int32_t) {
 	return C.int32_t(v.allColumns())
 }
 
-// watchdog stops a row that runs past the timeout: it looks at the row
-// index the host writes every tick, and writes the stop word when a row
-// has not moved for the timeout; a done ctx cancels the batch. Each VM has
-// one, and its timer, reused batch after batch (no allocation per batch).
-type watchdog struct {
-	mu      sync.Mutex
-	done    bool
-	t       *time.Timer
-	cur     *int32
-	stopw   *int32
-	ctx     context.Context
-	timeout time.Duration
-	tick    time.Duration
-	last    int32
-	since   time.Time
-	stopCtx func() bool
-}
-
-func (v *vm) watch(ctx context.Context) *watchdog {
-	w := &v.wd
-	w.mu.Lock()
-	if w.t == nil {
-		w.cur = (*int32)(unsafe.Pointer(&v.b.cur))
-		w.stopw = (*int32)(unsafe.Pointer(&v.b.stop))
-		w.timeout = v.s.timeout
-		w.tick = max(v.s.timeout/8, time.Millisecond)
-		w.t = time.AfterFunc(time.Hour, w.fire)
-	}
-	w.done, w.ctx, w.last, w.since = false, ctx, 0, time.Now()
-	w.t.Reset(w.tick)
-	if ctx.Done() != nil {
-		// a cancelled batch stops now, not at the next tick
-		w.stopCtx = context.AfterFunc(ctx, w.fire)
-	}
-	w.mu.Unlock()
-	return w
-}
-
-func (w *watchdog) fire() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return
-	}
-	if w.ctx.Err() != nil {
-		atomic.StoreInt32(w.stopw, -1)
-		return
-	}
-	now := time.Now()
-	if cur := atomic.LoadInt32(w.cur); cur != w.last {
-		w.last, w.since = cur, now
-	} else if now.Sub(w.since) >= w.timeout {
-		atomic.StoreInt32(w.stopw, cur+1)
-	}
-	w.t.Reset(w.tick)
-}
-
-func (w *watchdog) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.t.Stop()
-	if w.stopCtx != nil {
-		w.stopCtx()
-		w.stopCtx = nil
-	}
-	w.ctx = nil
-	w.mu.Unlock()
-}
-
 // run runs the function on the rows: lay-out happens lazily, from the
 // host, as the script reads columns.
 func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
@@ -496,9 +432,9 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 		return err
 	}
 	v.prepare(rows)
-	w := v.watch(ctx)
+	v.begin(ctx)
 	st := C.sl_run(v.L, v.runRef, v.fname, C.int(len(rows)))
-	w.stop()
+	v.end()
 	if st != 0 {
 		// the host itself failed (out of memory in the driver): nothing of
 		// the batch can be trusted
