@@ -105,6 +105,12 @@ type Script struct {
 // the main chunk in a first VM and checks that it defines the function.
 // name is the script's unique name; cfg.SourceName is what errors show.
 func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, luavm.ErrClosed
+	}
 	source := cfg.SourceName
 	if source == "" {
 		source = name
