@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -60,6 +61,9 @@ func (l luajitEngine) Compile(name, code string, cfg EngineConfig) (BatchScript,
 }
 
 func (l luajitEngine) Close() error { return l.e.Close() }
+
+// WriteMetrics writes the engine's per-script counters (Prometheus text).
+func (l luajitEngine) WriteMetrics(w io.Writer) error { return l.e.WriteMetrics(w) }
 
 // checkEngine validates `engine:`.
 func checkEngine(where, engine string) []error {

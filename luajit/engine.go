@@ -99,6 +99,7 @@ type Script struct {
 	idle   chan *vm      // VMs ready for a batch
 	slots  chan struct{} // one token per VM alive
 	closed atomic.Bool
+	stats  counters
 }
 
 // Load compiles code once (the bytecode every VM of the pool loads), runs
@@ -207,6 +208,7 @@ func (s *Script) Close() error {
 		select {
 		case v := <-s.idle:
 			v.close()
+			s.stats.vmsClosed.Add(1)
 			<-s.slots
 		default:
 			return nil
@@ -227,20 +229,28 @@ func (s *Script) acquire(ctx context.Context) (*vm, error) {
 	case v := <-s.idle:
 		return v, nil
 	case s.slots <- struct{}{}:
-		v, err := s.newVM()
-		if err != nil {
-			<-s.slots
+	default:
+		s.stats.waits.Add(1)
+		select {
+		case v := <-s.idle:
+			return v, nil
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", luavm.ErrPoolExhausted, ctx.Err())
 		}
-		return v, err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", luavm.ErrPoolExhausted, ctx.Err())
 	}
+	v, err := s.newVM()
+	if err != nil {
+		<-s.slots
+	}
+	return v, err
 }
 
 func (s *Script) release(v *vm) {
 	v.rows = nil
 	if v.broken || s.closed.Load() {
 		v.close()
+		s.stats.vmsClosed.Add(1)
 		<-s.slots
 		return
 	}

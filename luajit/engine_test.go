@@ -378,3 +378,25 @@ func TestConcurrentBatches(t *testing.T) {
 		}
 	}
 }
+
+func TestMetrics(t *testing.T) {
+	e, _ := New()
+	defer e.Close()
+	s, err := e.Load("m", `function main(row) if row.spin then while true do end end if row.bad then error("bad") end return 1 end`, Config{SourceName: "m.lua", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s, map[string]any{}, map[string]any{"spin": true}, map[string]any{"bad": true}, map[string]any{})
+	var b strings.Builder
+	if err := e.WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`luajit_batches_total{script="m.lua"} 1`, `luajit_rows_total{script="m.lua"} 4`, `luajit_errors_total{script="m.lua"} 2`,
+		`luajit_timeouts_total{script="m.lua"} 1`, `luajit_vms_alive{script="m.lua"} 1`, `luajit_vms_created_total{script="m.lua"} 1`,
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -4,6 +4,7 @@ package luajit
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -34,6 +35,9 @@ func (*Engine) Load(string, string, Config) (*Script, error) { return nil, ErrUn
 
 // Close does nothing.
 func (*Engine) Close() error { return nil }
+
+// WriteMetrics writes nothing in this build.
+func (*Engine) WriteMetrics(io.Writer) error { return nil }
 
 // Values is never reached in this build.
 func (*Script) Values(context.Context, []map[string]any, []any, []error) error {

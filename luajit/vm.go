@@ -139,6 +139,7 @@ func (s *Script) newVM() (*vm, error) {
 		return nil, err
 	}
 	C.lua_settop(L, 0)
+	s.stats.vmsCreated.Add(1)
 	return v, nil
 }
 
@@ -435,6 +436,18 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 	v.begin(ctx)
 	st := C.sl_run(v.L, v.runRef, v.fname, C.int(len(rows)))
 	v.end()
+	stats := &v.s.stats
+	stats.batches.Add(1)
+	stats.rows.Add(uint64(len(rows)))
+	defer func() {
+		var failed uint64
+		for _, err := range errs {
+			if err != nil {
+				failed++
+			}
+		}
+		stats.errors.Add(failed)
+	}()
 	if st != 0 {
 		// the host itself failed (out of memory in the driver): nothing of
 		// the batch can be trusted
@@ -508,9 +521,11 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 			}
 			errs[i] = ce
 		case rTimeout:
+			stats.timeouts.Add(1)
 			out[i] = nil
 			errs[i] = &luavm.CallError{Script: v.s.name, Func: v.s.funcName, Msg: luavm.ErrTimeout.Error(), Err: luavm.ErrTimeout}
 		case rMem:
+			stats.memoryStops.Add(1)
 			out[i] = nil
 			v.broken = true // what the row kept alive may still be there
 			errs[i] = &luavm.CallError{Script: v.s.name, Func: v.s.funcName,
