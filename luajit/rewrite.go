@@ -25,11 +25,21 @@ func instrument(src string) (string, error) {
 	const call = " " + checkName + "();"
 	var out strings.Builder
 	out.Grow(len(src) + 256)
-	out.WriteString("local " + checkName + " = ...; ")
-	last := 0
-	inFunc := false // after `function`, waiting for the parameter list's ')'
 	s := src
 	i := 0
+	if strings.HasPrefix(s, "#") {
+		// LuaJIT skips a first line starting with # (a shebang): the
+		// binding goes at the start of the second line
+		nl := strings.IndexByte(s, '\n')
+		if nl < 0 {
+			return s, nil
+		}
+		i = nl + 1
+		out.WriteString(s[:i])
+	}
+	out.WriteString("local " + checkName + " = ...; ")
+	last := i
+	inFunc := false // after `function`, waiting for the parameter list's ')
 	emit := func(at int) {
 		out.WriteString(s[last:at])
 		out.WriteString(call)

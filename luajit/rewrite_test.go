@@ -32,6 +32,11 @@ func TestInstrument(t *testing.T) {
 			t.Errorf("%q: line count changed", tc.in)
 		}
 	}
+	// LuaJIT skips a first line starting with #: the binding goes after it
+	got, err := instrument("#!/usr/bin/env luajit\ndo end")
+	if want := "#!/usr/bin/env luajit\nlocal " + checkName + " = ...; do" + c + " end"; err != nil || got != want {
+		t.Errorf("shebang: got %q, want %q", got, want)
+	}
 	if _, err := instrument("local " + checkName + " = function() end"); !errors.Is(err, errReserved) {
 		t.Errorf("reserved name: %v", err)
 	}
