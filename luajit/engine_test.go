@@ -400,3 +400,25 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The byte count the checks read was located (host.c's layout checks), and
+// a string doubling itself stops near the limit, not gigabytes later.
+func TestMemoryLimitDoubling(t *testing.T) {
+	s := load(t, `function main(row)
+  local s = "x"
+  while true do s = s .. s end
+end`, Config{MemoryLimit: 16 << 20, Timeout: 20 * time.Second})
+	v, err := s.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	located := v.gcTotalLocated()
+	s.release(v)
+	if !located {
+		t.Error("gc.total not located: memory is checked every 1024th check only")
+	}
+	_, errs := run(t, s, map[string]any{})
+	if !errors.Is(errs[0], luavm.ErrMemoryLimit) {
+		t.Errorf("got %v, want the memory limit", errs[0])
+	}
+}

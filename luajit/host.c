@@ -178,12 +178,26 @@ typedef struct sl_api {
 	int (*fmtnum)(char *, double);
 	int32_t (*column)(sl_batch *, const char *, size_t);
 	int32_t (*columns)(sl_batch *);
+	int (*poll)(sl_batch *, const uint64_t *, double);
 } sl_api;
+
+/* sl_poll is what the check compiled into user loops calls: 1 when the
+ * watchdog wrote the stop word, 2 when the VM's heap is over limit. It is
+ * a C call, not a load written in Lua, because the JIT hoists FFI loads
+ * out of loops (volatile or not): a load in the loop body would be read
+ * once per trace entry, and a loop that never leaves its trace would
+ * never see the stop. A call stays in the loop. */
+int sl_poll(sl_batch *b, const uint64_t *total, double limit) {
+	if (b->stop != 0) return 1;
+	if (total && (double)*total > limit) return 2;
+	return 0;
+}
 
 int sl_make_encoder(lua_State *L);
 int sl_make_decoder(lua_State *L);
+void *sl_gctotal_addr(lua_State *L);
 
-static sl_api api = {sl_grow_out, sl_grow_pat, sl_grow_scr, sl_escape, sl_fmtnum, sl_column, sl_columns};
+static sl_api api = {sl_grow_out, sl_grow_pat, sl_grow_scr, sl_escape, sl_fmtnum, sl_column, sl_columns, sl_poll};
 
 typedef struct { char *p; size_t n, cap; } dumpbuf;
 
@@ -217,6 +231,30 @@ int sl_compile(lua_State *L, const char *src, size_t n, const char *name, char *
 	return 0;
 }
 
+/* sl_gctotal_addr returns the address of the VM's count of allocated bytes
+ * (global_State.gc.total), so that the checks compiled into user code can
+ * bound memory with one load instead of a call; NULL when this LuaJIT's
+ * layout is not the one expected (the checks then call collectgarbage every
+ * 1024th time). LuaJIT (2.1, GC64) allocates the main lua_State and the
+ * global_State together (GG_State), L->glref is the third 8-byte word of
+ * the lua_State, and gc.total comes after allocf and allocd (and, in older
+ * 2.1 versions, strhash, strmask and strnum before them). Every step is checked before memory is read: the global state
+ * must lie just after L, and the word read must equal lua_gc's count. */
+void *sl_gctotal_addr(lua_State *L) {
+	uintptr_t l = (uintptr_t)L;
+	uintptr_t g = ((uintptr_t *)L)[2];
+	if (g < l + 64 || g > l + 512 || g % 8 != 0) return NULL;
+	uint64_t want = (uint64_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (uint64_t)lua_gc(L, LUA_GCCOUNTB, 0);
+	/* 16: allocf, allocd, then gc (LuaJIT 2.1 since the string interning
+	 * rework, Debian's 2.1-20230119); 32: strhash, strmask, strnum first */
+	static const int offsets[] = {16, 32};
+	for (int i = 0; i < 2; i++) {
+		uint64_t *total = (uint64_t *)(g + offsets[i]);
+		if (*total == want) return total;
+	}
+	return NULL;
+}
+
 /* sl_host runs the host chunk with the batch and API addresses; the table
  * it returns gets two registry refs (init, run). Returns the status. */
 int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, const char *allow, int *init_ref, int *run_ref) {
@@ -228,7 +266,8 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 	lua_pushstring(L, allow);
 	lua_pushcfunction(L, sl_make_encoder);
 	lua_pushcfunction(L, sl_make_decoder);
-	st = lua_pcall(L, 6, 1, 0);
+	lua_pushnumber(L, (lua_Number)(uintptr_t)sl_gctotal_addr(L));
+	st = lua_pcall(L, 7, 1, 0);
 	if (st != 0) return st;
 	lua_getfield(L, -1, "init");
 	*init_ref = luaL_ref(L, LUA_REGISTRYINDEX);

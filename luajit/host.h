@@ -65,4 +65,5 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 int sl_init(lua_State *L, int init_ref, const char *bc, size_t n, const char *name, const char *fname);
 int sl_run(lua_State *L, int run_ref, const char *fname, int n);
 int sl_gckb(lua_State *L);
+void *sl_gctotal_addr(lua_State *L);
 #endif

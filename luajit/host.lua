@@ -4,7 +4,7 @@
 -- the functions the Go side calls: init (run a script's main chunk) and run
 -- (call a function on every row of a batch). User code never sees this
 -- chunk's locals, the real globals, package.loaded or ffi (unless allowed).
-local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder = ...
+local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
@@ -42,6 +42,7 @@ typedef struct sl_api {
 	int (*fmtnum)(char *, double);
 	int32_t (*column)(sl_batch *, const char *, size_t);
 	int32_t (*columns)(sl_batch *);
+	int (*poll)(sl_batch *, const uint64_t *, double);
 } sl_api;
 typedef struct __attribute__((packed)) sl_patch {
 	int32_t row; int32_t klen; int32_t vlen; uint8_t tag; double num;
@@ -53,7 +54,7 @@ if os.getenv("SLUICE_LUAJIT_TRACE") then require("jit.v").start(os.getenv("SLUIC
 local B = ffi_cast("sl_batch*", baddr)
 local api = ffi_cast("sl_api*", apiaddr)
 local grow_out, grow_pat, grow_scr = api.grow_out, api.grow_pat, api.grow_scr
-local escape, fmtnum, column, columns = api.escape, api.fmtnum, api.column, api.columns
+local escape, fmtnum, column, columns, poll = api.escape, api.fmtnum, api.column, api.columns, api.poll
 local stopp = ffi_cast("volatile int32_t*", ffi_cast("char*", B) + ffi.offsetof("sl_batch", "stop"))
 local patch_t = ffi.typeof("sl_patch*")
 local PATCH = ffi.sizeof("sl_patch")
@@ -97,15 +98,31 @@ local function memcheck()
 end
 
 -- check is called by the code the rewriter adds at every loop iteration,
--- function entry and label of user code. In a compiled trace it is a
--- volatile load and a guard (plus a counter): when the watchdog writes the
--- stop word the guard fails, the trace exits, and the interpreter raises.
-local function check()
-  if stopp[0] ~= 0 then interrupted() end
-  budget = budget + 1
-  if budget >= 1024 then
-    budget = 0
-    memcheck()
+-- function entry and label of user code. In a compiled trace it is one
+-- direct call of a C function (sl_poll, host.c) and a guard: when the
+-- watchdog writes the stop word the guard fails, the trace exits and the
+-- interpreter raises. (A load of the stop word written here in Lua would
+-- be hoisted out of the loop by the JIT and never read again.) Memory:
+-- when the VM's byte count could be located (sl_gctotal_addr) the same
+-- call compares it with the limit; else collectgarbage every 1024th time.
+local check
+local limit_bytes = memlimit_kb * 1024
+if gctotal_addr ~= 0 then
+  local total = ffi_cast("const uint64_t*", gctotal_addr)
+  check = function()
+    local r = poll(B, total, limit_bytes)
+    if r ~= 0 then
+      if r == 1 then interrupted() else memcheck() end
+    end
+  end
+else
+  check = function()
+    if poll(B, nil, 0) ~= 0 then interrupted() end
+    budget = budget + 1
+    if budget >= 1024 then
+      budget = 0
+      memcheck()
+    end
   end
 end
 

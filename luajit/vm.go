@@ -167,6 +167,10 @@ func (v *vm) close() {
 	}
 }
 
+// gcTotalLocated reports whether the checks read the VM's byte count
+// directly (see sl_gctotal_addr).
+func (v *vm) gcTotalLocated() bool { return C.sl_gctotal_addr(v.L) != nil }
+
 // growArray reallocates a C array to hold n elements of size sz.
 func growArray[T any](p **T, n int64) {
 	var zero T
