@@ -45,6 +45,8 @@ type ColumnConfig struct {
 	// io, os, debug, coroutine, channel, load, require (see docs/pool.md).
 	Allow  []string `yaml:"allow" json:"allow,omitempty"`
 	Budget `yaml:",inline"`
+	// Engine runs a Lua function: gopher-lua (default) or luajit.
+	Engine string `yaml:"engine"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the
@@ -78,6 +80,8 @@ type FilterConfig struct {
 	// Allow opens Lua libraries the sandbox leaves out, as for a column.
 	Allow  []string `yaml:"allow" json:"allow,omitempty"`
 	Budget `yaml:",inline"`
+	// Engine runs a Lua function: gopher-lua (default) or luajit.
+	Engine string `yaml:"engine"`
 }
 
 // Policy says what happens to a row whose function failed.
@@ -199,6 +203,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout, col.Budget)...)
+		errs = append(errs, checkEngine(where, col.Engine)...)
 	}
 	for i, f := range c.Filters {
 		where := fmt.Sprintf("filters[%d] %q", i, f.Name)
@@ -212,6 +217,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout, f.Budget)...)
+		errs = append(errs, checkEngine(where, f.Engine)...)
 	}
 	return errors.Join(errs...)
 }

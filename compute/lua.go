@@ -271,6 +271,9 @@ func goValue(v lua.LValue) any {
 
 // newLua builds the Lua handler of a column or filter from its code.
 func (p *Processor) newLua(ctx context.Context, f *function, code string) (Handler, error) {
+	if f.engine == EngineLuaJIT {
+		return p.newJIT(f, code)
+	}
 	cfg := p.opts.LuaConfig
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout

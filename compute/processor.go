@@ -39,6 +39,9 @@ type Options struct {
 	// LuaConfig is the script config of every Lua function (pool strategy,
 	// sandbox); a function's `timeout` overrides its Timeout.
 	LuaConfig luavm.ScriptConfig
+	// LuaJIT runs the functions with `engine: luajit`; nil means one created
+	// at the first such function (NewLuaJITEngine) and closed by Close.
+	LuaJIT ScriptEngine
 	// BaseDir resolves relative paths in `func` (normally the config's
 	// directory); empty means the working directory.
 	BaseDir string
@@ -71,6 +74,7 @@ type Processor struct {
 
 	reloadMu sync.Mutex // serialises Reload
 	ownLua   bool       // opts.Lua was created by New: Close closes it
+	jit      jitEngines // the engine of `engine: luajit` functions
 }
 
 // function is one configured column or filter.
@@ -85,6 +89,7 @@ type function struct {
 	allow    []string // Lua libraries beyond the sandbox
 	budget   Budget   // Lua: per batch
 	src      Source
+	engine   string // Lua engine: "" (gopher-lua) or EngineLuaJIT
 
 	handler Handler    // REQUIRES: Processor.mu held (R to call, W to swap)
 	version [32]byte   // content hash of the running version; guarded like handler
@@ -169,7 +174,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 	for _, fc := range cfg.Filters {
 		policy, perr := parsePolicy(fc.OnError, true)
 		src, serr := ResolveSource(fc.Func)
-		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src}
+		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src, engine: fc.Engine}
 		if perr == nil && serr == nil && fc.Name != "" && (!src.Plugin || fc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -181,7 +186,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		typ, terr := ParseType(cc.Type)
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
-		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src}
+		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src, engine: cc.Engine}
 		if terr == nil && perr == nil && serr == nil && cc.Name != "" && (!src.Plugin || cc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -347,6 +352,7 @@ func (p *Processor) Close() error {
 			f.handler = nil
 		}
 	}
+	p.closeEngines()
 	if p.ownLua {
 		p.ownLua = false
 		return p.opts.Lua.Close()

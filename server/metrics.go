@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -90,6 +91,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	s.sources.WriteMetrics(bw)
 	bw.Flush()
 	_ = s.lua.WriteMetrics(w)
+	if m, ok := s.jit.(interface{ WriteMetrics(io.Writer) error }); ok {
+		_ = m.WriteMetrics(w)
+	}
 }
 
 func quote(v string) string {

@@ -57,6 +57,7 @@ type Server struct {
 	now   func() time.Time
 	store *table.Store
 	lua   *luavm.Manager
+	jit   compute.ScriptEngine // the LuaJIT engine, nil without it
 	queue *ingest.Queue
 	// sources are the tables' stream sources (streams.go).
 	sources *stream.Runner
@@ -140,6 +141,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s.store = store
 	s.lua = luavm.NewManager(luavm.Options{})
+	// one LuaJIT engine for every table's `engine: luajit` functions; nil in
+	// a binary built without it (such functions then fail to load)
+	if jit, err := compute.NewLuaJITEngine(); err == nil {
+		s.jit = jit
+	}
 	var errs []error
 	for _, tc := range cfg.Tables {
 		ts, err := s.openTable(ctx, tc)
@@ -201,7 +207,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: s.lua, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
 		if err != nil {
 			return nil, err
 		}
@@ -342,6 +348,9 @@ func (s *Server) Close() error {
 		}
 		if s.lua != nil {
 			errs = append(errs, s.lua.Close())
+		}
+		if s.jit != nil {
+			errs = append(errs, s.jit.Close())
 		}
 		if s.store != nil {
 			errs = append(errs, s.store.Close())

@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute/plugbuild"
 	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/luajit"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -45,7 +46,8 @@ type Options struct {
 	// batch, so 1000 partitions in a 1000-row batch means 1000 one-row
 	// blocks: the store's worst case.
 	Partitions int
-	// Cases to run, among "none", "lua", "plugin" (default all).
+	// Cases to run, among "none", "lua", "luajit", "plugin" (default all;
+	// luajit is skipped in a binary built without -tags luajit).
 	Cases []string
 	// QueryRows ingested into one partition for the query case (default
 	// 1,000,000; 0 skips the query case when Cases is set without "query").
@@ -143,7 +145,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		opts.Partitions = 10
 	}
 	if len(opts.Cases) == 0 {
-		opts.Cases = []string{"none", "lua", "plugin", "query"}
+		opts.Cases = []string{"none", "lua", "luajit", "plugin", "query"}
 	}
 	if opts.QueryRows <= 0 {
 		opts.QueryRows = 1_000_000
@@ -182,6 +184,14 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			res, err = ingestCase(ctx, c, configYAML(""), filepath.Join(dir, c), bodies, opts)
 		case "lua":
 			res, err = ingestCase(ctx, c, configYAML(luaColumn), filepath.Join(dir, c), bodies, opts)
+		case "luajit":
+			// the same column on the LuaJIT engine (docs/luajit.md)
+			if !luajit.Available {
+				res = Result{Case: c, Note: "skipped: " + luajit.ErrUnavailable.Error()}
+				break
+			}
+			col := strings.Replace(luaColumn, "type: float64", "type: float64\n        engine: luajit", 1)
+			res, err = ingestCase(ctx, c, configYAML(col), filepath.Join(dir, c), bodies, opts)
 		case "plugin":
 			so, berr := plugbuild.BuildFile(dir, "double.so", pluginSource)
 			if berr != nil {
@@ -199,7 +209,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		case "query":
 			res, err = queryCase(ctx, filepath.Join(dir, c), opts)
 		default:
-			err = fmt.Errorf("unknown case %q (want none, lua, plugin or query)", c)
+			err = fmt.Errorf("unknown case %q (want none, lua, luajit, plugin or query)", c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("case %s: %w", c, err)

@@ -36,7 +36,7 @@ func init() {
 	f.IntVar(&opts.BatchRows, "batch", 0, "rows per batch (default 1000)")
 	f.IntVar(&opts.Partitions, "partitions", 0, "distinct hashBy values per batch (default 10; 1000 = one-row blocks, the store's worst case)")
 	f.IntVar(&opts.QueryRows, "query-rows", 0, "rows in the queried partition (default 1000000)")
-	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, plugin, query (default all)")
+	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, luajit (a binary built with -tags luajit), plugin, query (default all)")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the stores (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	benchCmd.AddCommand(cmd)

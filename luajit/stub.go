@@ -1,0 +1,48 @@
+//go:build !luajit || !cgo
+
+package luajit
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Available reports whether this binary was built with the LuaJIT engine.
+const Available = false
+
+// Engine is the LuaJIT engine; in this build it cannot be created.
+type Engine struct{}
+
+// Script is a loaded script; in this build there are none.
+type Script struct{}
+
+// Config is a script's config, see the luajit build.
+type Config struct {
+	Timeout     time.Duration
+	MemoryLimit int64
+	PoolSize    int
+	Allow       []string
+	SourceName  string
+	FuncName    string
+}
+
+// New returns ErrUnavailable: the binary was built without the luajit tag.
+func New() (*Engine, error) { return nil, ErrUnavailable }
+
+// Load is never reached in this build.
+func (*Engine) Load(string, string, Config) (*Script, error) { return nil, ErrUnavailable }
+
+// Close does nothing.
+func (*Engine) Close() error { return nil }
+
+// WriteMetrics writes nothing in this build.
+func (*Engine) WriteMetrics(io.Writer) error { return nil }
+
+// Values is never reached in this build.
+func (*Script) Values(context.Context, []map[string]any, []any, []error) error {
+	return ErrUnavailable
+}
+
+// Close does nothing.
+func (*Script) Close() error { return nil }
