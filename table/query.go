@@ -101,6 +101,7 @@ type plan struct {
 	tableID    uint32
 	tableName  string
 	hashColumn string
+	maxSeq     uint64 // blocks with a higher sequence are skipped (0: none are)
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -411,6 +412,12 @@ func (t *Table) Columns(q Query) ([]Column, error) {
 }
 
 func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
+	return t.queryThrough(ctx, q, 0, emit)
+}
+
+// queryThrough is query limited to the blocks whose sequence is at most
+// maxSeq (0: no limit).
+func (t *Table) queryThrough(ctx context.Context, q Query, maxSeq uint64, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -421,6 +428,7 @@ func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) erro
 	if err != nil || p.empty {
 		return err
 	}
+	p.maxSeq = maxSeq
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -492,6 +500,11 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 		return true, err
 	}
 	p := s.p
+	if p.maxSeq != 0 {
+		if _, _, _, seq, _ := parseBlockKey(key); seq > p.maxSeq {
+			return false, nil
+		}
+	}
 	if err := s.dec.decode(key, val, func(name string) bool { _, ok := p.types[name]; return ok }); err != nil {
 		return true, fmt.Errorf("table %s: %w", p.tableName, err)
 	}

@@ -1,0 +1,135 @@
+package coldtier_test
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/table"
+)
+
+// TestCompactToS3ReadByPyIcebergAndDuckDB compacts three days into the
+// Iceberg table on the S3 server, then reads it back with pyiceberg (from
+// the same SQLite catalog) and with DuckDB (read_parquet over the files the
+// manifests list): both return exactly the rows and values sluice's query
+// returned before the compaction, with the mapped types, and the store no
+// longer holds them.
+func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "e2e")
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	fill(t, tb, 0, 3000, 3)
+	want := normRows(t, tb, table.Query{})
+
+	ctx := context.Background()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stats, err := c.Compact(ctx, day0.Add(72*time.Hour), coldtier.Options{Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Rows != 3000 || stats.SnapshotID == 0 || stats.Bytes == 0 {
+		t.Fatalf("stats %+v: want 3000 rows in one snapshot", stats)
+	}
+	if left := normRows(t, tb, table.Query{}); len(left) != 0 {
+		t.Fatalf("%d rows left in the store after remove", len(left))
+	}
+
+	v := readIceberg(t, cfg, "events")
+	if !reflect.DeepEqual(v.PyIceberg, want) {
+		t.Errorf("pyiceberg rows differ: %d rows, first %v; want %d, first %v", len(v.PyIceberg), first(v.PyIceberg), len(want), first(want))
+	}
+	if !reflect.DeepEqual(v.DuckDB, want) {
+		t.Errorf("duckdb rows differ: %d rows, first %v; want %d, first %v", len(v.DuckDB), first(v.DuckDB), len(want), first(want))
+	}
+	wantTypes := map[string]string{"user": "string", "ts": "timestamptz", "n": "long", "f": "double", "ok": "boolean", "note": "string", "doc": "string"}
+	for _, f := range v.Schema {
+		if got := f[1].(string); wantTypes[f[0].(string)] != got {
+			t.Errorf("iceberg column %v: type %s, want %s", f[0], got, wantTypes[f[0].(string)])
+		}
+	}
+	duckTypes := map[string]string{"user": "VARCHAR", "ts": "TIMESTAMP WITH TIME ZONE", "n": "BIGINT", "f": "DOUBLE", "ok": "BOOLEAN", "note": "VARCHAR", "doc": "VARCHAR"}
+	for _, f := range v.DuckDBTypes {
+		if duckTypes[f[0]] != f[1] {
+			t.Errorf("duckdb column %s: type %s, want %s", f[0], f[1], duckTypes[f[0]])
+		}
+	}
+	if len(v.Spec) != 1 || v.Spec[0][1] != "day" || v.Spec[0][0] != "ts_day" {
+		t.Errorf("partition spec %v, want day(ts)", v.Spec)
+	}
+	days := map[string]bool{}
+	for _, f := range v.Files {
+		for _, p := range strings.Split(f, "/") {
+			if strings.HasPrefix(p, "ts_day=") {
+				days[p] = true
+			}
+		}
+	}
+	if len(days) != 3 {
+		t.Errorf("files %v: want 3 day partitions", v.Files)
+	}
+	if len(v.Snapshots) != 1 || v.Snapshots[0]["sluice.node"] != "test-node" || v.Snapshots[0]["sluice.watermark"] == nil {
+		t.Errorf("snapshots %v: want one with the sluice.* properties", v.Snapshots)
+	}
+}
+
+// TestCompactKeepAndSchemaEvolution runs twice without removal: the second
+// run compacts only the new day (no row twice), and a column that appeared
+// in between is added to the Iceberg schema (older files read it as null).
+func TestCompactKeepAndSchemaEvolution(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "evolve")
+	st, tb := openTable(t, dir, nil) // inferred schema
+	defer st.Close()
+	ctx := context.Background()
+	fill(t, tb, 0, 500, 2) // days 0 and 1
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Compact(ctx, day0.Add(48*time.Hour), coldtier.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	late := table.Row{"user": "u1", "ts": day0.Add(50 * time.Hour), "n": int64(10000), "extra": "new column"}
+	if err := tb.Append(ctx, []table.Row{late}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := c.Compact(ctx, day0.Add(72*time.Hour), coldtier.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Rows != 1 {
+		t.Fatalf("second run compacted %d rows, want only the new one", stats.Rows)
+	}
+	want := normRows(t, tb, table.Query{}) // keep mode: the store still has everything
+	v := readIceberg(t, cfg, "events")
+	if !reflect.DeepEqual(v.PyIceberg, want) {
+		t.Errorf("pyiceberg: %d rows, want %d; last %v, want %v", len(v.PyIceberg), len(want), last(v.PyIceberg), last(want))
+	}
+	if !slices.ContainsFunc(v.Schema, func(f []any) bool { return f[0] == "extra" && f[1] == "string" }) {
+		t.Errorf("schema %v lacks the added column extra", v.Schema)
+	}
+}
+
+func first(rows []map[string]any) map[string]any {
+	if len(rows) == 0 {
+		return nil
+	}
+	return rows[0]
+}
+
+func last(rows []map[string]any) map[string]any {
+	if len(rows) == 0 {
+		return nil
+	}
+	return rows[len(rows)-1]
+}
