@@ -76,7 +76,8 @@ type Compactor struct {
 	counters *Counters
 }
 
-// Open opens (or creates on the first run) the Iceberg table of t.
+// Open opens the catalog of t's cold tier (the Iceberg table is created by
+// the first run) and finishes a run that crashed after its commit.
 func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -87,6 +88,13 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 	}
 	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: &Counters{}}
 	registerCounters(strings.Join(c.ident, "."), c.counters)
+	// A run that crashed after its commit left its rows in both tiers:
+	// finish it before anything queries them.
+	var st Stats
+	if err := c.recover(ctx, &st); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

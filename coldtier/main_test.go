@@ -24,8 +24,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if child := os.Getenv("SLUICE_COLDTIER_CHILD"); child != "" && false {
-		os.Exit(1)
+	if child := os.Getenv(childEnv); child != "" {
+		os.Exit(runChild(child))
 	}
 	dir, err := os.MkdirTemp("", "coldtier-s3-")
 	if err != nil {
