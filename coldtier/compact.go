@@ -212,7 +212,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 		// rows in range).
 		return st, c.finish(ctx, p)
 	}
-	committed, err := tx.Commit(ctx)
+	committed, err := c.commit(ctx, tx, cols, props)
 	if err != nil {
 		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
 	}
@@ -345,4 +345,92 @@ func syncDir(dir string) error {
 		return fmt.Errorf("coldtier: sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// maxCommitAttempts bounds the commits of one run's files.
+const maxCommitAttempts = 30
+
+// commit commits tx; when another writer committed first it retries on the
+// fresh table with the same data files (already uploaded, read back from
+// the staged snapshot's manifests), after evolving the fresh schema again.
+// iceberg-go retries a conflict the SQL catalog sees at its final
+// compare-and-swap itself (commit.retry.* properties), but a snapshot
+// requirement that already fails when the catalog loads the table comes
+// back as a plain error: that is the case handled here.
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties) (*itable.Table, error) {
+	var files []iceberg.DataFile
+	for attempt := 1; ; attempt++ {
+		if files == nil {
+			var err error
+			if files, err = stagedFiles(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
+		committed, err := tx.Commit(ctx)
+		if err == nil {
+			return committed, nil
+		}
+		if !conflict(err) || attempt >= maxCommitAttempts {
+			return nil, err
+		}
+		c.counters.CommitRetries.Add(1)
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
+		fresh, lerr := c.cat.LoadTable(ctx, c.ident)
+		if lerr != nil {
+			return nil, fmt.Errorf("reload after conflict (%v): %w", err, lerr)
+		}
+		for _, snap := range fresh.Metadata().Snapshots() {
+			if snap.Summary != nil && snap.Summary.Properties[propRun] == props[propRun] {
+				return fresh, nil // the conflicting commit was ours after all
+			}
+		}
+		tx = fresh.NewTransaction()
+		if _, err := evolve(tx, fresh.Schema(), cols); err != nil {
+			return nil, err
+		}
+		if err := tx.AddDataFiles(ctx, files, props); err != nil {
+			return nil, fmt.Errorf("retry with the uploaded files: %w", err)
+		}
+	}
+}
+
+// conflict tells a commit another writer got in before from other errors.
+func conflict(err error) bool {
+	return errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed")
+}
+
+// stagedFiles are the data files tx's staged snapshot added.
+func stagedFiles(ctx context.Context, tx *itable.Transaction) ([]iceberg.DataFile, error) {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	snap := staged.CurrentSnapshot()
+	if snap == nil {
+		return nil, errors.New("coldtier: no staged snapshot")
+	}
+	fs, err := staged.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mans, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, err
+	}
+	var files []iceberg.DataFile
+	for _, m := range mans {
+		if m.SnapshotID() != snap.SnapshotID {
+			continue
+		}
+		entries, err := m.FetchEntries(fs, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
+				files = append(files, e.DataFile())
+			}
+		}
+	}
+	return files, nil
 }

@@ -64,7 +64,7 @@ func fill(t testing.TB, tb *table.Table, first, n, days int) {
 		k := first + i
 		r := table.Row{
 			"user": fmt.Sprintf("u%d", k%7),
-			"ts":   day0.Add(time.Duration(k%days)*24*time.Hour + time.Duration(k)*time.Second + 123456*time.Nanosecond),
+			"ts":   day0.Add(time.Duration(k%days)*24*time.Hour + time.Duration(k%3600)*time.Second + 123456*time.Nanosecond),
 			"n":    int64(k),
 			"f":    float64(k) / 4,
 			"ok":   k%3 == 0,
