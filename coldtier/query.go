@@ -498,3 +498,21 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 	}
 	return 0
 }
+
+// DataFiles lists the data files of the Iceberg table's current snapshot
+// (the manifests' file list), for readers without Iceberg support.
+func (c *Compactor) DataFiles(ctx context.Context) ([]string, error) {
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: plan %s: %w", strings.Join(c.ident, "."), err)
+	}
+	files := make([]string, len(tasks))
+	for i, t := range tasks {
+		files[i] = t.File.FilePath()
+	}
+	return files, nil
+}
