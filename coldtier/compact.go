@@ -166,16 +166,17 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if !from.IsZero() && !from.Before(wm) {
 		return st, nil
 	}
-	var maxSeq uint64
-	if opts.Remove {
-		var err error
-		if maxSeq, err = c.t.HighSequence(ctx, wm); err != nil {
-			return st, err
-		}
-		if maxSeq == 0 { // no block before the watermark
-			return st, c.t.SetCompactedThrough(ctx, wm)
-		}
+	first, maxSeq, blocks, err := c.t.BlockRange(ctx, wm)
+	if err != nil {
+		return st, err
 	}
+	if blocks == 0 { // no block before the watermark
+		return st, c.t.SetCompactedThrough(ctx, wm)
+	}
+	if !opts.Remove {
+		maxSeq = 0 // keep mode: the watermark alone says what is done
+	}
+	from = later(from, first)
 	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: maxSeq, Remove: opts.Remove}
 	cols := c.t.Schema()
 	schema, err := newSchema(cols)
@@ -193,18 +194,33 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
 		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
-	rdr := newRowReader(ctx, c.t, cols, from, wm, maxSeq, c.cfg.RowGroupRows)
-	defer rdr.Release()
 	props := iceberg.Properties{
 		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
 		propMaxSeq: strconv.FormatUint(maxSeq, 10),
 	}
-	// Append writes and uploads the files and stages the snapshot (its
-	// summary counts the rows: added-records).
-	if err := tx.Append(ctx, rdr, props); err != nil {
-		return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+	// One Append per UTC day (one day partition): Append writes and
+	// uploads the day's files and stages a snapshot; closing the files at
+	// the end of each day bounds the memory of a run by the row group size
+	// instead of the number of days. The staged snapshots are committed
+	// together, atomically, below.
+	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
+		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, maxSeq, c.cfg.RowGroupRows)
+		if rdr.Empty() {
+			err := rdr.Err()
+			rdr.Release()
+			if err != nil {
+				return st, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
+			}
+			continue
+		}
+		err := tx.Append(ctx, rdr, props)
+		st.Rows += rdr.rows.Load()
+		rdr.Release()
+		if err != nil {
+			return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+		}
 	}
-	st.Rows = rdr.rows.Load()
 	fault("after-upload")
 	if st.Rows == 0 {
 		// Nothing to commit: no snapshot, only the local step (nothing to
@@ -219,9 +235,15 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	fault("after-commit")
 	if snap := committed.CurrentSnapshot(); snap != nil {
 		st.SnapshotID = snap.SnapshotID
-		if snap.Summary != nil {
-			st.Bytes, _ = strconv.ParseInt(snap.Summary.Properties["added-files-size"], 10, 64)
-			st.Files, _ = strconv.ParseInt(snap.Summary.Properties["added-data-files"], 10, 64)
+		{
+		}
+		for _, s := range committed.Metadata().Snapshots() {
+			if s.Summary != nil && s.Summary.Properties[propRun] == p.Run {
+				b, _ := strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
+				f, _ := strconv.ParseInt(s.Summary.Properties["added-data-files"], 10, 64)
+				st.Bytes += b
+				st.Files += f
+			}
 		}
 	}
 	c.counters.Runs.Add(1)
@@ -362,7 +384,7 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 	for attempt := 1; ; attempt++ {
 		if files == nil {
 			var err error
-			if files, err = stagedFiles(ctx, tx); err != nil {
+			if files, err = stagedFiles(ctx, tx, props[propRun]); err != nil {
 				return nil, err
 			}
 		}
@@ -399,38 +421,50 @@ func conflict(err error) bool {
 	return errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed")
 }
 
-// stagedFiles are the data files tx's staged snapshot added.
-func stagedFiles(ctx context.Context, tx *itable.Transaction) ([]iceberg.DataFile, error) {
+// stagedFiles are the data files the run's staged snapshots (one per day)
+// added.
+func stagedFiles(ctx context.Context, tx *itable.Transaction, run string) ([]iceberg.DataFile, error) {
 	staged, err := tx.StagedTable()
 	if err != nil {
 		return nil, err
-	}
-	snap := staged.CurrentSnapshot()
-	if snap == nil {
-		return nil, errors.New("coldtier: no staged snapshot")
 	}
 	fs, err := staged.FS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	mans, err := snap.Manifests(fs)
-	if err != nil {
-		return nil, err
-	}
 	var files []iceberg.DataFile
-	for _, m := range mans {
-		if m.SnapshotID() != snap.SnapshotID {
+	for _, snap := range staged.Metadata().Snapshots() {
+		if snap.Summary == nil || snap.Summary.Properties[propRun] != run {
 			continue
 		}
-		entries, err := m.FetchEntries(fs, true)
+		mans, err := snap.Manifests(fs)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
-				files = append(files, e.DataFile())
+		for _, m := range mans {
+			if m.SnapshotID() != snap.SnapshotID {
+				continue
+			}
+			entries, err := m.FetchEntries(fs, true)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
+					files = append(files, e.DataFile())
+				}
 			}
 		}
 	}
+	if len(files) == 0 {
+		return nil, errors.New("coldtier: the staged snapshots hold no file")
+	}
 	return files, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

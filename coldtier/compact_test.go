@@ -76,8 +76,14 @@ func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
 	if len(days) != 3 {
 		t.Errorf("files %v: want 3 day partitions", v.Files)
 	}
-	if len(v.Snapshots) != 1 || v.Snapshots[0]["sluice.node"] != "test-node" || v.Snapshots[0]["sluice.watermark"] == nil {
-		t.Errorf("snapshots %v: want one with the sluice.* properties", v.Snapshots)
+	// One snapshot per day, all of one run, committed together.
+	if len(v.Snapshots) != 3 {
+		t.Errorf("%d snapshots, want one per day (3)", len(v.Snapshots))
+	}
+	for _, s := range v.Snapshots {
+		if s["sluice.node"] != "test-node" || s["sluice.watermark"] == nil || s["sluice.run"] != v.Snapshots[0]["sluice.run"] {
+			t.Errorf("snapshot %v: want the sluice.* properties of one run", s)
+		}
 	}
 }
 

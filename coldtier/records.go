@@ -23,6 +23,7 @@ type rowReader struct {
 	schema *arrow.Schema
 	ch     chan arrow.RecordBatch
 	cur    arrow.RecordBatch
+	peeked arrow.RecordBatch // read by Empty, handed out by the next Next
 	err    error
 	errCh  chan error
 	cancel context.CancelFunc
@@ -140,6 +141,10 @@ func (r *rowReader) close() {
 		r.cur.Release()
 		r.cur = nil
 	}
+	if r.peeked != nil {
+		r.peeked.Release()
+		r.peeked = nil
+	}
 	for rec := range r.ch {
 		rec.Release()
 	}
@@ -147,17 +152,39 @@ func (r *rowReader) close() {
 
 func (r *rowReader) Schema() *arrow.Schema { return r.schema }
 
+// Empty reports whether the query has no rows (reading its first batch).
+func (r *rowReader) Empty() bool {
+	if r.peeked != nil {
+		return false
+	}
+	rec, ok := <-r.ch
+	if !ok {
+		r.finish()
+		return true
+	}
+	r.peeked = rec
+	return false
+}
+
+func (r *rowReader) finish() {
+	if r.err == nil {
+		r.err = <-r.errCh
+		r.errCh <- r.err // Err may be asked again
+	}
+}
+
 func (r *rowReader) Next() bool {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
 	}
+	if r.peeked != nil {
+		r.cur, r.peeked = r.peeked, nil
+		return true
+	}
 	rec, ok := <-r.ch
 	if !ok {
-		if r.err == nil {
-			r.err = <-r.errCh
-			r.errCh <- r.err // Err may be asked again
-		}
+		r.finish()
 		return false
 	}
 	r.cur = rec

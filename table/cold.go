@@ -16,16 +16,23 @@ import (
 // that a block written while the run was in flight (a late row) is neither
 // deleted unread nor read twice.
 
-// HighSequence returns the highest sequence number of the blocks whose time
-// bucket ends at or before before (the blocks DeleteBlocks(before, seq)
-// would take), and 0 when there are none. It reads keys only.
-func (t *Table) HighSequence(ctx context.Context, before time.Time) (uint64, error) {
-	var high uint64
-	err := t.eachBlockBefore(ctx, before, func(key []byte, seq uint64) error {
+// BlockRange returns the earliest event time bucket and the highest
+// sequence number of the blocks whose time bucket ends at or before before
+// (the blocks DeleteBlocks(before, seq) would take); blocks is 0 when there
+// are none. It reads keys only.
+func (t *Table) BlockRange(ctx context.Context, before time.Time) (first time.Time, high uint64, blocks int, err error) {
+	minTime := int64(math.MaxInt64)
+	err = t.eachBlockBefore(ctx, before, func(key []byte, seq uint64) error {
+		_, _, mt, _, _ := parseBlockKey(key)
+		minTime = min(minTime, mt)
 		high = max(high, seq)
+		blocks++
 		return nil
 	})
-	return high, err
+	if blocks > 0 {
+		first = time.Unix(0, floorTime(minTime, t.span)).UTC()
+	}
+	return first, high, blocks, err
 }
 
 // QueryValuesThrough is QueryValues over the blocks whose sequence is at
