@@ -95,7 +95,6 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 		return 0, fmt.Errorf("coldtier: scan %s: %w", strings.Join(c.ident, "."), err)
 	}
 	vals := make([]any, len(cols))
-	row := map[string]any{}
 	n := 0
 	for rec, err := range batches {
 		if err != nil {
@@ -103,22 +102,34 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 		}
 		err = func() error {
 			defer rec.Release()
-			readers := make([]func(int) any, 0, len(need))
-			names := make([]string, 0, len(need))
+			// Column positions are resolved once per batch; a row is
+			// read only through them (no map per row).
+			byName := map[string]func(int) any{}
 			for i, f := range rec.Schema().Fields() {
-				readers = append(readers, columnReader(rec.Column(i), types[f.Name]))
-				names = append(names, f.Name)
+				byName[f.Name] = columnReader(rec.Column(i), types[f.Name])
+			}
+			null := func(int) any { return nil }
+			get := func(name string) func(int) any {
+				if f, ok := byName[name]; ok {
+					return f
+				}
+				return null
+			}
+			out := make([]func(int) any, len(cols))
+			for i, col := range cols {
+				out[i] = get(col.Name)
+			}
+			timeOf, hashOf := get(m.timeCol), get(m.hashC)
+			predOf := make([]func(int) any, len(m.preds))
+			for i, p := range m.preds {
+				predOf[i] = get(p.col)
 			}
 			for r := range int(rec.NumRows()) {
-				clear(row)
-				for i, read := range readers {
-					row[names[i]] = read(r)
-				}
-				if !m.match(row) {
+				if !m.match(r, timeOf, hashOf, predOf) {
 					continue
 				}
-				for i, col := range cols {
-					vals[i] = row[col.Name]
+				for i, read := range out {
+					vals[i] = read(r)
 				}
 				n++
 				if err := emit(cols, vals); err != nil {
@@ -330,8 +341,9 @@ func ceilMicro(t time.Time) int64 {
 	return us
 }
 
-func (m *matcher) match(row map[string]any) bool {
-	ts, ok := row[m.timeCol].(time.Time)
+// match reports whether row r, read through the column readers, matches.
+func (m *matcher) match(r int, timeOf, hashOf func(int) any, predOf []func(int) any) bool {
+	ts, ok := timeOf(r).(time.Time)
 	if !ok {
 		return false
 	}
@@ -339,13 +351,13 @@ func (m *matcher) match(row map[string]any) bool {
 		return false
 	}
 	if m.hashText != nil {
-		h := row[m.hashC]
+		h := hashOf(r)
 		if h == nil || !m.hashText[text(h)] {
 			return false
 		}
 	}
-	for _, p := range m.preds {
-		v := row[p.col]
+	for i, p := range m.preds {
+		v := predOf[i](r)
 		switch p.op {
 		case table.IsNull:
 			if v != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ type Options struct {
 	Users        int    // hashBy values (default 1000)
 	RowGroupRows int    // rows per Arrow batch / Parquet row group (default 131072)
 	Dir          string // work directory (default a temporary one)
+	CPUProfile   string // CPU profile of the cold-range query, when set
 	Log          io.Writer
 }
 
@@ -146,6 +148,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.CompactMBPerSecond = float64(stats.Bytes) / 1e6 / res.CompactSeconds
 
 	fmt.Fprintln(o.Log, "querying the cold range...")
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+	}
 	cpu0 = cpuSeconds()
 	t0 = time.Now()
 	err = c.QueryValues(ctx, table.Query{From: day0, To: day0.Add(time.Duration(o.Days) * 24 * time.Hour)}, true,
@@ -154,6 +166,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 	res.QuerySeconds = time.Since(t0).Seconds()
+	if o.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	res.QueryCPUSeconds = cpuSeconds() - cpu0
 	res.QueryRowsPerSecond = float64(res.QueryRows) / res.QuerySeconds
 

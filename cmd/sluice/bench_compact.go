@@ -34,5 +34,6 @@ func init() {
 	f.IntVar(&opts.Users, "users", 0, "distinct hashBy values (default 100)")
 	f.IntVar(&opts.RowGroupRows, "row-group-rows", 0, "rows per Parquet row group, which bounds memory (default 131072)")
 	f.StringVar(&opts.Dir, "dir", "", "work directory (default a temporary one)")
+	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the cold-range query to this file")
 	benchCmd.AddCommand(cmd)
 }
