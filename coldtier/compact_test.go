@@ -2,6 +2,7 @@ package coldtier_test
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -138,4 +139,37 @@ func last(rows []map[string]any) map[string]any {
 		return nil
 	}
 	return rows[len(rows)-1]
+}
+
+// TestCompactToLocalWarehouse keeps the Iceberg table in a local directory
+// (no S3): the same protocol, and the cold rows answer queries.
+func TestCompactToLocalWarehouse(t *testing.T) {
+	dir := t.TempDir()
+	cfg := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local"}
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	fill(t, tb, 0, 900, 3)
+	ctx := context.Background()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := tieredRows(t, c, table.Query{})
+	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), coldtier.Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	if left := normRows(t, tb, table.Query{}); len(left) != 0 {
+		t.Fatalf("%d rows left in the store", len(left))
+	}
+	files, err := c.DataFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || !strings.HasPrefix(strings.TrimPrefix(files[0], "file://"), filepath.Join(dir, "warehouse", "sluice", "events", "data")) {
+		t.Errorf("data files %v: want 3 under the warehouse directory", files)
+	}
+	if got := tieredRows(t, c, table.Query{}); !reflect.DeepEqual(got, want) {
+		t.Errorf("%d rows from the local Iceberg table, want %d", len(got), len(want))
+	}
 }
