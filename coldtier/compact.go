@@ -173,8 +173,12 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if blocks == 0 { // no block before the watermark
 		return st, c.t.SetCompactedThrough(ctx, wm)
 	}
-	if !opts.Remove {
-		maxSeq = 0 // keep mode: the watermark alone says what is done
+	// With Remove the run reads (and later deletes) exactly the blocks with
+	// sequence <= maxSeq; in keep mode the watermark alone says what is
+	// done and every block in range is read.
+	var seqLimit uint64
+	if opts.Remove {
+		seqLimit = maxSeq + 1
 	}
 	from = later(from, first)
 	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: maxSeq, Remove: opts.Remove}
@@ -205,7 +209,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	// together, atomically, below.
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		rdr := newRowReader(ctx, c.t, cols, lo, hi, maxSeq, c.cfg.RowGroupRows)
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, c.cfg.RowGroupRows)
 		if rdr.Empty() {
 			err := rdr.Err()
 			rdr.Release()
@@ -290,7 +294,7 @@ func (c *Compactor) recover(ctx context.Context, st *Stats) error {
 // finish is the local step of a committed run.
 func (c *Compactor) finish(ctx context.Context, p pending) error {
 	wm := time.Unix(0, p.Watermark).UTC()
-	if p.Remove && p.MaxSeq > 0 {
+	if p.Remove {
 		if _, err := c.t.DeleteBlocks(ctx, wm, p.MaxSeq); err != nil {
 			return fmt.Errorf("coldtier: remove compacted rows of %s: %w", c.t.Name(), err)
 		}

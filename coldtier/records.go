@@ -30,9 +30,9 @@ type rowReader struct {
 	rows   atomic.Int64
 }
 
-// newRowReader starts the query of rows [from, to) with sequence at most
-// maxSeq, columns cols, in that order.
-func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, maxSeq uint64, batchRows int) *rowReader {
+// newRowReader starts the query of rows [from, to) in the blocks with
+// sequence below seqLimit (0: all), columns cols, in that order.
+func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, seqLimit uint64, batchRows int) *rowReader {
 	fields := make([]arrow.Field, len(cols))
 	names := make([]string, len(cols))
 	for i, c := range cols {
@@ -61,7 +61,7 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 				return ctx.Err()
 			}
 		}
-		err := t.QueryValuesThrough(ctx, table.Query{From: from, To: to, Columns: names}, maxSeq, func(_ []table.Column, vals []any) error {
+		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names}, seqLimit, func(_ []table.Column, vals []any) error {
 			for i, v := range vals {
 				if err := appendValue(b.Field(i), cols[i], v); err != nil {
 					return err

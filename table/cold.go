@@ -35,11 +35,12 @@ func (t *Table) BlockRange(ctx context.Context, before time.Time) (first time.Ti
 	return first, high, blocks, err
 }
 
-// QueryValuesThrough is QueryValues over the blocks whose sequence is at
-// most maxSeq (maxSeq 0 means every block, like QueryValues).
-func (t *Table) QueryValuesThrough(ctx context.Context, q Query, maxSeq uint64, emit func(cols []Column, vals []any) error) error {
+// QueryValuesBelow is QueryValues over the blocks whose sequence is below
+// seqLimit (seqLimit 0 means every block, like QueryValues); a compaction
+// that read the blocks with sequence <= S passes S+1.
+func (t *Table) QueryValuesBelow(ctx context.Context, q Query, seqLimit uint64, emit func(cols []Column, vals []any) error) error {
 	var cols []Column
-	return t.queryThrough(ctx, q, maxSeq, func(p *plan, vals []any) error {
+	return t.queryBelow(ctx, q, seqLimit, func(p *plan, vals []any) error {
 		if cols == nil {
 			cols = make([]Column, len(p.out))
 			for i, c := range p.out {

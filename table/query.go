@@ -101,7 +101,7 @@ type plan struct {
 	tableID    uint32
 	tableName  string
 	hashColumn string
-	maxSeq     uint64 // blocks with a higher sequence are skipped (0: none are)
+	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -412,12 +412,12 @@ func (t *Table) Columns(q Query) ([]Column, error) {
 }
 
 func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
-	return t.queryThrough(ctx, q, 0, emit)
+	return t.queryBelow(ctx, q, 0, emit)
 }
 
-// queryThrough is query limited to the blocks whose sequence is at most
-// maxSeq (0: no limit).
-func (t *Table) queryThrough(ctx context.Context, q Query, maxSeq uint64, emit func(*plan, []any) error) error {
+// queryBelow is query limited to the blocks whose sequence is below
+// seqLimit (0: no limit).
+func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -428,7 +428,7 @@ func (t *Table) queryThrough(ctx context.Context, q Query, maxSeq uint64, emit f
 	if err != nil || p.empty {
 		return err
 	}
-	p.maxSeq = maxSeq
+	p.seqLimit = seqLimit
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -500,8 +500,8 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 		return true, err
 	}
 	p := s.p
-	if p.maxSeq != 0 {
-		if _, _, _, seq, _ := parseBlockKey(key); seq > p.maxSeq {
+	if p.seqLimit != 0 {
+		if _, _, _, seq, _ := parseBlockKey(key); seq >= p.seqLimit {
 			return false, nil
 		}
 	}
