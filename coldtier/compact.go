@@ -472,3 +472,23 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// DeleteOrphanFiles deletes the files under the table's location that no
+// snapshot references and that are older than olderThan: the data files of
+// runs killed between their upload and their commit. olderThan must exceed
+// the longest run of any node writing to the table (a younger unreferenced
+// file may be another node's upload in flight). It is iceberg-go's orphan
+// cleanup; it lists the whole table location, so call it rarely.
+func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
+	}
+	res, err := tbl.DeleteOrphanFiles(ctx, itable.WithFilesOlderThan(olderThan))
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: delete orphan files of %s: %w", strings.Join(c.ident, "."), err)
+	}
+	return res.DeletedFiles, nil
+}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -152,6 +154,35 @@ func testKill9(t *testing.T, step string) {
 	}
 	checkOnce(t, "after the next run", hot, v.PyIceberg, 2001)
 	checkOnce(t, "after the next run (duckdb)", hot, v.DuckDB, 2001)
+
+	// The killed run's uploaded files are orphans only when it was killed
+	// before its commit; the cleanup deletes exactly those.
+	onDisk := func() int {
+		files, _ := filepath.Glob(filepath.Join(s3.Root, coldtest.Bucket, "crash-"+step, "sluice", "events", "data", "*", "*.parquet"))
+		return len(files)
+	}
+	orphans := onDisk() - len(v.Files)
+	if step == "after-upload" && orphans == 0 {
+		t.Fatalf("no orphan file after a kill between upload and commit (%d files)", onDisk())
+	}
+	if step == "after-commit" && orphans != 0 {
+		t.Fatalf("%d orphan files after a kill after the commit", orphans)
+	}
+	deleted, err := c.DeleteOrphanFiles(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deletedData int
+	for _, f := range deleted {
+		if strings.HasSuffix(f, ".parquet") {
+			deletedData++
+		}
+	}
+	if deletedData != orphans || onDisk() != len(v.Files) {
+		t.Errorf("orphan cleanup deleted %d data files (%v), want the %d orphans; %d files left, want %d", deletedData, deleted, orphans, onDisk(), len(v.Files))
+	}
+	v = readIceberg(t, cfg, "events")
+	checkOnce(t, "after the orphan cleanup", hot, v.PyIceberg, 2001)
 }
 
 // checkOnce checks that hot and cold together hold rows n = 0..1999 and
