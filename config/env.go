@@ -32,6 +32,11 @@ var durationType = reflect.TypeOf(time.Duration(0))
 
 func walkEnv(v reflect.Value, name string, env func(string) (string, bool), errs *[]error) {
 	switch v.Kind() {
+	case reflect.Pointer: // an optional section (compact.iceberg): overridable once present in the file
+		if !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+			walkEnv(v.Elem(), name, env, errs)
+			return
+		}
 	case reflect.Struct:
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
