@@ -69,9 +69,11 @@ type Compactor struct {
 	cat   catalog.Catalog
 	t     *table.Table
 	ident itable.Identifier
-	// mu orders runs, and keeps queries (RLock) from seeing the window
+	// runMu orders runs. mu keeps queries (RLock) out of the window
 	// between a commit and the hot store's removal (both tiers hold the
-	// rows then).
+	// rows then); a run holds it only for that window, not while it reads
+	// and uploads.
+	runMu    sync.Mutex
 	mu       sync.RWMutex
 	counters *Counters
 }
@@ -150,8 +152,8 @@ func (c *Compactor) pendingPath() string {
 // redone next run) or a snapshot plus a record that step 1 finishes, so
 // every row ends up exactly once in the Iceberg table or the store.
 func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Options) (Stats, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
 	var st Stats
 	if err := c.recover(ctx, &st); err != nil {
 		return st, err
@@ -232,6 +234,8 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 		// rows in range).
 		return st, c.finish(ctx, p)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	committed, err := c.commit(ctx, tx, cols, props)
 	if err != nil {
 		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
@@ -239,8 +243,6 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	fault("after-commit")
 	if snap := committed.CurrentSnapshot(); snap != nil {
 		st.SnapshotID = snap.SnapshotID
-		{
-		}
 		for _, s := range committed.Metadata().Snapshots() {
 			if s.Summary != nil && s.Summary.Properties[propRun] == p.Run {
 				b, _ := strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
@@ -284,6 +286,8 @@ func (c *Compactor) recover(ctx context.Context, st *Stats) error {
 			st.RecoveredRows, _ = strconv.ParseInt(snap.Summary.Properties["added-records"], 10, 64)
 			c.counters.Recoveries.Add(1)
 			c.counters.LastWatermark.Store(p.Watermark)
+			c.mu.Lock()
+			defer c.mu.Unlock()
 			return c.finish(ctx, p)
 		}
 	}
@@ -480,8 +484,8 @@ func later(a, b time.Time) time.Time {
 // file may be another node's upload in flight). It is iceberg-go's orphan
 // cleanup; it lists the whole table location, so call it rarely.
 func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
 	tbl, err := c.cat.LoadTable(ctx, c.ident)
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
