@@ -125,6 +125,8 @@ type Compact struct {
 	Dir string `yaml:"dir"`
 	// Remove drops compacted data from the hot store.
 	Remove bool `yaml:"remove"`
+	// Iceberg, when set, compacts into an Iceberg table instead of Dir.
+	Iceberg *Iceberg `yaml:"iceberg"`
 }
 
 // Defaults.
@@ -346,10 +348,11 @@ func (c *Config) Validate() error {
 		if cp.Interval < 0 || cp.After < 0 {
 			add("%s: compact: negative interval or after", where)
 		}
-		if cp.Interval > 0 && cp.Dir == "" {
-			add("%s: compact.dir: required when compact.interval is set", where)
+		if cp.Interval > 0 && cp.Dir == "" && cp.Iceberg == nil {
+			add("%s: compact.dir: required when compact.interval is set (or compact.iceberg)", where)
 		}
 		errs = append(errs, t.validateSources(where)...)
+		errs = append(errs, cp.Iceberg.validate(where)...)
 	}
 	return errors.Join(errs...)
 }

@@ -97,6 +97,11 @@ var durationType = reflect.TypeOf(time.Duration(0))
 
 func walkEnv(v reflect.Value, name string, env func(string) (string, bool), errs *[]error) {
 	switch v.Kind() {
+	case reflect.Pointer: // an optional section (compact.iceberg, a source's kafka: or nats:): overridable once present in the file
+		if !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+			walkEnv(v.Elem(), name, env, errs)
+			return
+		}
 	case reflect.Struct:
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
@@ -118,12 +123,6 @@ func walkEnv(v reflect.Value, name string, env func(string) (string, bool), errs
 			walkEnv(v.Field(i), name+"_"+strings.ToUpper(tag), env, errs)
 		}
 		return
-	case reflect.Pointer:
-		// Set sections (a table source's kafka: or nats:) are walked.
-		if !v.IsNil() && v.Elem().Kind() == reflect.Struct {
-			walkEnv(v.Elem(), name, env, errs)
-			return
-		}
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Struct {
 			for i := 0; i < v.Len(); i++ {

@@ -82,6 +82,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintf(bw, "sluice_table_size_bytes{table=%s} %d\n", quote(n), size)
 		}
 	}
+	s.writeColdMetrics(bw)
 	family("sluice_ready", "gauge", "1 when the server accepts ingest.")
 	ready := 0
 	if s.ready.Load() {

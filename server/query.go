@@ -344,7 +344,7 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	err = ts.table.QueryValues(ctx, q, emit)
+	err = s.queryValues(ctx, ts, q, emit)
 	if err != nil && !started {
 		return -1, err
 	}

@@ -73,6 +73,10 @@ func (s *Server) expire(ctx context.Context, ts *tableState) {
 // files under compact.dir (sink.Compact), optionally removing it from the
 // hot store.
 func (s *Server) compact(ctx context.Context, ts *tableState) {
+	if ts.cold != nil {
+		s.compactCold(ctx, ts)
+		return
+	}
 	watermark := s.now().Add(-ts.cfg.Compact.After)
 	st, err := sink.Compact(ctx, ts.table, ts.cfg.Compact.Dir, watermark, sink.Options{Remove: ts.cfg.Compact.Remove})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
@@ -92,7 +93,8 @@ type tableState struct {
 
 	compactRuns, compactErrors, expireRuns atomic.Int64
 	compactRows                            atomic.Int64
-	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
+	lastCompact                            atomic.Int64        // unix ns of the last successful compaction's watermark
+	cold                                   *coldtier.Compactor // nil: compaction to compact.dir, or none
 }
 
 // New opens the store and every table of cfg and loads their computed
@@ -169,6 +171,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		}
 	}
 	sort.Strings(s.names)
+	errs = append(errs, s.openColdTiers(ctx, dir)...)
 	if err := errors.Join(errs...); err == nil {
 		errs = append(errs, s.openSources())
 	}
@@ -275,6 +278,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tables", s.handleTables)
 	mux.HandleFunc("GET /v1/tables/{table}", s.handleTable)
 	mux.HandleFunc("GET /v1/tables/{table}/schema", s.handleSchema)
+	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -346,6 +350,7 @@ func (s *Server) Close() error {
 				errs = append(errs, ts.proc.Close())
 			}
 		}
+		errs = append(errs, s.closeColdTiers()...)
 		if s.lua != nil {
 			errs = append(errs, s.lua.Close())
 		}

@@ -116,6 +116,7 @@ type plan struct {
 	tableID    uint32
 	tableName  string
 	hashColumn string
+	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -426,6 +427,12 @@ func (t *Table) Columns(q Query) ([]Column, error) {
 }
 
 func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
+	return t.queryBelow(ctx, q, 0, emit)
+}
+
+// queryBelow is query limited to the blocks whose sequence is below
+// seqLimit (0: no limit).
+func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -436,6 +443,7 @@ func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) erro
 	if err != nil || p.empty {
 		return err
 	}
+	p.seqLimit = seqLimit
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -507,6 +515,11 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 		return true, err
 	}
 	p := s.p
+	if p.seqLimit != 0 {
+		if _, _, _, seq, _ := parseBlockKey(key); seq >= p.seqLimit {
+			return false, nil
+		}
+	}
 	if err := s.dec.decode(key, val, func(name string) bool { _, ok := p.types[name]; return ok }); err != nil {
 		return true, fmt.Errorf("table %s: %w", p.tableName, err)
 	}

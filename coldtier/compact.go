@@ -1,0 +1,498 @@
+package coldtier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	itable "github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/sluicedb/sluice/table"
+)
+
+// Snapshot summary properties a run records with its commit. sluice.run is
+// what recovery looks for; the others say what the snapshot holds.
+const (
+	propRun       = "sluice.run"       // the run's id (a UUID)
+	propNode      = "sluice.node"      // Config.Node
+	propWatermark = "sluice.watermark" // rows before it (unix ns) are compacted
+	propMaxSeq    = "sluice.max-seq"   // store blocks with sequence <= it
+	propRows      = "sluice.rows"      // rows in the snapshot's new files
+)
+
+// FaultEnv names a step at which a run stops for crash tests: the process
+// prints "coldtier: fault <step>" on stderr and blocks, so the test can kill
+// it exactly there. Steps: "after-upload" (files written, not committed)
+// and "after-commit" (committed, the hot store not changed yet).
+const FaultEnv = "SLUICE_COLDTIER_FAULT"
+
+// Options of one run.
+type Options struct {
+	// Remove deletes the compacted blocks from the hot store after the
+	// commit. Without it the rows stay and the table's compacted-through
+	// watermark moves, so each row is compacted once.
+	Remove bool
+}
+
+// Stats describe one run.
+type Stats struct {
+	Rows          int64
+	Bytes         int64     // Parquet bytes uploaded (committed files)
+	Files         int64     // data files committed
+	Watermark     time.Time // rows before it were compacted
+	SnapshotID    int64     // the committed snapshot (0: nothing to commit)
+	Recovered     bool      // this run finished a crashed run's local step first
+	RecoveredRows int64     // rows of that crashed run's snapshot
+}
+
+// Counters are a Compactor's running totals, for /metrics.
+type Counters struct {
+	Runs, Rows, BytesUploaded, Files, CommitRetries, Recoveries atomic.Int64
+	// LastWatermark is the unix ns of the newest watermark committed.
+	LastWatermark atomic.Int64
+}
+
+// Compactor moves one sluice table's old rows into its Iceberg table.
+type Compactor struct {
+	cfg   Config
+	cat   catalog.Catalog
+	t     *table.Table
+	ident itable.Identifier
+	// runMu orders runs. mu keeps queries (RLock) out of the window
+	// between a commit and the hot store's removal (both tiers hold the
+	// rows then); a run holds it only for that window, not while it reads
+	// and uploads.
+	runMu    sync.Mutex
+	mu       sync.RWMutex
+	counters *Counters
+}
+
+// Open opens the catalog of t's cold tier (the Iceberg table is created by
+// the first run) and finishes a run that crashed after its commit.
+func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	cat, err := openCatalog(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: &Counters{}}
+	registerCounters(strings.Join(c.ident, "."), c.counters)
+	// A run that crashed after its commit left its rows in both tiers:
+	// finish it before anything queries them.
+	var st Stats
+	if err := c.recover(ctx, &st); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Counters returns the running totals.
+func (c *Compactor) Counters() *Counters { return c.counters }
+
+// Identifier is the Iceberg table's namespace and name.
+func (c *Compactor) Identifier() []string { return c.ident }
+
+// Close releases the catalog.
+func (c *Compactor) Close() error {
+	unregisterCounters(strings.Join(c.ident, "."), c.counters)
+	if cl, ok := c.cat.(interface{ Close() error }); ok {
+		return cl.Close()
+	}
+	return nil
+}
+
+// pending is the record of a run between its start and the end of its
+// local step, kept in Config.StateDir (written and fsynced before any file
+// is uploaded).
+type pending struct {
+	Run       string `json:"run"`
+	Watermark int64  `json:"watermark"` // unix ns
+	MaxSeq    uint64 `json:"max_seq"`
+	Remove    bool   `json:"remove"`
+}
+
+func (c *Compactor) pendingPath() string {
+	return filepath.Join(c.cfg.StateDir, "coldtier-pending-"+c.t.Name()+".json")
+}
+
+// Compact moves the rows of the table before watermark (rounded down to the
+// table's block span) into the Iceberg table, in this order:
+//
+//  1. finish a crashed run if its record is still there: if its snapshot
+//     (sluice.run = its id) is in the Iceberg table, do its local step
+//     (remove its blocks, move the watermark); if not, drop the record (the
+//     files it may have uploaded are orphans no snapshot references);
+//  2. fix the run: its watermark and (with Remove) the highest sequence of
+//     the blocks before it, and record both in the state dir (fsynced);
+//  3. evolve the Iceberg schema if the sluice schema gained columns;
+//  4. stream the rows into Parquet files (day partitions) uploaded by
+//     iceberg-go, then commit one snapshot carrying the run's id and
+//     watermark (a conflict with another writer is retried by iceberg-go:
+//     reload, re-validate, rebuild the manifest list);
+//  5. the local step: with Remove, delete exactly the blocks read (those
+//     before the watermark with sequence <= the recorded one; blocks written
+//     meanwhile stay for the next run); record the watermark in the table;
+//     delete the run's record.
+//
+// A kill at any point leaves either no snapshot (rows still in the store,
+// redone next run) or a snapshot plus a record that step 1 finishes, so
+// every row ends up exactly once in the Iceberg table or the store.
+func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Options) (Stats, error) {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	var st Stats
+	if err := c.recover(ctx, &st); err != nil {
+		return st, err
+	}
+	span := c.t.BlockSpan()
+	wm := time.Unix(0, floorNs(watermark.UnixNano(), int64(span))).UTC()
+	st.Watermark = wm
+	var from time.Time
+	if !opts.Remove {
+		from = c.t.CompactedThrough()
+	}
+	if !from.IsZero() && !from.Before(wm) {
+		return st, nil
+	}
+	first, maxSeq, blocks, err := c.t.BlockRange(ctx, wm)
+	if err != nil {
+		return st, err
+	}
+	if blocks == 0 { // no block before the watermark
+		return st, c.t.SetCompactedThrough(ctx, wm)
+	}
+	// With Remove the run reads (and later deletes) exactly the blocks with
+	// sequence <= maxSeq; in keep mode the watermark alone says what is
+	// done and every block in range is read.
+	var seqLimit uint64
+	if opts.Remove {
+		seqLimit = maxSeq + 1
+	}
+	from = later(from, first)
+	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: maxSeq, Remove: opts.Remove}
+	cols := c.t.Schema()
+	schema, err := newSchema(cols)
+	if err != nil {
+		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy())
+	if err != nil {
+		return st, err
+	}
+	if err := writeFileSync(c.pendingPath(), p); err != nil {
+		return st, err
+	}
+	tx := tbl.NewTransaction()
+	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
+		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	props := iceberg.Properties{
+		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
+		propMaxSeq: strconv.FormatUint(maxSeq, 10),
+	}
+	// One Append per UTC day (one day partition): Append writes and
+	// uploads the day's files and stages a snapshot; closing the files at
+	// the end of each day bounds the memory of a run by the row group size
+	// instead of the number of days. The staged snapshots are committed
+	// together, atomically, below.
+	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
+		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, c.cfg.RowGroupRows)
+		if rdr.Empty() {
+			err := rdr.Err()
+			rdr.Release()
+			if err != nil {
+				return st, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
+			}
+			continue
+		}
+		err := tx.Append(ctx, rdr, props)
+		st.Rows += rdr.rows.Load()
+		rdr.Release()
+		if err != nil {
+			return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+		}
+	}
+	fault("after-upload")
+	if st.Rows == 0 {
+		// Nothing to commit: no snapshot, only the local step (nothing to
+		// remove either: every block before the watermark was empty of
+		// rows in range).
+		return st, c.finish(ctx, p)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	committed, err := c.commit(ctx, tx, cols, props)
+	if err != nil {
+		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
+	}
+	fault("after-commit")
+	if snap := committed.CurrentSnapshot(); snap != nil {
+		st.SnapshotID = snap.SnapshotID
+		for _, s := range committed.Metadata().Snapshots() {
+			if s.Summary != nil && s.Summary.Properties[propRun] == p.Run {
+				b, _ := strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
+				f, _ := strconv.ParseInt(s.Summary.Properties["added-data-files"], 10, 64)
+				st.Bytes += b
+				st.Files += f
+			}
+		}
+	}
+	c.counters.Runs.Add(1)
+	c.counters.Rows.Add(st.Rows)
+	c.counters.BytesUploaded.Add(st.Bytes)
+	c.counters.Files.Add(st.Files)
+	c.counters.LastWatermark.Store(wm.UnixNano())
+	return st, c.finish(ctx, p)
+}
+
+// recover finishes or drops a crashed run's record (step 1 of Compact).
+func (c *Compactor) recover(ctx context.Context, st *Stats) error {
+	var p pending
+	buf, err := os.ReadFile(c.pendingPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("coldtier: read run record: %w", err)
+	}
+	if err := json.Unmarshal(buf, &p); err != nil {
+		return fmt.Errorf("coldtier: run record %s: %w", c.pendingPath(), err)
+	}
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return removeSync(c.pendingPath())
+	}
+	if err != nil {
+		return fmt.Errorf("coldtier: recover run %s: %w", p.Run, err)
+	}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		if snap.Summary != nil && snap.Summary.Properties[propRun] == p.Run {
+			st.Recovered = true
+			st.RecoveredRows, _ = strconv.ParseInt(snap.Summary.Properties["added-records"], 10, 64)
+			c.counters.Recoveries.Add(1)
+			c.counters.LastWatermark.Store(p.Watermark)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.finish(ctx, p)
+		}
+	}
+	// Not committed: the rows are all still in the store.
+	return removeSync(c.pendingPath())
+}
+
+// finish is the local step of a committed run.
+func (c *Compactor) finish(ctx context.Context, p pending) error {
+	wm := time.Unix(0, p.Watermark).UTC()
+	if p.Remove {
+		if _, err := c.t.DeleteBlocks(ctx, wm, p.MaxSeq); err != nil {
+			return fmt.Errorf("coldtier: remove compacted rows of %s: %w", c.t.Name(), err)
+		}
+	}
+	if c.t.CompactedThrough().Before(wm) {
+		if err := c.t.SetCompactedThrough(ctx, wm); err != nil {
+			return err
+		}
+	}
+	return removeSync(c.pendingPath())
+}
+
+func fault(step string) {
+	if os.Getenv(FaultEnv) == step {
+		fmt.Fprintf(os.Stderr, "coldtier: fault %s\n", step)
+		select {} // wait for the kill
+	}
+}
+
+func floorNs(ns, span int64) int64 {
+	r := ns % span
+	if r < 0 {
+		r += span
+	}
+	return ns - r
+}
+
+// writeFileSync writes v as JSON to path atomically and durably (temporary
+// file, fsync, rename, fsync of the directory).
+func writeFileSync(path string, v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func removeSync(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("coldtier: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("coldtier: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// maxCommitAttempts bounds the commits of one run's files.
+const maxCommitAttempts = 30
+
+// commit commits tx; when another writer committed first it retries on the
+// fresh table with the same data files (already uploaded, read back from
+// the staged snapshot's manifests), after evolving the fresh schema again.
+// iceberg-go retries a conflict the SQL catalog sees at its final
+// compare-and-swap itself (commit.retry.* properties), but a snapshot
+// requirement that already fails when the catalog loads the table comes
+// back as a plain error: that is the case handled here.
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties) (*itable.Table, error) {
+	var files []iceberg.DataFile
+	for attempt := 1; ; attempt++ {
+		if files == nil {
+			var err error
+			if files, err = stagedFiles(ctx, tx, props[propRun]); err != nil {
+				return nil, err
+			}
+		}
+		committed, err := tx.Commit(ctx)
+		if err == nil {
+			return committed, nil
+		}
+		if !conflict(err) || attempt >= maxCommitAttempts {
+			return nil, err
+		}
+		c.counters.CommitRetries.Add(1)
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
+		fresh, lerr := c.cat.LoadTable(ctx, c.ident)
+		if lerr != nil {
+			return nil, fmt.Errorf("reload after conflict (%v): %w", err, lerr)
+		}
+		for _, snap := range fresh.Metadata().Snapshots() {
+			if snap.Summary != nil && snap.Summary.Properties[propRun] == props[propRun] {
+				return fresh, nil // the conflicting commit was ours after all
+			}
+		}
+		tx = fresh.NewTransaction()
+		if _, err := evolve(tx, fresh.Schema(), cols); err != nil {
+			return nil, err
+		}
+		if err := tx.AddDataFiles(ctx, files, props); err != nil {
+			return nil, fmt.Errorf("retry with the uploaded files: %w", err)
+		}
+	}
+}
+
+// conflict tells a commit another writer got in before from other errors.
+func conflict(err error) bool {
+	return errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed")
+}
+
+// stagedFiles are the data files the run's staged snapshots (one per day)
+// added.
+func stagedFiles(ctx context.Context, tx *itable.Transaction, run string) ([]iceberg.DataFile, error) {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	fs, err := staged.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var files []iceberg.DataFile
+	for _, snap := range staged.Metadata().Snapshots() {
+		if snap.Summary == nil || snap.Summary.Properties[propRun] != run {
+			continue
+		}
+		mans, err := snap.Manifests(fs)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range mans {
+			if m.SnapshotID() != snap.SnapshotID {
+				continue
+			}
+			entries, err := m.FetchEntries(fs, true)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
+					files = append(files, e.DataFile())
+				}
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil, errors.New("coldtier: the staged snapshots hold no file")
+	}
+	return files, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// DeleteOrphanFiles deletes the files under the table's location that no
+// snapshot references and that are older than olderThan: the data files of
+// runs killed between their upload and their commit. olderThan must exceed
+// the longest run of any node writing to the table (a younger unreferenced
+// file may be another node's upload in flight). It is iceberg-go's orphan
+// cleanup; it lists the whole table location, so call it rarely.
+func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
+	}
+	res, err := tbl.DeleteOrphanFiles(ctx, itable.WithFilesOlderThan(olderThan))
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: delete orphan files of %s: %w", strings.Join(c.ident, "."), err)
+	}
+	return res.DeletedFiles, nil
+}

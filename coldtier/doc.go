@@ -1,0 +1,16 @@
+// Package coldtier compacts a sluice table out of the hot store into an
+// Apache Iceberg table (one per sluice table) on S3-compatible object
+// storage or a local directory, registered in an Iceberg catalog (the SQL
+// catalog on SQLite, or the REST catalog protocol), and reads it back for
+// queries that span both tiers.
+//
+// It is built on github.com/apache/iceberg-go: the catalogs, the Parquet
+// writer (with day partitioning of the event-time column), the S3 file IO,
+// the snapshot commit with optimistic concurrency (refresh and replay on
+// conflict) and the scan with partition and statistics pruning all come
+// from it. What this package adds is the sluice side: the mapping of
+// sluice types to Iceberg types, schema evolution as the sluice schema
+// widens, streaming the store's rows into Arrow batches of a bounded size,
+// and the commit protocol that makes a run idempotent across crashes (see
+// Compactor.Compact and docs/cold-tier.md).
+package coldtier

@@ -1,0 +1,50 @@
+"""Reads a sluice Iceberg table with pyiceberg and with DuckDB, prints JSON.
+
+argv: catalog sqlite path, namespace.table, s3 endpoint, s3 POSIX root (the
+versitygw directory behind the bucket), access key, secret key.
+
+pyiceberg loads the table from the SQL catalog and scans it (S3 through
+pyarrow). DuckDB's iceberg and httpfs extensions download at run time and
+cannot be installed offline, so DuckDB reads the data files the manifests
+list (pyiceberg's plan_files), with read_parquet on the same bytes through
+the S3 server's POSIX directory.
+"""
+import datetime
+import json
+import sys
+
+import duckdb
+from pyiceberg.catalog.sql import SqlCatalog
+
+cat_path, ident, endpoint, root, ak, sk = sys.argv[1:7]
+cat = SqlCatalog("sluice", uri="sqlite:///" + cat_path, **{
+    "s3.endpoint": endpoint, "s3.access-key-id": ak, "s3.secret-access-key": sk,
+    "s3.region": "us-east-1", "s3.path-style-access": "true",
+})
+tbl = cat.load_table(ident)
+
+
+def norm(v):
+    if isinstance(v, datetime.datetime):
+        return int(v.timestamp() * 1_000_000) if v.tzinfo else None
+    return v
+
+
+arrow = tbl.scan().to_arrow()
+py_rows = [{k: norm(v) for k, v in r.items()} for r in arrow.to_pylist()]
+schema = [[f.name, str(f.field_type), f.required] for f in tbl.schema().fields]
+spec = [[f.name, str(f.transform)] for f in tbl.spec().fields]
+
+files = [t.file.file_path for t in tbl.scan().plan_files()]
+local = [root + "/" + f[len("s3://"):] for f in files]
+con = duckdb.connect()
+con.execute("SET TimeZone='UTC'")
+duck_types, duck_rows = [], []
+if local:
+    rel = con.sql("SELECT * FROM read_parquet(%s, union_by_name=true, hive_partitioning=false)" % json.dumps(local).replace('"', "'"))
+    duck_types = [[c, str(t)] for c, t in zip(rel.columns, rel.types)]
+    for r in rel.fetchall():
+        duck_rows.append({c: norm(v) for c, v in zip(rel.columns, r)})
+snaps = [dict(s.summary.additional_properties, operation=str(s.summary.operation)) for s in tbl.snapshots()]
+print(json.dumps({"schema": schema, "spec": spec, "files": files, "pyiceberg": py_rows,
+                  "duckdb_types": duck_types, "duckdb": duck_rows, "snapshots": snaps}, default=str))

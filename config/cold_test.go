@@ -1,0 +1,50 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const icebergConfig = `
+tables:
+  - name: events
+    sortBy: ts
+    compact:
+      interval: 1m
+      remove: true
+      iceberg:
+        warehouse: s3://lake/sluice
+        s3: {endpoint: "http://127.0.0.1:7070", path_style: true}
+        catalog: {type: sql, uri: /tmp/catalog.db}
+        row_group_rows: 4096
+`
+
+// TestIcebergSection: compact.iceberg parses, replaces compact.dir, and its
+// fields take environment overrides like every other field.
+func TestIcebergSection(t *testing.T) {
+	env := map[string]string{"SLUICE_TABLES_EVENTS_COMPACT_ICEBERG_S3_ENDPOINT": "http://10.0.0.1:9000"}
+	cfg, err := Parse([]byte(icebergConfig), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := cfg.Tables[0].Compact.Iceberg
+	if ic == nil || ic.Warehouse != "s3://lake/sluice" || !ic.S3.PathStyle || ic.Catalog.URI != "/tmp/catalog.db" || ic.RowGroupRows != 4096 {
+		t.Fatalf("iceberg section %+v", ic)
+	}
+	if ic.S3.Endpoint != "http://10.0.0.1:9000" {
+		t.Errorf("endpoint %q: the environment override was not applied", ic.S3.Endpoint)
+	}
+}
+
+func TestIcebergSectionErrors(t *testing.T) {
+	bad := strings.NewReplacer("warehouse: s3://lake/sluice", "warehouse: s3://", "type: sql", "type: hive", "row_group_rows: 4096", "row_group_rows: -1").Replace(icebergConfig)
+	_, err := Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`warehouse "s3://": no bucket`, `catalog.type "hive"`, "row_group_rows: negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}

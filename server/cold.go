@@ -1,0 +1,184 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/table"
+)
+
+// The cold tier (package coldtier): tables whose compact section has an
+// iceberg destination compact into an Iceberg table, and their queries
+// span both tiers when compaction removes rows from the store.
+
+// openColdTiers opens the cold tier of each table that has one; stateDir
+// (the storage directory) holds the default SQLite catalog and the record
+// of a run in flight. A run that crashed after its commit is finished here,
+// before anything is served.
+func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
+	var errs []error
+	for _, n := range s.names {
+		ts := s.tables[n]
+		ic := ts.cfg.Compact.Iceberg
+		if ic == nil {
+			continue
+		}
+		cfg := coldtier.Config{
+			Warehouse: ic.Warehouse,
+			S3:        coldtier.S3{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle},
+			Catalog: coldtier.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
+				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
+			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows,
+		}
+		c, err := coldtier.Open(ctx, cfg, ts.table)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("table %q: cold tier: %w", n, err))
+			continue
+		}
+		ts.cold = c
+	}
+	return errs
+}
+
+func (s *Server) closeColdTiers() []error {
+	var errs []error
+	for _, ts := range s.tables {
+		if ts.cold != nil {
+			errs = append(errs, ts.cold.Close())
+		}
+	}
+	return errs
+}
+
+// compactCold is compact for a table with a cold tier.
+func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldtier.Stats, error) {
+	watermark := s.now().Add(-ts.cfg.Compact.After)
+	st, err := ts.cold.Compact(ctx, watermark, coldtier.Options{Remove: ts.cfg.Compact.Remove})
+	if err != nil {
+		if ctx.Err() == nil {
+			ts.compactErrors.Add(1)
+			s.log.Error("compaction to iceberg failed", "table", ts.cfg.Name, "watermark", watermark, "error", err)
+		}
+		return st, err
+	}
+	ts.compactRuns.Add(1)
+	ts.compactRows.Add(st.Rows)
+	ts.lastCompact.Store(st.Watermark.UnixNano())
+	if st.Rows > 0 || st.Recovered {
+		s.log.Info("compacted to iceberg", "table", ts.cfg.Name, "rows", st.Rows, "bytes", st.Bytes,
+			"snapshot", st.SnapshotID, "watermark", st.Watermark, "recovered_run", st.Recovered)
+	}
+	return st, nil
+}
+
+// queryValues answers q from the store, or from both tiers when the
+// table's compaction removes rows into its cold tier.
+func (s *Server) queryValues(ctx context.Context, ts *tableState, q table.Query, emit func([]table.Column, []any) error) error {
+	if ts.cold == nil {
+		return ts.table.QueryValues(ctx, q, emit)
+	}
+	return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
+}
+
+// handleCompact runs a compaction now (POST /v1/tables/{table}/compact,
+// `sluice compact --table T`) and answers with what it did.
+func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
+	res, err := s.CompactNow(r.Context(), r.PathValue("table"))
+	switch {
+	case errors.Is(err, ErrUnknownTable):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, errNoCompaction):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+var errNoCompaction = errors.New("the table has no compact.dir or compact.iceberg")
+
+// CompactNow runs one compaction of the table now, as the scheduler would.
+func (s *Server) CompactNow(ctx context.Context, name string) (CompactResult, error) {
+	res := CompactResult{Table: name}
+	ts, ok := s.tables[name]
+	if !ok {
+		return res, fmt.Errorf("%w %q", ErrUnknownTable, name)
+	}
+	switch {
+	case ts.cold != nil:
+		st, err := s.compactCold(ctx, ts)
+		if err != nil {
+			return res, err
+		}
+		res.Rows, res.Bytes, res.Files, res.Snapshot, res.Recovered = st.Rows, st.Bytes, st.Files, st.SnapshotID, st.Recovered
+		res.Watermark = st.Watermark
+	case ts.cfg.Compact.Dir != "":
+		before, errsBefore := ts.compactRows.Load(), ts.compactErrors.Load()
+		s.compact(ctx, ts)
+		if ts.compactErrors.Load() != errsBefore {
+			return res, fmt.Errorf("table %q: compaction failed (see the log)", name)
+		}
+		res.Rows = ts.compactRows.Load() - before
+		res.Watermark = unixNano(ts.lastCompact.Load()).UTC()
+	default:
+		return res, fmt.Errorf("table %q: %w", name, errNoCompaction)
+	}
+	return res, nil
+}
+
+// Compact asks the server to compact a table now.
+func (c *Client) Compact(ctx context.Context, tableName string) (CompactResult, error) {
+	var res CompactResult
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/v1/tables/"+url.PathEscape(tableName)+"/compact", nil)
+	if err != nil {
+		return res, err
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return res, fmt.Errorf("compact %s: %s: %s", tableName, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return res, json.Unmarshal(body, &res)
+}
+
+// CompactResult is the answer of POST /v1/tables/{table}/compact.
+type CompactResult struct {
+	Table     string    `json:"table"`
+	Rows      int64     `json:"rows"`
+	Bytes     int64     `json:"bytes,omitempty"`
+	Files     int64     `json:"files,omitempty"`
+	Snapshot  int64     `json:"snapshot,omitempty"`
+	Recovered bool      `json:"recovered,omitempty"`
+	Watermark time.Time `json:"watermark"`
+}
+
+// writeColdMetrics adds the cold tier's families.
+func (s *Server) writeColdMetrics(bw *bufio.Writer) {
+	family := func(name, kind, help string, v func(*coldtier.Counters) int64) {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+		for _, n := range s.names {
+			if c := s.tables[n].cold; c != nil {
+				fmt.Fprintf(bw, "%s{table=%s} %d\n", name, quote(n), v(c.Counters()))
+			}
+		}
+	}
+	family("sluice_coldtier_bytes_uploaded_total", "counter", "Parquet bytes committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.BytesUploaded.Load() })
+	family("sluice_coldtier_files_total", "counter", "Data files committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Files.Load() })
+	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Rows.Load() })
+	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c *coldtier.Counters) int64 { return c.CommitRetries.Load() })
+	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c *coldtier.Counters) int64 { return c.Recoveries.Load() })
+}

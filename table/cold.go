@@ -1,0 +1,141 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// What the cold tier (package coldtier) needs of a table: a compaction run
+// fixes the set of blocks it moves out by a time cut and a sequence bound,
+// reads exactly those blocks, and later deletes exactly those blocks, so
+// that a block written while the run was in flight (a late row) is neither
+// deleted unread nor read twice.
+
+// BlockRange returns the earliest event time bucket and the highest
+// sequence number of the blocks whose time bucket ends at or before before
+// (the blocks DeleteBlocks(before, seq) would take); blocks is 0 when there
+// are none. It reads keys only.
+func (t *Table) BlockRange(ctx context.Context, before time.Time) (first time.Time, high uint64, blocks int, err error) {
+	minTime := int64(math.MaxInt64)
+	err = t.eachBlockBefore(ctx, before, func(key []byte, seq uint64) error {
+		_, _, mt, _, _ := parseBlockKey(key)
+		minTime = min(minTime, mt)
+		high = max(high, seq)
+		blocks++
+		return nil
+	})
+	if blocks > 0 {
+		first = time.Unix(0, floorTime(minTime, t.span)).UTC()
+	}
+	return first, high, blocks, err
+}
+
+// QueryValuesBelow is QueryValues over the blocks whose sequence is below
+// seqLimit (seqLimit 0 means every block, like QueryValues); a compaction
+// that read the blocks with sequence <= S passes S+1.
+func (t *Table) QueryValuesBelow(ctx context.Context, q Query, seqLimit uint64, emit func(cols []Column, vals []any) error) error {
+	var cols []Column
+	return t.queryBelow(ctx, q, seqLimit, func(p *plan, vals []any) error {
+		if cols == nil {
+			cols = make([]Column, len(p.out))
+			for i, c := range p.out {
+				cols[i] = Column{Name: c.name, Type: c.typ}
+			}
+		}
+		return emit(cols, vals)
+	})
+}
+
+// deleteBatchBlocks bounds the point deletions of one DeleteBlocks batch.
+const deleteBatchBlocks = 1 << 16
+
+// DeleteBlocks deletes the blocks whose time bucket ends at or before
+// before and whose sequence is at most maxSeq, one point deletion per
+// block, in synced batches of up to 65536 blocks. Blocks written later
+// (higher sequence) stay. Running it again after a crash finishes the
+// work: it is idempotent.
+func (t *Table) DeleteBlocks(ctx context.Context, before time.Time, maxSeq uint64) (blocks int, err error) {
+	b := t.store.db.NewBatch()
+	defer func() { b.Close() }()
+	commit := func() error {
+		if b.Empty() {
+			return nil
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("table %s: delete compacted blocks: %w", t.name, err)
+		}
+		b.Close()
+		b = t.store.db.NewBatch()
+		return nil
+	}
+	err = t.eachBlockBefore(ctx, before, func(key []byte, seq uint64) error {
+		if seq > maxSeq {
+			return nil
+		}
+		if err := b.Delete(key, nil); err != nil {
+			return err
+		}
+		blocks++
+		if blocks%deleteBatchBlocks == 0 {
+			return commit()
+		}
+		return nil
+	})
+	if err != nil {
+		return blocks, err
+	}
+	return blocks, commit()
+}
+
+// eachBlockBefore calls f with the key and sequence of every block whose
+// bucket ends at or before before, partition by partition (a skip scan).
+func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(key []byte, seq uint64) error) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if before.Year() < 1678 {
+		return nil
+	}
+	ns := int64(math.MaxInt64)
+	if before.Year() < 2262 {
+		ns = before.UnixNano()
+	}
+	cut := floorTime(ns, t.span)
+	lo, hi := tableBounds(t.id)
+	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, h, minTime, seq, ok := parseBlockKey(it.Key())
+		if !ok {
+			return &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
+		}
+		if minTime < cut {
+			if err := f(slices.Clone(it.Key()), seq); err != nil {
+				return err
+			}
+			it.Next()
+			continue
+		}
+		if h == math.MaxUint64 {
+			break
+		}
+		it.SeekGE(partitionKey(t.id, h+1, math.MinInt64))
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("table %s: scan blocks before %v: %w", t.name, before, err)
+	}
+	return nil
+}
