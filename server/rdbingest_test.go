@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/internal/rdbfixture"
 	"github.com/sluicedb/sluice/rdbtool"
+	"github.com/sluicedb/sluice/table"
 )
 
 // rdbConfig has a table of key rows with a filter and computed columns over
@@ -412,3 +413,59 @@ func (c *countingReadSeeker) Read(p []byte) (int, error) {
 }
 
 func (c *countingReadSeeker) Seek(off int64, whence int) (int64, error) { return c.r.Seek(off, whence) }
+
+// TestRDBValuesStoredAsDecoded checks that the value JSON the table stores
+// without checking it again (table.TrustJSON) is byte for byte the JSON
+// rdbtool wrote, and valid, for every key of a real-server snapshot, in a
+// table with an inferred schema and one with a static schema.
+func TestRDBValuesStoredAsDecoded(t *testing.T) {
+	schema := "    schema:\n"
+	for _, c := range ingest.RDBColumns {
+		schema += "      - {name: " + c.Name + ", type: " + c.Type + "}\n"
+	}
+	s := startServer(t, "listen: {http: \"127.0.0.1:0\"}\ntables:\n  - name: inferred\n  - name: static\n"+schema, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type dbKey struct {
+		db  int64
+		key string
+	}
+	want := map[dbKey]string{}
+	if _, err := ingest.DecodeRDB(context.Background(), bytes.NewReader(data), ingest.RDBOptions{}, func(rows []ingest.Row) error {
+		for _, r := range rows {
+			want[dbKey{r["db"].(int64), r["key"].(string)}] = string(r["value"].(json.RawMessage))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 50 {
+		t.Fatalf("only %d keys decoded", len(want))
+	}
+	for _, name := range []string{"inferred", "static"} {
+		res, err := s.IngestRDB(context.Background(), name, bytes.NewReader(data), ingest.RDBOptions{BatchRows: 7})
+		if err != nil || res.Accepted != len(want) {
+			t.Fatalf("%s: %+v, %v; want %d rows", name, res, err, len(want))
+		}
+		got := 0
+		err = s.tables[name].table.Query(context.Background(), table.Query{}, func(r table.Row) error {
+			k := dbKey{r["db"].(int64), r["key"].(string)}
+			v, ok := r["value"].(json.RawMessage)
+			switch {
+			case !ok:
+				t.Errorf("%s: key %q: value %T, want json.RawMessage", name, k.key, r["value"])
+			case string(v) != want[k]:
+				t.Errorf("%s: key %q (db %d): stored %.80s, decoded %.80s", name, k.key, k.db, v, want[k])
+			case !json.Valid(v):
+				t.Errorf("%s: key %q: stored value is not valid JSON: %.80s", name, k.key, v)
+			}
+			got++
+			return nil
+		})
+		if err != nil || got != len(want) {
+			t.Fatalf("%s: query: %d rows, %v; want %d", name, got, err, len(want))
+		}
+	}
+}
