@@ -105,6 +105,9 @@ type Table struct {
 	// Sources are streams (Kafka, NATS JetStream) the table consumes
 	// besides HTTP (config/sources.go, docs/streams.md).
 	Sources []Source `yaml:"sources"`
+	// RDB are the default filters and batch size of the Redis RDB
+	// snapshots sent to the table (config/rdb.go, docs/rdb.md).
+	RDB RDB `yaml:"rdb"`
 }
 
 // Column is one column of a static schema.
@@ -353,6 +356,7 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, t.validateSources(where)...)
 		errs = append(errs, cp.Iceberg.validate(where)...)
+		errs = append(errs, t.RDB.validate(where)...)
 	}
 	return errors.Join(errs...)
 }

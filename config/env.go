@@ -170,16 +170,28 @@ func setFromString(v reflect.Value, s string) error {
 		}
 		v.SetInt(n)
 	case reflect.Slice:
-		if v.Type().Elem().Kind() != reflect.String {
-			return fmt.Errorf("cannot set a %s from the environment", v.Type())
-		}
 		var parts []string
 		for _, p := range strings.Split(s, ",") {
 			if p = strings.TrimSpace(p); p != "" {
 				parts = append(parts, p)
 			}
 		}
-		v.Set(reflect.ValueOf(parts))
+		switch v.Type().Elem().Kind() {
+		case reflect.String:
+			v.Set(reflect.ValueOf(parts))
+		case reflect.Int: // a table's rdb.db
+			ints := make([]int, len(parts))
+			for i, p := range parts {
+				n, err := strconv.Atoi(p)
+				if err != nil {
+					return err
+				}
+				ints[i] = n
+			}
+			v.Set(reflect.ValueOf(ints))
+		default:
+			return fmt.Errorf("cannot set a %s from the environment", v.Type())
+		}
 	default:
 		return fmt.Errorf("cannot set a %s from the environment", v.Type())
 	}

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/rdb"
 	"github.com/sluicedb/sluice/rdbtool"
@@ -35,7 +37,8 @@ type RDBResult struct {
 // and computed columns and durable on its own, as an HTTP batch is. It is
 // what POST /v1/tables/{table}/rows with Content-Type
 // application/x-redis-rdb does, and `sluice ingest --format rdb` straight
-// into a store directory.
+// into a store directory. opts combine with the table's rdb: defaults
+// (config.RDB; see withTableRDB).
 //
 // A snapshot that cannot be read stops the ingest with an error wrapping
 // ingest.ErrBadInput that names the input, byte offset and key; the
@@ -46,6 +49,10 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if !ok {
 		return res, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
 	}
+	opts, err := withTableRDB(opts, ts.cfg.RDB)
+	if err != nil {
+		return res, fmt.Errorf("%w: table %s: %w", ingest.ErrBadInput, tableName, err)
+	}
 	zr, err := ingest.MaybeGunzip(r)
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
@@ -53,8 +60,13 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	// With two cores or more, the next batch is decoded while this one is
 	// stored (computed columns, synced append).
 	opts.Overlap = runtime.GOMAXPROCS(0) >= 2
+	// The value column is JSON written by rdbtool's own writer, valid by
+	// construction: the table stores it without checking it again
+	// (json.Valid was a quarter of the ingest's CPU). A computed column
+	// that replaces it is checked by compute as any other.
+	trusted := table.TrustJSON(ctx, "value")
 	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
-		return ts.pipe.Ingest(ctx, rows, nil, &res.Result)
+		return ts.pipe.Ingest(trusted, rows, nil, &res.Result)
 	})
 	res.Keys, res.Batches, res.Bytes = d.Rows, d.Batches, d.Bytes
 	ts.pipe.Counters().Bytes.Add(d.Bytes)
@@ -66,6 +78,63 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 		res.Failed += d.Pending
 	}
 	return res, err
+}
+
+// withTableRDB combines a request's options (query parameters, CLI flags)
+// with the table's rdb: section. db, type and prefix narrow the table's
+// selection: a request may ask for some of the table's databases and types
+// (not others), and for prefixes that start with one of the table's;
+// min_size takes the larger of the two; pattern, regex and batch replace
+// the table's when the request gives them. A request that asks for keys
+// the table's section excludes is an error, not an empty result.
+func withTableRDB(req ingest.RDBOptions, table config.RDB) (ingest.RDBOptions, error) {
+	def := table.Filter()
+	out := req
+	var errs []error
+	if len(def.DBs) > 0 {
+		out.Filter.DBs = def.DBs
+		if len(req.Filter.DBs) > 0 {
+			out.Filter.DBs = req.Filter.DBs
+			for _, db := range req.Filter.DBs {
+				if !slices.Contains(def.DBs, db) {
+					errs = append(errs, fmt.Errorf("db %d: not among the databases of the table's rdb.db %v", db, def.DBs))
+				}
+			}
+		}
+	}
+	if len(def.Types) > 0 {
+		out.Filter.Types = def.Types
+		if len(req.Filter.Types) > 0 {
+			out.Filter.Types = req.Filter.Types
+			for _, t := range req.Filter.Types {
+				if !slices.Contains(def.Types, t) {
+					errs = append(errs, fmt.Errorf("type %s: not among the types of the table's rdb.type %v", t, table.Type))
+				}
+			}
+		}
+	}
+	if len(def.Prefixes) > 0 {
+		out.Filter.Prefixes = def.Prefixes
+		if len(req.Filter.Prefixes) > 0 {
+			out.Filter.Prefixes = req.Filter.Prefixes
+			for _, p := range req.Filter.Prefixes {
+				if !slices.ContainsFunc(def.Prefixes, func(d string) bool { return strings.HasPrefix(p, d) }) {
+					errs = append(errs, fmt.Errorf("prefix %q: does not start with one of the table's rdb.prefix %q", p, def.Prefixes))
+				}
+			}
+		}
+	}
+	out.Filter.MinSize = max(req.Filter.MinSize, def.MinSize)
+	if req.Filter.Pattern == "" {
+		out.Filter.Pattern = def.Pattern
+	}
+	if req.Filter.Regex == "" {
+		out.Filter.Regex = def.Regex
+	}
+	if req.BatchRows <= 0 {
+		out.BatchRows = table.Batch
+	}
+	return out, errors.Join(errs...)
 }
 
 // RDBParams are the query parameters of an RDB ingest request: the
@@ -196,6 +265,11 @@ type rdbResponse struct {
 // read deadline moves on as bytes arrive.
 func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 	opts, err := RDBParams(r.URL.Query())
+	if err == nil {
+		// Checked here too (IngestRDB does it again) to answer before the
+		// body is read.
+		_, err = withTableRDB(opts, s.tables[name].cfg.RDB)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

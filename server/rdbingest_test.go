@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -19,6 +21,7 @@ import (
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/internal/rdbfixture"
 	"github.com/sluicedb/sluice/rdbtool"
+	"github.com/sluicedb/sluice/table"
 )
 
 // rdbConfig has a table of key rows with a filter and computed columns over
@@ -412,3 +415,152 @@ func (c *countingReadSeeker) Read(p []byte) (int, error) {
 }
 
 func (c *countingReadSeeker) Seek(off int64, whence int) (int64, error) { return c.r.Seek(off, whence) }
+
+// TestRDBValuesStoredAsDecoded checks that the value JSON the table stores
+// without checking it again (table.TrustJSON) is byte for byte the JSON
+// rdbtool wrote, and valid, for every key of a real-server snapshot, in a
+// table with an inferred schema and one with a static schema.
+func TestRDBValuesStoredAsDecoded(t *testing.T) {
+	schema := "    schema:\n"
+	for _, c := range ingest.RDBColumns {
+		schema += "      - {name: " + c.Name + ", type: " + c.Type + "}\n"
+	}
+	s := startServer(t, "listen: {http: \"127.0.0.1:0\"}\ntables:\n  - name: inferred\n  - name: static\n"+schema, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type dbKey struct {
+		db  int64
+		key string
+	}
+	want := map[dbKey]string{}
+	if _, err := ingest.DecodeRDB(context.Background(), bytes.NewReader(data), ingest.RDBOptions{}, func(rows []ingest.Row) error {
+		for _, r := range rows {
+			want[dbKey{r["db"].(int64), r["key"].(string)}] = string(r["value"].(json.RawMessage))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 50 {
+		t.Fatalf("only %d keys decoded", len(want))
+	}
+	for _, name := range []string{"inferred", "static"} {
+		res, err := s.IngestRDB(context.Background(), name, bytes.NewReader(data), ingest.RDBOptions{BatchRows: 7})
+		if err != nil || res.Accepted != len(want) {
+			t.Fatalf("%s: %+v, %v; want %d rows", name, res, err, len(want))
+		}
+		got := 0
+		err = s.tables[name].table.Query(context.Background(), table.Query{}, func(r table.Row) error {
+			k := dbKey{r["db"].(int64), r["key"].(string)}
+			v, ok := r["value"].(json.RawMessage)
+			switch {
+			case !ok:
+				t.Errorf("%s: key %q: value %T, want json.RawMessage", name, k.key, r["value"])
+			case string(v) != want[k]:
+				t.Errorf("%s: key %q (db %d): stored %.80s, decoded %.80s", name, k.key, k.db, v, want[k])
+			case !json.Valid(v):
+				t.Errorf("%s: key %q: stored value is not valid JSON: %.80s", name, k.key, v)
+			}
+			got++
+			return nil
+		})
+		if err != nil || got != len(want) {
+			t.Fatalf("%s: query: %d rows, %v; want %d", name, got, err, len(want))
+		}
+	}
+}
+
+// TestRDBTableDefaults posts a real-server snapshot to a table with an rdb:
+// section and checks the keys each request selects, and its batches,
+// against the section's and the request's filters combined as
+// docs/rdb.md says (db, type, prefix, min_size narrow; regex, pattern,
+// batch replace), and that a request asking for keys the section excludes
+// is a 400 that stores nothing.
+func TestRDBTableDefaults(t *testing.T) {
+	s := startServer(t, `
+listen: {http: "127.0.0.1:0"}
+tables:
+  - name: keys
+    rdb:
+      db: [0, 1]
+      type: [string, list, hash]
+      prefix: ["str:", "list:", "hash:"]
+      regex: '^[a-z]+:[a-z]'
+      min_size: 100
+      batch: 3
+`, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		db        int64
+		typ, name string
+		memory    int64
+	}
+	var all []key
+	if _, err := ingest.DecodeRDB(context.Background(), bytes.NewReader(data), ingest.RDBOptions{}, func(rows []ingest.Row) error {
+		for _, r := range rows {
+			all = append(all, key{r["db"].(int64), r["type"].(string), r["key"].(string), r["memory_bytes"].(int64)})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The table's section, written out.
+	table := func(k key) bool {
+		return (k.db == 0 || k.db == 1) && (k.typ == "string" || k.typ == "list" || k.typ == "hash") &&
+			(strings.HasPrefix(k.name, "str:") || strings.HasPrefix(k.name, "list:") || strings.HasPrefix(k.name, "hash:")) &&
+			k.memory >= 100
+	}
+	lowerColonLower := regexp.MustCompile(`^[a-z]+:[a-z]`)
+	stored := 0.0
+	for _, c := range []struct {
+		query string
+		keep  func(key) bool
+		batch int
+	}{
+		{"", func(k key) bool { return table(k) && lowerColonLower.MatchString(k.name) }, 3},
+		{"db=0&type=list&prefix=list:p", func(k key) bool {
+			return table(k) && k.db == 0 && k.typ == "list" && strings.HasPrefix(k.name, "list:p") && lowerColonLower.MatchString(k.name)
+		}, 3},
+		// A larger min_size narrows; a smaller one leaves the table's.
+		{"min_size=5000&batch=100", func(k key) bool { return table(k) && k.memory >= 5000 && lowerColonLower.MatchString(k.name) }, 100},
+		{"min_size=10", func(k key) bool { return table(k) && lowerColonLower.MatchString(k.name) }, 3},
+		// The request's regex replaces the table's (which would refuse str:1...).
+		{"regex=" + url.QueryEscape(`^str:(i|1)`), func(k key) bool { return table(k) && regexp.MustCompile(`^str:(i|1)`).MatchString(k.name) }, 3},
+	} {
+		want := 0
+		for _, k := range all {
+			if c.keep(k) {
+				want++
+			}
+		}
+		if want == 0 {
+			t.Fatalf("%q: the fixture has no key to select", c.query)
+		}
+		code, res := postRDB(t, s.url+"/v1/tables/keys/rows?"+c.query, bytes.NewReader(data))
+		if code != 200 || res["keys"] != float64(want) || res["accepted"] != float64(want) ||
+			res["batches"] != math.Ceil(float64(want)/float64(c.batch)) {
+			t.Errorf("%q: answer %d %v, want %d keys in batches of %d", c.query, code, res, want, c.batch)
+		}
+		stored += float64(want)
+	}
+	for _, c := range []struct{ query, says string }{
+		{"db=3", "db 3: not among"},
+		{"db=0,5", "db 5: not among"},
+		{"type=set", "type set: not among"},
+		{"prefix=s", `prefix "s": does not start with`},
+		{"prefix=list:&prefix=zset:", `prefix "zset:"`},
+	} {
+		code, body, _ := post(t, s.url+"/v1/tables/keys/rows?"+c.query, ingest.RDBContentType, bytes.NewReader(data))
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["error"]), c.says) {
+			t.Errorf("%q: answer %d %v, want 400 saying %q", c.query, code, body, c.says)
+		}
+	}
+	if rows := queryAll(t, s, "keys", ""); float64(len(rows)) != stored {
+		t.Errorf("%d rows stored, want %v (the refused requests stored something?)", len(rows), stored)
+	}
+}

@@ -73,7 +73,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	t.mu.Lock()
 	schema, static := t.meta.Schema, t.meta.Static
 	t.mu.Unlock()
-	cols, fits, err := t.coerce(rows, schema, !static)
+	cols, fits, err := t.coerce(rows, schema, !static, nil)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 		} else {
 			t.mu.Unlock()
 		}
-		if cols, _, err = t.coerce(rows, schema, false); err != nil {
+		if cols, _, err = t.coerce(rows, schema, false, nil); err != nil {
 			if changed {
 				t.setSchema(oldSchema)
 				t.mu.Unlock()

@@ -180,3 +180,34 @@ func BenchmarkAppendParallel(b *testing.B) {
 	})
 	reportRate(b, b.N*n, cpu0)
 }
+
+// BenchmarkEncodeBlockText encodes one block of 1000 rows with a wide
+// text column (a ~700-byte JSON value per row, as the RDB ingest's value
+// column) and a few narrow ones, the payload buffer reused as writeBlocks
+// reuses it.
+func BenchmarkEncodeBlockText(b *testing.B) {
+	const n = 1000
+	cols := []colData{{name: "ts", typ: Timestamp}, {name: "key", typ: String}, {name: "memory_bytes", typ: Int64}, {name: "value", typ: JSON}}
+	for i := range cols {
+		cols[i].vals, cols[i].null = make([]value, n), make([]bool, n)
+	}
+	idx := make([]int, n)
+	total := 0
+	for r := range n {
+		idx[r] = r
+		cols[0].vals[r].i = t0.UnixNano() + int64(r)
+		cols[1].vals[r].s = fmt.Sprintf("user:%d:profile", r)
+		cols[2].vals[r].i = int64(100 + r*7)
+		v := `{"name":"user` + fmt.Sprint(r) + `","tags":[`
+		for len(v) < 650+r%100 {
+			v += `"word` + fmt.Sprint(len(v)%97) + `",`
+		}
+		cols[3].vals[r].s = v + `"end"]}`
+		total += len(cols[1].vals[r].s) + len(cols[3].vals[r].s) + 16
+	}
+	b.SetBytes(int64(total))
+	var payload []byte
+	for b.Loop() {
+		payload = encodeBlock(payload[:0], cols, idx)
+	}
+}

@@ -202,14 +202,14 @@ func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := b.add(rows); err != nil {
+	if err := b.add(rows, trustedJSON(ctx)); err != nil {
 		b.failed = true
 		return err
 	}
 	return nil
 }
 
-func (b *Appender) add(rows []Row) error {
+func (b *Appender) add(rows []Row, trusted []string) error {
 	t := b.t
 	// Fast path: coerce with the current schema, which also verifies that
 	// every value fits it without widening and that no row has a column
@@ -218,7 +218,7 @@ func (b *Appender) add(rows []Row) error {
 	t.mu.Lock()
 	schema, static := t.meta.Schema, t.meta.Static
 	t.mu.Unlock()
-	cols, fits, err := t.coerce(rows, schema, !static)
+	cols, fits, err := t.coerce(rows, schema, !static, trusted)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (b *Appender) add(rows []Row) error {
 		if err != nil {
 			return err
 		}
-		if cols, _, err = t.coerce(rows, widened, false); err != nil {
+		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
 			return err
 		}
 	}
@@ -412,8 +412,10 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 // coerce converts rows to columns of schema. The sortBy column of a row
 // without one gets the ingestion time. fits is false when a row has a
 // column schema lacks or, with check (inferred schemas), a value whose
-// type would widen its column (cols are then nil).
-func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData, fits bool, err error) {
+// type would widen its column (cols are then nil). The json.RawMessage
+// values of the json columns named in trusted are taken as they are
+// (TrustJSON).
+func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
 	// One slab for all columns: two allocations per batch, not two per column.
@@ -424,6 +426,7 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData,
 		cd := colData{name: col.Name, typ: col.Type,
 			vals: vals[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)], null: nulls[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)]}
 		isTime := col.Name == t.sortBy
+		trust := col.Type == JSON && slices.Contains(trusted, col.Name)
 		for r, row := range rows {
 			v, ok := row[col.Name]
 			if ok {
@@ -441,6 +444,10 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool) (cols []colData,
 				if vt, ok := inferType(v); !ok || widen(col.Type, vt) != col.Type {
 					return nil, false, nil
 				}
+			}
+			if raw, ok := v.(json.RawMessage); ok && trust {
+				cd.vals[r] = value{s: string(raw)}
+				continue
 			}
 			val, err := coerce(v, col.Type)
 			if err != nil {

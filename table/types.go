@@ -1,9 +1,11 @@
 package table
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +150,28 @@ type errFit struct{ msg string }
 func (e errFit) Error() string { return e.msg }
 
 func fitErr(format string, a ...any) error { return errFit{fmt.Sprintf(format, a...)} }
+
+// trustedJSONKey is the context key of TrustJSON.
+type trustedJSONKey struct{}
+
+// TrustJSON returns a context under which Append and Appender.Add store the
+// json.RawMessage values of the named json columns as they are, without
+// checking that they are valid JSON. It is for a producer whose JSON is
+// valid by construction: the RDB ingest's value column, written by
+// rdbtool's own JSON writer, where encoding/json.Valid re-checking it was a
+// quarter of the ingest's CPU (docs/rdb.md). Every other value is checked
+// as usual: values of other columns, strings and []byte, and every append
+// made without this context. JSON that is not valid, stored this way, is
+// returned as it is by queries: use it only for JSON your own code wrote.
+func TrustJSON(ctx context.Context, columns ...string) context.Context {
+	return context.WithValue(ctx, trustedJSONKey{}, slices.Clone(columns))
+}
+
+// trustedJSON is the columns TrustJSON named in ctx.
+func trustedJSON(ctx context.Context) []string {
+	cols, _ := ctx.Value(trustedJSONKey{}).([]string)
+	return cols
+}
 
 // coerce converts v to type t. strict is false for inferred schemas (where
 // widening already made the type hold the value) and for query values; it

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/rdbtool"
@@ -25,10 +26,14 @@ type rdbIngestFlags struct {
 	minSize    int64
 	noChecksum bool
 	noProgress bool
+	// flags are the command's flags: --batch (registered by ingest.go)
+	// is sent only when given, so the table's rdb.batch applies otherwise.
+	flags *pflag.FlagSet
 }
 
 func (f *rdbIngestFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
+	f.flags = fs
 	fs.IntSliceVar(&f.dbs, "db", nil, "rdb: only these databases (comma-separated)")
 	fs.StringSliceVar(&f.types, "type", nil, "rdb: only these types: string, list, set, zset, hash, stream, module")
 	fs.StringSliceVar(&f.prefixes, "prefix", nil, "rdb: only keys starting with one of these prefixes")
@@ -40,6 +45,9 @@ func (f *rdbIngestFlags) register(cmd *cobra.Command) {
 }
 
 func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
+	if f.flags != nil && !f.flags.Changed("batch") {
+		batch = 0 // the table's rdb.batch, else 1000
+	}
 	o := ingest.RDBOptions{BatchRows: batch, SkipChecksum: f.noChecksum}
 	o.Filter = rdbtool.Filter{DBs: f.dbs, Prefixes: f.prefixes, Pattern: f.pattern, Regex: f.keyRegex, MinSize: f.minSize}
 	for _, t := range f.types {

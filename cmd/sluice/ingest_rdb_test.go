@@ -213,3 +213,45 @@ func TestIngestRDBTruncatedExitsNonZero(t *testing.T) {
 		})
 	})
 }
+
+// TestIngestRDBTableDefaults: the table's rdb: section applies in both
+// routes when no flag is given (its type filter and batch size), a flag
+// narrowing it is taken, one outside it fails, and `sluice validate`
+// reports a bad section.
+func TestIngestRDBTableDefaults(t *testing.T) {
+	const yaml = `
+tables:
+  - name: keys
+    rdb: {type: [hash, zset], batch: 2}
+`
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := startTestServer(t, yaml)
+	both := fixtureKeys(t, func(k rdbfixture.Key) bool { return k.Type == "hash" || k.Type == "zset" })
+	hashes := fixtureKeys(t, func(k rdbfixture.Key) bool { return k.Type == "hash" })
+	routes := map[string][]string{"store": {"--config", cfg, "--data", t.TempDir()}, "server": {"--server", url}}
+	for route, to := range routes {
+		args := append([]string{"ingest", "--table", "keys", "--no-progress"}, to...)
+		out := runServeCLI(t, append(args, fixture)...)
+		if rep := ingestReport(t, out); rep["accepted"] != float64(len(both)) || rep["batches"] != float64((len(both)+1)/2) {
+			t.Errorf("%s, no flags: report %v, want %d hashes and zsets in batches of 2", route, rep, len(both))
+		}
+		out = runServeCLI(t, append(args, "--type", "hash", "--batch", "1000", fixture)...)
+		if rep := ingestReport(t, out); rep["accepted"] != float64(len(hashes)) || rep["batches"] != 1.0 {
+			t.Errorf("%s, --type hash --batch 1000: report %v, want %d hashes in one batch", route, rep, len(hashes))
+		}
+		if _, stderr, code := runCLI(t, append(args, "--type", "set", fixture)...); code == 0 || !strings.Contains(stderr, "type set: not among") {
+			t.Errorf("%s, --type set: exit %d, stderr %q: want a failure naming the type", route, code, stderr)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tables:\n  - name: keys\n    rdb: {type: [tree], db: [-1]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "validate", "--config", bad)
+	if code == 0 || !strings.Contains(stderr+out, `rdb.type[0] "tree"`) || !strings.Contains(stderr+out, "rdb.db[0]: negative") {
+		t.Errorf("validate of a bad rdb: section: exit %d, output %q %q", code, out, stderr)
+	}
+}
