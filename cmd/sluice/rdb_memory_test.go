@@ -77,13 +77,14 @@ func bigValuesRDB(t *testing.T) string {
 	return path
 }
 
-// pollPeakRSS samples the high-water mark of the resident set (VmHWM in
-// /proc/PID/status) of a running process every few milliseconds and sends
-// the last value read once the process is gone. Not ru_maxrss: Linux
+// pollPeakRSS samples a memory field of /proc/PID/status of a running
+// process every few milliseconds (VmHWM, the high-water mark of the
+// resident set, or RssAnon, its anonymous part now) and sends the largest
+// value read once the process is gone. Not ru_maxrss: Linux
 // carries the forking process's peak into a child's ru_maxrss across exec
 // (the race-enabled test binary alone is ~100 MB). VmHWM only grows, so a
 // sample misses at most the last few milliseconds of the run.
-func pollPeakRSS(pid int) <-chan int64 {
+func pollPeakRSS(pid int, field string) <-chan int64 {
 	out := make(chan int64, 1)
 	go func() {
 		var peak int64
@@ -92,11 +93,11 @@ func pollPeakRSS(pid int) <-chan int64 {
 			if err != nil {
 				break
 			}
-			i := strings.Index(string(b), "VmHWM:")
+			i := strings.Index(string(b), field+":")
 			if i < 0 {
 				break // a zombie: its memory is gone
 			}
-			f := strings.Fields(string(b[i+len("VmHWM:"):]))
+			f := strings.Fields(string(b[i+len(field)+1:]))
 			if len(f) > 0 {
 				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
 					peak = max(peak, kb*1024)
@@ -151,9 +152,13 @@ func largestValue(t *testing.T, path string) int64 {
 
 // TestRDBExportPeakMemory runs `sluice rdb json` on a snapshot with big
 // values in its own process, in the default parallel mode and with
-// --no-parallel, and checks the peak RSS (the kernel's ru_maxrss of the
-// child) against the target of issue 12: at most 64 MB plus the largest
-// value. The parallel mode held a stream's whole JSON three times over
+// --no-parallel, and checks the peak anonymous resident memory (RssAnon,
+// sampled) against the target of issue 12: at most 64 MB plus the largest
+// value. Not VmHWM: it also counts the pages of the executable that were
+// read in, and since the cold tier linked iceberg-go (and the cloud SDKs
+// it brings) the binary is ~210 MB and a bare `sluice --help` touches
+// ~130 MB of it: shared, clean page cache, not memory the export holds.
+// VmHWM is logged beside it. The parallel mode held a stream's whole JSON three times over
 // (318 MB), the serial mode a 12 MB string's escaped JSON whole (108 MB).
 func TestRDBExportPeakMemory(t *testing.T) {
 	redisproc.Need(t)
@@ -174,7 +179,8 @@ func TestRDBExportPeakMemory(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		peak := pollPeakRSS(cmd.Process.Pid)
+		peak := pollPeakRSS(cmd.Process.Pid, "RssAnon")
+		hwm := pollPeakRSS(cmd.Process.Pid, "VmHWM")
 		err = cmd.Wait()
 		null.Close()
 		if err != nil {
@@ -182,9 +188,9 @@ func TestRDBExportPeakMemory(t *testing.T) {
 		}
 		peakRSS := <-peak
 		if peakRSS == 0 {
-			t.Fatal("no VmHWM read from /proc")
+			t.Fatal("no RssAnon read from /proc")
 		}
-		t.Logf("%v: peak RSS %.1f MB (bound %.1f MB: 64 + largest value %.1f MB)", mode, float64(peakRSS)/(1<<20), float64(bound)/(1<<20), float64(largest)/(1<<20))
+		t.Logf("%v: peak anonymous RSS %.1f MB, VmHWM %.1f MB (bound %.1f MB: 64 + largest value %.1f MB)", mode, float64(peakRSS)/(1<<20), float64(<-hwm)/(1<<20), float64(bound)/(1<<20), float64(largest)/(1<<20))
 		if peakRSS > bound {
 			t.Errorf("sluice rdb json %v: peak RSS %.1f MB, over 64 MB + the largest value (%.1f MB)", mode, float64(peakRSS)/(1<<20), float64(largest)/(1<<20))
 		}
