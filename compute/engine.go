@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -151,26 +150,9 @@ func (h *engineLua) compile(code string, inline bool) (*engineLua, error) {
 
 // Load compiles inline code or the Lua file it names (see ResolveSource).
 func (h *engineLua) Load(uriOrCode string) (Handler, error) {
-	src, err := ResolveSource(uriOrCode)
+	src, code, err := luaSource(uriOrCode)
 	if err != nil {
 		return nil, err
-	}
-	code := uriOrCode
-	switch {
-	case src.Plugin || src.Kind == SourceBuiltin:
-		return nil, fmt.Errorf("lua: %s is not Lua", src)
-	case src.Kind == SourceFile:
-		data, err := os.ReadFile(src.Path)
-		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
-		}
-		code = string(data)
-	case src.Kind == SourceHTTP:
-		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, fetchState{})
-		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
-		}
-		code = string(got.data)
 	}
 	cfg := h.cfg
 	cfg.SourceName = sourceName(src, h.name)

@@ -61,28 +61,37 @@ func NewLua(m *luavm.Manager, name, funcName string, cfg luavm.ScriptConfig) *Lu
 // a failed new version never replaces a running one; the caller closes the
 // handler it replaces (Close unloads its script).
 func (l *Lua) Load(uriOrCode string) (Handler, error) {
-	src, err := ResolveSource(uriOrCode)
+	src, code, err := luaSource(uriOrCode)
 	if err != nil {
 		return nil, err
 	}
-	code := uriOrCode
+	return l.compile(context.Background(), code, sourceName(src, l.name), src.Kind == SourceInline)
+}
+
+// luaSource resolves inline code, a Lua file or an http(s) URL (see
+// ResolveSource) to the source and its code; both engines load through it.
+func luaSource(uriOrCode string) (Source, string, error) {
+	src, err := ResolveSource(uriOrCode)
+	if err != nil {
+		return src, "", err
+	}
 	switch {
 	case src.Plugin || src.Kind == SourceBuiltin:
-		return nil, fmt.Errorf("lua: %s is not Lua", src)
+		return src, "", fmt.Errorf("lua: %s is not Lua", src)
 	case src.Kind == SourceFile:
 		data, err := os.ReadFile(src.Path)
 		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
+			return src, "", fmt.Errorf("lua: %w", err)
 		}
-		code = string(data)
+		return src, string(data), nil
 	case src.Kind == SourceHTTP:
 		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, fetchState{})
 		if err != nil {
-			return nil, fmt.Errorf("lua: %w", err)
+			return src, "", fmt.Errorf("lua: %w", err)
 		}
-		code = string(got.data)
+		return src, string(got.data), nil
 	}
-	return l.compile(context.Background(), code, sourceName(src, l.name), src.Kind == SourceInline)
+	return src, uriOrCode, nil
 }
 
 // sourceName is what Lua errors call a script: its file or URL, or for
