@@ -15,7 +15,7 @@ import (
 	_ "github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
 	_ "github.com/apache/iceberg-go/catalog/sql"  // registers the "sql" catalog type
 	icebergio "github.com/apache/iceberg-go/io"
-	_ "github.com/apache/iceberg-go/io/gocloud" // registers the s3:// file IO
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers only the s3:// file IO: gocloud would link the GCS and Azure SDKs too
 	itable "github.com/apache/iceberg-go/table"
 	_ "modernc.org/sqlite" // the SQLite driver of the SQL catalog (pure Go)
 )
