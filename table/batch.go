@@ -32,6 +32,7 @@ type Batch struct {
 	// (ok=false): counters, schema restore, unlocking.
 	finish []func(ok bool)
 	done   bool
+	hold   seqHold
 }
 
 // ErrTableTwice is returned by Batch.Append for a table already appended to
@@ -102,7 +103,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	// Stage into a scratch batch first so that a failure leaves b as it was.
 	scratch := b.s.db.NewBatch()
 	defer scratch.Close()
-	nblocks, nbytes, err := t.writeBlocks(scratch, cols)
+	nblocks, nbytes, err := t.writeBlocks(scratch, cols, &b.hold)
 	if err == nil && changed {
 		var buf []byte
 		if buf, err = json.Marshal(t.meta); err == nil {
@@ -178,6 +179,7 @@ func (b *Batch) end(ok bool) {
 		f(ok)
 	}
 	b.b.Close()
+	b.s.releaseSeqs(&b.hold)
 	b.release()
 }
 

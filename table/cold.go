@@ -20,9 +20,24 @@ import (
 // sequence number of the blocks whose time bucket ends at or before before
 // (the blocks DeleteBlocks(before, seq) would take); blocks is 0 when there
 // are none. It reads keys only.
+//
+// It first waits for every append that had reserved sequence numbers to
+// commit or fail, and then counts only blocks with sequences handed out
+// before it was called: without that, an append that reserved sequence 100
+// and committed after one that reserved 101 could be below the returned
+// high yet missing from the run's read, and DeleteBlocks would delete it
+// unread. Appends are not blocked meanwhile; the wait is as long as the
+// appends that were already in flight.
 func (t *Table) BlockRange(ctx context.Context, before time.Time) (first time.Time, high uint64, blocks int, err error) {
+	settled, err := t.store.waitSeqs(ctx)
+	if err != nil {
+		return first, 0, 0, err
+	}
 	minTime := int64(math.MaxInt64)
 	err = t.eachBlockBefore(ctx, before, func(key []byte, seq uint64) error {
+		if seq >= settled {
+			return nil // written since the call: the next run's
+		}
 		_, _, mt, _, _ := parseBlockKey(key)
 		minTime = min(minTime, mt)
 		high = max(high, seq)

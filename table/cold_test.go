@@ -68,3 +68,76 @@ func TestCompactionBounds(t *testing.T) {
 		t.Fatalf("second DeleteBlocks: %d, %v", deleted, err)
 	}
 }
+
+// TestBlockRangeWaitsForReservedSequences: an append that reserved its
+// sequence numbers but has not committed yet, while a later append has,
+// must not fall below the high sequence BlockRange returns (the run would
+// not read it, and DeleteBlocks would delete it unread). BlockRange waits
+// for it instead.
+func TestBlockRangeWaitsForReservedSequences(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	slow, err := tb.NewAppender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if err := slow.Add(ctx, []Row{{"k": "a", "ts": t0.Add(time.Hour), "n": int64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.flush(); err != nil { // its sequence is reserved now
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, []Row{{"k": "b", "ts": t0.Add(2 * time.Hour), "n": int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	cut := t0.Add(24 * time.Hour)
+
+	// While slow is uncommitted, BlockRange must not return a bound that
+	// covers its sequence without counting it: it may only wait.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, high, blocks, err := tb.BlockRange(short, cut)
+	cancel()
+	if err == nil && high >= slow.hold.first {
+		t.Fatalf("BlockRange returned high %d and %d blocks while sequence %d was reserved and uncommitted", high, blocks, slow.hold.first)
+	}
+
+	type result struct {
+		high   uint64
+		blocks int
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		_, high, blocks, err := tb.BlockRange(ctx, cut)
+		got <- result{high, blocks, err}
+	}()
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil || r.blocks != 2 {
+		t.Fatalf("BlockRange after the commit: %d blocks, high %d, %v; want both blocks", r.blocks, r.high, r.err)
+	}
+
+	// A discarded appender releases its reservation too.
+	dropped, err := tb.NewAppender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dropped.Add(ctx, []Row{{"k": "c", "ts": t0.Add(3 * time.Hour), "n": int64(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dropped.flush(); err != nil {
+		t.Fatal(err)
+	}
+	dropped.Close()
+	if _, _, blocks, err := tb.BlockRange(ctx, cut); err != nil || blocks != 2 {
+		t.Fatalf("BlockRange after a discarded appender: %d blocks, %v", blocks, err)
+	}
+}

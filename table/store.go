@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,19 @@ type Store struct {
 	seqMu       sync.Mutex
 	nextSeq     uint64 // REQUIRES: seqMu held
 	reservedSeq uint64 // sequences below are reserved on disk; REQUIRES: seqMu held
+	// holds are the batches that reserved sequence numbers and have not
+	// committed or been discarded yet (see seqHold); REQUIRES: seqMu held.
+	holds map[*seqHold]struct{}
+}
+
+// A seqHold is the claim of one uncommitted batch (an Appender or a Batch)
+// on the sequence numbers it reserved: from its first reservation until it
+// commits or is discarded. waitSeqs uses it so that a compaction never
+// decides "every block with sequence <= S is in the store" while a batch
+// holding a lower sequence is still on its way to Pebble.
+type seqHold struct {
+	first uint64        // lowest sequence reserved
+	done  chan struct{} // closed when the batch commits or is discarded
 }
 
 // Open opens (creating it if needed) the store in dir.
@@ -140,7 +154,11 @@ func (s *Store) load() error {
 
 // nextSeqs returns the first of n fresh sequence numbers, reserving more on
 // disk (synced) when the current reservation runs out.
-func (s *Store) nextSeqs(n int) (uint64, error) {
+//
+// h, when not nil, is the batch's hold: its first reservation registers it,
+// and the batch must call releaseSeqs(h) once it has committed or been
+// discarded.
+func (s *Store) nextSeqs(n int, h *seqHold) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	if s.nextSeq+uint64(n) > s.reservedSeq {
@@ -152,7 +170,53 @@ func (s *Store) nextSeqs(n int) (uint64, error) {
 	}
 	first := s.nextSeq
 	s.nextSeq += uint64(n)
+	if h != nil && h.done == nil {
+		h.first, h.done = first, make(chan struct{})
+		if s.holds == nil {
+			s.holds = map[*seqHold]struct{}{}
+		}
+		s.holds[h] = struct{}{}
+	}
 	return first, nil
+}
+
+// releaseSeqs ends h's claim (after its batch committed or was discarded).
+// It is a no-op for a hold that never reserved anything or was released.
+func (s *Store) releaseSeqs(h *seqHold) {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if h.done == nil {
+		return
+	}
+	if _, ok := s.holds[h]; ok {
+		delete(s.holds, h)
+		close(h.done)
+	}
+}
+
+// waitSeqs returns once every batch that reserved a sequence number before
+// the call has committed or been discarded, so every sequence handed out
+// before it is either in Pebble or never will be. It returns the first
+// sequence not handed out at the call: blocks written later have a
+// sequence at least that.
+func (s *Store) waitSeqs(ctx context.Context) (uint64, error) {
+	s.seqMu.Lock()
+	next := s.nextSeq
+	var wait []chan struct{}
+	for h := range s.holds {
+		if h.first < next {
+			wait = append(wait, h.done)
+		}
+	}
+	s.seqMu.Unlock()
+	for _, done := range wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return next, nil
 }
 
 // Close waits for in-flight operations, then flushes and closes the

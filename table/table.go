@@ -174,6 +174,7 @@ type Appender struct {
 	rows, blocks int
 	bytes        int
 	failed, done bool
+	hold         seqHold
 }
 
 // flushRows is how many rows of an Appender are held as columns before they
@@ -278,7 +279,7 @@ func (b *Appender) flush() error {
 		b.pending = nil
 		return nil
 	}
-	nblocks, nbytes, err := b.t.writeBlocks(b.pb, b.pending)
+	nblocks, nbytes, err := b.t.writeBlocks(b.pb, b.pending, &b.hold)
 	if err != nil {
 		return fmt.Errorf("table %s: append %d rows: %w", b.t.name, b.pendingRows, err)
 	}
@@ -291,6 +292,9 @@ func (b *Appender) flush() error {
 // Commit stores every part durably (pebble.Sync), or nothing on error.
 func (b *Appender) Commit(ctx context.Context) error {
 	t := b.t
+	// Whatever happens below, this batch's sequences are committed or
+	// never will be.
+	defer t.store.releaseSeqs(&b.hold)
 	if b.failed || b.done {
 		return fmt.Errorf("table %s: commit of a failed or finished batch", t.name)
 	}
@@ -347,6 +351,7 @@ func (b *Appender) Close() {
 		return
 	}
 	b.pb.Close()
+	b.t.store.releaseSeqs(&b.hold)
 	b.pb, b.pending = nil, nil
 	b.release()
 }
@@ -470,7 +475,8 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 
 // writeBlocks groups the batch by (partition, time bucket) and sets one
 // block per group in b.
-func (t *Table) writeBlocks(b *pebble.Batch, cols []colData) (blocks, bytes int, err error) {
+// h is the hold of the batch b belongs to (see seqHold).
+func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks, bytes int, err error) {
 	timeCol, hashCol := -1, -1
 	for i, c := range cols {
 		switch c.name {
@@ -508,7 +514,7 @@ func (t *Table) writeBlocks(b *pebble.Batch, cols []colData) (blocks, bytes int,
 		}
 		return cmp.Compare(a.bucket, b.bucket)
 	})
-	seq, err := t.store.nextSeqs(len(order))
+	seq, err := t.store.nextSeqs(len(order), h)
 	if err != nil {
 		return 0, 0, err
 	}
