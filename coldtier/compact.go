@@ -59,6 +59,8 @@ type Stats struct {
 // Counters are a Compactor's running totals, for /metrics.
 type Counters struct {
 	Runs, Rows, BytesUploaded, Files, CommitRetries, Recoveries atomic.Int64
+	// OrphanFiles counts files deleted by DeleteOrphanFiles.
+	OrphanFiles atomic.Int64
 	// LastWatermark is the unix ns of the newest watermark committed.
 	LastWatermark atomic.Int64
 }
@@ -494,5 +496,6 @@ func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: delete orphan files of %s: %w", strings.Join(c.ident, "."), err)
 	}
+	c.counters.OrphanFiles.Add(int64(len(res.DeletedFiles)))
 	return res.DeletedFiles, nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Iceberg sends a table's compaction to an Apache Iceberg table (package
@@ -24,6 +25,38 @@ type Iceberg struct {
 	// RowGroupRows bounds the rows per Parquet row group and so the memory
 	// of a compaction run (default 131072).
 	RowGroupRows int `yaml:"row_group_rows"`
+	// OrphanInterval is how often the server deletes orphan files: data
+	// files of runs killed between their upload and their commit, which no
+	// snapshot references (default 24h; negative: never). Each pass lists
+	// the table's whole location, so keep it rare.
+	OrphanInterval time.Duration `yaml:"orphan_interval"`
+	// OrphanAge is how old an unreferenced file must be before it is
+	// deleted (default 72h). It must exceed the longest compaction run of
+	// any node writing to the table: a younger unreferenced file may be
+	// another node's upload about to be committed.
+	OrphanAge time.Duration `yaml:"orphan_age"`
+}
+
+// Defaults of the orphan cleanup.
+const (
+	DefaultOrphanInterval = 24 * time.Hour
+	DefaultOrphanAge      = 72 * time.Hour
+)
+
+// Orphans returns the orphan cleanup's interval (0: never) and age, with
+// the defaults applied.
+func (i *Iceberg) Orphans() (interval, age time.Duration) {
+	interval, age = i.OrphanInterval, i.OrphanAge
+	switch {
+	case interval < 0:
+		interval = 0
+	case interval == 0:
+		interval = DefaultOrphanInterval
+	}
+	if age == 0 {
+		age = DefaultOrphanAge
+	}
+	return interval, age
 }
 
 // IcebergS3 is an S3-compatible endpoint.
@@ -61,6 +94,9 @@ func (i *Iceberg) validate(where string) []error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.catalog.type %q: want sql or rest", where, i.Catalog.Type))
+	}
+	if i.OrphanAge < 0 {
+		errs = append(errs, fmt.Errorf("%s: compact.iceberg.orphan_age: negative", where))
 	}
 	if i.RowGroupRows < 0 {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.row_group_rows: negative", where))

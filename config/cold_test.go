@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const icebergConfig = `
@@ -17,6 +18,7 @@ tables:
         s3: {endpoint: "http://127.0.0.1:7070", path_style: true}
         catalog: {type: sql, uri: /tmp/catalog.db}
         row_group_rows: 4096
+        orphan_interval: 6h
 `
 
 // TestIcebergSection: compact.iceberg parses, replaces compact.dir, and its
@@ -31,18 +33,21 @@ func TestIcebergSection(t *testing.T) {
 	if ic == nil || ic.Warehouse != "s3://lake/sluice" || !ic.S3.PathStyle || ic.Catalog.URI != "/tmp/catalog.db" || ic.RowGroupRows != 4096 {
 		t.Fatalf("iceberg section %+v", ic)
 	}
+	if every, age := ic.Orphans(); every != 6*time.Hour || age != DefaultOrphanAge {
+		t.Errorf("orphan cleanup every %v, age %v; want 6h and the default age", every, age)
+	}
 	if ic.S3.Endpoint != "http://10.0.0.1:9000" {
 		t.Errorf("endpoint %q: the environment override was not applied", ic.S3.Endpoint)
 	}
 }
 
 func TestIcebergSectionErrors(t *testing.T) {
-	bad := strings.NewReplacer("warehouse: s3://lake/sluice", "warehouse: s3://", "type: sql", "type: hive", "row_group_rows: 4096", "row_group_rows: -1").Replace(icebergConfig)
+	bad := strings.NewReplacer("warehouse: s3://lake/sluice", "warehouse: s3://", "type: sql", "type: hive", "row_group_rows: 4096", "row_group_rows: -1", "orphan_interval: 6h", "orphan_age: -1h").Replace(icebergConfig)
 	_, err := Parse([]byte(bad), func(string) (string, bool) { return "", false })
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`warehouse "s3://": no bucket`, `catalog.type "hive"`, "row_group_rows: negative"} {
+	for _, want := range []string{`warehouse "s3://": no bucket`, `catalog.type "hive"`, "row_group_rows: negative", "orphan_age: negative"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

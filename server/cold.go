@@ -80,6 +80,80 @@ func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldtier.Stat
 	return st, nil
 }
 
+// deleteOrphans deletes the cold tier's orphan files older than age (the
+// data files of runs killed before their commit).
+func (s *Server) deleteOrphans(ctx context.Context, ts *tableState, age time.Duration) ([]string, error) {
+	deleted, err := ts.cold.DeleteOrphanFiles(ctx, age)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("iceberg orphan cleanup failed", "table", ts.cfg.Name, "error", err)
+		}
+		return nil, err
+	}
+	if len(deleted) > 0 {
+		s.log.Info("deleted iceberg orphan files", "table", ts.cfg.Name, "files", len(deleted), "older_than", age)
+	}
+	return deleted, nil
+}
+
+// OrphansResult is what DeleteOrphansNow and POST
+// /v1/tables/{table}/orphans answer.
+type OrphansResult struct {
+	Table   string   `json:"table"`
+	Deleted []string `json:"deleted"`
+}
+
+// DeleteOrphansNow deletes the orphan files of the table's Iceberg table
+// that are older than age (0: the table's compact.iceberg.orphan_age).
+func (s *Server) DeleteOrphansNow(ctx context.Context, name string, age time.Duration) (OrphansResult, error) {
+	res := OrphansResult{Table: name, Deleted: []string{}}
+	ts, ok := s.tables[name]
+	if !ok {
+		return res, fmt.Errorf("%w %q", ErrUnknownTable, name)
+	}
+	if ts.cold == nil {
+		return res, fmt.Errorf("table %q: %w", name, errNoIceberg)
+	}
+	if age == 0 {
+		_, age = ts.cfg.Compact.Iceberg.Orphans()
+	}
+	deleted, err := s.deleteOrphans(ctx, ts, age)
+	if err != nil {
+		return res, err
+	}
+	res.Deleted = append(res.Deleted, deleted...)
+	return res, nil
+}
+
+var errNoIceberg = errors.New("the table has no compact.iceberg")
+
+// handleOrphans runs the orphan cleanup now (POST
+// /v1/tables/{table}/orphans[?older_than=72h], `sluice compact --orphans`).
+func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
+	var age time.Duration
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("older_than %q: want a duration >= 0 such as 72h", v))
+			return
+		}
+		// 0 means "every unreferenced file", which only an operator who
+		// knows no run is in flight should ask for; keep it expressible.
+		age = max(d, time.Nanosecond)
+	}
+	res, err := s.DeleteOrphansNow(r.Context(), r.PathValue("table"), age)
+	switch {
+	case errors.Is(err, ErrUnknownTable):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, errNoIceberg):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
 // queryValues answers q from the store, or from both tiers when the
 // table's compaction removes rows into its cold tier.
 func (s *Server) queryValues(ctx context.Context, ts *tableState, q table.Query, emit func([]table.Column, []any) error) error {
@@ -139,20 +213,38 @@ func (s *Server) CompactNow(ctx context.Context, name string) (CompactResult, er
 // Compact asks the server to compact a table now.
 func (c *Client) Compact(ctx context.Context, tableName string) (CompactResult, error) {
 	var res CompactResult
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/v1/tables/"+url.PathEscape(tableName)+"/compact", nil)
+	err := c.post(ctx, "compact "+tableName, "/v1/tables/"+url.PathEscape(tableName)+"/compact", &res)
+	return res, err
+}
+
+// DeleteOrphans asks the server to delete the orphan files of the table's
+// Iceberg table older than age (0: the table's orphan_age).
+func (c *Client) DeleteOrphans(ctx context.Context, tableName string, age time.Duration) (OrphansResult, error) {
+	var res OrphansResult
+	path := "/v1/tables/" + url.PathEscape(tableName) + "/orphans"
+	if age > 0 {
+		path += "?older_than=" + url.QueryEscape(age.String())
+	}
+	err := c.post(ctx, "delete orphans of "+tableName, path, &res)
+	return res, err
+}
+
+// post sends an empty POST to path and decodes the JSON answer into res.
+func (c *Client) post(ctx context.Context, what, path string, res any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+path, nil)
 	if err != nil {
-		return res, err
+		return err
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return res, fmt.Errorf("compact %s: %s: %s", tableName, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(body)))
 	}
-	return res, json.Unmarshal(body, &res)
+	return json.Unmarshal(body, res)
 }
 
 // CompactResult is the answer of POST /v1/tables/{table}/compact.
@@ -180,5 +272,6 @@ func (s *Server) writeColdMetrics(bw *bufio.Writer) {
 	family("sluice_coldtier_files_total", "counter", "Data files committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Files.Load() })
 	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Rows.Load() })
 	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c *coldtier.Counters) int64 { return c.CommitRetries.Load() })
+	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c *coldtier.Counters) int64 { return c.OrphanFiles.Load() })
 	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c *coldtier.Counters) int64 { return c.Recoveries.Load() })
 }

@@ -23,6 +23,15 @@ func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
 				every(ctx, ts.cfg.Compact.Interval, func() { s.compact(ctx, ts) })
 			}()
 		}
+		if ts.cold != nil {
+			if interval, age := ts.cfg.Compact.Iceberg.Orphans(); interval > 0 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					every(ctx, interval, func() { s.deleteOrphans(ctx, ts, age) })
+				}()
+			}
+		}
 		if ts.proc != nil && ts.cfg.Reload > 0 {
 			wg.Add(1)
 			go func() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,8 @@ func init() {
 
 func compactCmd() *cobra.Command {
 	var configPath, data, serverURL, tableName string
+	var orphans bool
+	var olderThan time.Duration
 	cmd := &cobra.Command{
 		Use:   "compact --table T",
 		Short: "Compact a table now (to its compact.dir or its Iceberg table), through a server or straight on the store",
@@ -29,10 +32,15 @@ func compactCmd() *cobra.Command {
 			if tableName == "" {
 				return errors.New("--table is required")
 			}
-			var res server.CompactResult
+			var res any
 			var err error
 			if serverURL != "" {
-				res, err = (&server.Client{URL: serverURL}).Compact(ctx, tableName)
+				client := &server.Client{URL: serverURL}
+				if orphans {
+					res, err = client.DeleteOrphans(ctx, tableName, olderThan)
+				} else {
+					res, err = client.Compact(ctx, tableName)
+				}
 			} else {
 				cfg, lerr := loadServerConfig(configPath, "", false, false)
 				if lerr != nil {
@@ -43,7 +51,11 @@ func compactCmd() *cobra.Command {
 					return serr
 				}
 				defer s.Close()
-				res, err = s.CompactNow(ctx, tableName)
+				if orphans {
+					res, err = s.DeleteOrphansNow(ctx, tableName, olderThan)
+				} else {
+					res, err = s.CompactNow(ctx, tableName)
+				}
 			}
 			if err != nil {
 				return err
@@ -56,6 +68,8 @@ func compactCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tableName, "table", "", "table to compact")
 	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server; empty = straight on the store (the server must not be running)")
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (YAML), without --server")
+	cmd.Flags().BoolVar(&orphans, "orphans", false, "instead of compacting, delete the Iceberg table's orphan files (uploads of runs killed before their commit)")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "with --orphans: only files older than this (default: the table's compact.iceberg.orphan_age, 72h)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (overrides storage.dir), without --server")
 	return cmd
 }
