@@ -1,6 +1,7 @@
 package table
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -28,6 +29,14 @@ type Query struct {
 	Where []Predicate
 	// Limit caps the rows emitted; 0 means no limit.
 	Limit int
+	// ByKey emits the partitions in order of their hashBy value (nulls
+	// first) instead of their hash, so that the rows of a range come out
+	// sorted by key (two keys whose 64-bit hashes collide share a
+	// partition and stay interleaved in time order). It costs a first pass
+	// over the range that decodes one block per partition and holds one
+	// key per partition; the compaction uses it so that the files it
+	// writes are sorted by key and readers can skip row groups by key.
+	ByKey bool
 }
 
 // Op is a predicate operator.
@@ -116,6 +125,9 @@ type plan struct {
 	tableID    uint32
 	tableName  string
 	hashColumn string
+	hashType   Type // the hashBy column's type; valid when hasHashType
+	hasHash    bool // the schema has the hashBy column (some row had a value)
+	byKey      bool
 	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
 }
 
@@ -188,6 +200,10 @@ func (t *Table) plan(q Query) (*plan, error) {
 			}
 		}
 	}
+	if i, ok := idx[p.hashColumn]; ok && p.hashColumn != "" {
+		p.hashType, p.hasHash = schema[i].Type, true
+	}
+	p.byKey = q.ByKey && p.hasHash
 	if len(q.HashIn) > 0 {
 		if p.hashColumn == "" {
 			return nil, fmt.Errorf("table %s: %w: HashIn given but the table has no hashBy column", p.tableName, ErrBadQuery)
@@ -455,6 +471,11 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 	if p.from == math.MinInt64 {
 		lowKey = math.MinInt64
 	}
+	if p.byKey && p.hashes == nil {
+		if p.hashes, err = t.partitionsByKey(ctx, it, p, lowKey); err != nil {
+			return err
+		}
+	}
 	if p.hashes != nil {
 		for _, h := range p.hashes {
 			end := partitionKey(p.tableID, h, p.to)
@@ -492,6 +513,96 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 		it.Next()
 	}
 	return it.Error()
+}
+
+// partitionsByKey lists the partitions that have blocks in the plan's
+// range, ordered by their hashBy value: the value of the first row of the
+// first such block (every row of a partition has it, unless two keys'
+// hashes collide), then by hash.
+func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *plan, lowKey int64) ([]uint64, error) {
+	type partition struct {
+		hash uint64
+		null bool
+		i    int64
+		f    float64
+		s    string
+	}
+	var parts []partition
+	var dec blockDecoder
+	want := func(name string) bool { return name == p.hashColumn }
+	for it.First(); it.Valid(); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		_, h, minTime, seq, ok := parseBlockKey(it.Key())
+		if !ok {
+			return nil, &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
+		}
+		switch {
+		case minTime < lowKey:
+			it.SeekGE(partitionKey(p.tableID, h, lowKey))
+			continue
+		case minTime >= p.to:
+		case p.seqLimit != 0 && seq >= p.seqLimit:
+			it.Next()
+			continue
+		default:
+			if err := dec.decode(it.Key(), it.Value(), want); err != nil {
+				return nil, fmt.Errorf("table %s: %w", p.tableName, err)
+			}
+			part := partition{hash: h, null: true}
+			for i := range dec.n {
+				c := &dec.cols[i]
+				if c.name != p.hashColumn || dec.rows == 0 || c.isNull(0) {
+					continue
+				}
+				c.convert(p.hashType, dec.rows)
+				part.null = false
+				switch p.hashType {
+				case Float64:
+					part.f = c.floats[0]
+				case String, JSON:
+					part.s = c.strs[0]
+				default:
+					part.i = c.ints[0]
+				}
+			}
+			parts = append(parts, part)
+		}
+		if h == math.MaxUint64 {
+			break
+		}
+		it.SeekGE(partitionKey(p.tableID, h+1, math.MinInt64))
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(parts, func(a, b partition) int {
+		if a.null != b.null {
+			if a.null {
+				return -1
+			}
+			return 1
+		}
+		c := 0
+		switch p.hashType {
+		case Float64:
+			c = cmp.Compare(a.f, b.f)
+		case String, JSON:
+			c = strings.Compare(a.s, b.s)
+		default:
+			c = cmp.Compare(a.i, b.i)
+		}
+		if c != 0 {
+			return c
+		}
+		return cmp.Compare(a.hash, b.hash)
+	})
+	hashes := make([]uint64, len(parts))
+	for i, part := range parts {
+		hashes[i] = part.hash
+	}
+	return hashes, nil
 }
 
 // scanner decodes blocks and emits their matching rows.
