@@ -181,7 +181,11 @@ func (c *Config) location(name string) string {
 // loadOrCreate loads the Iceberg table of a sluice table, creating the
 // namespace and the table (partitioned by day of the sort column) if they
 // do not exist yet.
-func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name string, schema *iceberg.Schema, sortBy string) (*itable.Table, error) {
+//
+// The table declares the sort order hashBy ascending, nulls first: a run
+// reads the store with table.Query.ByKey, so each file's rows are sorted
+// by key and its row groups' statistics let readers skip by key.
+func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name string, schema *iceberg.Schema, sortBy, hashBy string) (*itable.Table, error) {
 	ident := itable.Identifier{c.Catalog.Namespace, name}
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err == nil {
@@ -216,8 +220,18 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		// rows of a file.
 		itable.ParquetRowGroupLimitKey: strconv.Itoa(c.RowGroupRows),
 	}
-	tbl, err = cat.CreateTable(ctx, ident, schema,
-		catalog.WithPartitionSpec(&spec), catalog.WithLocation(c.location(name)), catalog.WithProperties(props))
+	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec), catalog.WithLocation(c.location(name)), catalog.WithProperties(props)}
+	if hashField, ok := schema.FindFieldByName(hashBy); ok && hashBy != "" {
+		order, err := itable.NewSortOrder(1, []itable.SortField{{
+			SourceIDs: []int{hashField.ID}, Transform: iceberg.IdentityTransform{},
+			Direction: itable.SortASC, NullOrder: itable.NullsFirst,
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("coldtier: table %s: sort order: %w", name, err)
+		}
+		opts = append(opts, catalog.WithSortOrder(order))
+	}
+	tbl, err = cat.CreateTable(ctx, ident, schema, opts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) { // another node created it first
 		return cat.LoadTable(ctx, ident)
 	}

@@ -191,7 +191,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if err != nil {
 		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
-	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy())
+	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), c.t.HashBy())
 	if err != nil {
 		return st, err
 	}

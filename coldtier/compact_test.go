@@ -64,6 +64,12 @@ func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
 			t.Errorf("duckdb column %s: type %s, want %s", f[0], f[1], duckTypes[f[0]])
 		}
 	}
+	if len(v.SortOrder) != 1 || v.SortOrder[0][0] != "user" || !strings.Contains(strings.ToLower(v.SortOrder[0][2]), "asc") {
+		t.Errorf("sort order %v, want user ascending", v.SortOrder)
+	}
+	if len(v.UnsortedFiles) > 0 {
+		t.Errorf("data files not sorted by user: %v", v.UnsortedFiles)
+	}
 	if len(v.Spec) != 1 || v.Spec[0][1] != "day" || v.Spec[0][0] != "ts_day" {
 		t.Errorf("partition spec %v, want day(ts)", v.Spec)
 	}

@@ -152,6 +152,11 @@ type readerView struct {
 	DuckDBTypes [][]string       `json:"duckdb_types"`
 	DuckDB      []map[string]any `json:"duckdb"`
 	Snapshots   []map[string]any `json:"snapshots"`
+	// SortOrder is the declared sort order: column, transform, direction,
+	// null order per field; UnsortedFiles the data files whose rows do not
+	// follow its first field.
+	SortOrder     [][]string `json:"sort_order"`
+	UnsortedFiles []string   `json:"unsorted_files"`
 }
 
 func readIceberg(t testing.TB, cfg coldtier.Config, name string) readerView {

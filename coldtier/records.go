@@ -61,7 +61,7 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 				return ctx.Err()
 			}
 		}
-		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names}, seqLimit, func(_ []table.Column, vals []any) error {
+		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names, ByKey: true}, seqLimit, func(_ []table.Column, vals []any) error {
 			for i, v := range vals {
 				if err := appendValue(b.Field(i), cols[i], v); err != nil {
 					return err

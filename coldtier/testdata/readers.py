@@ -45,6 +45,19 @@ if local:
     duck_types = [[c, str(t)] for c, t in zip(rel.columns, rel.types)]
     for r in rel.fetchall():
         duck_rows.append({c: norm(v) for c, v in zip(rel.columns, r)})
+# The declared sort order, and for each data file whether its rows follow
+# it (pyarrow reads the file in its stored order; nulls first).
+import pyarrow.parquet as pq
+sort_order = [[tbl.schema().find_column_name(f.source_id), str(f.transform), str(f.direction), str(f.null_order)]
+              for f in tbl.sort_order().fields]
+unsorted = []
+for path in local:
+    for col in [o[0] for o in sort_order[:1]]:
+        vals = pq.read_table(path, columns=[col]).column(0).to_pylist()
+        key = [(v is not None, v) for v in vals]
+        if any(key[i] > key[i + 1] for i in range(len(key) - 1)):
+            unsorted.append(path)
 snaps = [dict(s.summary.additional_properties, operation=str(s.summary.operation)) for s in tbl.snapshots()]
 print(json.dumps({"schema": schema, "spec": spec, "files": files, "pyiceberg": py_rows,
-                  "duckdb_types": duck_types, "duckdb": duck_rows, "snapshots": snaps}, default=str))
+                  "duckdb_types": duck_types, "duckdb": duck_rows, "snapshots": snaps,
+                  "sort_order": sort_order, "unsorted_files": unsorted}, default=str))
