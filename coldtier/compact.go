@@ -206,11 +206,17 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
 		propMaxSeq: strconv.FormatUint(maxSeq, 10),
 	}
-	// One Append per UTC day (one day partition): Append writes and
-	// uploads the day's files and stages a snapshot; closing the files at
-	// the end of each day bounds the memory of a run by the row group size
-	// instead of the number of days. The staged snapshots are committed
-	// together, atomically, below.
+	// The run's files are written day by day (one day partition each)
+	// with iceberg-go's clustered writer: one Parquet writer open at a
+	// time, fed in order, so a file is sorted by key across its row groups
+	// (the store is read in key order) and the memory of a run is one
+	// batch and one row group, not one per fanout worker and per buffered
+	// batch. The files are staged as one snapshot and committed below.
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	var files []iceberg.DataFile
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
 		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, c.cfg.RowGroupRows)
@@ -222,11 +228,25 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 			}
 			continue
 		}
-		err := tx.Append(ctx, rdr, props)
+		for df, err := range itable.WriteRecords(ctx, staged.Table, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
+			if err != nil {
+				rdr.Release()
+				return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+			}
+			files = append(files, df)
+		}
 		st.Rows += rdr.rows.Load()
+		err := rdr.Err()
 		rdr.Release()
 		if err != nil {
-			return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+			return st, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
+		}
+	}
+	if len(files) > 0 {
+		// The files are new (their names carry fresh UUIDs): checking them
+		// against every file of the table would read all its manifests.
+		if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
+			return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
 		}
 	}
 	fault("after-upload")
@@ -238,7 +258,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	committed, err := c.commit(ctx, tx, cols, props)
+	committed, err := c.commit(ctx, tx, cols, props, files)
 	if err != nil {
 		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
 	}
@@ -389,15 +409,8 @@ const maxCommitAttempts = 30
 // compare-and-swap itself (commit.retry.* properties), but a snapshot
 // requirement that already fails when the catalog loads the table comes
 // back as a plain error: that is the case handled here.
-func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties) (*itable.Table, error) {
-	var files []iceberg.DataFile
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile) (*itable.Table, error) {
 	for attempt := 1; ; attempt++ {
-		if files == nil {
-			var err error
-			if files, err = stagedFiles(ctx, tx, props[propRun]); err != nil {
-				return nil, err
-			}
-		}
 		committed, err := tx.Commit(ctx)
 		if err == nil {
 			return committed, nil
@@ -420,7 +433,7 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 		if _, err := evolve(tx, fresh.Schema(), cols); err != nil {
 			return nil, err
 		}
-		if err := tx.AddDataFiles(ctx, files, props); err != nil {
+		if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
 			return nil, fmt.Errorf("retry with the uploaded files: %w", err)
 		}
 	}
@@ -429,47 +442,6 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 // conflict tells a commit another writer got in before from other errors.
 func conflict(err error) bool {
 	return errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed")
-}
-
-// stagedFiles are the data files the run's staged snapshots (one per day)
-// added.
-func stagedFiles(ctx context.Context, tx *itable.Transaction, run string) ([]iceberg.DataFile, error) {
-	staged, err := tx.StagedTable()
-	if err != nil {
-		return nil, err
-	}
-	fs, err := staged.FS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var files []iceberg.DataFile
-	for _, snap := range staged.Metadata().Snapshots() {
-		if snap.Summary == nil || snap.Summary.Properties[propRun] != run {
-			continue
-		}
-		mans, err := snap.Manifests(fs)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range mans {
-			if m.SnapshotID() != snap.SnapshotID {
-				continue
-			}
-			entries, err := m.FetchEntries(fs, true)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == snap.SnapshotID {
-					files = append(files, e.DataFile())
-				}
-			}
-		}
-	}
-	if len(files) == 0 {
-		return nil, errors.New("coldtier: the staged snapshots hold no file")
-	}
-	return files, nil
 }
 
 func later(a, b time.Time) time.Time {

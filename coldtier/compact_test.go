@@ -3,6 +3,7 @@ package coldtier_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -84,9 +85,9 @@ func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
 	if len(days) != 3 {
 		t.Errorf("files %v: want 3 day partitions", v.Files)
 	}
-	// One snapshot per day, all of one run, committed together.
-	if len(v.Snapshots) != 3 {
-		t.Errorf("%d snapshots, want one per day (3)", len(v.Snapshots))
+	// One snapshot for the run (its three days' files), committed at once.
+	if len(v.Snapshots) != 1 {
+		t.Errorf("%d snapshots, want one for the run", len(v.Snapshots))
 	}
 	for _, s := range v.Snapshots {
 		if s["sluice.node"] != "test-node" || s["sluice.watermark"] == nil || s["sluice.run"] != v.Snapshots[0]["sluice.run"] {
@@ -131,6 +132,45 @@ func TestCompactKeepAndSchemaEvolution(t *testing.T) {
 	}
 	if !slices.ContainsFunc(v.Schema, func(f []any) bool { return f[0] == "extra" && f[1] == "string" }) {
 		t.Errorf("schema %v lacks the added column extra", v.Schema)
+	}
+}
+
+// TestFilesSortedByKey: the Iceberg table declares the sort order hashBy
+// ascending, and every data file is sorted by it as a whole, also when it
+// has many row groups (iceberg-go sorts each batch it is given; the run's
+// read in key order makes the file sorted across batches, and so the row
+// groups' statistics of the key column narrow).
+func TestFilesSortedByKey(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "sorted")
+	cfg.RowGroupRows = 128
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	rows := make([]table.Row, 0, 3000)
+	for i := range 3000 {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("user-%03d", (i*37)%101), "ts": day0.Add(time.Duration(i) * time.Second), "n": int64(i)})
+	}
+	if err := tb.Append(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	v := readIceberg(t, cfg, "events")
+	if len(v.SortOrder) != 1 || v.SortOrder[0][0] != "user" || !strings.Contains(strings.ToLower(v.SortOrder[0][2]), "asc") {
+		t.Errorf("sort order %v, want user ascending", v.SortOrder)
+	}
+	if len(v.Files) == 0 || len(v.UnsortedFiles) > 0 {
+		t.Errorf("data files %v; not sorted by user: %v", v.Files, v.UnsortedFiles)
+	}
+	if len(v.PyIceberg) != 3000 {
+		t.Errorf("pyiceberg read %d rows, want 3000", len(v.PyIceberg))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"time"
 
@@ -197,3 +198,21 @@ func (r *rowReader) RecordBatch() arrow.RecordBatch { return r.cur }
 func (r *rowReader) Record() arrow.RecordBatch { return r.cur }
 
 func (r *rowReader) Err() error { return r.err }
+
+// handOver yields r's batches for a consumer that releases each batch it
+// is given (iceberg-go's WriteRecords): each is retained first, since r
+// releases it too on its next Next.
+func handOver(r *rowReader) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for r.Next() {
+			rec := r.RecordBatch()
+			rec.Retain()
+			if !yield(rec, nil) {
+				return
+			}
+		}
+		if err := r.Err(); err != nil {
+			yield(nil, err)
+		}
+	}
+}
