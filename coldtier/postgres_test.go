@@ -289,7 +289,7 @@ func TestSQLBackendOf(t *testing.T) {
 // created meanwhile does not see it either, which loadOrCreate re-checks.
 // Every node's rows end up in the table once.
 func TestPostgresNodesStartTogether(t *testing.T) {
-	for _, isolation := range []string{"read committed"} {
+	for _, isolation := range []string{"read committed", "serializable"} {
 		t.Run(isolation, func(t *testing.T) {
 			dir := t.TempDir()
 			const nodes, rows = 4, 50
@@ -505,7 +505,7 @@ func twoNodesMeet(t *testing.T, cfg coldtier.Config, prepare func(nodes [2]*cold
 // Compactor.commit must also take as a conflict. Either way the loser
 // retries on the fresh table and every row is in the table once.
 func TestPostgresCommitConflict(t *testing.T) {
-	for _, isolation := range []string{"read committed"} {
+	for _, isolation := range []string{"read committed", "serializable"} {
 		t.Run(isolation, func(t *testing.T) {
 			cfg := pgConfig(t, t.TempDir(), "pg-conflict-"+strings.ReplaceAll(isolation, " ", "-"), "conflict")
 			setIsolation(t, cfg, isolation)
