@@ -171,8 +171,9 @@ func TestPostgresTwoNodesCommitToOneTable(t *testing.T) {
 }
 
 // TestPostgresCredentialsFromEnvironment: a connection string without
-// credentials (the URL form, then libpq's keyword/value form) takes them
-// from PGUSER and PGPASSWORD; without PGPASSWORD the server refuses, so the
+// credentials (the URL form, libpq's keyword/value form, and a bare
+// "postgres://" that leaves everything to PG* variables) takes them from
+// PGUSER and PGPASSWORD; without PGPASSWORD the server refuses, so the
 // password did come from the environment. Each form compacts through the
 // catalog (the first run creates the table, the second finds it).
 func TestPostgresCredentialsFromEnvironment(t *testing.T) {
@@ -193,9 +194,16 @@ func TestPostgresCredentialsFromEnvironment(t *testing.T) {
 	forms := map[string]string{
 		"url":           "postgres://" + addr + "/" + database + "?sslmode=disable",
 		"keyword/value": srv.ConnString(database),
+		"environment":   "postgres://", // host, port, database and sslmode from PG* too
 	}
 	for name, uri := range forms {
 		t.Run(name, func(t *testing.T) {
+			if uri == "postgres://" {
+				t.Setenv("PGHOST", srv.Host)
+				t.Setenv("PGPORT", strconv.Itoa(srv.Port))
+				t.Setenv("PGDATABASE", database)
+				t.Setenv("PGSSLMODE", "disable")
+			}
 			t.Setenv("PGUSER", pgtest.User)
 			t.Setenv("PGPASSWORD", "")
 			cfg.Catalog.URI = uri
