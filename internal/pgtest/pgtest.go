@@ -94,7 +94,11 @@ func (s *Server) start(ctx context.Context, bin string, cred *syscall.Credential
 	initdb.Env = append(os.Environ(), "LC_ALL=C")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: initdb: %w: %s", err, out)
+		hint := ""
+		if cred != nil {
+			hint = fmt.Sprintf(" (initdb runs as uid %d: every directory above %s must be searchable by it; set TMPDIR elsewhere if not)", cred.Uid, s.dir)
+		}
+		return fmt.Errorf("pgtest: initdb%s: %w: %s", hint, err, out)
 	}
 	// A port picked free can be taken before postgres binds it: try again.
 	var lastErr error
