@@ -184,8 +184,8 @@ func openCatalog(ctx context.Context, c *Config) (catalog.Catalog, error) {
 type SQLBackend int
 
 const (
-	SQLite SQLBackend = iota
-	PostgreSQL
+	SQLite     SQLBackend = iota // a file, through modernc.org/sqlite
+	PostgreSQL                   // a server, through pgx
 )
 
 // ErrCatalogURI is returned for a SQL catalog URI that names neither a
@@ -253,8 +253,8 @@ func openPostgres(ctx context.Context, c *Config, props iceberg.Properties) (cat
 	for attempt := 1; ; attempt++ {
 		cat, err = sqlcat.NewCatalog(c.Catalog.Name, db, sqlcat.Postgres, props)
 		// Two nodes starting together on a new database both run CREATE
-		// TABLE IF NOT EXISTS; PostgreSQL lets one of them fail with a
-		// unique violation on its system catalogs: the tables exist then.
+		// TABLE IF NOT EXISTS; PostgreSQL lets one of them fail (see
+		// createRace): the tables exist then, and the next try finds them.
 		if err == nil || !createRace(err) || attempt == 5 {
 			break
 		}
