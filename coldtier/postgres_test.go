@@ -97,7 +97,8 @@ func catalogRows(t testing.TB, uri string) map[string]string {
 // PostgreSQL points at the table's current metadata; sluice's query over
 // both tiers returns every row once, as before the compaction; pyiceberg
 // (SQL catalog through psycopg2) loads the table from the same database and
-// scans exactly the compacted rows; a reopened compactor finds the table.
+// scans exactly the compacted rows, as does DuckDB over the files of
+// pyiceberg's plan; a reopened compactor finds the table.
 func TestPostgresCatalog(t *testing.T) {
 	dir := t.TempDir()
 	cfg := pgConfig(t, dir, "pg-catalog", "compact")
@@ -143,6 +144,9 @@ func TestPostgresCatalog(t *testing.T) {
 	v := readIceberg(t, cfg, "events")
 	if !reflect.DeepEqual(v.PyIceberg, wantCold) {
 		t.Errorf("pyiceberg rows differ: %d rows, first %v; want %d, first %v", len(v.PyIceberg), first(v.PyIceberg), len(wantCold), first(wantCold))
+	}
+	if !reflect.DeepEqual(v.DuckDB, wantCold) { // the files pyiceberg's plan lists
+		t.Errorf("duckdb rows differ: %d rows, first %v; want %d, first %v", len(v.DuckDB), first(v.DuckDB), len(wantCold), first(wantCold))
 	}
 	if len(v.Snapshots) != 3 || v.Snapshots[0]["sluice.node"] != "test-node" {
 		t.Errorf("snapshots %v: want the 3 of the run", v.Snapshots)
