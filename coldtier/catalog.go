@@ -2,21 +2,28 @@ package coldtier
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	_ "github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
-	_ "github.com/apache/iceberg-go/catalog/sql"  // registers the "sql" catalog type
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers only the s3:// file IO: gocloud would link the GCS and Azure SDKs too
 	itable "github.com/apache/iceberg-go/table"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // the SQLite driver of the SQL catalog (pure Go)
 )
 
@@ -57,8 +64,11 @@ type S3 struct {
 type Catalog struct {
 	// Type is "sql" (default) or "rest".
 	Type string
-	// URI: for sql, a SQLite file path (or "file:..." DSN); for rest, the
-	// catalog's base URL. Default for sql: <StateDir>/iceberg-catalog.db.
+	// URI: for sql, a SQLite file path (or "file:..." DSN) or a
+	// PostgreSQL connection string (a postgres:// or postgresql:// URL, or
+	// libpq's keyword/value form "host=... dbname=..."; what it leaves out
+	// comes from the PG* environment variables and ~/.pgpass); for rest,
+	// the catalog's base URL. Default for sql: <StateDir>/iceberg-catalog.db.
 	URI string
 	// Name is the catalog name stored with each table (default "sluice").
 	Name string
@@ -101,6 +111,11 @@ func (c *Config) defaults() error {
 		}
 		c.Catalog.URI = filepath.Join(c.StateDir, "iceberg-catalog.db")
 	}
+	if c.Catalog.Type == "sql" {
+		if _, err := SQLBackendOf(c.Catalog.URI); err != nil {
+			return err
+		}
+	}
 	if !strings.HasPrefix(c.Warehouse, "s3://") {
 		abs, err := filepath.Abs(c.Warehouse)
 		if err != nil {
@@ -141,9 +156,16 @@ func openCatalog(ctx context.Context, c *Config) (catalog.Catalog, error) {
 	props["metrics-reporter-impl"] = reporterName
 	switch c.Catalog.Type {
 	case "sql":
+		backend, err := SQLBackendOf(c.Catalog.URI)
+		if err != nil {
+			return nil, err
+		}
+		if backend == PostgreSQL {
+			return openPostgres(ctx, c, props)
+		}
 		props["type"] = "sql"
-		props["sql.driver"] = "sqlite"
-		props["sql.dialect"] = "sqlite"
+		props[sqlcat.DriverKey] = "sqlite"
+		props[sqlcat.DialectKey] = string(sqlcat.SQLite)
 		props["uri"] = sqliteDSN(c.Catalog.URI)
 	case "rest":
 		props["type"] = "rest"
@@ -156,6 +178,139 @@ func openCatalog(ctx context.Context, c *Config) (catalog.Catalog, error) {
 		return nil, fmt.Errorf("coldtier: open %s catalog %s: %w", c.Catalog.Type, c.Catalog.URI, err)
 	}
 	return cat, nil
+}
+
+// SQLBackend is the database a SQL catalog lives in.
+type SQLBackend int
+
+const (
+	SQLite     SQLBackend = iota // a file, through modernc.org/sqlite
+	PostgreSQL                   // a server, through pgx
+)
+
+// ErrCatalogURI is returned for a SQL catalog URI that names neither a
+// SQLite file nor a PostgreSQL database.
+var ErrCatalogURI = errors.New("coldtier: sql catalog uri")
+
+// SQLBackendOf tells which database a SQL catalog URI names: a
+// postgres:// or postgresql:// URL, or a libpq keyword/value string (its
+// first keyword is one of libpq's: host=, dbname=, user=, service=, ...),
+// is PostgreSQL; another scheme is an error; anything else is a SQLite
+// path or "file:" DSN.
+func SQLBackendOf(uri string) (SQLBackend, error) {
+	if strings.HasPrefix(uri, "postgres://") || strings.HasPrefix(uri, "postgresql://") {
+		return PostgreSQL, nil
+	}
+	if scheme, _, ok := strings.Cut(uri, "://"); ok {
+		return 0, fmt.Errorf("%w: unknown scheme %q: want postgres:// or postgresql:// (PostgreSQL), libpq's \"host=... dbname=...\" form, or a SQLite file path", ErrCatalogURI, scheme)
+	}
+	if key, _, ok := strings.Cut(strings.TrimSpace(uri), "="); ok && libpqKeywords[strings.TrimSpace(key)] {
+		return PostgreSQL, nil
+	}
+	return SQLite, nil
+}
+
+// libpqKeywords are libpq's connection keywords
+// (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS):
+// a URI starting "keyword=" is a keyword/value connection string.
+var libpqKeywords = map[string]bool{
+	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true, "password": true,
+	"passfile": true, "connect_timeout": true, "client_encoding": true, "options": true,
+	"application_name": true, "fallback_application_name": true, "keepalives": true, "sslmode": true,
+	"sslcert": true, "sslkey": true, "sslrootcert": true, "sslpassword": true, "service": true,
+	"target_session_attrs": true, "channel_binding": true, "gssencmode": true, "krbsrvname": true,
+}
+
+// pgConnectTimeout bounds connecting to the catalog's server when neither
+// the connection string (connect_timeout) nor PGCONNECT_TIMEOUT does:
+// iceberg-go runs its first statements without a deadline, so a server
+// that drops packets would otherwise hang Open for minutes.
+const pgConnectTimeout = 10 * time.Second
+
+// openPostgres opens a SQL catalog on PostgreSQL through pgx's
+// database/sql driver: the connection string goes through pgx's libpq-style
+// parsing (PG* environment variables, ~/.pgpass, the service file fill in
+// what it leaves out), a ping names the server when it cannot be reached,
+// then iceberg-go's SQL catalog with bun's PostgreSQL dialect creates its
+// tables (iceberg_tables, iceberg_namespace_properties) if they are missing.
+func openPostgres(ctx context.Context, c *Config, props iceberg.Properties) (catalog.Catalog, error) {
+	pgcfg, err := pgx.ParseConfig(c.Catalog.URI)
+	if err != nil {
+		// pgx redacts the password of the string it quotes.
+		return nil, fmt.Errorf("%w: PostgreSQL connection string: %w", ErrCatalogURI, err)
+	}
+	if pgcfg.ConnectTimeout == 0 {
+		pgcfg.ConnectTimeout = pgConnectTimeout
+	}
+	where := pgServer(pgcfg.Config)
+	db := stdlib.OpenDB(*pgcfg)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coldtier: sql catalog on %s: %w", where, err)
+	}
+	props[sqlcat.DialectKey] = string(sqlcat.Postgres)
+	var cat *sqlcat.Catalog
+	for attempt := 1; ; attempt++ {
+		cat, err = sqlcat.NewCatalog(c.Catalog.Name, db, sqlcat.Postgres, props)
+		// Two nodes starting together on a new database both run CREATE
+		// TABLE IF NOT EXISTS; PostgreSQL lets one of them fail (see
+		// createRace): the tables exist then, and the next try finds them.
+		if err == nil || !createRace(err) || attempt == 5 {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("coldtier: sql catalog on %s: %w", where, err)
+	}
+	return &pgCatalog{Catalog: cat, db: db}, nil
+}
+
+// createRace tells the error of a CREATE TABLE IF NOT EXISTS that lost
+// to a concurrent one: IF NOT EXISTS is checked before the table's row
+// type is inserted, so the loser fails with unique_violation (on
+// pg_type_typname_nsp_index), duplicate_object ("type ... already
+// exists") or duplicate_table, depending on where the two meet.
+func createRace(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "23505", "42710", "42P07":
+		return true
+	}
+	return false
+}
+
+// pgServer names the server(s) a PostgreSQL config connects to, with the
+// database and user but never the password.
+func pgServer(cfg pgconn.Config) string {
+	addr := func(host string, port uint16) string {
+		if strings.HasPrefix(host, "/") {
+			return fmt.Sprintf("%s/.s.PGSQL.%d", host, port)
+		}
+		return net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	hosts := []string{addr(cfg.Host, cfg.Port)}
+	for _, fb := range cfg.Fallbacks {
+		if a := addr(fb.Host, fb.Port); !slices.Contains(hosts, a) {
+			hosts = append(hosts, a)
+		}
+	}
+	return fmt.Sprintf("PostgreSQL %s (database %q, user %q)", strings.Join(hosts, ","), cfg.Database, cfg.User)
+}
+
+// pgCatalog is the SQL catalog with the connection pool it runs on, which
+// iceberg-go leaves to its opener to close.
+type pgCatalog struct {
+	*sqlcat.Catalog
+	db *sql.DB
+}
+
+func (p *pgCatalog) Close() error {
+	return errors.Join(p.Catalog.Close(), p.db.Close())
 }
 
 // sqliteDSN makes a SQLite path a DSN that waits for a lock (two nodes, or
@@ -199,7 +354,13 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		return nil, fmt.Errorf("coldtier: namespace %s: %w", c.Catalog.Namespace, err)
 	} else if !ok {
 		if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return nil, fmt.Errorf("coldtier: create namespace %s: %w", c.Catalog.Namespace, err)
+			// Another node created it at the same time. iceberg-go tells
+			// that case by re-reading inside its failed transaction, which
+			// under SERIALIZABLE or REPEATABLE READ still does not see
+			// the winner: look again in a new one.
+			if ok, cerr := cat.CheckNamespaceExists(ctx, ns); cerr != nil || !ok {
+				return nil, fmt.Errorf("coldtier: create namespace %s: %w", c.Catalog.Namespace, err)
+			}
 		}
 	}
 	sortField, ok := schema.FindFieldByName(sortBy)

@@ -439,9 +439,25 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 	}
 }
 
-// conflict tells a commit another writer got in before from other errors.
+// conflict tells a commit another writer got in before from other errors:
+// iceberg-go's ErrCommitFailed (the catalog's compare-and-swap matched no
+// row), a requirement that failed on the reloaded table, or a SQL catalog
+// database that reports the concurrent update of the catalog row as a
+// serialization failure (SQLSTATE 40001; PostgreSQL at SERIALIZABLE or
+// REPEATABLE READ) or a deadlock (40P01): the transaction was rolled back,
+// so retrying on the fresh table is safe.
 func conflict(err error) bool {
-	return errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed")
+	if errors.Is(err, itable.ErrCommitFailed) || strings.Contains(err.Error(), "requirement failed") {
+		return true
+	}
+	var sqlErr interface{ SQLState() string }
+	if errors.As(err, &sqlErr) {
+		switch sqlErr.SQLState() {
+		case "40001", "40P01":
+			return true
+		}
+	}
+	return false
 }
 
 func later(a, b time.Time) time.Time {

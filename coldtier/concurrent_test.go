@@ -18,12 +18,24 @@ import (
 // fresh table, and every row of both nodes is in the table exactly once.
 func TestTwoNodesCommitToOneTable(t *testing.T) {
 	dir := t.TempDir()
-	shared := testConfig(t, dir, "two-nodes")
+	twoNodesCommit(t, dir, testConfig(t, dir, "two-nodes"), false)
+}
+
+// twoNodesCommit runs two nodes on the shared catalog and table, each
+// compacting six days of its own rows one day per run, at the same time;
+// with openTogether the nodes also open the catalog and create the table
+// at the same time (two servers starting on a new catalog). It checks that
+// every row is in the table once, one snapshot per run, and returns the
+// commit retries of each node.
+func twoNodesCommit(t *testing.T, dir string, shared coldtier.Config, openTogether bool) [2]int64 {
+	t.Helper()
 	ctx := context.Background()
 	const days = 6
 	var (
 		wg      sync.WaitGroup
+		start   = make(chan struct{})
 		retries [2]int64
+		nodes   [2]*coldtier.Compactor
 		errs    = make(chan error, 2)
 	)
 	for node := range 2 {
@@ -34,14 +46,28 @@ func TestTwoNodesCommitToOneTable(t *testing.T) {
 		cfg := shared
 		cfg.Node = fmt.Sprintf("node%d", node)
 		cfg.StateDir = nodeDir
-		c, err := coldtier.Open(ctx, cfg, tb)
-		if err != nil {
-			t.Fatal(err)
+		open := func() (err error) {
+			if nodes[node], err = coldtier.Open(ctx, cfg, tb); err != nil {
+				return fmt.Errorf("node %d: open: %w", node, err)
+			}
+			return nil
 		}
-		defer c.Close()
+		if !openTogether {
+			if err := open(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
+			if openTogether {
+				if err := open(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			c := nodes[node]
 			for d := 1; d <= days; d++ {
 				if _, err := c.Compact(ctx, day0.Add(time.Duration(d)*24*time.Hour), coldtier.Options{Remove: true}); err != nil {
 					errs <- fmt.Errorf("node %d day %d: %w", node, d, err)
@@ -54,6 +80,14 @@ func TestTwoNodesCommitToOneTable(t *testing.T) {
 			}
 		}()
 	}
+	defer func() { // before the stores close
+		for _, c := range nodes {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -76,4 +110,5 @@ func TestTwoNodesCommitToOneTable(t *testing.T) {
 		t.Errorf("%d snapshots, want %d (one per run)", len(v.Snapshots), 2*days)
 	}
 	t.Logf("commit retries: node0 %d, node1 %d", retries[0], retries[1])
+	return retries
 }

@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 	s3, s3Err = coldtest.StartS3(dir)
 	python, pyErr = coldtest.Python()
 	code := m.Run()
+	stopPostgres() // started by the first test that needs it (postgres_test.go)
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -17,7 +17,10 @@ type Iceberg struct {
 	// the AWS environment variables, AWS_PROFILE or ~/.aws/credentials.
 	S3 IcebergS3 `yaml:"s3"`
 	// Catalog registers the table; default: a SQL catalog in the SQLite
-	// file <storage.dir>/iceberg-catalog.db.
+	// file <storage.dir>/iceberg-catalog.db. A SQL catalog's uri may also
+	// be a PostgreSQL connection string (postgres:// URL or libpq's
+	// "host=... dbname=..." form; credentials from it, or from PGUSER,
+	// PGPASSWORD, ~/.pgpass).
 	Catalog IcebergCatalog `yaml:"catalog"`
 	// Node names this server in the snapshots it commits (default: the
 	// host name); nodes sharing a table need distinct names.
@@ -66,7 +69,8 @@ type IcebergS3 struct {
 	PathStyle bool   `yaml:"path_style"` // bucket in the URL path (self-hosted servers)
 }
 
-// IcebergCatalog is an Iceberg catalog: "sql" (a SQLite file) or "rest".
+// IcebergCatalog is an Iceberg catalog: "sql" (a SQLite file or a
+// PostgreSQL database) or "rest".
 type IcebergCatalog struct {
 	Type       string            `yaml:"type"`
 	URI        string            `yaml:"uri"`
@@ -88,6 +92,9 @@ func (i *Iceberg) validate(where string) []error {
 	}
 	switch i.Catalog.Type {
 	case "", "sql":
+		if err := sqlCatalogURI(i.Catalog.URI); err != nil {
+			errs = append(errs, fmt.Errorf("%s: compact.iceberg.catalog.uri: %w", where, err))
+		}
 	case "rest":
 		if i.Catalog.URI == "" {
 			errs = append(errs, fmt.Errorf("%s: compact.iceberg.catalog.uri: required for a rest catalog", where))
@@ -102,4 +109,18 @@ func (i *Iceberg) validate(where string) []error {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.row_group_rows: negative", where))
 	}
 	return errs
+}
+
+// sqlCatalogURI checks the scheme of a SQL catalog's uri: postgres:// or
+// postgresql://, or none (a SQLite path, or libpq's keyword/value string).
+// The rest of a PostgreSQL connection string (hosts, ports, options, which
+// libpq lets list several hosts) is parsed by package coldtier when it
+// opens the catalog. The error never quotes the uri, which may hold a
+// password.
+func sqlCatalogURI(uri string) error {
+	scheme, _, ok := strings.Cut(uri, "://")
+	if !ok || scheme == "postgres" || scheme == "postgresql" {
+		return nil
+	}
+	return fmt.Errorf("unknown scheme %q: want postgres:// or postgresql:// (PostgreSQL), libpq's \"host=... dbname=...\" form, or a SQLite file path", scheme)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,30 @@ func TestIcebergSectionErrors(t *testing.T) {
 	for _, want := range []string{`warehouse "s3://": no bucket`, `catalog.type "hive"`, "row_group_rows: negative", "orphan_age: negative"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestIcebergCatalogURI: a SQL catalog's uri is a SQLite path or a
+// PostgreSQL connection string; another scheme is refused, naming it.
+func TestIcebergCatalogURI(t *testing.T) {
+	for uri, wantErr := range map[string]string{
+		"/var/lib/sluice/catalog.db":                         "",
+		"postgres://sluice@db.example.com:5432/iceberg":      "",
+		"postgresql://a:5432,b:5432/iceberg?sslmode=require": "",
+		"host=/var/run/postgresql dbname=iceberg":            "",
+		"mysql://sluice:s3cret@db.example.com/iceberg":       `catalog.uri: unknown scheme "mysql"`,
+		"sqlite:///var/lib/sluice/catalog.db":                `catalog.uri: unknown scheme "sqlite"`,
+	} {
+		doc := strings.Replace(icebergConfig, "uri: /tmp/catalog.db", "uri: "+strconv.Quote(uri), 1)
+		_, err := Parse([]byte(doc), func(string) (string, bool) { return "", false })
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s: %v", uri, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: %v, want an error with %q", uri, err, wantErr)
+		case err != nil && strings.Contains(err.Error(), "s3cret"):
+			t.Errorf("%s: the error shows the password: %v", uri, err)
 		}
 	}
 }

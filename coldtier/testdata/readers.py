@@ -1,6 +1,6 @@
 """Reads a sluice Iceberg table with pyiceberg and with DuckDB, prints JSON.
 
-argv: catalog sqlite path, namespace.table, s3 endpoint, s3 POSIX root (the
+argv: the catalog (a SQLite path, or a postgres:// URL), namespace.table, s3 endpoint, s3 POSIX root (the
 versitygw directory behind the bucket), access key, secret key.
 
 pyiceberg loads the table from the SQL catalog and scans it (S3 through
@@ -17,7 +17,12 @@ import duckdb
 from pyiceberg.catalog.sql import SqlCatalog
 
 cat_path, ident, endpoint, root, ak, sk = sys.argv[1:7]
-cat = SqlCatalog("sluice", uri="sqlite:///" + cat_path, **{
+if cat_path.startswith(("postgres://", "postgresql://")):
+    # SQLAlchemy names the driver in the scheme: psycopg2 (libpq).
+    uri = "postgresql+psycopg2://" + cat_path.split("://", 1)[1]
+else:
+    uri = "sqlite:///" + cat_path
+cat = SqlCatalog("sluice", uri=uri, **{
     "s3.endpoint": endpoint, "s3.access-key-id": ak, "s3.secret-access-key": sk,
     "s3.region": "us-east-1", "s3.path-style-access": "true",
 })
