@@ -27,6 +27,7 @@ import (
 const (
 	docPath         = "../../docs/cold-tier.md"
 	sparkJDBCMarker = "<!-- spark-defaults: jdbc, read by coldtier/e2e/spark_test.go -->"
+	sparkRESTMarker = "<!-- spark-defaults: rest, read by coldtier/e2e/spark_test.go -->"
 )
 
 var sparkDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -408,12 +409,13 @@ func (l *sparkLake) check(t *testing.T, res []sparkResult) {
 }
 
 // TestSparkReadsIcebergTable compacts rows of every type, in two runs (the
-// second widens the schema), into an Iceberg table on the S3 server with
-// the SQLite catalog, then starts one Apache Spark 3.5 JVM with Iceberg's
-// SparkCatalog configured as docs/cold-tier.md says (JdbcCatalog on the
-// same SQLite file, S3FileIO) and checks that Spark returns every row,
-// value and type sluice's own query returns, the day partitions, and the
-// sluice.* snapshot properties.
+// second widens the schema), into two Iceberg tables on the S3 server, one
+// registered in the SQLite catalog and one in Iceberg's REST catalog
+// server, then starts one Apache Spark 3.5 JVM with Iceberg's SparkCatalog
+// configured as docs/cold-tier.md says (JdbcCatalog on the same SQLite
+// file; the REST catalog; S3FileIO) and checks that Spark returns every
+// row, value and type sluice's own query returns, the day partitions, and
+// the sluice.* snapshot properties, for both.
 func TestSparkReadsIcebergTable(t *testing.T) {
 	coldtest.Require(t, s3Err)
 	spark, err := coldtest.FindSpark()
@@ -436,6 +438,35 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 		{"us-east-1", coldtest.Region},
 	})
 	lakes := []*sparkLake{jdbc}
+
+	// The same through Iceberg's REST catalog server, its warehouse on the
+	// same S3 server (it writes the metadata files of the commits sluice
+	// sends it); in the same Spark session as a second catalog.
+	restDir := filepath.Join(dir, "rest")
+	if err := os.MkdirAll(restDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := coldtest.StartREST(restDir,
+		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,
+		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
+	coldtest.Require(t, err)
+	defer rest.Stop()
+	restLake := compactForSpark(t, restDir, coldtier.Config{
+		Warehouse: "s3://" + coldtest.Bucket + "/spark-rest",
+		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
+		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
+		Node:      "spark-rest-node",
+		StateDir:  restDir,
+	})
+	// A second catalog in the one session needs a name of its own.
+	restLake.catalog, restLake.ident = "sluice_rest", "sluice_rest.sluice.events"
+	conf += "\n" + docSparkConf(t, sparkRESTMarker, [][2]string{
+		{"spark.sql.catalog.sluice", "spark.sql.catalog.sluice_rest"},
+		{"http://catalog:8181", rest.URI},
+		{"http://127.0.0.1:7070", s3.Endpoint},
+		{"us-east-1", coldtest.Region},
+	})
+	lakes = append(lakes, restLake)
 
 	confPath := filepath.Join(dir, "spark-defaults.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
