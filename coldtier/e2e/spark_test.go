@@ -303,49 +303,64 @@ func (l *sparkLake) statements() []string {
 	}
 }
 
-// check compares Spark's results for l with sluice's.
-func (l *sparkLake) check(t *testing.T, res []sparkResult) {
-	t.Helper()
-	rows, parts, snaps := res[0], res[1], res[2]
+// engineView is what an engine returned for a lake: the column types by
+// name, the rows (col -> value, each timestamp column also as
+// <col>__micros, exact), the partitions metadata table (day,
+// record_count), the snapshots (snapshot_id, summary).
+type engineView struct {
+	engine     string
+	types      map[string]any
+	rows       []map[string]any
+	partitions []map[string]any
+	snapshots  []map[string]any
+}
 
-	// Types: every sluice column, with the Spark type of its Iceberg type.
-	sparkType := map[string]any{}
-	for _, f := range rows.Schema.Fields {
-		sparkType[f.Name] = f.Type
-	}
-	for _, col := range l.cols {
-		if got := sparkType[col.Name]; got != sparkTypes[col.Type] {
-			t.Errorf("%s: Spark type of column %s (%v) is %v, want %s", l.catalog, col.Name, col.Type, got, sparkTypes[col.Type])
+// sparkView is Spark's results for l as an engineView.
+func sparkView(res []sparkResult) engineView {
+	v := engineView{engine: "Spark", types: map[string]any{}, rows: res[0].Rows, partitions: res[1].Rows, snapshots: res[2].Rows}
+	for _, f := range res[0].Schema.Fields {
+		if !strings.HasSuffix(f.Name, "__micros") {
+			v.types[f.Name] = f.Type
 		}
 	}
-	wantFields := len(l.cols)
+	return v
+}
+
+// check compares an engine's view of l with sluice's rows and runs;
+// engineTypes maps each sluice type to the engine's name of its Iceberg
+// type.
+func (l *sparkLake) check(t *testing.T, v engineView, engineTypes map[table.Type]string) {
+	t.Helper()
+	name := v.engine + " via " + l.catalog
+
+	// Types: every sluice column, with the engine's type of its Iceberg type.
 	for _, col := range l.cols {
-		if col.Type == table.Timestamp {
-			wantFields++ // its __micros column
+		if got := v.types[col.Name]; got != engineTypes[col.Type] {
+			t.Errorf("%s: type of column %s (%v) is %v, want %s", name, col.Name, col.Type, got, engineTypes[col.Type])
 		}
 	}
-	if len(sparkType) != wantFields {
-		t.Errorf("%s: Spark columns %v, sluice columns %v", l.catalog, rows.Schema.Fields, l.cols)
+	if len(v.types) != len(l.cols) {
+		t.Errorf("%s: columns %v, sluice's %v", name, v.types, l.cols)
 	}
 
 	// Rows and values.
-	if len(rows.Rows) != len(l.want) {
-		t.Fatalf("%s: Spark read %d rows, sluice %d", l.catalog, len(rows.Rows), len(l.want))
+	if len(v.rows) != len(l.want) {
+		t.Fatalf("%s: read %d rows, sluice %d", name, len(v.rows), len(l.want))
 	}
 	bad := 0
-	for i, sr := range rows.Rows {
+	for i, sr := range v.rows {
 		for j, col := range l.cols {
-			name := col.Name
+			key := col.Name
 			if col.Type == table.Timestamp {
-				name += "__micros" // exact; Spark's JSON writes milliseconds
+				key += "__micros" // exact; Spark's JSON and Trino's text may round
 			}
-			raw, ok := sr[name]
+			raw, ok := sr[key]
 			if !ok {
-				t.Fatalf("%s: row %d has no column %s: %v", l.catalog, i, col.Name, sr)
+				t.Fatalf("%s: row %d has no column %s: %v", name, i, key, sr)
 			}
 			if got := normalize(t, col.Type, raw); !reflect.DeepEqual(got, l.want[i][j]) {
 				if bad++; bad <= 10 {
-					t.Errorf("%s: row %d column %s: Spark %#v, sluice %#v", l.catalog, i, col.Name, got, l.want[i][j])
+					t.Errorf("%s: row %d column %s: %#v, sluice %#v", name, i, col.Name, got, l.want[i][j])
 				}
 			}
 		}
@@ -358,7 +373,7 @@ func (l *sparkLake) check(t *testing.T, res []sparkResult) {
 		wantDays[time.UnixMicro(r[tsAt].(int64)).UTC().Format(time.DateOnly)]++
 	}
 	gotDays := map[string]int64{}
-	for _, p := range parts.Rows {
+	for _, p := range v.partitions {
 		n, err := p["record_count"].(json.Number).Int64()
 		if err != nil {
 			t.Fatal(err)
@@ -366,7 +381,7 @@ func (l *sparkLake) check(t *testing.T, res []sparkResult) {
 		gotDays[fmt.Sprint(p["day"])] = n
 	}
 	if !reflect.DeepEqual(gotDays, wantDays) {
-		t.Errorf("%s: Spark's partitions %v, want the day partitions %v", l.catalog, gotDays, wantDays)
+		t.Errorf("%s: partitions %v, want the day partitions %v", name, gotDays, wantDays)
 	}
 
 	// Snapshot summaries: each snapshot names its sluice run and node;
@@ -375,16 +390,16 @@ func (l *sparkLake) check(t *testing.T, res []sparkResult) {
 	runRows := map[string]int64{}
 	var runOrder []string // runs in commit order
 	var lastWatermark string
-	for _, s := range snaps.Rows {
+	for _, s := range v.snapshots {
 		sum, _ := s["summary"].(map[string]any)
 		run, _ := sum["sluice.run"].(string)
 		if run == "" || sum["sluice.node"] != l.cfg.Node {
-			t.Errorf("%s: snapshot %v: want sluice.run and sluice.node=%s", l.catalog, s, l.cfg.Node)
+			t.Errorf("%s: snapshot %v: want sluice.run and sluice.node=%s", name, s, l.cfg.Node)
 			continue
 		}
 		n, err := strconv.ParseInt(fmt.Sprint(sum["added-records"]), 10, 64)
 		if err != nil {
-			t.Errorf("%s: snapshot %v: added-records: %v", l.catalog, s, err)
+			t.Errorf("%s: snapshot %v: added-records: %v", name, s, err)
 		}
 		if _, seen := runRows[run]; !seen {
 			runOrder = append(runOrder, run)
@@ -393,18 +408,18 @@ func (l *sparkLake) check(t *testing.T, res []sparkResult) {
 		lastWatermark = fmt.Sprint(sum["sluice.watermark"])
 	}
 	if len(runOrder) != len(l.runs) {
-		t.Fatalf("%s: snapshots of %d runs (%v), want %d", l.catalog, len(runOrder), runRows, len(l.runs))
+		t.Fatalf("%s: snapshots of %d runs (%v), want %d", name, len(runOrder), runRows, len(l.runs))
 	}
 	for i, run := range runOrder {
 		if runRows[run] != l.runs[i].Rows {
-			t.Errorf("%s: run %d (%s): its snapshots add %d rows, it compacted %d", l.catalog, i+1, run, runRows[run], l.runs[i].Rows)
+			t.Errorf("%s: run %d (%s): its snapshots add %d rows, it compacted %d", name, i+1, run, runRows[run], l.runs[i].Rows)
 		}
 	}
 	if want := strconv.FormatInt(l.runs[len(l.runs)-1].Watermark.UnixNano(), 10); lastWatermark != want {
-		t.Errorf("%s: last snapshot's sluice.watermark %s, want %s", l.catalog, lastWatermark, want)
+		t.Errorf("%s: last snapshot's sluice.watermark %s, want %s", name, lastWatermark, want)
 	}
-	if id := snaps.Rows[len(snaps.Rows)-1]["snapshot_id"]; fmt.Sprint(id) != strconv.FormatInt(l.runs[len(l.runs)-1].SnapshotID, 10) {
-		t.Errorf("%s: Spark's last snapshot %v, sluice committed %d", l.catalog, id, l.runs[len(l.runs)-1].SnapshotID)
+	if id := v.snapshots[len(v.snapshots)-1]["snapshot_id"]; fmt.Sprint(id) != strconv.FormatInt(l.runs[len(l.runs)-1].SnapshotID, 10) {
+		t.Errorf("%s: last snapshot %v, sluice committed %d", name, id, l.runs[len(l.runs)-1].SnapshotID)
 	}
 }
 
@@ -487,7 +502,7 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 	res := parseSpark(t, out, len(stmts))
 	for _, l := range lakes {
 		n := len(l.statements())
-		l.check(t, res[:n])
+		l.check(t, sparkView(res[:n]), sparkTypes)
 		res = res[n:]
 	}
 }
