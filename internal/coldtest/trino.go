@@ -86,7 +86,7 @@ query.max-memory-per-node=256MB
 	}
 	cmd := exec.Command(java, "-Xmx1G", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
 		"-Djdk.attach.allowAttachSelf=true", "--enable-native-access=ALL-UNNAMED",
-		"-Dnode.environment=test", "-Dnode.id=sluice-test", "-Dnode.data-dir="+filepath.Join(dir, "data"),
+		"-Dnode.environment=test", "-Dnode.id=sluice-test", "-Dnode.bind-ip=127.0.0.1", "-Dnode.internal-address=127.0.0.1", "-Dnode.data-dir="+filepath.Join(dir, "data"),
 		"-Dconfig="+filepath.Join(etc, "config.properties"), "-Dlog.levels-file="+filepath.Join(etc, "log.properties"),
 		"-cp", filepath.Join(home, "lib", "*"), "io.trino.server.TrinoServer")
 	cmd.Dir = dir
@@ -110,8 +110,15 @@ query.max-memory-per-node=256MB
 			var info struct{ Starting bool }
 			json.NewDecoder(resp.Body).Decode(&info)
 			resp.Body.Close()
+			// Started is not ready: the node announces itself to the
+			// coordinator's discovery a moment later ("No nodes available").
 			if resp.StatusCode == http.StatusOK && !info.Starting {
-				return tr, nil
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := tr.Query(ctx, "SELECT 1")
+				cancel()
+				if err == nil {
+					return tr, nil
+				}
 			}
 		}
 		select {
