@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,63 +17,13 @@ import (
 
 // The documented Spark configuration is the one the test runs: it reads the
 // blocks of spark-defaults.conf lines that follow these markers in
-// docs/cold-tier.md and replaces the doc's example locations (the map
-// below) with the test's; a placeholder the doc no longer has fails the
+// docs/cold-tier.md and replaces the doc's example locations (the pairs
+// given to docBlock in the test) with the test's; a placeholder the doc no longer has fails the
 // test, so the doc and the test cannot drift apart.
 const (
-	docPath         = "../../docs/cold-tier.md"
 	sparkJDBCMarker = "<!-- spark-defaults: jdbc, read by coldtier/e2e/spark_test.go -->"
 	sparkRESTMarker = "<!-- spark-defaults: rest, read by coldtier/e2e/spark_test.go -->"
 )
-
-var sparkDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-
-// sparkInput is the rows the test appends: every sluice type, nulls in
-// each nullable column, strings Spark's JSON writer must escape, int64
-// values past float64's 53 bits, floats at the ends of their range. The
-// second run's rows (day 2) add two columns (the schema widens); the first
-// run's files lack them, and every reader must show them as null.
-func sparkInput(first, n int, days int, widen bool) []table.Row {
-	rows := make([]table.Row, 0, n)
-	for i := range n {
-		k := first + i
-		day := k % days
-		if widen {
-			day = 2
-		}
-		r := table.Row{
-			"user": fmt.Sprintf("u%d", k%4),
-			"ts":   sparkDay0.Add(time.Duration(day)*24*time.Hour + time.Duration(k)*time.Second + time.Duration(k)*time.Microsecond),
-			"n":    int64(k),
-			"big":  int64(1)<<62 + int64(k)*7 + 1, // not exact in a float64
-			"f":    float64(k) / 7,
-			"ok":   k%3 == 0,
-			"note": fmt.Sprintf("note %d: \"quoted\", tab\t, ünïcode ✓, backslash \\", k),
-			"doc":  json.RawMessage(fmt.Sprintf(`{"k":%d,"a":[1,2.5,"x"],"o":{"s":"t\"q"}}`, k)),
-			"seen": sparkDay0.Add(-time.Duration(k) * time.Hour),
-		}
-		switch k % 7 {
-		case 0:
-			r["f"], r["note"], r["doc"], r["seen"], r["ok"] = nil, nil, nil, nil, nil
-		case 1:
-			r["note"] = ""
-			r["f"] = 1.5e300
-		case 2:
-			r["f"] = -2.5e-300
-		case 3:
-			r["big"] = int64(-1) << 63
-		}
-		if widen {
-			r["extra"] = fmt.Sprintf("extra %d", k)
-			r["level"] = int64(k % 5)
-			if k%4 == 0 {
-				r["extra"], r["level"] = nil, nil
-			}
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
 
 // sparkTypes is how Spark names the Iceberg types sluice's types map to
 // (Iceberg's Spark type mapping: long → bigint ("long" in a schema's JSON),
@@ -85,172 +31,6 @@ func sparkInput(first, n int, days int, widen bool) []table.Row {
 var sparkTypes = map[table.Type]string{
 	table.Int64: "long", table.Float64: "double", table.Bool: "boolean", table.String: "string",
 	table.JSON: "string", table.Timestamp: "timestamp",
-}
-
-// sparkLake is one sluice table compacted into an Iceberg table that Spark
-// reads through catalog.
-type sparkLake struct {
-	catalog string // the Spark catalog name
-	ident   string // <spark catalog>.<namespace>.<table>
-	cfg     coldtier.Config
-	cols    []table.Column
-	want    [][]any // sluice's rows (normalized), sorted by n
-	runs    []coldtier.Stats
-}
-
-// compactForSpark fills a store with two days, compacts them (run 1),
-// appends a third day with two new columns, compacts it (run 2), then
-// reads every row back with sluice's own query over both tiers.
-func compactForSpark(t *testing.T, dir string, cfg coldtier.Config) *sparkLake {
-	t.Helper()
-	ctx := context.Background()
-	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	tb, err := st.Table(table.Config{Name: "events", HashBy: "user", SortBy: "ts"}) // schema inferred, so it widens
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := coldtier.Open(ctx, cfg, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	lake := &sparkLake{cfg: cfg}
-	input := sparkInput(0, 400, 2, false)
-	if err := tb.Append(ctx, input); err != nil {
-		t.Fatal(err)
-	}
-	run, err := c.Compact(ctx, sparkDay0.Add(48*time.Hour), coldtier.Options{Remove: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lake.runs = append(lake.runs, run)
-	widened := sparkInput(400, 150, 1, true)
-	if err := tb.Append(ctx, widened); err != nil {
-		t.Fatal(err)
-	}
-	input = append(input, widened...)
-	if run, err = c.Compact(ctx, sparkDay0.Add(72*time.Hour), coldtier.Options{Remove: true}); err != nil {
-		t.Fatal(err)
-	}
-	lake.runs = append(lake.runs, run)
-	for i, r := range lake.runs {
-		if r.SnapshotID == 0 || r.Rows == 0 {
-			t.Fatalf("run %d: %+v, want a snapshot with rows", i+1, r)
-		}
-	}
-
-	err = c.QueryValues(ctx, table.Query{}, true, func(cols []table.Column, vals []any) error {
-		lake.cols = cols
-		row := make([]any, len(vals))
-		for i, v := range vals {
-			row[i] = normalize(t, cols[i].Type, v)
-		}
-		lake.want = append(lake.want, row)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nAt := columnIndex(t, lake.cols, "n")
-	sort.Slice(lake.want, func(i, j int) bool { return lake.want[i][nAt].(int64) < lake.want[j][nAt].(int64) })
-
-	// sluice's rows are the input (a check of the reference itself, so a
-	// Spark/sluice agreement cannot hide a loss both share).
-	if len(lake.want) != len(input) {
-		t.Fatalf("sluice's query returned %d rows, %d appended", len(lake.want), len(input))
-	}
-	for _, r := range input {
-		got := lake.want[r["n"].(int64)]
-		for i, col := range lake.cols {
-			if w := normalize(t, col.Type, r[col.Name]); !reflect.DeepEqual(got[i], w) {
-				t.Fatalf("sluice's query, row n=%d column %s: %#v, appended %#v", r["n"], col.Name, got[i], w)
-			}
-		}
-	}
-	return lake
-}
-
-// normalize makes a value of sluice type typ, from sluice (Go values) or
-// from Spark's JSON (json.Number, strings, bools), comparable with
-// reflect.DeepEqual: int64, float64, bool, string, timestamps as unix
-// microseconds (the Iceberg unit), JSON as its text.
-func normalize(t *testing.T, typ table.Type, v any) any {
-	t.Helper()
-	if v == nil {
-		return nil
-	}
-	switch x := v.(type) {
-	case time.Time:
-		return x.UnixMicro()
-	case json.RawMessage:
-		return string(x)
-	case []byte:
-		return string(x)
-	case json.Number:
-		var (
-			out any
-			err error
-		)
-		switch typ {
-		case table.Int64, table.Timestamp:
-			out, err = strconv.ParseInt(string(x), 10, 64)
-		case table.Float64:
-			out, err = strconv.ParseFloat(string(x), 64)
-		default:
-			err = fmt.Errorf("a number for a %v column", typ)
-		}
-		if err != nil {
-			t.Fatalf("value %s: %v", x, err)
-		}
-		return out
-	}
-	return v
-}
-
-func columnIndex(t *testing.T, cols []table.Column, name string) int {
-	t.Helper()
-	for i, c := range cols {
-		if c.Name == name {
-			return i
-		}
-	}
-	t.Fatalf("no column %q in %v", name, cols)
-	return -1
-}
-
-// docSparkConf returns the spark-defaults.conf block that follows marker
-// in docs/cold-tier.md with each placeholder replaced; a placeholder that
-// is not in the block fails the test.
-func docSparkConf(t *testing.T, marker string, replace [][2]string) string {
-	t.Helper()
-	doc, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := bytes.Cut(doc, []byte(marker))
-	if !ok {
-		t.Fatalf("%s: no %q", docPath, marker)
-	}
-	_, after, ok = bytes.Cut(after, []byte("```"))
-	if ok {
-		_, after, ok = bytes.Cut(after, []byte("\n")) // the fence's info string
-	}
-	block, _, closed := bytes.Cut(after, []byte("\n```"))
-	if !ok || !closed {
-		t.Fatalf("%s: no fenced block after %q", docPath, marker)
-	}
-	conf := string(block)
-	for _, r := range replace {
-		if !strings.Contains(conf, r[0]) {
-			t.Fatalf("%s: the Spark block after %q no longer has %q; update the test's placeholders", docPath, marker, r[0])
-		}
-		conf = strings.ReplaceAll(conf, r[0], r[1])
-	}
-	return conf
 }
 
 // sparkResult is one statement's output from testdata/SparkQuery.java.
@@ -289,7 +69,7 @@ func parseSpark(t *testing.T, out []byte, want int) []sparkResult {
 // sparkStatements are what Spark runs against one lake: every row (the
 // event time also as unix microseconds, exact), the partitions metadata
 // table (day partitioning), the snapshots with their summaries.
-func (l *sparkLake) statements() []string {
+func (l *lake) statements() []string {
 	micros := ""
 	for _, c := range l.cols {
 		if c.Type == table.Timestamp {
@@ -303,18 +83,6 @@ func (l *sparkLake) statements() []string {
 	}
 }
 
-// engineView is what an engine returned for a lake: the column types by
-// name, the rows (col -> value, each timestamp column also as
-// <col>__micros, exact), the partitions metadata table (day,
-// record_count), the snapshots (snapshot_id, summary).
-type engineView struct {
-	engine     string
-	types      map[string]any
-	rows       []map[string]any
-	partitions []map[string]any
-	snapshots  []map[string]any
-}
-
 // sparkView is Spark's results for l as an engineView.
 func sparkView(res []sparkResult) engineView {
 	v := engineView{engine: "Spark", types: map[string]any{}, rows: res[0].Rows, partitions: res[1].Rows, snapshots: res[2].Rows}
@@ -324,103 +92,6 @@ func sparkView(res []sparkResult) engineView {
 		}
 	}
 	return v
-}
-
-// check compares an engine's view of l with sluice's rows and runs;
-// engineTypes maps each sluice type to the engine's name of its Iceberg
-// type.
-func (l *sparkLake) check(t *testing.T, v engineView, engineTypes map[table.Type]string) {
-	t.Helper()
-	name := v.engine + " via " + l.catalog
-
-	// Types: every sluice column, with the engine's type of its Iceberg type.
-	for _, col := range l.cols {
-		if got := v.types[col.Name]; got != engineTypes[col.Type] {
-			t.Errorf("%s: type of column %s (%v) is %v, want %s", name, col.Name, col.Type, got, engineTypes[col.Type])
-		}
-	}
-	if len(v.types) != len(l.cols) {
-		t.Errorf("%s: columns %v, sluice's %v", name, v.types, l.cols)
-	}
-
-	// Rows and values.
-	if len(v.rows) != len(l.want) {
-		t.Fatalf("%s: read %d rows, sluice %d", name, len(v.rows), len(l.want))
-	}
-	bad := 0
-	for i, sr := range v.rows {
-		for j, col := range l.cols {
-			key := col.Name
-			if col.Type == table.Timestamp {
-				key += "__micros" // exact; Spark's JSON and Trino's text may round
-			}
-			raw, ok := sr[key]
-			if !ok {
-				t.Fatalf("%s: row %d has no column %s: %v", name, i, key, sr)
-			}
-			if got := normalize(t, col.Type, raw); !reflect.DeepEqual(got, l.want[i][j]) {
-				if bad++; bad <= 10 {
-					t.Errorf("%s: row %d column %s: %#v, sluice %#v", name, i, col.Name, got, l.want[i][j])
-				}
-			}
-		}
-	}
-
-	// Day partitioning: one partition per UTC day of ts, with its rows.
-	wantDays := map[string]int64{}
-	tsAt := columnIndex(t, l.cols, "ts")
-	for _, r := range l.want {
-		wantDays[time.UnixMicro(r[tsAt].(int64)).UTC().Format(time.DateOnly)]++
-	}
-	gotDays := map[string]int64{}
-	for _, p := range v.partitions {
-		n, err := p["record_count"].(json.Number).Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotDays[fmt.Sprint(p["day"])] = n
-	}
-	if !reflect.DeepEqual(gotDays, wantDays) {
-		t.Errorf("%s: partitions %v, want the day partitions %v", name, gotDays, wantDays)
-	}
-
-	// Snapshot summaries: each snapshot names its sluice run and node;
-	// each run's snapshots add its rows (Iceberg's added-records); the last snapshot is the last
-	// run's, with its watermark.
-	runRows := map[string]int64{}
-	var runOrder []string // runs in commit order
-	var lastWatermark string
-	for _, s := range v.snapshots {
-		sum, _ := s["summary"].(map[string]any)
-		run, _ := sum["sluice.run"].(string)
-		if run == "" || sum["sluice.node"] != l.cfg.Node {
-			t.Errorf("%s: snapshot %v: want sluice.run and sluice.node=%s", name, s, l.cfg.Node)
-			continue
-		}
-		n, err := strconv.ParseInt(fmt.Sprint(sum["added-records"]), 10, 64)
-		if err != nil {
-			t.Errorf("%s: snapshot %v: added-records: %v", name, s, err)
-		}
-		if _, seen := runRows[run]; !seen {
-			runOrder = append(runOrder, run)
-		}
-		runRows[run] += n
-		lastWatermark = fmt.Sprint(sum["sluice.watermark"])
-	}
-	if len(runOrder) != len(l.runs) {
-		t.Fatalf("%s: snapshots of %d runs (%v), want %d", name, len(runOrder), runRows, len(l.runs))
-	}
-	for i, run := range runOrder {
-		if runRows[run] != l.runs[i].Rows {
-			t.Errorf("%s: run %d (%s): its snapshots add %d rows, it compacted %d", name, i+1, run, runRows[run], l.runs[i].Rows)
-		}
-	}
-	if want := strconv.FormatInt(l.runs[len(l.runs)-1].Watermark.UnixNano(), 10); lastWatermark != want {
-		t.Errorf("%s: last snapshot's sluice.watermark %s, want %s", name, lastWatermark, want)
-	}
-	if id := v.snapshots[len(v.snapshots)-1]["snapshot_id"]; fmt.Sprint(id) != strconv.FormatInt(l.runs[len(l.runs)-1].SnapshotID, 10) {
-		t.Errorf("%s: last snapshot %v, sluice committed %d", name, id, l.runs[len(l.runs)-1].SnapshotID)
-	}
 }
 
 // TestSparkReadsIcebergTable compacts rows of every type, in two runs (the
@@ -438,7 +109,7 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 	dir := t.TempDir()
 
 	jdbcDir := filepath.Join(dir, "jdbc")
-	jdbc := compactForSpark(t, jdbcDir, coldtier.Config{
+	jdbc := compactLake(t, jdbcDir, coldtier.Config{
 		Warehouse: "s3://" + coldtest.Bucket + "/spark-jdbc",
 		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
 		Catalog:   coldtier.Catalog{URI: filepath.Join(jdbcDir, "iceberg-catalog.db")},
@@ -446,13 +117,13 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 		StateDir:  jdbcDir,
 	})
 	jdbc.catalog, jdbc.ident = "sluice", "sluice.sluice.events"
-	conf := docSparkConf(t, sparkJDBCMarker, [][2]string{
+	conf := docBlock(t, sparkJDBCMarker, [][2]string{
 		{"/var/lib/sluice/iceberg-catalog.db", jdbc.cfg.Catalog.URI},
 		{"s3://lake/sluice", jdbc.cfg.Warehouse},
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})
-	lakes := []*sparkLake{jdbc}
+	lakes := []*lake{jdbc}
 
 	// The same through Iceberg's REST catalog server, its warehouse on the
 	// same S3 server (it writes the metadata files of the commits sluice
@@ -466,7 +137,7 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
 	coldtest.Require(t, err)
 	defer rest.Stop()
-	restLake := compactForSpark(t, restDir, coldtier.Config{
+	restLake := compactLake(t, restDir, coldtier.Config{
 		Warehouse: "s3://" + coldtest.Bucket + "/spark-rest",
 		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
 		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
@@ -475,7 +146,7 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 	})
 	// A second catalog in the one session needs a name of its own.
 	restLake.catalog, restLake.ident = "sluice_rest", "sluice_rest.sluice.events"
-	conf += "\n" + docSparkConf(t, sparkRESTMarker, [][2]string{
+	conf += "\n" + docBlock(t, sparkRESTMarker, [][2]string{
 		{"spark.sql.catalog.sluice", "spark.sql.catalog.sluice_rest"},
 		{"http://catalog:8181", rest.URI},
 		{"http://127.0.0.1:7070", s3.Endpoint},

@@ -38,15 +38,15 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
 	coldtest.Require(t, err)
 	defer rest.Stop()
-	lake := compactForSpark(t, dir, coldtier.Config{
+	tl := compactLake(t, dir, coldtier.Config{
 		Warehouse: "s3://" + coldtest.Bucket + "/trino-rest",
 		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
 		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
 		Node:      "trino-node",
 		StateDir:  dir,
 	})
-	lake.catalog, lake.ident = "iceberg", "iceberg.sluice.events"
-	props := docSparkConf(t, trinoRESTMarker, [][2]string{
+	tl.catalog, tl.ident = "iceberg", "iceberg.sluice.events"
+	props := docBlock(t, trinoRESTMarker, [][2]string{
 		{"http://catalog:8181", rest.URI},
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
@@ -81,14 +81,14 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 		return cols, out
 	}
 	queried := time.Now()
-	cols, rows := query("SELECT * FROM " + lake.ident + " ORDER BY n")
+	cols, rows := query("SELECT * FROM " + tl.ident + " ORDER BY n")
 	v := engineView{engine: "Trino", types: map[string]any{}, rows: rows}
 	for _, c := range cols {
 		v.types[c.Name] = c.Type
 	}
 	// Timestamps come as text: date, time with its fraction, zone.
 	for _, r := range v.rows {
-		for _, c := range lake.cols {
+		for _, c := range tl.cols {
 			if c.Type != table.Timestamp {
 				continue
 			}
@@ -105,6 +105,6 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 	_, v.partitions = query(`SELECT CAST(partition.ts_day AS varchar) AS day, record_count FROM iceberg.sluice."events$partitions" ORDER BY 1`)
 	_, v.snapshots = query(`SELECT CAST(snapshot_id AS varchar) AS snapshot_id, summary FROM iceberg.sluice."events$snapshots" ORDER BY committed_at, snapshot_id`)
 	t.Logf("Trino answered 3 queries in %v", time.Since(queried).Round(time.Millisecond))
-	lake.check(t, v, trinoTypes)
+	tl.check(t, v, trinoTypes)
 
 }
