@@ -143,8 +143,8 @@ func compactLake(t *testing.T, dir string, cfg coldtier.Config) *lake {
 	nAt := columnIndex(t, l.cols, "n")
 	sort.Slice(l.want, func(i, j int) bool { return l.want[i][nAt].(int64) < l.want[j][nAt].(int64) })
 
-	// sluice's rows are the input (a check of the reference itself, so a
-	// engine/sluice agreement cannot hide a loss both share).
+	// sluice's rows are the input (a check of the reference itself, so an
+	// engine agreeing with sluice cannot hide a loss both share).
 	if len(l.want) != len(input) {
 		t.Fatalf("sluice's query returned %d rows, %d appended", len(l.want), len(input))
 	}

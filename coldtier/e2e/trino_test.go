@@ -32,6 +32,7 @@ var trinoTypes = map[table.Type]string{
 // ($snapshots).
 func TestTrinoReadsIcebergTable(t *testing.T) {
 	coldtest.Require(t, s3Err)
+	coldtest.Require(t, coldtest.FindTrino())
 	dir := t.TempDir()
 	rest, err := coldtest.StartREST(dir,
 		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,

@@ -46,6 +46,13 @@ func trinoHome() (home, java string, err error) {
 	return home, java, nil
 }
 
+// FindTrino reports whether scripts/install-trino has installed Trino, so
+// a test can stop before it prepares anything for it.
+func FindTrino() error {
+	_, _, err := trinoHome()
+	return err
+}
+
 // StartTrino starts Trino on a free 127.0.0.1 port with the catalog
 // properties files in catalogs (name -> file contents), its state in dir,
 // and waits until it accepts queries.
@@ -111,12 +118,12 @@ query.max-memory-per-node=256MB
 			json.NewDecoder(resp.Body).Decode(&info)
 			resp.Body.Close()
 			// Started is not ready: the node announces itself to the
-			// coordinator's discovery a moment later ("No nodes available").
+			// coordinator's discovery a moment later.
 			if resp.StatusCode == http.StatusOK && !info.Starting {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, _, err := tr.Query(ctx, "SELECT 1")
+				_, rows, err := tr.Query(ctx, "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'")
 				cancel()
-				if err == nil {
+				if err == nil && len(rows) == 1 && fmt.Sprint(rows[0][0]) != "0" {
 					return tr, nil
 				}
 			}
@@ -151,8 +158,25 @@ type TrinoColumn struct {
 
 // Query runs one statement through Trino's client protocol (POST
 // /v1/statement, then GET each nextUri) and returns the columns and rows,
-// numbers as json.Number.
+// numbers as json.Number. A query that fails because the scheduler has
+// not seen the (one, just started) node yet is retried for up to 30 s:
+// Trino's node map lags its discovery by a few seconds.
 func (tr *Trino) Query(ctx context.Context, sql string) ([]TrinoColumn, [][]any, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cols, rows, err := tr.query(ctx, sql)
+		if err == nil || !strings.Contains(err.Error(), "No nodes available") || time.Now().After(deadline) {
+			return cols, rows, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (tr *Trino) query(ctx context.Context, sql string) ([]TrinoColumn, [][]any, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tr.URL+"/v1/statement", strings.NewReader(sql))
 	if err != nil {
 		return nil, nil, err
