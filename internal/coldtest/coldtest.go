@@ -4,8 +4,9 @@
 // with pyiceberg and DuckDB (scripts/install-iceberg-readers); Iceberg's
 // REST catalog server (rest.go), Spark (spark.go) and Trino (trino.go),
 // each installed by its scripts/install-* script. Start them once per
-// package in TestMain (or once in the one test that needs them); tests call Require, which fails the test
-// when something is missing and CI is set, and skips it otherwise.
+// package in TestMain (or once in the one test that needs them); tests
+// call Require, which fails the test when something is missing and CI is
+// set, and skips it otherwise.
 package coldtest
 
 import (
