@@ -24,8 +24,11 @@ type REST struct {
 }
 
 // StartREST starts the REST catalog on a free port with its warehouse in
-// dir, and waits until it answers.
-func StartREST(dir string) (*REST, error) {
+// dir, and waits until it answers. env adds catalog properties the
+// fixture's way (CATALOG_IO__IMPL=... sets io-impl, CATALOG_S3_ENDPOINT=...
+// sets s3.endpoint): the server writes each commit's metadata file itself,
+// so a warehouse on S3 needs its S3FileIO settings.
+func StartREST(dir string, env ...string) (*REST, error) {
 	cpFile := filepath.Join(cacheDir(), "iceberg-rest", "classpath.txt")
 	cp, err := os.ReadFile(cpFile)
 	if err != nil {
@@ -43,6 +46,7 @@ func StartREST(dir string) (*REST, error) {
 	l.Close()
 	cmd := exec.Command(java, "-Xmx256m", "-cp", strings.TrimSpace(string(cp)), "org.apache.iceberg.rest.RESTCatalogServer")
 	cmd.Env = append(os.Environ(), "CATALOG_WAREHOUSE="+filepath.Join(dir, "rest-warehouse"), "CATALOG_REST_PORT="+strconv.Itoa(port))
+	cmd.Env = append(cmd.Env, env...)
 	logPath := filepath.Join(dir, "rest-catalog.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

