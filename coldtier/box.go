@@ -51,15 +51,17 @@ type slabBoxer struct {
 	floats []float64
 	strs   []string
 	raws   []json.RawMessage
+	text   []byte // the JSON texts of the chunk, one allocation
 	times  []time.Time
 }
 
-// reset prepares b for a chunk of up to n rows of column v.
-func (b *slabBoxer) reset(v *colVec, n int) {
+// reset prepares b for the rows of one chunk of column v.
+func (b *slabBoxer) reset(v *colVec, rows []int32) {
 	*b = slabBoxer{v: v}
 	if v.absent {
 		return
 	}
+	n := len(rows)
 	switch v.kind {
 	case vecInt:
 		b.ints = make([]int64, 0, n)
@@ -70,6 +72,11 @@ func (b *slabBoxer) reset(v *colVec, n int) {
 	case vecString:
 		if v.json {
 			b.raws = make([]json.RawMessage, 0, n)
+			size := 0
+			for _, r := range rows {
+				size += len(v.strs[r])
+			}
+			b.text = make([]byte, 0, size)
 		} else {
 			b.strs = make([]string, 0, n)
 		}
@@ -77,8 +84,8 @@ func (b *slabBoxer) reset(v *colVec, n int) {
 }
 
 // box is row r's value as colVec.box returns it, pointing into the slab.
-// Rows are boxed at most once each per chunk; the slab never grows past
-// the n given to reset (no reallocation under a live interface).
+// Each row given to reset is boxed at most once; the slabs never grow past
+// what reset sized them for (no reallocation under a live interface).
 func (b *slabBoxer) box(r int) any {
 	v := b.v
 	if v.null(r) {
@@ -96,7 +103,11 @@ func (b *slabBoxer) box(r int) any {
 		return pointTo(timeType, unsafe.Pointer(&b.times[len(b.times)-1]))
 	case vecString:
 		if v.json {
-			b.raws = append(b.raws, json.RawMessage(v.strs[r]))
+			// A slice of the chunk's one copy of the texts, capped so an
+			// append by the receiver copies instead of writing past it.
+			at := len(b.text)
+			b.text = append(b.text, v.strs[r]...)
+			b.raws = append(b.raws, json.RawMessage(b.text[at:len(b.text):len(b.text)]))
 			return pointTo(rawType, unsafe.Pointer(&b.raws[len(b.raws)-1]))
 		}
 		b.strs = append(b.strs, v.strs[r])

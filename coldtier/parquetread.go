@@ -218,13 +218,13 @@ func decodeChunk(chunk parquet.ColumnChunk, r io.ReaderAt, fc fileColumn, rows i
 		dictStrs []string
 	)
 	at := 0
-	for at < rows {
+	for pageNo := 0; at < rows; pageNo++ {
 		page, err := pages.ReadPage()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("page %d (row %d): %w", pageNo, at, err)
 		}
 		if d := page.Dictionary(); d != nil && d != dict {
 			dict, dictStrs = d, nil
@@ -235,7 +235,7 @@ func decodeChunk(chunk parquet.ColumnChunk, r io.ReaderAt, fc fileColumn, rows i
 		n, err := decodePage(page, fc, v, at, rows, dictStrs)
 		parquet.Release(page)
 		if err != nil {
-			return fmt.Errorf("page at row %d: %w", at, err)
+			return fmt.Errorf("page %d (row %d): %w", pageNo, at, err)
 		}
 		at += n
 	}
@@ -619,6 +619,7 @@ type rgUnit struct {
 	file  string
 	rg    int
 	group parquet.RowGroup
+	meta  *format.RowGroup
 	data  io.ReaderAt // the row group's needed column chunks, read in one request
 	cols  []fileColumn
 	out   chan rowChunk
@@ -765,7 +766,7 @@ func (cr *coldReader) dispatchFile(ctx context.Context, task *itable.FileScanTas
 		if err != nil {
 			return false, fmt.Errorf("row group %d: %w", rg, err)
 		}
-		u := &rgUnit{file: path, rg: rg, group: group, data: data, cols: cols, out: make(chan rowChunk, 2)}
+		u := &rgUnit{file: path, rg: rg, group: group, meta: &pf.Metadata().RowGroups[rg], data: data, cols: cols, out: make(chan rowChunk, 2)}
 		if !send(ctx, units, u) || !send(ctx, work, u) {
 			return false, nil
 		}
@@ -942,7 +943,12 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 				chunk = chunks[fc.index]
 			}
 			if err := decodeChunk(chunk, u.data, fc, rows, &vs[i]); err != nil {
-				return nil, fmt.Errorf("column %q: %w", name, err)
+				meta := &u.meta.Columns[fc.index].MetaData
+				start := meta.DataPageOffset
+				if meta.DictionaryPageOffset > 0 {
+					start = min(start, meta.DictionaryPageOffset)
+				}
+				return nil, fmt.Errorf("column %q (chunk at byte %d, %d bytes): %w", name, start, meta.TotalCompressedSize, err)
 			}
 			decoded[i] = true
 		}
@@ -1002,7 +1008,7 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 		vals := make([]any, len(part)*width)
 		for i, v := range out {
 			b := &boxers[i]
-			b.reset(v, len(part))
+			b.reset(v, part)
 			for k, r := range part {
 				vals[k*width+i] = b.box(int(r))
 			}

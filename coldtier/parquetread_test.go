@@ -1,0 +1,353 @@
+package coldtier
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	itable "github.com/apache/iceberg-go/table"
+
+	"github.com/sluicedb/sluice/table"
+)
+
+// These tests read a local-directory warehouse (the read path is the same
+// as on S3: the table's file IO) through the internal coldScan, which
+// reports what it read.
+
+var readDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+
+func openReadTable(t *testing.T, dir string, cols []table.Column) (*table.Store, *table.Table) {
+	t.Helper()
+	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := st.Table(table.Config{Name: "events", HashBy: "user", SortBy: "ts", Columns: cols})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, tb
+}
+
+func localCompactor(t *testing.T, dir string, tb *table.Table, rowGroupRows int) *Compactor {
+	t.Helper()
+	cfg := Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local", RowGroupRows: rowGroupRows}
+	c, err := Open(context.Background(), cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rowsOf runs q over both tiers (cold first) and returns the rows as
+// column -> value maps (times as unix µs), with what the cold scan read.
+func rowsOf(t *testing.T, c *Compactor, q table.Query) ([]map[string]any, coldScanStats, error) {
+	t.Helper()
+	var out []map[string]any
+	emit := func(cols []table.Column, vals []any) error {
+		m := map[string]any{}
+		for i, v := range vals {
+			if x, ok := v.(time.Time); ok {
+				v = x.UnixMicro()
+			}
+			m[cols[i].Name] = v
+		}
+		out = append(out, m)
+		return nil
+	}
+	cols, err := c.t.Columns(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.RLock()
+	_, st, err := c.coldScan(context.Background(), q, cols, emit)
+	c.mu.RUnlock()
+	if err != nil {
+		return out, st, err
+	}
+	err = c.t.QueryValues(context.Background(), q, emit)
+	return out, st, err
+}
+
+func byN(rows []map[string]any) map[int64]map[string]any {
+	out := map[int64]map[string]any{}
+	for _, r := range rows {
+		out[r["n"].(int64)] = r
+	}
+	return out
+}
+
+// TestColdReadPrunesRowGroups compacts one day of 1000 rows in row groups
+// of 100: a query on one hash value (rows are clustered by hash in a file)
+// and one on a short time range of that hash value read only the row
+// groups whose statistics admit them, and return the same rows as before
+// the compaction; a query of everything reads every row group.
+func TestColdReadPrunesRowGroups(t *testing.T) {
+	dir := t.TempDir()
+	_, tb := openReadTable(t, dir, []table.Column{
+		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
+	})
+	ctx := context.Background()
+	var rows []table.Row
+	for i := range 1000 {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", i%5), "ts": readDay0.Add(time.Duration(i) * time.Minute), "n": int64(i)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 100)
+	queries := []struct {
+		name    string
+		q       table.Query
+		maxRead int // row groups the statistics admit, at most
+	}{
+		// u3's 200 rows are contiguous in the file: 2 row groups, 3 if
+		// they straddle a boundary.
+		{"hash", table.Query{HashIn: []any{"u3"}}, 3},
+		// 50 minutes of u3: 10 of its rows, in time order within its run.
+		{"hash-and-range", table.Query{HashIn: []any{"u3"}, From: readDay0.Add(500 * time.Minute), To: readDay0.Add(550 * time.Minute)}, 2},
+		{"all", table.Query{}, -1},
+	}
+	want := map[string][]map[string]any{}
+	for _, qc := range queries {
+		got, _, err := rowsOf(t, c, qc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s: no rows before compaction", qc.name)
+		}
+		want[qc.name] = got
+	}
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, qc := range queries {
+		got, st, err := rowsOf(t, c, qc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(byN(got), byN(want[qc.name])) || len(got) != len(want[qc.name]) {
+			t.Errorf("%s: %d rows after compaction, %d before", qc.name, len(got), len(want[qc.name]))
+		}
+		if st.Files != 1 || st.ArrowFiles != 0 || st.RowGroups < 10 {
+			t.Fatalf("%s: scan %+v: want one file of >= 10 row groups read with parquet-go", qc.name, st)
+		}
+		if qc.maxRead < 0 {
+			if st.RowGroupsRead != st.RowGroups {
+				t.Errorf("%s: read %d of %d row groups, want all", qc.name, st.RowGroupsRead, st.RowGroups)
+			}
+		} else if st.RowGroupsRead < 1 || st.RowGroupsRead > qc.maxRead {
+			t.Errorf("%s: read %d of %d row groups, want 1..%d", qc.name, st.RowGroupsRead, st.RowGroups, qc.maxRead)
+		}
+	}
+}
+
+// TestColdReadSchemaEvolution: a column added after the first run is
+// null in the older file (it lacks the field id) and has its values in
+// the newer one, in plain queries and in predicates.
+func TestColdReadSchemaEvolution(t *testing.T) {
+	dir := t.TempDir()
+	_, tb := openReadTable(t, dir, nil) // inferred schema
+	ctx := context.Background()
+	var day0, day1 []table.Row
+	for i := range 300 {
+		day0 = append(day0, table.Row{"user": fmt.Sprintf("u%d", i%3), "ts": readDay0.Add(time.Duration(i) * time.Minute), "n": int64(i)})
+		day1 = append(day1, table.Row{"user": fmt.Sprintf("u%d", i%3), "ts": readDay0.Add(24*time.Hour + time.Duration(i)*time.Minute),
+			"n": int64(1000 + i), "extra": fmt.Sprintf("x%d", i%4)})
+	}
+	if err := tb.Append(ctx, day0); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 0)
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, day1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, q table.Query, keep func(table.Row) bool) {
+		t.Helper()
+		got, st, err := rowsOf(t, c, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Files != 2 || st.ArrowFiles != 0 {
+			t.Fatalf("%s: scan %+v: want both files read with parquet-go", name, st)
+		}
+		gotN := byN(got)
+		wantN := 0
+		for _, r := range append(append([]table.Row{}, day0...), day1...) {
+			if !keep(r) {
+				continue
+			}
+			wantN++
+			g, ok := gotN[r["n"].(int64)]
+			if !ok {
+				t.Errorf("%s: row n=%d missing", name, r["n"])
+				continue
+			}
+			if g["extra"] != r["extra"] || g["user"] != r["user"] || g["ts"] != r["ts"].(time.Time).UnixMicro() {
+				t.Errorf("%s: row n=%d is %v, want extra=%v user=%v", name, r["n"], g, r["extra"], r["user"])
+			}
+		}
+		if len(got) != wantN || wantN == 0 {
+			t.Errorf("%s: %d rows, want %d", name, len(got), wantN)
+		}
+	}
+	check("all", table.Query{}, func(table.Row) bool { return true })
+	check("is-null", table.Query{Where: []table.Predicate{{Column: "extra", Op: table.IsNull}}},
+		func(r table.Row) bool { return r["extra"] == nil })
+	check("eq", table.Query{Where: []table.Predicate{{Column: "extra", Op: table.Eq, Value: "x2"}}},
+		func(r table.Row) bool { return r["extra"] == "x2" })
+}
+
+// dataFile returns the local path of the table's only data file whose
+// path contains part.
+func dataFile(t *testing.T, c *Compactor, part string) string {
+	t.Helper()
+	files, err := c.DataFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.Contains(f, part) {
+			return strings.TrimPrefix(f, "file://")
+		}
+	}
+	t.Fatalf("no data file with %q in %v", part, files)
+	return ""
+}
+
+// TestColdReadCorruptFile: a data file written by a real compaction,
+// then damaged (its pages overwritten with noise, or truncated): the
+// query fails with an error naming the file and where, and does not
+// panic.
+func TestColdReadCorruptFile(t *testing.T) {
+	dir := t.TempDir()
+	_, tb := openReadTable(t, dir, []table.Column{
+		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
+		{Name: "note", Type: table.String},
+	})
+	ctx := context.Background()
+	var rows []table.Row
+	for i := range 900 {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", i%7), "ts": readDay0.Add(time.Duration(i%3)*24*time.Hour + time.Duration(i)*time.Second),
+			"n": int64(i), "note": fmt.Sprintf("note %d", i*7919)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 0)
+	if _, err := c.Compact(ctx, readDay0.Add(72*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := rowsOf(t, c, table.Query{}); err != nil || len(got) != 900 {
+		t.Fatalf("before the damage: %d rows, %v", len(got), err)
+	}
+
+	// Noise over the pages of day 2's file; its footer stays intact.
+	noisy := dataFile(t, c, "ts_day=2024-05-02")
+	buf, err := os.ReadFile(noisy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer := int(binary.LittleEndian.Uint32(buf[len(buf)-8:]))
+	pagesEnd := len(buf) - 8 - footer
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 4; i < pagesEnd; i++ {
+		buf[i] = byte(rng.Uint32())
+	}
+	if err := os.WriteFile(noisy, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = rowsOf(t, c, table.Query{})
+	if err == nil || !strings.Contains(err.Error(), noisy) || !strings.Contains(err.Error(), "row group 0") {
+		t.Fatalf("pages overwritten: err = %v, want an error naming %s and its row group", err, noisy)
+	}
+	t.Logf("noise: %v", err)
+	// The other days still read.
+	if got, _, err := rowsOf(t, c, table.Query{From: readDay0.Add(48 * time.Hour)}); err != nil || len(got) != 300 {
+		t.Fatalf("day 2 of the undamaged file: %d rows, %v", len(got), err)
+	}
+
+	// Truncated: the manifest's size no longer matches.
+	short := dataFile(t, c, "ts_day=2024-05-03")
+	fi, err := os.Stat(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(short, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = rowsOf(t, c, table.Query{From: readDay0.Add(48 * time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), short) {
+		t.Fatalf("truncated: err = %v, want an error naming %s", err, short)
+	}
+	t.Logf("truncated: %v", err)
+}
+
+// TestColdReadDeleteFilesFallBack: another engine deletes a row
+// merge-on-read (a positional delete file, which sluice never writes); the
+// file carrying it is read through iceberg-go's Arrow path, which applies
+// the delete, and the others with parquet-go.
+func TestColdReadDeleteFilesFallBack(t *testing.T) {
+	dir := t.TempDir()
+	_, tb := openReadTable(t, dir, []table.Column{
+		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
+	})
+	ctx := context.Background()
+	var rows []table.Row
+	for i := range 600 {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", i%4), "ts": readDay0.Add(time.Duration(i%2)*24*time.Hour + time.Duration(i)*time.Second), "n": int64(i)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 0)
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{itable.WriteDeleteModeKey: itable.WriteModeMergeOnRead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Delete(ctx, iceberg.EqualTo(iceberg.Reference("n"), int64(42)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, st, err := rowsOf(t, c, table.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != 2 || st.ArrowFiles != 1 {
+		t.Fatalf("scan %+v: want 2 files, the one with the delete file through the Arrow path", st)
+	}
+	seen := byN(got)
+	if len(got) != 599 || len(seen) != 599 {
+		t.Fatalf("%d rows (%d distinct), want 599", len(got), len(seen))
+	}
+	if _, ok := seen[42]; ok {
+		t.Fatal("the deleted row n=42 is still read")
+	}
+}
