@@ -9,15 +9,15 @@ import (
 // Boxing a cold value into `any` allocates once per value (int64 beyond
 // 255, float64, string, time.Time, json.RawMessage): with nine columns,
 // eight allocations per emitted row and, with the GC work they cause,
-// half of a cold query's CPU. A slabBoxer instead copies the emitted rows
-// of one column of a chunk into one fresh slab and makes each interface
+// half of a cold query's CPU. A slab instead holds the emitted rows of one
+// column of a chunk, copied into one fresh array, and makes each interface
 // point into it, the way the runtime represents a boxed value (a type word
 // and a pointer to an immutable copy); table/box.go does the same for the
 // hot tier. This file is the only use of unsafe in the package.
 //
-// Invariants: a slab is allocated per chunk and column, each element is
-// written once, before the interface pointing to it is made, and never
-// after; the slab stays alive as long as an interface points into it (the
+// Invariants: a slab's array is allocated per chunk and column and filled
+// before any interface points into it, and never written after; it stays
+// alive as long as an interface points into it (the
 // data word is a real, GC-visible pointer).
 
 // eface is the runtime layout of an empty interface.
@@ -44,74 +44,89 @@ func pointTo(typ, p unsafe.Pointer) any {
 	return v
 }
 
-// slabBoxer boxes the values of one column for the rows of one chunk.
-type slabBoxer struct {
-	v      *colVec
-	ints   []int64
-	floats []float64
-	strs   []string
-	raws   []json.RawMessage
-	text   []byte // the JSON texts of the chunk, one allocation
-	times  []time.Time
+// slab holds the values of one output column for the rows of one chunk,
+// row k at index k, and boxes them without allocating.
+type slab struct {
+	typ   unsafe.Pointer // the values' type word; nil for bools
+	base  unsafe.Pointer // the first element (keeps the slab alive)
+	size  uintptr        // element size
+	valid []bool         // nil: the column is absent (all null)
+	bools []bool
 }
 
-// reset prepares b for the rows of one chunk of column v.
-func (b *slabBoxer) reset(v *colVec, rows []int32) {
-	*b = slabBoxer{v: v}
-	if v.absent {
+// fill copies the values of v at rows into a fresh slab.
+func (s *slab) fill(v *colVec, rows []int32) {
+	*s = slab{}
+	n := len(rows)
+	if v.absent || n == 0 {
 		return
 	}
-	n := len(rows)
+	s.valid = make([]bool, n)
+	for k, r := range rows {
+		s.valid[k] = v.valid[r]
+	}
 	switch v.kind {
 	case vecInt:
-		b.ints = make([]int64, 0, n)
+		vals := make([]int64, n)
+		for k, r := range rows {
+			vals[k] = v.ints[r]
+		}
+		s.typ, s.base, s.size = int64Type, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
 	case vecFloat:
-		b.floats = make([]float64, 0, n)
+		vals := make([]float64, n)
+		for k, r := range rows {
+			vals[k] = v.floats[r]
+		}
+		s.typ, s.base, s.size = float64Type, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
 	case vecTime:
-		b.times = make([]time.Time, 0, n)
-	case vecString:
-		if v.json {
-			b.raws = make([]json.RawMessage, 0, n)
-			size := 0
-			for _, r := range rows {
-				size += len(v.strs[r])
+		vals := make([]time.Time, n)
+		for k, r := range rows {
+			if s.valid[k] {
+				vals[k] = v.timeAt(int(r))
 			}
-			b.text = make([]byte, 0, size)
-		} else {
-			b.strs = make([]string, 0, n)
+		}
+		s.typ, s.base, s.size = timeType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+	case vecString:
+		if !v.json {
+			vals := make([]string, n)
+			for k, r := range rows {
+				vals[k] = v.strs[r]
+			}
+			s.typ, s.base, s.size = stringType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+			return
+		}
+		// The chunk's JSON texts in one copy; each value a slice of it,
+		// capped so an append by the receiver copies instead of writing
+		// past it.
+		size := 0
+		for _, r := range rows {
+			size += len(v.strs[r])
+		}
+		text := make([]byte, 0, size)
+		vals := make([]json.RawMessage, n)
+		for k, r := range rows {
+			at := len(text)
+			text = append(text, v.strs[r]...)
+			vals[k] = json.RawMessage(text[at:len(text):len(text)])
+		}
+		s.typ, s.base, s.size = rawType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+	case vecBool:
+		s.bools = make([]bool, n)
+		for k, r := range rows {
+			s.bools[k] = v.bools[r]
 		}
 	}
 }
 
-// box is row r's value as colVec.box returns it, pointing into the slab.
-// Each row given to reset is boxed at most once; the slabs never grow past
-// what reset sized them for (no reallocation under a live interface).
-func (b *slabBoxer) box(r int) any {
-	v := b.v
-	if v.null(r) {
+// at is row k's value as colVec.box returns it: nil for null, else an
+// interface made on the stack pointing into the slab (no allocation, no
+// write barrier until the caller stores it).
+func (s *slab) at(k int) any {
+	if s.valid == nil || !s.valid[k] {
 		return nil
 	}
-	switch v.kind {
-	case vecInt:
-		b.ints = append(b.ints, v.ints[r])
-		return pointTo(int64Type, unsafe.Pointer(&b.ints[len(b.ints)-1]))
-	case vecFloat:
-		b.floats = append(b.floats, v.floats[r])
-		return pointTo(float64Type, unsafe.Pointer(&b.floats[len(b.floats)-1]))
-	case vecTime:
-		b.times = append(b.times, v.timeAt(r))
-		return pointTo(timeType, unsafe.Pointer(&b.times[len(b.times)-1]))
-	case vecString:
-		if v.json {
-			// A slice of the chunk's one copy of the texts, capped so an
-			// append by the receiver copies instead of writing past it.
-			at := len(b.text)
-			b.text = append(b.text, v.strs[r]...)
-			b.raws = append(b.raws, json.RawMessage(b.text[at:len(b.text):len(b.text)]))
-			return pointTo(rawType, unsafe.Pointer(&b.raws[len(b.raws)-1]))
-		}
-		b.strs = append(b.strs, v.strs[r])
-		return pointTo(stringType, unsafe.Pointer(&b.strs[len(b.strs)-1]))
+	if s.typ == nil {
+		return s.bools[k] // bools box without allocating
 	}
-	return v.bools[r] // bools box without allocating
+	return pointTo(s.typ, unsafe.Add(s.base, uintptr(k)*s.size))
 }

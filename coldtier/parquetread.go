@@ -625,12 +625,12 @@ type rgUnit struct {
 	out   chan rowChunk
 }
 
-// rowChunk is up to chunkRows matched rows of a row group, boxed: row i is
-// vals[i*width:(i+1)*width].
+// rowChunk is up to chunkRows matched rows of a row group: the values of
+// each output column in a slab, boxed by the consumer as it emits.
 type rowChunk struct {
-	vals []any
-	n    int
-	err  error
+	slabs []slab
+	n     int
+	err   error
 }
 
 const chunkRows = 4096
@@ -673,6 +673,7 @@ func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *
 			}
 		}()
 	}
+	vals := make([]any, len(cr.cols))
 	for u := range units {
 		if u.err != nil {
 			return u.err
@@ -683,13 +684,15 @@ func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *
 			}
 			continue
 		}
-		width := len(cr.cols)
 		for ch := range u.out {
 			if ch.err != nil {
 				return ch.err
 			}
-			for i := range ch.n {
-				if err := emit(ch.vals[i*width : (i+1)*width : (i+1)*width]); err != nil {
+			for k := range ch.n {
+				for i := range ch.slabs {
+					vals[i] = ch.slabs[i].at(k)
+				}
+				if err := emit(vals); err != nil {
 					return err
 				}
 			}
@@ -909,6 +912,9 @@ var absentVec = &colVec{absent: true}
 // corrupt file) ends the unit with an error naming the file and row group.
 func (cr *coldReader) decode(ctx context.Context, u *rgUnit, vecs *[]colVec) {
 	defer close(u.out)
+	if ctx.Err() != nil {
+		return // the query ended: no one reads this unit
+	}
 	if err := cr.decodeUnit(ctx, u, vecs); err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("coldtier: data file %s: row group %d: %w", u.file, u.rg, err)
 		select {
@@ -1002,19 +1008,14 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 			return err
 		}
 	}
-	boxers := make([]slabBoxer, width)
 	for start := 0; start < len(sel); start += chunkRows {
 		part := sel[start:min(start+chunkRows, len(sel))]
-		vals := make([]any, len(part)*width)
+		slabs := make([]slab, width)
 		for i, v := range out {
-			b := &boxers[i]
-			b.reset(v, part)
-			for k, r := range part {
-				vals[k*width+i] = b.box(int(r))
-			}
+			slabs[i].fill(v, part)
 		}
 		select {
-		case u.out <- rowChunk{vals: vals, n: len(part)}:
+		case u.out <- rowChunk{slabs: slabs, n: len(part)}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
