@@ -1,6 +1,7 @@
 package coldtier
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -711,23 +712,99 @@ func send(ctx context.Context, ch chan<- *rgUnit, u *rgUnit) bool {
 	}
 }
 
+// openedFile is a data file with its footer read: a small file wholly in
+// memory (the GET that opens it reads it all), a large one still open for
+// ranged reads of the row groups kept.
+type openedFile struct {
+	path   string
+	pf     *parquet.File
+	cols   []fileColumn
+	data   io.ReaderAt
+	memory bool
+	close  func() error
+	err    error
+}
+
+// wholeFileMax is the size up to which a data file is read in one request
+// (with filesAhead of them at most in memory); larger files are read by
+// ranges: the footer, then each kept row group's column chunks.
+// (A variable so tests can read small files by ranges too.)
+var wholeFileMax int64 = 16 << 20
+
+const filesAhead = 4
+
 func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask, st *coldScanStats, units, work chan<- *rgUnit) {
+	// Files open up to filesAhead ahead of the one being dispatched: on
+	// an object store, a file's first bytes are a round trip away, and
+	// the workers would otherwise wait for each in turn.
+	opened := make([]chan *openedFile, len(tasks))
+	sem := make(chan struct{}, filesAhead)
+	var fetches sync.WaitGroup
+	defer func() {
+		fetches.Wait()
+		for _, ch := range opened { // release files opened but not dispatched
+			if ch == nil {
+				continue
+			}
+			select {
+			case of := <-ch:
+				if of.close != nil {
+					of.close()
+				}
+			default:
+			}
+		}
+	}()
+	direct := func(task *itable.FileScanTask) bool {
+		return len(task.DeleteFiles) == 0 && len(task.EqualityDeleteFiles) == 0 && len(task.DeletionVectorFiles) == 0 &&
+			task.File.FileFormat() == iceberg.ParquetFile
+	}
+	next := 0 // the next task to start opening
+	startOpens := func(upto int) {
+		for ; next < len(tasks) && next <= upto; next++ {
+			task := &tasks[next]
+			if !direct(task) {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			ch := make(chan *openedFile, 1)
+			opened[next] = ch
+			fetches.Add(1)
+			go func() {
+				defer fetches.Done()
+				ch <- cr.open(task)
+			}()
+		}
+	}
 	for i := range tasks {
 		task := &tasks[i]
-		if len(task.DeleteFiles) > 0 || len(task.EqualityDeleteFiles) > 0 || len(task.DeletionVectorFiles) > 0 ||
-			task.File.FileFormat() != iceberg.ParquetFile {
+		startOpens(i + filesAhead - 1)
+		if ctx.Err() != nil {
+			return
+		}
+		if !direct(task) {
 			st.ArrowFiles++
 			if !send(ctx, units, &rgUnit{task: task, arrow: true}) {
 				return
 			}
 			continue
 		}
-		ok, err := cr.dispatchFile(ctx, task, st, units, work)
+		of := <-opened[i]
+		opened[i] = nil
+		<-sem
+		ok, err := cr.dispatchFile(ctx, of, st, units, work)
+		if of.close != nil {
+			of.close()
+		}
 		if errors.Is(err, errNoFieldIDs) {
 			st.ArrowFiles++
 			ok = send(ctx, units, &rgUnit{task: task, arrow: true})
 		} else if err != nil {
-			send(ctx, units, &rgUnit{err: fmt.Errorf("coldtier: data file %s: %w", task.File.FilePath(), err)})
+			send(ctx, units, &rgUnit{err: fmt.Errorf("coldtier: data file %s: %w", of.path, err)})
 			return
 		}
 		if !ok {
@@ -736,40 +813,68 @@ func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask,
 	}
 }
 
-// dispatchFile opens one data file and queues its row groups that the
-// statistics do not rule out.
-func (cr *coldReader) dispatchFile(ctx context.Context, task *itable.FileScanTask, st *coldScanStats, units, work chan<- *rgUnit) (ok bool, err error) {
-	path := task.File.FilePath()
-	f, err := cr.fs.Open(path)
+// open opens a data file and reads its footer (a small file wholly).
+func (cr *coldReader) open(task *itable.FileScanTask) (of *openedFile) {
+	of = &openedFile{path: task.File.FilePath()}
+	f, err := cr.fs.Open(of.path)
 	if err != nil {
-		return false, err
+		of.err = err
+		return of
 	}
-	defer f.Close()
+	of.data, of.close = f, f.Close
+	defer func() {
+		if p := recover(); p != nil {
+			of.err = fmt.Errorf("corrupt file: %v", p)
+		}
+		if of.err != nil && of.close != nil {
+			of.close()
+			of.close = nil
+		}
+	}()
+	size := task.File.FileSizeBytes()
+	if size <= wholeFileMax {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(f, buf); err != nil {
+			of.err = fmt.Errorf("read %d bytes (the size the manifest gives): %w", size, err)
+			return of
+		}
+		f.Close()
+		of.data, of.memory, of.close = bytes.NewReader(buf), true, nil
+	}
+	of.pf, of.err = parquet.OpenFile(of.data, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
+		parquet.OptimisticRead(true), parquet.ReadBufferSize(64<<10))
+	if of.err != nil {
+		return of
+	}
+	of.cols, of.err = mapColumns(of.pf, cr.schema, cr.need, cr.types)
+	return of
+}
+
+// dispatchFile queues the row groups of an opened data file that the
+// statistics do not rule out.
+func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *coldScanStats, units, work chan<- *rgUnit) (ok bool, err error) {
+	if of.err != nil {
+		return false, of.err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			ok, err = false, fmt.Errorf("corrupt file: %v", p)
 		}
 	}()
-	pf, err := parquet.OpenFile(f, task.File.FileSizeBytes(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
-		parquet.OptimisticRead(true), parquet.ReadBufferSize(64<<10))
-	if err != nil {
-		return false, err
-	}
-	cols, err := mapColumns(pf, cr.schema, cr.need, cr.types)
-	if err != nil {
-		return false, err
-	}
-	for rg, group := range pf.RowGroups() {
+	for rg, group := range of.pf.RowGroups() {
 		st.RowGroups++
-		if cr.prune(group, cols) {
+		if cr.prune(group, of.cols) {
 			continue
 		}
 		st.RowGroupsRead++
-		data, err := readChunks(f, &pf.Metadata().RowGroups[rg], cols)
-		if err != nil {
-			return false, fmt.Errorf("row group %d: %w", rg, err)
+		meta := &of.pf.Metadata().RowGroups[rg]
+		data := of.data
+		if !of.memory {
+			if data, err = readChunks(of.data, meta, of.cols); err != nil {
+				return false, fmt.Errorf("row group %d: %w", rg, err)
+			}
 		}
-		u := &rgUnit{file: path, rg: rg, group: group, meta: &pf.Metadata().RowGroups[rg], data: data, cols: cols, out: make(chan rowChunk, 2)}
+		u := &rgUnit{file: of.path, rg: rg, group: group, meta: meta, data: data, cols: of.cols, out: make(chan rowChunk, 2)}
 		if !send(ctx, units, u) || !send(ctx, work, u) {
 			return false, nil
 		}

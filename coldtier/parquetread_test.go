@@ -93,7 +93,20 @@ func byN(rows []map[string]any) map[int64]map[string]any {
 // and one on a short time range of that hash value read only the row
 // groups whose statistics admit them, and return the same rows as before
 // the compaction; a query of everything reads every row group.
-func TestColdReadPrunesRowGroups(t *testing.T) {
+func TestColdReadPrunesRowGroups(t *testing.T) { inBothReadModes(t, testColdReadPrunesRowGroups) }
+
+// inBothReadModes runs test with data files read whole (the small files
+// here always are) and read by ranges (as files above wholeFileMax are).
+func inBothReadModes(t *testing.T, test func(*testing.T)) {
+	t.Run("whole-files", test)
+	t.Run("ranges", func(t *testing.T) {
+		defer func(was int64) { wholeFileMax = was }(wholeFileMax)
+		wholeFileMax = 0
+		test(t)
+	})
+}
+
+func testColdReadPrunesRowGroups(t *testing.T) {
 	dir := t.TempDir()
 	_, tb := openReadTable(t, dir, []table.Column{
 		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
@@ -237,7 +250,9 @@ func dataFile(t *testing.T, c *Compactor, part string) string {
 // then damaged (its pages overwritten with noise, or truncated): the
 // query fails with an error naming the file and where, and does not
 // panic.
-func TestColdReadCorruptFile(t *testing.T) {
+func TestColdReadCorruptFile(t *testing.T) { inBothReadModes(t, testColdReadCorruptFile) }
+
+func testColdReadCorruptFile(t *testing.T) {
 	dir := t.TempDir()
 	_, tb := openReadTable(t, dir, []table.Column{
 		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
