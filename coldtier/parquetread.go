@@ -74,9 +74,9 @@ func (v *colVec) timeAt(r int) time.Time {
 	return time.UnixMicro(v.ints[r]).UTC()
 }
 
-// box is row r's value as the store returns it (nil for null): the only
-// place a cold value becomes an `any`, and only for rows emitted or
-// tested by a predicate the typed paths do not cover.
+// box is row r's value as the store returns it (nil for null), for the
+// tests the typed paths do not cover (they use the matcher's comparison on
+// boxed values); emitted rows are boxed through slabs (box.go).
 func (v *colVec) box(r int) any {
 	if v.null(r) {
 		return nil
@@ -712,6 +712,10 @@ func send(ctx context.Context, ch chan<- *rgUnit, u *rgUnit) bool {
 	}
 }
 
+// forceArrow sends every file through iceberg-go's Arrow path: tests
+// compare the two paths' rows.
+var forceArrow bool
+
 // openedFile is a data file with its footer read: a small file wholly in
 // memory (the GET that opens it reads it all), a large one still open for
 // ranged reads of the row groups kept.
@@ -756,7 +760,7 @@ func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask,
 		}
 	}()
 	direct := func(task *itable.FileScanTask) bool {
-		return len(task.DeleteFiles) == 0 && len(task.EqualityDeleteFiles) == 0 && len(task.DeletionVectorFiles) == 0 &&
+		return !forceArrow && len(task.DeleteFiles) == 0 && len(task.EqualityDeleteFiles) == 0 && len(task.DeletionVectorFiles) == 0 &&
 			task.File.FileFormat() == iceberg.ParquetFile
 	}
 	next := 0 // the next task to start opening
