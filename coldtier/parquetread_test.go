@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 
+	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -472,4 +473,72 @@ func firstRow(rows [][]any) []any {
 		return nil
 	}
 	return rows[0]
+}
+
+// addFilesScript writes a Parquet file without field ids (as pyarrow does
+// by default) into the table's day 2024-05-03 and registers it with
+// pyiceberg's add_files, which sets the table's name mapping.
+const addFilesScript = `
+import sys, datetime
+import pyarrow as pa, pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+cat_path, ident, path = sys.argv[1:4]
+cat = SqlCatalog("sluice", uri="sqlite:///" + cat_path)
+tbl = cat.load_table(ident)
+t0 = datetime.datetime(2024, 5, 3, tzinfo=datetime.timezone.utc)
+n = 50
+data = pa.table({
+    "user": pa.array(["u%d" % (i % 4) for i in range(n)], pa.string()),
+    "ts": pa.array([t0 + datetime.timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+    "n": pa.array([10000 + i for i in range(n)], pa.int64()),
+})
+pq.write_table(data, path)
+tbl.add_files([path])
+print("ok")
+`
+
+// TestColdReadFileWithoutFieldIDs: a file another engine added without
+// Parquet field ids (pyiceberg's add_files) is read through iceberg-go's
+// Arrow path, which maps its columns by name; the files sluice wrote are
+// read with parquet-go.
+func TestColdReadFileWithoutFieldIDs(t *testing.T) {
+	py, err := coldtest.Python()
+	coldtest.Require(t, err)
+	dir := t.TempDir()
+	_, tb := openReadTable(t, dir, []table.Column{
+		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
+	})
+	ctx := context.Background()
+	var rows []table.Row
+	for i := range 200 {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", i%4), "ts": readDay0.Add(time.Duration(i%2)*24*time.Hour + time.Duration(i)*time.Second), "n": int64(i)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 0)
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	added := filepath.Join(dir, "warehouse", "added.parquet")
+	pyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if out, err := coldtest.RunPython(pyCtx, py, addFilesScript, c.cfg.Catalog.URI, strings.Join(c.ident, "."), added); err != nil {
+		t.Fatalf("add_files: %v: %s", err, out)
+	}
+	got, st, err := rowsOf(t, c, table.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != 3 || st.ArrowFiles != 1 {
+		t.Fatalf("scan %+v: want 3 files, the added one through the Arrow path", st)
+	}
+	seen := byN(got)
+	if len(got) != 250 || len(seen) != 250 {
+		t.Fatalf("%d rows (%d distinct), want 250", len(got), len(seen))
+	}
+	r := seen[10007]
+	if r == nil || r["user"] != "u3" || r["ts"] != time.Date(2024, 5, 3, 0, 0, 7, 0, time.UTC).UnixMicro() {
+		t.Errorf("row n=10007 of the added file: %v", r)
+	}
 }
