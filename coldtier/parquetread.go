@@ -609,7 +609,9 @@ type coldReader struct {
 	need   []string       // the columns read (output, time, hash, predicates) the Iceberg schema has
 	types  map[string]table.Type
 	schema *iceberg.Schema
-	fs     icebergio.IO
+	name   string                                      // the Iceberg table's, for errors
+	newFS  func(context.Context) (icebergio.IO, error) // the table's file IO (Table.FS)
+	fs     icebergio.IO                                // made by run, bound to its context
 }
 
 // rgUnit is one row group to decode, or one task for the Arrow path.
@@ -647,6 +649,15 @@ func coldWorkers() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *coldScanStats,
 	arrow func(itable.FileScanTask) error, emit func([]any) error) error {
 	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The file IO's requests follow ctx: when the query ends early (a
+	// limit, an error), the GETs of the files opened ahead are aborted
+	// instead of awaited.
+	fs, err := cr.newFS(ctx)
+	if err != nil {
+		return fmt.Errorf("coldtier: file IO of %s: %w", cr.name, err)
+	}
+	cr.fs = fs
 	w := coldWorkers()
 	units := make(chan *rgUnit, 2*w)
 	work := make(chan *rgUnit, 2*w)

@@ -120,11 +120,7 @@ func (c *Compactor) coldScan(ctx context.Context, q table.Query, cols []table.Co
 	if len(tasks) == 0 {
 		return 0, st, nil
 	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return 0, st, fmt.Errorf("coldtier: file IO of %s: %w", name, err)
-	}
-	r := &coldReader{m: m, cols: cols, need: need, types: types, schema: tbl.Schema(), fs: fs}
+	r := &coldReader{m: m, cols: cols, need: need, types: types, schema: tbl.Schema(), name: name, newFS: tbl.FS}
 	n := 0
 	arrow := func(task itable.FileScanTask) error {
 		k, err := arrowValues(ctx, scan, task, q, m, types, cols, n, emit)
