@@ -7,10 +7,12 @@
 // It is built on github.com/apache/iceberg-go: the catalogs, the Parquet
 // writer (with day partitioning of the event-time column), the S3 file IO,
 // the snapshot commit with optimistic concurrency (refresh and replay on
-// conflict) and the scan with partition and statistics pruning all come
-// from it. What this package adds is the sluice side: the mapping of
-// sluice types to Iceberg types, schema evolution as the sluice schema
+// conflict) and the scan planning with partition and statistics pruning
+// all come from it. What this package adds is the sluice side: the mapping
+// of sluice types to Iceberg types, schema evolution as the sluice schema
 // widens, streaming the store's rows into Arrow batches of a bounded size,
-// and the commit protocol that makes a run idempotent across crashes (see
-// Compactor.Compact and docs/cold-tier.md).
+// the commit protocol that makes a run idempotent across crashes (see
+// Compactor.Compact and docs/cold-tier.md), and the cold read path, which
+// reads the planned data files with github.com/parquet-go/parquet-go into
+// typed columns (parquetread.go).
 package coldtier

@@ -56,16 +56,37 @@ func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, e
 // errLimit ends a cold scan at the query's limit.
 var errLimit = errors.New("limit reached")
 
+// coldScanStats say what a cold scan read; the row-group figures show the
+// pruning at work (tests check them).
+type coldScanStats struct {
+	Files, ArrowFiles        int // data files planned; those read through iceberg-go's Arrow path
+	RowGroups, RowGroupsRead int // row groups in the files read here; those not pruned by statistics
+}
+
 func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, error) {
+	n, _, err := c.coldScan(ctx, q, cols, emit)
+	return n, err
+}
+
+// coldScan plans the scan with iceberg-go (partition and file-statistics
+// pruning with the matcher's filter), then reads each planned data file
+// with parquet-go (parquetread.go), row groups decoded in parallel and
+// emitted in the plan's order. A file with delete files (written by
+// another engine: sluice never writes them), in another format than
+// Parquet, or without Parquet field ids is read through iceberg-go's Arrow
+// path instead, which applies deletes and name mapping.
+func (c *Compactor) coldScan(ctx context.Context, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, coldScanStats, error) {
+	var st coldScanStats
+	name := strings.Join(c.ident, ".")
 	tbl, err := c.cat.LoadTable(ctx, c.ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		return 0, nil
+		return 0, st, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
+		return 0, st, fmt.Errorf("coldtier: load %s: %w", name, err)
 	}
 	if tbl.CurrentSnapshot() == nil {
-		return 0, nil
+		return 0, st, nil
 	}
 	types := map[string]table.Type{}
 	for _, col := range c.t.Schema() {
@@ -73,7 +94,7 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 	}
 	m, err := newMatcher(q, c.t.SortBy(), c.t.HashBy(), types)
 	if err != nil {
-		return 0, err
+		return 0, st, err
 	}
 	// The columns to read: output, predicates, time, hash; those the
 	// Iceberg schema lacks (added since the last run) read as null.
@@ -90,15 +111,52 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 		addNeed(n)
 	}
 	scan := tbl.Scan(itable.WithRowFilter(m.filter()), itable.WithSelectedFields(need...))
-	_, batches, err := scan.ToArrowRecords(ctx)
+	defer scan.Close()
+	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("coldtier: scan %s: %w", strings.Join(c.ident, "."), err)
+		return 0, st, fmt.Errorf("coldtier: plan %s: %w", name, err)
+	}
+	st.Files = len(tasks)
+	if len(tasks) == 0 {
+		return 0, st, nil
+	}
+	r := &coldReader{m: m, cols: cols, need: need, types: types, schema: tbl.Schema(), name: name, newFS: tbl.FS}
+	n := 0
+	arrow := func(task itable.FileScanTask) error {
+		k, err := arrowValues(ctx, scan, task, q, m, types, cols, n, emit)
+		n += k
+		return err
+	}
+	err = r.run(ctx, tasks, &st, arrow, func(vals []any) error {
+		n++
+		if err := emit(cols, vals); err != nil {
+			return err
+		}
+		if q.Limit > 0 && n >= q.Limit {
+			return errLimit
+		}
+		return nil
+	})
+	if errors.Is(err, errLimit) {
+		err = nil
+	}
+	return n, st, err
+}
+
+// arrowValues reads one planned task through iceberg-go's Arrow path
+// (deletes applied), with the same matcher; emitted counts rows emitted
+// before it, for the limit.
+func arrowValues(ctx context.Context, scan *itable.Scan, task itable.FileScanTask, q table.Query, m *matcher,
+	types map[string]table.Type, cols []table.Column, emitted int, emit func([]table.Column, []any) error) (int, error) {
+	_, batches, err := scan.ReadTasks(ctx, []itable.FileScanTask{task})
+	if err != nil {
+		return 0, fmt.Errorf("coldtier: data file %s: %w", task.File.FilePath(), err)
 	}
 	vals := make([]any, len(cols))
 	n := 0
 	for rec, err := range batches {
 		if err != nil {
-			return n, fmt.Errorf("coldtier: scan %s: %w", strings.Join(c.ident, "."), err)
+			return n, fmt.Errorf("coldtier: data file %s: %w", task.File.FilePath(), err)
 		}
 		err = func() error {
 			defer rec.Release()
@@ -135,15 +193,12 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 				if err := emit(cols, vals); err != nil {
 					return err
 				}
-				if q.Limit > 0 && n >= q.Limit {
+				if q.Limit > 0 && emitted+n >= q.Limit {
 					return errLimit
 				}
 			}
 			return nil
 		}()
-		if errors.Is(err, errLimit) {
-			return n, nil
-		}
 		if err != nil {
 			return n, err
 		}
@@ -356,50 +411,29 @@ func (m *matcher) match(r int, timeOf, hashOf func(int) any, predOf []func(int) 
 			return false
 		}
 	}
-	for i, p := range m.preds {
-		v := predOf[i](r)
-		switch p.op {
-		case table.IsNull:
-			if v != nil {
-				return false
-			}
-			continue
-		case table.NotNull:
-			if v == nil {
-				return false
-			}
-			continue
-		}
-		if v == nil {
-			return false
-		}
-		if p.op == table.In {
-			if !slices.ContainsFunc(p.vals, func(x any) bool { return compare(v, x) == 0 }) {
-				return false
-			}
-			continue
-		}
-		c := compare(v, p.v)
-		var ok bool
-		switch p.op {
-		case table.Eq:
-			ok = c == 0
-		case table.Ne:
-			ok = c != 0
-		case table.Lt:
-			ok = c < 0
-		case table.Le:
-			ok = c <= 0
-		case table.Gt:
-			ok = c > 0
-		case table.Ge:
-			ok = c >= 0
-		}
-		if !ok {
+	for i := range m.preds {
+		if !m.preds[i].test(predOf[i](r)) {
 			return false
 		}
 	}
 	return true
+}
+
+// test applies p to one value of its column (nil: null).
+func (p *coldPred) test(v any) bool {
+	switch p.op {
+	case table.IsNull:
+		return v == nil
+	case table.NotNull:
+		return v != nil
+	}
+	if v == nil {
+		return false
+	}
+	if p.op == table.In {
+		return slices.ContainsFunc(p.vals, func(x any) bool { return compare(v, x) == 0 })
+	}
+	return opHolds(p.op, compare(v, p.v))
 }
 
 // convert converts a query value to a column type as the store does
