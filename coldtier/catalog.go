@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/apache/iceberg-go"
@@ -212,9 +211,9 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		itable.CommitMinRetryWaitMsKey:    "20",
 		itable.CommitMaxRetryWaitMsKey:    "2000",
 		"write.parquet.compression-codec": "zstd",
-		// A row group is written (and its memory freed) every this many
-		// rows of a file.
-		itable.ParquetRowGroupLimitKey: strconv.Itoa(c.RowGroupRows),
+	}
+	for k, v := range writeProps(c.RowGroupRows) {
+		props[k] = v
 	}
 	tbl, err = cat.CreateTable(ctx, ident, schema,
 		catalog.WithPartitionSpec(&spec), catalog.WithLocation(c.location(name)), catalog.WithProperties(props))
