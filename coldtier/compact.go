@@ -222,7 +222,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	// together, atomically, below.
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, c.cfg.RowGroupRows)
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows))
 		if rdr.Empty() {
 			err := rdr.Err()
 			rdr.Release()
@@ -321,6 +321,13 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 	}
 	return removeSync(c.pendingPath())
 }
+
+// maxBatchRows bounds the rows of the Arrow batches a run streams into the
+// Parquet writer, which appends them to its row group until the row group
+// has row_group_rows rows: a run holds two such batches (rowReader), so
+// its memory does not grow with row_group_rows beyond the row group's
+// encoded (compressed) pages.
+const maxBatchRows = 1 << 15
 
 // runCacheBytes is the store's block cache while a run reads and deletes
 // (table.ShrinkCache).
