@@ -352,10 +352,19 @@ const runCacheBytes = 4 << 20
 //     their hash tables stay small.
 //
 // docs/cold-tier.md gives the figures (peak RSS, bytes per row, speed).
+//   - the S3 upload (AWS SDK's transfer manager, under gocloud) reads a
+//     file of up to 16 MiB into one buffer and sends it in one PUT; a
+//     larger file goes in 8 MiB parts, up to 6 buffers of 8 MiB at once
+//     besides the first 16 MiB read. A day of 6M rows (one 24 MB file)
+//     peaked at 160 MB of anonymous memory; files of at most
+//     targetFileBytes (iceberg-go starts a new file of the day's partition
+//     when one passes it, at a row group's end) keep every upload to one
+//     buffer.
 const (
-	pageBytes = 64 << 10
-	pageRows  = 2048
-	dictBytes = 64 << 10
+	targetFileBytes = 12 << 20
+	pageBytes       = 64 << 10
+	pageRows        = 2048
+	dictBytes       = 64 << 10
 )
 
 // writeProps are the table properties that set the Parquet writer.
@@ -363,10 +372,11 @@ func writeProps(rowGroupRows int) iceberg.Properties {
 	return iceberg.Properties{
 		// A row group is written (and its memory freed) every this many
 		// rows of a file.
-		itable.ParquetRowGroupLimitKey:  strconv.Itoa(rowGroupRows),
-		"write.parquet.page-size-bytes": strconv.Itoa(pageBytes),
-		"write.parquet.page-row-limit":  strconv.Itoa(pageRows),
-		"write.parquet.dict-size-bytes": strconv.Itoa(dictBytes),
+		itable.ParquetRowGroupLimitKey:     strconv.Itoa(rowGroupRows),
+		"write.parquet.page-size-bytes":    strconv.Itoa(pageBytes),
+		"write.parquet.page-row-limit":     strconv.Itoa(pageRows),
+		"write.parquet.dict-size-bytes":    strconv.Itoa(dictBytes),
+		itable.WriteTargetFileSizeBytesKey: strconv.Itoa(targetFileBytes),
 	}
 }
 
