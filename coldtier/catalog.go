@@ -36,8 +36,9 @@ type Config struct {
 	// StateDir holds the record of a run in flight (pending-<table>.json);
 	// the server uses its storage directory.
 	StateDir string
-	// RowGroupRows bounds the rows of one Arrow batch and so of one
-	// Parquet row group, and with it the memory of a run; default 131072.
+	// RowGroupRows bounds the rows of one Parquet row group; default
+	// 131072. A run streams batches of at most 32768 rows into it and
+	// holds two of them (rowReader), whatever this is.
 	RowGroupRows int
 }
 
