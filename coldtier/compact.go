@@ -335,7 +335,7 @@ const runCacheBytes = 4 << 20
 
 // Parquet writer settings, as Iceberg table properties (iceberg-go reads
 // them when it writes a file). They bound what the writer holds besides
-// the row group's Arrow batch:
+// the Arrow batches:
 //
 //   - arrow-go compresses each page with a pooled zstd encoder; a page
 //     larger than zstd's 128 KiB block makes the encoder allocate a
@@ -350,8 +350,6 @@ const runCacheBytes = 4 << 20
 //   - a column whose distinct values pass dictBytes is written plain
 //     (zstd then does what the dictionary would), so dictionaries and
 //     their hash tables stay small.
-//
-// docs/cold-tier.md gives the figures (peak RSS, bytes per row, speed).
 //   - the S3 upload (AWS SDK's transfer manager, under gocloud) reads a
 //     file of up to 16 MiB into one buffer and sends it in one PUT; a
 //     larger file goes in 8 MiB parts, up to 6 buffers of 8 MiB at once
@@ -360,6 +358,10 @@ const runCacheBytes = 4 << 20
 //     targetFileBytes (iceberg-go starts a new file of the day's partition
 //     when one passes it, at a row group's end) keep every upload to one
 //     buffer.
+//
+// docs/cold-tier.md gives the figures (peak RSS, bytes per row, speed). A
+// run whose commit was redone after a conflict commits the files without
+// the property update; the next run stages it again.
 const (
 	targetFileBytes = 12 << 20
 	pageBytes       = 64 << 10
