@@ -24,9 +24,10 @@ import (
 // the executable's file pages too (docs/cold-tier.md). What still grows
 // with the rows of a day is bounded by constants: the day's file, held
 // whole by the S3 upload, is at most 12 MiB (then a new file starts), and
-// the store's blocks are larger. Measured (lower of two runs): 43 and
-// 70 MiB (+27). Without the bound on the batches a run holds, iceberg-go
-// queues the batches of the day (up to 24 at 8N): 44 and 93 MiB (+49).
+// the store's blocks are larger. Measured (lower of two runs): +27 to +35
+// MiB over seven runs (41-44 and 70-77 MiB). Without the bound on the
+// batches a run holds, iceberg-go queues the batches of the day (up to 24
+// at 8N): 44 and 93 MiB (+49).
 func TestCompactionMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compacts 900k rows in child processes")
@@ -36,7 +37,7 @@ func TestCompactionMemoryBound(t *testing.T) {
 	}
 	const (
 		small   = 100_000
-		growth  = 40 << 20
+		growth  = 42 << 20
 		ceiling = 128 << 20
 	)
 	peakSmall := compactChildPeak(t, small)
