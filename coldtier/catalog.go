@@ -44,8 +44,9 @@ type Config struct {
 	// StateDir holds the record of a run in flight (pending-<table>.json);
 	// the server uses its storage directory.
 	StateDir string
-	// RowGroupRows bounds the rows of one Arrow batch and so of one
-	// Parquet row group, and with it the memory of a run; default 131072.
+	// RowGroupRows bounds the rows of one Parquet row group; default
+	// 131072. A run streams batches of at most 32768 rows into it and
+	// holds two of them (rowReader), whatever this is.
 	RowGroupRows int
 }
 
@@ -377,9 +378,9 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		itable.CommitMinRetryWaitMsKey:    "20",
 		itable.CommitMaxRetryWaitMsKey:    "2000",
 		"write.parquet.compression-codec": "zstd",
-		// A row group is written (and its memory freed) every this many
-		// rows of a file.
-		itable.ParquetRowGroupLimitKey: strconv.Itoa(c.RowGroupRows),
+	}
+	for k, v := range writeProps(c.RowGroupRows) {
+		props[k] = v
 	}
 	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec), catalog.WithLocation(c.location(name)), catalog.WithProperties(props)}
 	if hashField, ok := schema.FindFieldByName(hashBy); ok && hashBy != "" {

@@ -170,6 +170,9 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if !from.IsZero() && !from.Before(wm) {
 		return st, nil
 	}
+	// The blocks this run reads are deleted at its end: keep them from
+	// filling the store's block cache meanwhile.
+	defer c.t.ShrinkCache(runCacheBytes)()
 	first, maxSeq, blocks, err := c.t.BlockRange(ctx, wm)
 	if err != nil {
 		return st, err
@@ -202,6 +205,14 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
 		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
+	// The writer settings come from the table's properties: a table
+	// created by an older version, or before row_group_rows changed, gets
+	// the current ones in this run's commit.
+	if stale := staleProps(tbl.Properties(), writeProps(c.cfg.RowGroupRows)); len(stale) > 0 {
+		if err := tx.SetProperties(stale); err != nil {
+			return st, fmt.Errorf("coldtier: table %s: writer properties: %w", c.t.Name(), err)
+		}
+	}
 	props := iceberg.Properties{
 		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
 		propMaxSeq: strconv.FormatUint(maxSeq, 10),
@@ -219,7 +230,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	var files []iceberg.DataFile
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, c.cfg.RowGroupRows)
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows))
 		if rdr.Empty() {
 			err := rdr.Err()
 			rdr.Release()
@@ -331,6 +342,78 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 		}
 	}
 	return removeSync(c.pendingPath())
+}
+
+// maxBatchRows bounds the rows of the Arrow batches a run streams into the
+// Parquet writer, which appends them to its row group until the row group
+// has row_group_rows rows: a run holds two such batches (rowReader), so
+// its memory does not grow with row_group_rows beyond the row group's
+// encoded (compressed) pages.
+const maxBatchRows = 1 << 15
+
+// runCacheBytes is the store's block cache while a run reads and deletes
+// (table.ShrinkCache).
+const runCacheBytes = 4 << 20
+
+// Parquet writer settings, as Iceberg table properties (iceberg-go reads
+// them when it writes a file). They bound what the writer holds besides
+// the Arrow batches:
+//
+//   - arrow-go compresses each page with a pooled zstd encoder; a page
+//     larger than zstd's 128 KiB block makes the encoder allocate a
+//     window history of 16 MiB (8 MiB window + 8 MiB), kept with the
+//     pooled encoder, and the pool holds one per P: 32 MiB of the 50-60
+//     MiB of live heap of a run measured with iceberg-go's defaults (1 MiB
+//     pages of up to 20000 rows, 2 MiB dictionaries). Pages of at most
+//     pageBytes plus one write batch of pageRows values, and dictionaries
+//     of at most dictBytes plus one batch, stay under 128 KiB for values of
+//     up to ~30 bytes, so the encoder needs no history at all (a larger
+//     page still compresses, with the history).
+//   - a column whose distinct values pass dictBytes is written plain
+//     (zstd then does what the dictionary would), so dictionaries and
+//     their hash tables stay small.
+//   - the S3 upload (AWS SDK's transfer manager, under gocloud) reads a
+//     file of up to 16 MiB into one buffer and sends it in one PUT; a
+//     larger file goes in 8 MiB parts, up to 6 buffers of 8 MiB at once
+//     besides the first 16 MiB read. A day of 6M rows (one 24 MB file)
+//     peaked at 160 MB of anonymous memory; files of at most
+//     targetFileBytes (iceberg-go starts a new file of the day's partition
+//     when one passes it, at a row group's end) keep every upload to one
+//     buffer.
+//
+// docs/cold-tier.md gives the figures (peak RSS, bytes per row, speed). A
+// run whose commit was redone after a conflict commits the files without
+// the property update; the next run stages it again.
+const (
+	targetFileBytes = 12 << 20
+	pageBytes       = 64 << 10
+	pageRows        = 2048
+	dictBytes       = 64 << 10
+)
+
+// writeProps are the table properties that set the Parquet writer.
+func writeProps(rowGroupRows int) iceberg.Properties {
+	return iceberg.Properties{
+		// A row group is written (and its memory freed) every this many
+		// rows of a file.
+		itable.ParquetRowGroupLimitKey:     strconv.Itoa(rowGroupRows),
+		"write.parquet.page-size-bytes":    strconv.Itoa(pageBytes),
+		"write.parquet.page-row-limit":     strconv.Itoa(pageRows),
+		"write.parquet.dict-size-bytes":    strconv.Itoa(dictBytes),
+		itable.WriteTargetFileSizeBytesKey: strconv.Itoa(targetFileBytes),
+	}
+}
+
+// staleProps are the entries of want that have is lacks or holds with
+// another value.
+func staleProps(have, want iceberg.Properties) iceberg.Properties {
+	stale := iceberg.Properties{}
+	for k, v := range want {
+		if have[k] != v {
+			stale[k] = v
+		}
+	}
+	return stale
 }
 
 func fault(step string) {

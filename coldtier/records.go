@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +17,14 @@ import (
 )
 
 // rowReader streams a table query as Arrow record batches of at most
-// batchRows rows: the query runs in its own goroutine and hands over one
-// batch at a time (a channel of one), so a run holds about two batches in
-// memory whatever the table's size. It implements array.RecordReader.
+// batchRows rows. The query runs in its own goroutine, which builds a batch
+// while the writer writes the previous one, and waits before building the
+// next until the writer has released the one before that: a run holds at
+// most two batches whatever the table's size. (iceberg-go's Append takes
+// batches as fast as they come and queues them, up to 64 per partition
+// writer, so waiting on the hand-over alone would not bound anything: when
+// the store is read faster than Parquet is written, the batches of a big
+// day piled up in that queue.) It implements array.RecordReader.
 type rowReader struct {
 	refs   atomic.Int64
 	schema *arrow.Schema
@@ -29,7 +35,19 @@ type rowReader struct {
 	errCh  chan error
 	cancel context.CancelFunc
 	rows   atomic.Int64
+	// stalls counts the waits for a batch's release that gave up after
+	// releaseWait (a reference iceberg-go kept would otherwise stop the
+	// run): 0 unless something holds batches it is done with.
+	stalls atomic.Int64
+	// held counts the batches built or being built and not yet released
+	// by the writer; maxHeld is its highest value (tests check the bound).
+	held, maxHeld atomic.Int64
 }
+
+// releaseWait bounds the wait for the writer to release a batch. The writer
+// may legitimately take long (a slow upload holds it), so this is long: it
+// only keeps a leaked reference from stopping a run.
+var releaseWait = time.Minute
 
 // newRowReader starts the query of rows [from, to) in the blocks with
 // sequence below seqLimit (0: all), columns cols, in that order.
@@ -45,15 +63,48 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 	r.refs.Store(1)
 	go func() {
 		defer close(r.ch)
-		b := array.NewRecordBuilder(memory.DefaultAllocator, r.schema)
-		defer b.Release()
-		n := 0
+		var (
+			mem    *batchMemory   // the batch being built
+			handed []*batchMemory // batches handed over, oldest first, maybe released
+			b      *array.RecordBuilder
+			n      int
+		)
+		start := func() error {
+			// Build this batch while the writer has at most one other.
+			for len(handed) > 0 {
+				select {
+				case <-handed[0].released:
+					handed = handed[1:]
+					continue
+				default:
+				}
+				if len(handed) < 2 {
+					break
+				}
+				if err := r.waitReleased(ctx, handed[0]); err != nil {
+					return err
+				}
+				handed = handed[1:]
+			}
+			mem = newBatchMemory(&r.held)
+			r.maxHeld.Store(max(r.maxHeld.Load(), r.held.Add(1)))
+			b = array.NewRecordBuilder(mem, r.schema)
+			return nil
+		}
+		defer func() {
+			if b != nil {
+				b.Release()
+			}
+		}()
 		flush := func() error {
 			if n == 0 {
 				return nil
 			}
 			rec := b.NewRecordBatch()
-			n = 0
+			b.Release()
+			b, n = nil, 0
+			mem.seal()
+			handed = append(handed, mem)
 			select {
 			case r.ch <- rec:
 				return nil
@@ -63,6 +114,11 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 			}
 		}
 		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names, ByKey: true}, seqLimit, func(_ []table.Column, vals []any) error {
+			if b == nil {
+				if err := start(); err != nil {
+					return err
+				}
+			}
 			for i, v := range vals {
 				if err := appendValue(b.Field(i), cols[i], v); err != nil {
 					return err
@@ -81,6 +137,71 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 		r.errCh <- err
 	}()
 	return r
+}
+
+// waitReleased waits until the writer has released every buffer of batch
+// m (or ctx ends, or releaseWait passes).
+func (r *rowReader) waitReleased(ctx context.Context, m *batchMemory) error {
+	timer := time.NewTimer(releaseWait)
+	defer timer.Stop()
+	select {
+	case <-m.released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		r.stalls.Add(1)
+		return nil
+	}
+}
+
+// batchMemory allocates the Arrow buffers of one batch (from Go's heap, as
+// memory.DefaultAllocator does) and tells when all of them are freed:
+// Arrow frees a buffer when its last reference is released, whichever
+// array or record (iceberg-go's projections of the batch included) held it.
+type batchMemory struct {
+	memory.GoAllocator
+	held     *atomic.Int64 // decremented when the batch is released
+	live     atomic.Int64  // bytes allocated and not freed
+	sealed   atomic.Bool   // the batch is built: live reaching 0 means released
+	once     sync.Once
+	released chan struct{}
+}
+
+func newBatchMemory(held *atomic.Int64) *batchMemory {
+	return &batchMemory{held: held, released: make(chan struct{})}
+}
+
+func (m *batchMemory) Allocate(size int) []byte {
+	b := m.GoAllocator.Allocate(size)
+	m.live.Add(int64(len(b)))
+	return b
+}
+
+func (m *batchMemory) Reallocate(size int, b []byte) []byte {
+	nb := m.GoAllocator.Reallocate(size, b)
+	m.live.Add(int64(len(nb) - len(b)))
+	return nb
+}
+
+func (m *batchMemory) Free(b []byte) {
+	m.GoAllocator.Free(b)
+	if m.live.Add(-int64(len(b))) <= 0 && m.sealed.Load() {
+		m.once.Do(m.release)
+	}
+}
+
+// seal marks the batch built (no more allocations).
+func (m *batchMemory) seal() {
+	m.sealed.Store(true)
+	if m.live.Load() <= 0 {
+		m.once.Do(m.release)
+	}
+}
+
+func (m *batchMemory) release() {
+	m.held.Add(-1)
+	close(m.released)
 }
 
 // appendValue appends one sluice value to its Arrow column.

@@ -25,8 +25,8 @@ type Iceberg struct {
 	// Node names this server in the snapshots it commits (default: the
 	// host name); nodes sharing a table need distinct names.
 	Node string `yaml:"node"`
-	// RowGroupRows bounds the rows per Parquet row group and so the memory
-	// of a compaction run (default 131072).
+	// RowGroupRows bounds the rows per Parquet row group (default 131072);
+	// a run's memory is bounded apart (docs/cold-tier.md).
 	RowGroupRows int `yaml:"row_group_rows"`
 	// OrphanInterval is how often the server deletes orphan files: data
 	// files of runs killed between their upload and their commit, which no

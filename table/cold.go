@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -48,6 +49,47 @@ func (t *Table) BlockRange(ctx context.Context, before time.Time) (first time.Ti
 		first = time.Unix(0, floorTime(minTime, t.span)).UTC()
 	}
 	return first, high, blocks, err
+}
+
+// ShrinkCache shrinks the store's block cache to about keep bytes until
+// restore is called, evicting what it holds beyond that. A compaction run
+// reads (twice: BlockRange and the rows) and then deletes every block
+// before its watermark; through the full cache those blocks, about to be
+// deleted, would take up to the whole cache's size in memory for the
+// run's length, on top of the run's own buffers. Shrunk, they evict each
+// other. Queries meanwhile get the smaller cache. Calls nest (several
+// tables compacting at once): the cache gets its size back when the last
+// restore is called. The cache's memory is Pebble's own (outside the Go
+// heap), released to the C allocator as blocks are evicted.
+func (t *Table) ShrinkCache(keep int64) (restore func()) {
+	s := t.store
+	release, err := s.use()
+	if err != nil { // closed: the cache went with the database
+		return func() {}
+	}
+	defer release()
+	s.shrinkMu.Lock()
+	defer s.shrinkMu.Unlock()
+	if s.shrinks == 0 {
+		s.shrinkRelease = s.cache.Reserve(int(max(s.cache.MaxSize()-keep, 0)))
+	}
+	s.shrinks++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			release, err := s.use()
+			if err != nil {
+				return
+			}
+			defer release()
+			s.shrinkMu.Lock()
+			defer s.shrinkMu.Unlock()
+			if s.shrinks--; s.shrinks == 0 {
+				s.shrinkRelease()
+				s.shrinkRelease = nil
+			}
+		})
+	}
 }
 
 // QueryValuesBelow is QueryValues over the blocks whose sequence is below

@@ -2,6 +2,8 @@ package table
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,5 +141,60 @@ func TestBlockRangeWaitsForReservedSequences(t *testing.T) {
 	dropped.Close()
 	if _, _, blocks, err := tb.BlockRange(ctx, cut); err != nil || blocks != 2 {
 		t.Fatalf("BlockRange after a discarded appender: %d blocks, %v", blocks, err)
+	}
+}
+
+// TestShrinkCache: while shrunk, reading every block leaves at most about
+// keep bytes in the block cache; restored, the same read fills it again.
+// Nested shrinks hold until the last restore.
+func TestShrinkCache(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{CacheSize: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// ~4 MB of poorly compressible blocks, flushed to sstables so that reads go
+	// through the block cache.
+	for i := range 40 {
+		rows := make([]Row, 2000)
+		for j := range rows {
+			n := uint64(i*2000 + j)
+			var v strings.Builder
+			for _, m := range []uint64{0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD} {
+				v.WriteString(strconv.FormatUint(n*m, 36))
+			}
+			rows[j] = Row{"k": "key-" + strconv.Itoa(j%50), "ts": t0.Add(time.Duration(n) * time.Second), "s": v.String()}
+		}
+		if err := tb.Append(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	readAll := func() int64 {
+		t.Helper()
+		if err := tb.QueryValues(ctx, Query{}, func([]Column, []any) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return s.db.Metrics().BlockCache.Size
+	}
+	const keep = 1 << 20
+	restore := tb.ShrinkCache(keep)
+	restore2 := tb.ShrinkCache(keep)
+	restore()
+	restore() // a second call does nothing
+	shrunk := readAll()
+	if shrunk > 2*keep {
+		t.Fatalf("block cache holds %d bytes while shrunk to %d", shrunk, keep)
+	}
+	restore2()
+	if size := readAll(); size < 3*keep {
+		t.Fatalf("block cache holds %d bytes after restore, want the data read (several MB)", size)
 	}
 }

@@ -36,7 +36,8 @@ const seqReserve = 1 << 16
 // concurrent use.
 type Store struct {
 	db       *pebble.DB
-	fsCloser io.Closer // stops the disk health checker, after db is closed
+	cache    *pebble.Cache // db's block cache (db holds a reference)
+	fsCloser io.Closer     // stops the disk health checker, after db is closed
 	dir      string
 	opts     Options
 
@@ -49,6 +50,10 @@ type Store struct {
 	mu     sync.Mutex
 	tables map[string]*Table // REQUIRES: mu held
 	nextID uint32            // next table id; REQUIRES: mu held
+
+	shrinkMu      sync.Mutex
+	shrinks       int    // ShrinkCache calls not restored yet; REQUIRES: shrinkMu held
+	shrinkRelease func() // releases the cache reservation; REQUIRES: shrinkMu held
 
 	seqMu       sync.Mutex
 	nextSeq     uint64 // REQUIRES: seqMu held
@@ -109,7 +114,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
+	s := &Store{db: db, cache: cache, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
 	if err := s.load(); err != nil {
 		db.Close()
 		fsCloser.Close()

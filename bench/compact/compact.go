@@ -45,6 +45,7 @@ type Result struct {
 	ParquetBytes         int64
 	StoreBytesPerRow     float64
 	PeakRSSBytes         int64 // during the compaction (VmHWM after a reset)
+	PeakAnonBytes        int64 // during the compaction (RssAnon sampled every 2 ms): VmHWM without the executable's file pages
 	BaseRSSBytes         int64 // before it (the store's caches and memtables included)
 	QueryRows            int64
 	QuerySeconds         float64
@@ -136,9 +137,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	fmt.Fprintln(o.Log, "compacting...")
 	res.BaseRSSBytes = rss("VmRSS:")
 	resetPeakRSS()
+	anonPeak := sampleRSS("RssAnon:")
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	stats, err := c.Compact(ctx, day0.Add(time.Duration(o.Days)*24*time.Hour), coldtier.Options{Remove: true})
+	res.PeakAnonBytes = anonPeak()
 	if err != nil {
 		return res, err
 	}
@@ -285,6 +288,32 @@ func rss(field string) int64 {
 	return 0
 }
 
+// sampleRSS samples a field of /proc/self/status (RssAnon) every 2 ms
+// until the returned function is called, which returns the largest value
+// seen.
+func sampleRSS(field string) func() int64 {
+	var peak int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, rss(field))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak
+	}
+}
+
 func cpuSeconds() float64 {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
@@ -306,6 +335,7 @@ func Format(r Result) string {
 	fmt.Fprintf(w, "Parquet bytes/row\t%.1f\t\t\n", r.ParquetBytesPerRow)
 	fmt.Fprintf(w, "store bytes/row (blocks written)\t%.1f\t\t\n", r.StoreBytesPerRow)
 	fmt.Fprintf(w, "peak RSS during compaction (row group %d rows)\t%.0f MB\t<= 256 MB\t\n", r.RowGroupRows, float64(r.PeakRSSBytes)/1e6)
+	fmt.Fprintf(w, "peak anonymous RSS during compaction (sampled RssAnon)\t%.0f MB\t\t\n", float64(r.PeakAnonBytes)/1e6)
 	fmt.Fprintf(w, "RSS before the compaction (store reopened)\t%.0f MB\t\t\n", float64(r.BaseRSSBytes)/1e6)
 	fmt.Fprintf(w, "cold-range query rows/s (wall)\t%.0f\t>= 2M\t\n", r.QueryRowsPerSecond)
 	fmt.Fprintf(w, "cold-range query rows per CPU-second\t%.0f\t\t\n", float64(r.QueryRows)/max(r.QueryCPUSeconds, 1e-9))

@@ -1,0 +1,128 @@
+package coldtier_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestCompactionMemoryBound compacts a store of one day of N rows and one of
+// 8N rows, each twice in a child process (the test binary, as the crash
+// tests run it) into the Iceberg table on the S3 server, and samples the
+// child's anonymous RSS (RssAnon, every 2 ms); the lower peak of the two
+// runs of a size is what counts (a GC that comes late makes a single peak
+// jump by 10-15 MiB on a loaded machine). The peak stays under an absolute
+// bound and grows little with 8x the rows of a day. Not VmHWM: that counts
+// the executable's file pages too (docs/cold-tier.md). What still grows
+// with the rows of a day is bounded by constants: the day's file, held
+// whole by the S3 upload, is at most 12 MiB (then a new file starts), and
+// the store's blocks are larger. Measured (lower of two runs): +27 to +35
+// MiB over seven runs (41-44 and 70-77 MiB). Without the bound on the
+// batches a run holds, iceberg-go queues the batches of the day (up to 24
+// at 8N): 44 and 93 MiB (+49).
+func TestCompactionMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compacts 900k rows in child processes")
+	}
+	if raceEnabled {
+		t.Skip("the race detector multiplies memory; scripts/test runs this test without -race")
+	}
+	const (
+		small   = 100_000
+		growth  = 42 << 20
+		ceiling = 128 << 20
+	)
+	peakSmall := compactChildPeak(t, small)
+	peakBig := compactChildPeak(t, 8*small)
+	t.Logf("peak anonymous RSS: %d MiB compacting %d rows, %d MiB compacting %d rows",
+		peakSmall>>20, small, peakBig>>20, 8*small)
+	if peakBig > peakSmall+growth {
+		t.Errorf("peak anonymous RSS grew from %d MiB to %d MiB with 8x the rows, want at most %d MiB more",
+			peakSmall>>20, peakBig>>20, growth>>20)
+	}
+	if peakBig > ceiling || peakSmall > ceiling {
+		t.Errorf("peak anonymous RSS %d / %d MiB, want at most %d MiB", peakSmall>>20, peakBig>>20, ceiling>>20)
+	}
+}
+
+// compactChildPeak fills a store with rows rows of one day, compacts a copy
+// of it in a child process twice, and returns the lower of the two peaks
+// of anonymous RSS.
+func compactChildPeak(t *testing.T, rows int) int64 {
+	t.Helper()
+	dir := t.TempDir()
+	st, tb := openTable(t, dir, staticSchema)
+	for i := 0; i < rows; i += 50_000 {
+		fill(t, tb, i, min(50_000, rows-i), 1)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var peaks []int64
+	for run := range 2 {
+		runDir := filepath.Join(dir, "run"+strconv.Itoa(run))
+		if err := os.CopyFS(filepath.Join(runDir, "store"), os.DirFS(filepath.Join(dir, "store"))); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, runDir, "memory-"+strconv.Itoa(rows)+"-"+strconv.Itoa(run))
+		buf, _ := json.Marshal(cfg)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+runDir, childConfigEnv+"="+string(buf))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		peak := sampleRssAnon(cmd.Process.Pid)
+		err := cmd.Wait()
+		p := peak()
+		if err != nil || !strings.Contains(stderr.String(), "child: compaction done") {
+			t.Fatalf("child: %v\n%s", err, stderr.String())
+		}
+		t.Logf("%d rows, run %d: peak anonymous RSS %d MiB", rows, run+1, p>>20)
+		peaks = append(peaks, p)
+	}
+	return slices.Min(peaks)
+}
+
+// sampleRssAnon samples RssAnon of process pid every 2 ms until the
+// returned function is called (after the process ended), which returns the
+// largest value seen.
+func sampleRssAnon(pid int) func() int64 {
+	var peak atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/proc/%d/status", pid)
+		for {
+			if b, err := os.ReadFile(path); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+						kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+						if err == nil && kb<<10 > peak.Load() {
+							peak.Store(kb << 10)
+						}
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package coldtier_test
+
+const raceEnabled = false
