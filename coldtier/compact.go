@@ -194,7 +194,11 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if err != nil {
 		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
-	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), c.t.HashBy())
+	sortKey := c.t.HashBy()
+	if c.cfg.Unsorted {
+		sortKey = ""
+	}
+	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), sortKey)
 	if err != nil {
 		return st, err
 	}
@@ -230,7 +234,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	var files []iceberg.DataFile
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows))
+		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
 		if rdr.Empty() {
 			err := rdr.Err()
 			rdr.Release()

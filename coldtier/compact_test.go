@@ -141,36 +141,49 @@ func TestCompactKeepAndSchemaEvolution(t *testing.T) {
 // read in key order makes the file sorted across batches, and so the row
 // groups' statistics of the key column narrow).
 func TestFilesSortedByKey(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(t, dir, "sorted")
-	cfg.RowGroupRows = 128
-	st, tb := openTable(t, dir, staticSchema)
-	defer st.Close()
-	rows := make([]table.Row, 0, 3000)
-	for i := range 3000 {
-		rows = append(rows, table.Row{"user": fmt.Sprintf("user-%03d", (i*37)%101), "ts": day0.Add(time.Duration(i) * time.Second), "n": int64(i)})
-	}
-	if err := tb.Append(context.Background(), rows); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	c, err := coldtier.Open(ctx, cfg, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
-		t.Fatal(err)
-	}
-	v := readIceberg(t, cfg, "events")
-	if len(v.SortOrder) != 1 || v.SortOrder[0][0] != "user" || !strings.Contains(strings.ToLower(v.SortOrder[0][2]), "asc") {
-		t.Errorf("sort order %v, want user ascending", v.SortOrder)
-	}
-	if len(v.Files) == 0 || len(v.UnsortedFiles) > 0 {
-		t.Errorf("data files %v; not sorted by user: %v", v.Files, v.UnsortedFiles)
-	}
-	if len(v.PyIceberg) != 3000 {
-		t.Errorf("pyiceberg read %d rows, want 3000", len(v.PyIceberg))
+	for _, unsorted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsorted=%v", unsorted), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir, fmt.Sprintf("sorted-%v", unsorted))
+			cfg.RowGroupRows = 128
+			cfg.Unsorted = unsorted
+			st, tb := openTable(t, dir, staticSchema)
+			defer st.Close()
+			rows := make([]table.Row, 0, 3000)
+			for i := range 3000 {
+				rows = append(rows, table.Row{"user": fmt.Sprintf("user-%03d", (i*37)%101), "ts": day0.Add(time.Duration(i) * time.Second), "n": int64(i)})
+			}
+			if err := tb.Append(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			c, err := coldtier.Open(ctx, cfg, tb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
+				t.Fatal(err)
+			}
+			v := readIceberg(t, cfg, "events")
+			if len(v.PyIceberg) != 3000 || len(v.Files) == 0 {
+				t.Fatalf("pyiceberg read %d rows from %d files, want 3000", len(v.PyIceberg), len(v.Files))
+			}
+			if unsorted {
+				// compact.iceberg.unsorted: no declared order, files in the
+				// store's hash order.
+				if len(v.SortOrder) != 0 || len(v.UnsortedFiles) != len(v.Files) {
+					t.Errorf("unsorted: sort order %v, %d of %d files unsorted; want none declared and every file in hash order", v.SortOrder, len(v.UnsortedFiles), len(v.Files))
+				}
+				return
+			}
+			if len(v.SortOrder) != 1 || v.SortOrder[0][0] != "user" || !strings.Contains(strings.ToLower(v.SortOrder[0][2]), "asc") {
+				t.Errorf("sort order %v, want user ascending", v.SortOrder)
+			}
+			if len(v.UnsortedFiles) > 0 {
+				t.Errorf("data files %v; not sorted by user: %v", v.Files, v.UnsortedFiles)
+			}
+		})
 	}
 }
 

@@ -155,7 +155,7 @@ type readerView struct {
 	Snapshots   []map[string]any `json:"snapshots"`
 	// SortOrder is the declared sort order: column, transform, direction,
 	// null order per field; UnsortedFiles the data files whose rows do not
-	// follow its first field.
+	// follow its first field (with none declared: the user column).
 	SortOrder     [][]string `json:"sort_order"`
 	UnsortedFiles []string   `json:"unsorted_files"`
 }

@@ -51,7 +51,7 @@ var releaseWait = time.Minute
 
 // newRowReader starts the query of rows [from, to) in the blocks with
 // sequence below seqLimit (0: all), columns cols, in that order.
-func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, seqLimit uint64, batchRows int) *rowReader {
+func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, seqLimit uint64, batchRows int, byKey bool) *rowReader {
 	fields := make([]arrow.Field, len(cols))
 	names := make([]string, len(cols))
 	for i, c := range cols {
@@ -113,7 +113,7 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 				return ctx.Err()
 			}
 		}
-		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names, ByKey: true}, seqLimit, func(_ []table.Column, vals []any) error {
+		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, seqLimit, func(_ []table.Column, vals []any) error {
 			if b == nil {
 				if err := start(); err != nil {
 					return err

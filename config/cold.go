@@ -28,6 +28,10 @@ type Iceberg struct {
 	// RowGroupRows bounds the rows per Parquet row group (default 131072);
 	// a run's memory is bounded apart (docs/cold-tier.md).
 	RowGroupRows int `yaml:"row_group_rows"`
+	// Unsorted writes files in the store's hash order instead of sorted by
+	// the hashBy value (faster compaction for tables of millions of keys;
+	// see docs/cold-tier.md).
+	Unsorted bool `yaml:"unsorted"`
 	// OrphanInterval is how often the server deletes orphan files: data
 	// files of runs killed between their upload and their commit, which no
 	// snapshot references (default 24h; negative: never). Each pass lists

@@ -20,6 +20,7 @@ tables:
         catalog: {type: sql, uri: /tmp/catalog.db}
         row_group_rows: 4096
         orphan_interval: 6h
+        unsorted: true
 `
 
 // TestIcebergSection: compact.iceberg parses, replaces compact.dir, and its
@@ -33,6 +34,9 @@ func TestIcebergSection(t *testing.T) {
 	ic := cfg.Tables[0].Compact.Iceberg
 	if ic == nil || ic.Warehouse != "s3://lake/sluice" || !ic.S3.PathStyle || ic.Catalog.URI != "/tmp/catalog.db" || ic.RowGroupRows != 4096 {
 		t.Fatalf("iceberg section %+v", ic)
+	}
+	if !ic.Unsorted {
+		t.Error("unsorted: true not read")
 	}
 	if every, age := ic.Orphans(); every != 6*time.Hour || age != DefaultOrphanAge {
 		t.Errorf("orphan cleanup every %v, age %v; want 6h and the default age", every, age)

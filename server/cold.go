@@ -37,7 +37,7 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 			S3:        coldtier.S3{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle},
 			Catalog: coldtier.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
 				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
-			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows,
+			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
 		}
 		c, err := coldtier.Open(ctx, cfg, ts.table)
 		if err != nil {

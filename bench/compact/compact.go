@@ -32,6 +32,7 @@ type Options struct {
 	Days         int    // days they span (default 10)
 	Users        int    // hashBy values (default 1000)
 	RowGroupRows int    // rows per Arrow batch / Parquet row group (default 131072)
+	Unsorted     bool   // compact in hash order, not sorted by key
 	Dir          string // work directory (default a temporary one)
 	CPUProfile   string // CPU profile of the cold-range query, when set
 	Log          io.Writer
@@ -126,7 +127,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	cfg := coldtier.Config{
 		Warehouse: "s3://" + coldtest.Bucket + "/bench",
 		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
-		StateDir:  dir, Node: "bench", RowGroupRows: o.RowGroupRows,
+		StateDir:  dir, Node: "bench", RowGroupRows: o.RowGroupRows, Unsorted: o.Unsorted,
 	}
 	c, err := coldtier.Open(ctx, cfg, tb)
 	if err != nil {

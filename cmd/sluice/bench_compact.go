@@ -33,6 +33,7 @@ func init() {
 	f.IntVar(&opts.Days, "days", 0, "days the rows span (default 10)")
 	f.IntVar(&opts.Users, "users", 0, "distinct hashBy values (default 100)")
 	f.IntVar(&opts.RowGroupRows, "row-group-rows", 0, "rows per Parquet row group (default 131072)")
+	f.BoolVar(&opts.Unsorted, "unsorted", false, "compact in the store's hash order instead of sorted by key (compact.iceberg.unsorted)")
 	f.StringVar(&opts.Dir, "dir", "", "work directory (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the cold-range query to this file")
 	benchCmd.AddCommand(cmd)
