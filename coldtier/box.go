@@ -3,54 +3,20 @@ package coldtier
 import (
 	"encoding/json"
 	"time"
-	"unsafe"
+
+	islab "github.com/sluicedb/sluice/internal/slab"
 )
 
-// Boxing a cold value into `any` allocates once per value (int64 beyond
-// 255, float64, string, time.Time, json.RawMessage): with nine columns,
-// eight allocations per emitted row and, with the GC work they cause,
-// half of a cold query's CPU. A slab instead holds the emitted rows of one
-// column of a chunk, copied into one fresh array, and makes each interface
-// point into it, the way the runtime represents a boxed value (a type word
-// and a pointer to an immutable copy); table/box.go does the same for the
-// hot tier. This file is the only use of unsafe in the package.
-//
-// Invariants: a slab's array is allocated per chunk and column and filled
-// before any interface points into it, and never written after; it stays
-// alive as long as an interface points into it (the
-// data word is a real, GC-visible pointer).
-
-// eface is the runtime layout of an empty interface.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-func typeWord(v any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&v)).typ }
-
-var (
-	int64Type   = typeWord(int64(0))
-	float64Type = typeWord(float64(0))
-	stringType  = typeWord("")
-	timeType    = typeWord(time.Time{})
-	rawType     = typeWord(json.RawMessage(nil))
-)
-
-// pointTo is an interface of type word typ whose value is *p.
-func pointTo(typ, p unsafe.Pointer) any {
-	var v any
-	e := (*eface)(unsafe.Pointer(&v))
-	e.typ, e.data = typ, p
-	return v
-}
+// Boxing a cold value into `any` allocates once per value: a slab copies
+// the emitted rows of one column of a chunk into one fresh array
+// (internal/slab) and makes each interface point into it, as table/box.go
+// does for the hot tier.
 
 // slab holds the values of one output column for the rows of one chunk,
 // row k at index k, and boxes them without allocating.
 type slab struct {
-	typ   unsafe.Pointer // the values' type word; nil for bools
-	base  unsafe.Pointer // the first element (keeps the slab alive)
-	size  uintptr        // element size
-	valid []bool         // nil: the column is absent (all null)
+	vals  islab.Slab // the values; unused for bools
+	valid []bool     // nil: the column is absent (all null)
 	bools []bool
 }
 
@@ -71,13 +37,13 @@ func (s *slab) fill(v *colVec, rows []int32) {
 		for k, r := range rows {
 			vals[k] = v.ints[r]
 		}
-		s.typ, s.base, s.size = int64Type, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+		s.vals = islab.Of(vals)
 	case vecFloat:
 		vals := make([]float64, n)
 		for k, r := range rows {
 			vals[k] = v.floats[r]
 		}
-		s.typ, s.base, s.size = float64Type, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+		s.vals = islab.Of(vals)
 	case vecTime:
 		vals := make([]time.Time, n)
 		for k, r := range rows {
@@ -85,14 +51,14 @@ func (s *slab) fill(v *colVec, rows []int32) {
 				vals[k] = v.timeAt(int(r))
 			}
 		}
-		s.typ, s.base, s.size = timeType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+		s.vals = islab.Of(vals)
 	case vecString:
 		if !v.json {
 			vals := make([]string, n)
 			for k, r := range rows {
 				vals[k] = v.strs[r]
 			}
-			s.typ, s.base, s.size = stringType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+			s.vals = islab.Of(vals)
 			return
 		}
 		// The chunk's JSON texts in one copy; each value a slice of it,
@@ -109,7 +75,7 @@ func (s *slab) fill(v *colVec, rows []int32) {
 			text = append(text, v.strs[r]...)
 			vals[k] = json.RawMessage(text[at:len(text):len(text)])
 		}
-		s.typ, s.base, s.size = rawType, unsafe.Pointer(&vals[0]), unsafe.Sizeof(vals[0])
+		s.vals = islab.Of(vals)
 	case vecBool:
 		s.bools = make([]bool, n)
 		for k, r := range rows {
@@ -125,8 +91,8 @@ func (s *slab) at(k int) any {
 	if s.valid == nil || !s.valid[k] {
 		return nil
 	}
-	if s.typ == nil {
+	if s.bools != nil {
 		return s.bools[k] // bools box without allocating
 	}
-	return pointTo(s.typ, unsafe.Add(s.base, uintptr(k)*s.size))
+	return s.vals.At(k)
 }

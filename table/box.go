@@ -3,43 +3,18 @@ package table
 import (
 	"encoding/json"
 	"time"
-	"unsafe"
+
+	"github.com/sluicedb/sluice/internal/slab"
 )
 
-// Boxing values into `any` allocates once per value (int64 beyond 255,
-// float64, string, time.Time): at 10 columns that was 8 allocations per
-// row and half of a query's time. A boxer instead copies a block's column
-// into one fresh slab and makes each interface point into it, the way the
-// runtime itself represents a boxed value (a type word and a pointer to an
-// immutable copy). This is the only use of unsafe in the package.
-//
-// Invariants: a slab is allocated per block and column and never written
-// after boxing (interfaces assume their data immutable); the slab stays
-// alive as long as any interface points into it (the pointer is a real,
-// GC-visible pointer).
-
-// eface is the runtime layout of an empty interface.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-func typeWord(v any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&v)).typ }
-
-var (
-	int64Type   = typeWord(int64(0))
-	float64Type = typeWord(float64(0))
-	stringType  = typeWord("")
-	timeType    = typeWord(time.Time{})
-	rawType     = typeWord(json.RawMessage(nil))
-)
+// Boxing values into `any` allocates once per value: a boxer copies a
+// block's column into one fresh slab (internal/slab) and makes each
+// interface point into it.
 
 // boxer makes the Row values of one output column of one block.
 type boxer struct {
-	col  *decodedCol    // nil: the block lacks the column (all null)
-	typ  unsafe.Pointer // type word of the values
-	base unsafe.Pointer // first element of the slab (keeps it alive)
-	size uintptr        // element size
+	col  *decodedCol // nil: the block lacks the column (all null)
+	slab slab.Slab
 }
 
 // reset prepares b for column c of a block of rows rows: it copies the
@@ -51,26 +26,23 @@ func (b *boxer) reset(c *decodedCol, rows int) {
 	}
 	switch c.typ {
 	case Int64:
-		slab := append([]int64(nil), c.ints[:rows]...)
-		b.typ, b.base, b.size = int64Type, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
+		b.slab = slab.Of(append([]int64(nil), c.ints[:rows]...))
 	case Float64:
-		slab := append([]float64(nil), c.floats[:rows]...)
-		b.typ, b.base, b.size = float64Type, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
+		b.slab = slab.Of(append([]float64(nil), c.floats[:rows]...))
 	case String:
-		slab := append([]string(nil), c.strs[:rows]...)
-		b.typ, b.base, b.size = stringType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
+		b.slab = slab.Of(append([]string(nil), c.strs[:rows]...))
 	case JSON:
-		slab := make([]json.RawMessage, rows)
-		for r := range slab {
-			slab[r] = json.RawMessage(c.strs[r])
+		vals := make([]json.RawMessage, rows)
+		for r := range vals {
+			vals[r] = json.RawMessage(c.strs[r])
 		}
-		b.typ, b.base, b.size = rawType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
+		b.slab = slab.Of(vals)
 	case Timestamp:
-		slab := make([]time.Time, rows)
-		for r := range slab {
-			slab[r] = time.Unix(0, c.ints[r]).UTC()
+		vals := make([]time.Time, rows)
+		for r := range vals {
+			vals[r] = time.Unix(0, c.ints[r]).UTC()
 		}
-		b.typ, b.base, b.size = timeType, unsafe.Pointer(&slab[0]), unsafe.Sizeof(slab[0])
+		b.slab = slab.Of(vals)
 	}
 }
 
@@ -86,9 +58,5 @@ func (b *boxer) at(r int) any {
 	if c.typ == Bool {
 		return c.ints[r] != 0 // bools box without allocating
 	}
-	var v any
-	e := (*eface)(unsafe.Pointer(&v))
-	e.typ = b.typ
-	e.data = unsafe.Add(b.base, uintptr(r)*b.size)
-	return v
+	return b.slab.At(r)
 }
