@@ -304,27 +304,8 @@ func decodePage(page parquet.Page, fc fileColumn, v *colVec, at, rows int, dictS
 		} else {
 			src = data.Int64()
 		}
-		for i := range out {
-			if !valid[i] {
-				out[i] = 0
-				continue
-			}
-			k := j
-			if idx != nil {
-				k = int(idx[j])
-			}
-			j++
-			if src32 != nil {
-				if uint(k) >= uint(len(src32)) {
-					return 0, errBadIndex
-				}
-				out[i] = int64(src32[k])
-			} else {
-				if uint(k) >= uint(len(src)) {
-					return 0, errBadIndex
-				}
-				out[i] = src[k]
-			}
+		if err := fillNumbers(out, valid, idx, src, src32); err != nil {
+			return 0, err
 		}
 	case vecFloat:
 		out := v.floats[at : at+n]
@@ -342,27 +323,8 @@ func decodePage(page parquet.Page, fc fileColumn, v *colVec, at, rows int, dictS
 		} else {
 			src = data.Double()
 		}
-		for i := range out {
-			if !valid[i] {
-				out[i] = 0
-				continue
-			}
-			k := j
-			if idx != nil {
-				k = int(idx[j])
-			}
-			j++
-			if src32 != nil {
-				if uint(k) >= uint(len(src32)) {
-					return 0, errBadIndex
-				}
-				out[i] = float64(src32[k])
-			} else {
-				if uint(k) >= uint(len(src)) {
-					return 0, errBadIndex
-				}
-				out[i] = src[k]
-			}
+		if err := fillNumbers(out, valid, idx, src, src32); err != nil {
+			return 0, err
 		}
 	case vecBool:
 		out := v.bools[at : at+n]
@@ -408,6 +370,37 @@ func decodePage(page parquet.Page, fc fileColumn, v *colVec, at, rows int, dictS
 		}
 	}
 	return n, nil
+}
+
+// fillNumbers writes a page's numbers into out: a valid row takes the next
+// value (through its dictionary index when idx is set) from wide, or from
+// narrow when the column is stored narrower (INT32, FLOAT); a null row
+// takes 0. An index past the values is errBadIndex.
+func fillNumbers[T int64 | float64, N int32 | float32](out []T, valid []bool, idx []int32, wide []T, narrow []N) error {
+	j := 0 // index of the next non-null value in the page's data
+	for i := range out {
+		if !valid[i] {
+			out[i] = 0
+			continue
+		}
+		k := j
+		if idx != nil {
+			k = int(idx[j])
+		}
+		j++
+		if narrow != nil {
+			if uint(k) >= uint(len(narrow)) {
+				return errBadIndex
+			}
+			out[i] = T(narrow[k])
+		} else {
+			if uint(k) >= uint(len(wide)) {
+				return errBadIndex
+			}
+			out[i] = wide[k]
+		}
+	}
+	return nil
 }
 
 // byteArrayStrings makes the strings of a BYTE_ARRAY page (or dictionary)
