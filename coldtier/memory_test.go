@@ -2,16 +2,15 @@ package coldtier_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/sluicedb/sluice/internal/procmem"
 )
 
 // TestCompactionMemoryBound compacts a store of one day of N rows and one of
@@ -84,7 +83,7 @@ func compactChildPeak(t *testing.T, rows int) int64 {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		peak := sampleRssAnon(cmd.Process.Pid)
+		peak := procmem.SamplePeak(cmd.Process.Pid, "RssAnon")
 		err := cmd.Wait()
 		p := peak()
 		if err != nil || !strings.Contains(stderr.String(), "child: compaction done") {
@@ -94,38 +93,4 @@ func compactChildPeak(t *testing.T, rows int) int64 {
 		peaks = append(peaks, p)
 	}
 	return slices.Min(peaks)
-}
-
-// sampleRssAnon samples RssAnon of process pid every 2 ms until the
-// returned function is called (after the process ended), which returns the
-// largest value seen.
-func sampleRssAnon(pid int) func() int64 {
-	var peak atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		path := fmt.Sprintf("/proc/%d/status", pid)
-		for {
-			if b, err := os.ReadFile(path); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-						kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-						if err == nil && kb<<10 > peak.Load() {
-							peak.Store(kb << 10)
-						}
-					}
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		return peak.Load()
-	}
 }

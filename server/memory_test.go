@@ -7,13 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/procmem"
 )
 
 // memBody is an NDJSON body of about size bytes: the 10-field rows of
@@ -97,7 +96,7 @@ tables:
 		bodies = append(bodies, b)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Minute}
-	anonPeak := sampleRssAnon(cmd.Process.Pid)
+	anonPeak := procmem.SamplePeak(cmd.Process.Pid, "RssAnon")
 	for round := 0; round < 2; round++ {
 		var wg sync.WaitGroup
 		for i := range inflight {
@@ -125,7 +124,10 @@ tables:
 	// ~130 MB of shared, clean page cache. Not getrusage's ru_maxrss either:
 	// Go starts children with vfork, and Linux carries the high-water mark
 	// of the address space left at exec (this test's) into the child's.
-	hwm := vmHWM(t, cmd.Process.Pid)
+	hwm, ok := procmem.Status(cmd.Process.Pid, "VmHWM")
+	if !ok {
+		t.Fatalf("no VmHWM in /proc/%d/status", cmd.Process.Pid)
+	}
 	peak := anonPeak()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -144,57 +146,5 @@ tables:
 	}
 	if peak > bound {
 		t.Fatalf("peak anonymous RSS %d MiB is over the documented bound %d MiB", peak>>20, bound>>20)
-	}
-}
-
-// vmHWM is the peak resident set size of process pid, from
-// /proc/pid/status.
-func vmHWM(t *testing.T, pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
-}
-
-// sampleRssAnon samples RssAnon of process pid every 2 ms until the
-// returned function is called, which returns the largest value seen.
-func sampleRssAnon(pid int) func() int64 {
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-						if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && kb<<10 > peak.Load() {
-							peak.Store(kb << 10)
-						}
-					}
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		return peak.Load()
 	}
 }

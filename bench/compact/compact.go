@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/internal/procmem"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -136,9 +137,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer c.Close()
 
 	fmt.Fprintln(o.Log, "compacting...")
-	res.BaseRSSBytes = rss("VmRSS:")
-	resetPeakRSS()
-	anonPeak := sampleRSS("RssAnon:")
+	res.BaseRSSBytes, _ = procmem.Status(0, "VmRSS")
+	procmem.ResetPeak()
+	anonPeak := procmem.SamplePeak(0, "RssAnon")
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	stats, err := c.Compact(ctx, day0.Add(time.Duration(o.Days)*24*time.Hour), coldtier.Options{Remove: true})
@@ -148,7 +149,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.CompactSeconds = time.Since(t0).Seconds()
 	res.CompactCPUSeconds = cpuSeconds() - cpu0
-	res.PeakRSSBytes = rss("VmHWM:")
+	res.PeakRSSBytes, _ = procmem.Status(0, "VmHWM")
 	res.Rows, res.ParquetBytes, res.Files = stats.Rows, stats.Bytes, stats.Files
 	res.ParquetBytesPerRow = float64(stats.Bytes) / float64(max(stats.Rows, 1))
 	res.CompactRowsPerSecond = float64(stats.Rows) / res.CompactSeconds
@@ -265,54 +266,6 @@ func duckdb(ctx context.Context, c *coldtier.Compactor, root string, res *Result
 	res.DuckDBRows, res.DuckDBSeconds = r.Rows, r.Seconds
 	res.DuckDBRowsPerSecond = float64(r.Rows) / r.Seconds
 	return nil
-}
-
-// resetPeakRSS resets the kernel's high-water mark of this process's RSS
-// (VmHWM), so that peakRSS measures the compaction alone.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// rss reads a field (VmRSS, VmHWM) of /proc/self/status.
-func rss(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, field) {
-			f := strings.Fields(l)
-			if len(f) >= 2 {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-// sampleRSS samples a field of /proc/self/status (RssAnon) every 2 ms
-// until the returned function is called, which returns the largest value
-// seen.
-func sampleRSS(field string) func() int64 {
-	var peak int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			peak = max(peak, rss(field))
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		return peak
-	}
 }
 
 func cpuSeconds() float64 {

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/internal/procmem"
 	"github.com/sluicedb/sluice/internal/testkafka"
 )
 
@@ -284,7 +285,7 @@ func (b *bench) start(name, cfg string) (*node, error) {
 
 // stop stops the node and returns its peak RSS and CPU time.
 func (n *node) stop() (rss int64, cpu time.Duration) {
-	rss = peakRSS(n.cmd.Process.Pid)
+	rss, _ = procmem.Status(n.cmd.Process.Pid, "VmHWM")
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.done:
@@ -297,22 +298,6 @@ func (n *node) stop() (rss int64, cpu time.Duration) {
 		cpu = st.UserTime() + st.SystemTime()
 	}
 	return rss, cpu
-}
-
-// peakRSS is VmHWM of pid in bytes.
-func peakRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // metric sums the samples of a metric family.

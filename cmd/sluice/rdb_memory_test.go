@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/sluicedb/sluice/internal/procmem"
 	"github.com/sluicedb/sluice/internal/redisproc"
 	"github.com/sluicedb/sluice/rdb"
 )
@@ -75,39 +75,6 @@ func bigValuesRDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// pollPeakRSS samples a memory field of /proc/PID/status of a running
-// process every few milliseconds (VmHWM, the high-water mark of the
-// resident set, or RssAnon, its anonymous part now) and sends the largest
-// value read once the process is gone. Not ru_maxrss: Linux
-// carries the forking process's peak into a child's ru_maxrss across exec
-// (the race-enabled test binary alone is ~100 MB). VmHWM only grows, so a
-// sample misses at most the last few milliseconds of the run.
-func pollPeakRSS(pid int, field string) <-chan int64 {
-	out := make(chan int64, 1)
-	go func() {
-		var peak int64
-		for {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-			if err != nil {
-				break
-			}
-			i := strings.Index(string(b), field+":")
-			if i < 0 {
-				break // a zombie: its memory is gone
-			}
-			f := strings.Fields(string(b[i+len(field)+1:]))
-			if len(f) > 0 {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					peak = max(peak, kb*1024)
-				}
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		out <- peak
-	}()
-	return out
 }
 
 // largestValue is the size of the largest value: the larger of a record's
@@ -179,18 +146,18 @@ func TestRDBExportPeakMemory(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		peak := pollPeakRSS(cmd.Process.Pid, "RssAnon")
-		hwm := pollPeakRSS(cmd.Process.Pid, "VmHWM")
+		peak := procmem.SamplePeak(cmd.Process.Pid, "RssAnon")
+		hwm := procmem.SamplePeak(cmd.Process.Pid, "VmHWM")
 		err = cmd.Wait()
 		null.Close()
 		if err != nil {
 			t.Fatalf("sluice %v: %v\n%s", args, err, stderr.String())
 		}
-		peakRSS := <-peak
+		peakRSS := peak()
 		if peakRSS == 0 {
 			t.Fatal("no RssAnon read from /proc")
 		}
-		t.Logf("%v: peak anonymous RSS %.1f MB, VmHWM %.1f MB (bound %.1f MB: 64 + largest value %.1f MB)", mode, float64(peakRSS)/(1<<20), float64(<-hwm)/(1<<20), float64(bound)/(1<<20), float64(largest)/(1<<20))
+		t.Logf("%v: peak anonymous RSS %.1f MB, VmHWM %.1f MB (bound %.1f MB: 64 + largest value %.1f MB)", mode, float64(peakRSS)/(1<<20), float64(hwm())/(1<<20), float64(bound)/(1<<20), float64(largest)/(1<<20))
 		if peakRSS > bound {
 			t.Errorf("sluice rdb json %v: peak RSS %.1f MB, over 64 MB + the largest value (%.1f MB)", mode, float64(peakRSS)/(1<<20), float64(largest)/(1<<20))
 		}
