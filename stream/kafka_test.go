@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -378,8 +378,8 @@ func TestKafkaGracefulHandover(t *testing.T) {
 // answers 503 naming both sources.
 func TestUnreachableServersReported(t *testing.T) {
 	needBinary(t)
-	kport, _ := testkafka.FreePort()
-	nport, _ := testkafka.FreePort()
+	kport, _ := freeport.Port()
+	nport, _ := freeport.Port()
 	cfg := fmt.Sprintf(`tables:
   - name: events
     sortBy: ts

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
 	"github.com/sluicedb/sluice/table"
 )
@@ -85,7 +86,7 @@ func needBinary(t *testing.T) {
 func startNode(t *testing.T, cfg, data string) *node {
 	t.Helper()
 	needBinary(t)
-	port, err := testkafka.FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // TestNATSExactlyOnceUnderKill: events published to a JetStream stream
@@ -90,7 +90,7 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 func TestNATSServerRestart(t *testing.T) {
 	const n, users = 6000, 10
 	ctx := context.Background()
-	port, err := testkafka.FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/procmem"
 	"github.com/sluicedb/sluice/internal/testkafka"
 )
@@ -247,7 +248,7 @@ type node struct {
 }
 
 func (b *bench) start(name, cfg string) (*node, error) {
-	port, err := testkafka.FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

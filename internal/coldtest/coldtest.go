@@ -18,9 +18,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // Credentials of the test server's root user; Start exports them as
@@ -71,12 +74,11 @@ func StartS3(dir string) (*S3, error) {
 	if err := os.MkdirAll(filepath.Join(root, Bucket), 0o755); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "posix", root)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

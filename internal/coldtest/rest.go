@@ -2,7 +2,6 @@ package coldtest
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // REST is a running Iceberg REST catalog: Apache Iceberg's RESTCatalogServer
@@ -38,12 +39,10 @@ func StartREST(dir string, env ...string) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("java: %w", ErrMissing)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	cmd := exec.Command(java, "-Xmx256m", "-cp", strings.TrimSpace(string(cp)), "org.apache.iceberg.rest.RESTCatalogServer")
 	cmd.Env = append(os.Environ(), "CATALOG_WAREHOUSE="+filepath.Join(dir, "rest-warehouse"), "CATALOG_REST_PORT="+strconv.Itoa(port))
 	cmd.Env = append(cmd.Env, env...)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // Trino is a running Trino server (coordinator and worker in one JVM) with
@@ -61,12 +62,10 @@ func StartTrino(dir string, catalogs map[string]string) (*Trino, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	etc := filepath.Join(dir, "etc")
 	if err := os.MkdirAll(filepath.Join(etc, "catalog"), 0o755); err != nil {
 		return nil, err

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // ErrMissing wraps what is not installed.
@@ -103,7 +105,7 @@ func (s *Server) start(ctx context.Context, bin string, cred *syscall.Credential
 	// A port picked free can be taken before postgres binds it: try again.
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return err
 		}
@@ -297,15 +299,6 @@ func runAs() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("pgtest: user %q is root; PostgreSQL refuses to run as root", name)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // ConnString is a libpq keyword/value connection string for database over

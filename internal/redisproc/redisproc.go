@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // Server is a redis-server child process bound to 127.0.0.1 on a port we
@@ -46,7 +48,7 @@ func Start(ctx context.Context, binary, dir string) (*Server, error) {
 	// A picked free port can be taken by someone else before redis binds it:
 	// try a few times.
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
@@ -57,15 +59,6 @@ func Start(ctx context.Context, binary, dir string) (*Server, error) {
 		lastErr = err
 	}
 	return nil, lastErr
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: pick a port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tryStartRedis(ctx context.Context, path, dir string, port int) (*Server, error) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when the Kafka jars are missing.
@@ -69,16 +71,6 @@ func Classpath(install bool) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start formats a fresh KRaft log directory under dir and starts a broker
 // on free 127.0.0.1 ports, waiting until it accepts connections (about
 // 10-25 s on a 2-core machine). Topics are created with `partitions`
@@ -88,11 +80,11 @@ func Start(ctx context.Context, dir string, partitions int) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	cport, err := FreePort()
+	cport, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
