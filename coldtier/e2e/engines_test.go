@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -81,6 +82,27 @@ type lake struct {
 	cols    []table.Column
 	want    [][]any // sluice's rows (normalized), sorted by n
 	runs    []coldtier.Stats
+}
+
+// compactRESTLake starts Iceberg's REST catalog server in dir, its
+// warehouse on the test's S3 server through S3FileIO (as the documented
+// Spark and Trino setups have it), stopped when t ends, and compacts the
+// test's rows into it (compactLake) under warehouse, as node. It returns
+// the lake and the catalog's URI.
+func compactRESTLake(t *testing.T, dir, warehouse, node string) (*lake, string) {
+	t.Helper()
+	rest, err := coldtest.StartREST(dir,
+		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,
+		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
+	coldtest.Require(t, err)
+	t.Cleanup(rest.Stop)
+	return compactLake(t, dir, coldtier.Config{
+		Warehouse: warehouse,
+		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
+		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
+		Node:      node,
+		StateDir:  dir,
+	}), rest.URI
 }
 
 // compactLake fills a store with two days, compacts them (run 1),

@@ -132,23 +132,12 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 	if err := os.MkdirAll(restDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rest, err := coldtest.StartREST(restDir,
-		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,
-		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
-	coldtest.Require(t, err)
-	defer rest.Stop()
-	restLake := compactLake(t, restDir, coldtier.Config{
-		Warehouse: "s3://" + coldtest.Bucket + "/spark-rest",
-		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
-		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
-		Node:      "spark-rest-node",
-		StateDir:  restDir,
-	})
+	restLake, restURI := compactRESTLake(t, restDir, "s3://"+coldtest.Bucket+"/spark-rest", "spark-rest-node")
 	// A second catalog in the one session needs a name of its own.
 	restLake.catalog, restLake.ident = "sluice_rest", "sluice_rest.sluice.events"
 	conf += "\n" + docBlock(t, sparkRESTMarker, [][2]string{
 		{"spark.sql.catalog.sluice", "spark.sql.catalog.sluice_rest"},
-		{"http://catalog:8181", rest.URI},
+		{"http://catalog:8181", restURI},
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
@@ -34,21 +33,10 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 	coldtest.Require(t, s3Err)
 	coldtest.Require(t, coldtest.FindTrino())
 	dir := t.TempDir()
-	rest, err := coldtest.StartREST(dir,
-		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+s3.Endpoint,
-		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region)
-	coldtest.Require(t, err)
-	defer rest.Stop()
-	tl := compactLake(t, dir, coldtier.Config{
-		Warehouse: "s3://" + coldtest.Bucket + "/trino-rest",
-		S3:        coldtier.S3{Endpoint: s3.Endpoint, Region: coldtest.Region, PathStyle: true},
-		Catalog:   coldtier.Catalog{Type: "rest", URI: rest.URI},
-		Node:      "trino-node",
-		StateDir:  dir,
-	})
+	tl, restURI := compactRESTLake(t, dir, "s3://"+coldtest.Bucket+"/trino-rest", "trino-node")
 	tl.catalog, tl.ident = "iceberg", "iceberg.sluice.events"
 	props := docBlock(t, trinoRESTMarker, [][2]string{
-		{"http://catalog:8181", rest.URI},
+		{"http://catalog:8181", restURI},
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})
