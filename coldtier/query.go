@@ -206,6 +206,23 @@ func arrowValues(ctx context.Context, scan *itable.Scan, task itable.FileScanTas
 	return n, nil
 }
 
+// stringReader is columnReader for Arrow's string arrays, both offset
+// widths: text, or JSON text for a JSON column.
+func stringReader(a interface {
+	arrow.Array
+	Value(int) string
+}, typ table.Type) func(int) any {
+	return func(r int) any {
+		if a.IsNull(r) {
+			return nil
+		}
+		if typ == table.JSON {
+			return json.RawMessage(a.Value(r))
+		}
+		return a.Value(r)
+	}
+}
+
 // columnReader returns the value of row r of an Arrow column as the store
 // returns a value of sluice type typ.
 func columnReader(a arrow.Array, typ table.Type) func(int) any {
@@ -241,25 +258,9 @@ func columnReader(a arrow.Array, typ table.Type) func(int) any {
 			return x.Value(r).ToTime(unit).UTC()
 		}
 	case *array.String:
-		return func(r int) any {
-			if null(r) {
-				return nil
-			}
-			if typ == table.JSON {
-				return json.RawMessage(x.Value(r))
-			}
-			return x.Value(r)
-		}
+		return stringReader(x, typ)
 	case *array.LargeString:
-		return func(r int) any {
-			if null(r) {
-				return nil
-			}
-			if typ == table.JSON {
-				return json.RawMessage(x.Value(r))
-			}
-			return x.Value(r)
-		}
+		return stringReader(x, typ)
 	}
 	return func(r int) any {
 		if null(r) {
