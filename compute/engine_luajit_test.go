@@ -227,3 +227,6 @@ func TestLuaJITReload(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
+
+// testEngines are the engines the shared engine tests run on.
+var testEngines = []string{EngineGopherLua, EngineLuaJIT}
