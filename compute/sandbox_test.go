@@ -49,6 +49,7 @@ func TestSandboxIsolatesCalls(t *testing.T) {
 		{"table.insert(_G)", `table.insert(_G, "pwned")`, `rawget(_G, 1)`, "nil", false},
 		{"_G's metatable replaced", `setmetatable(_G, {__index = function() return "pwned" end})`, `undefinedName`, "nil", true},
 		{"the globals behind _G", `getmetatable(_G).__index.string = nil`, `type(string)`, "table", true},
+		{"hidden metatables", `error("none")`, `tostring(getmetatable(_G)) .. tostring(getmetatable(string)) .. tostring(getmetatable("")) .. tostring(getmetatable({}))`, "falsefalsefalsenil", true},
 		{"row metatable", `getmetatable(row).__index = ` + pwned, `row.x`, "nil", true},
 		{"row metatable replaced", `setmetatable(row, {__index = ` + pwned + `})`, `row.x`, "nil", true},
 		{"json.null metatable", `setmetatable(require("json").null, {__index = ` + pwned + `})`,

@@ -15,8 +15,8 @@ import (
 //     read-only"); the real tables are reachable from no script.
 //   - Strings' metatable reads the real string table and is hidden
 //     (getmetatable("") is false), so ("x"):upper() cannot be redirected.
-//   - getmetatable honours __metatable (gopher-lua's does not) and hides the
-//     metatables of host values (rows, json.null); setmetatable takes a
+//   - getmetatable hides the metatables of host values (rows, json.null;
+//     gopher-lua's would hand them out to be changed); setmetatable takes a
 //     table only, as in Lua 5.1 (gopher-lua's would set the metatable of
 //     every string, number or userdata of the process).
 //   - rawset, table.insert, table.remove and table.sort refuse the read-only
@@ -126,22 +126,16 @@ func (vm *VM) refuseSealed(tab *lua.LTable, name string) {
 	}))
 }
 
-// getMetatable is Lua 5.1's getmetatable: a table's __metatable field, when
-// set, stands for its metatable. Host values (rows, json.null, strings)
-// have their metatables hidden: false.
+// getMetatable is gopher-lua's getmetatable (which honours __metatable),
+// except that host values (rows, json.null) have their metatables hidden:
+// false.
 func getMetatable(L *lua.LState) int {
 	v := L.CheckAny(1)
-	mt, ok := L.GetMetatable(v).(*lua.LTable)
-	switch {
-	case !ok:
-		L.Push(lua.LNil)
-	case mt.RawGetString("__metatable") != lua.LNil:
-		L.Push(mt.RawGetString("__metatable"))
-	case v.Type() != lua.LTTable:
-		L.Push(lua.LFalse)
-	default:
-		L.Push(mt)
+	mt := L.GetMetatable(v)
+	if _, ok := mt.(*lua.LTable); ok && v.Type() != lua.LTTable {
+		mt = lua.LFalse
 	}
+	L.Push(mt)
 	return 1
 }
 
