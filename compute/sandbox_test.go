@@ -2,10 +2,12 @@ package compute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/luavm"
 )
@@ -153,6 +155,51 @@ end`
 				if got := b.Rows[0]["c"]; got != want {
 					t.Errorf("allow %q: os.time is %v, want %s", strings.TrimSpace(extra), got, want)
 				}
+			}
+		})
+	}
+}
+
+// checkStoppedInTime fails t when rows stopped by a time limit of limit
+// took longer than 3x the limit plus half a second: loose enough for a
+// loaded CI machine, tight enough that a watchdog firing a couple of
+// seconds late fails (issue 21).
+func checkStoppedInTime(t *testing.T, what string, took, limit time.Duration) {
+	t.Helper()
+	if bound := 3*limit + 500*time.Millisecond; took > bound {
+		t.Errorf("%s: stopped after %v, over %v for a limit of %v", what, took, bound, limit)
+	}
+}
+
+// TestTimeoutIsPerRow: on both engines a row that never ends is stopped by
+// the column's timeout, in time, and the rows around it are computed.
+func TestTimeoutIsPerRow(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	for _, engine := range testEngines {
+		t.Run(engine, func(t *testing.T) {
+			p := newProcessor(t, fmt.Sprintf(`
+computed:
+  - name: c
+    type: int64
+    engine: %s
+    timeout: %v
+    func: |
+      function main(row)
+        if row.spin then local x = 0 while true do x = x + 1 end end
+        return row.n
+      end
+`, engine, limit), Options{})
+			start := time.Now()
+			b, err := p.Process(context.Background(), rowsOf(t, `{"n":1}`, `{"n":2,"spin":true}`, `{"n":3}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStoppedInTime(t, "the spinning row", time.Since(start), limit)
+			if len(b.Errors) != 1 || !errors.Is(b.Errors[0], luavm.ErrTimeout) || b.Errors[0].Row != 1 {
+				t.Fatalf("errors: %v", b.Errors)
+			}
+			if b.Rows[0]["c"] != int64(1) || b.Rows[2]["c"] != int64(3) {
+				t.Errorf("rows: %v", b.Rows)
 			}
 		})
 	}
