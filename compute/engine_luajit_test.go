@@ -104,6 +104,14 @@ computed:
         return json.encode(t) .. sluice.encode(row, {"drop"})
       end
 `, []string{`{"a":1,"drop":2,"gone":3,"n":null,"s":"x"}`}},
+		"json.decode of a number beyond float64": {`
+computed:
+  - name: decoded
+    type: string
+    func: |
+      local json = require("json")
+      function main(row) return tostring(json.decode(row.text)) end
+`, []string{`{"text":"1e999"}`, `{"text":"[-1e999]"}`, `{"text":"1e-999"}`, `{"text":"1e308"}`}},
 		"errors and policies": {`
 computed:
   - name: boom
