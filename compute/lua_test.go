@@ -232,16 +232,18 @@ computed:
         if row.kind == "loop" then while true do end end
         return row.n * 2
       end
-    timeout: 50ms
+    timeout: 200ms
   - name: after
     type: int64
     func: "function main(row) return row.n end"
 `, Options{})
 	rows := rowsOf(t, `{"n":1,"kind":"table"}`, `{"n":2,"kind":"string"}`, `{"n":3,"kind":"error"}`, `{"n":4,"kind":"nil"}`, `{"n":5,"kind":"loop"}`, `{"n":6}`)
+	start := time.Now()
 	b, err := p.Process(context.Background(), rows)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkStoppedInTime(t, "the looping row", time.Since(start), 200*time.Millisecond)
 	if len(b.Rows) != 6 || len(b.Errors) != 5 {
 		t.Fatalf("rows %d errors %v", len(b.Rows), b.Errors)
 	}
@@ -675,17 +677,20 @@ func TestLuaRunawayBatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newProcessor(t, `
 computed:
-  - {name: loops, type: int64, timeout: 20ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
+  - {name: loops, type: int64, timeout: 100ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
   - {name: after, type: int64, func: "function main(row) return row.i end"}
 `, Options{})
 			rows := make([]map[string]any, 1000)
 			for i := range rows {
 				rows[i] = map[string]any{"i": int64(i)}
 			}
+			start := time.Now()
 			b, err := p.Process(context.Background(), rows)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// c.timeouts rows of 100ms each, one after the other.
+			checkStoppedInTime(t, "the batch", time.Since(start), time.Duration(c.timeouts)*100*time.Millisecond)
 			timeouts, skipped := 0, 0
 			for _, e := range b.Errors {
 				switch {

@@ -268,8 +268,14 @@ func TestNoFunction(t *testing.T) {
 	if _, err := e.Load("x", "x = 1", Config{}); !errors.Is(err, luavm.ErrNoFunction) {
 		t.Errorf("got %v", err)
 	}
-	if _, err := e.Load("x", "while true do end", Config{Timeout: 50 * time.Millisecond}); !errors.Is(err, luavm.ErrTimeout) {
+	const limit = 200 * time.Millisecond
+	start := time.Now()
+	if _, err := e.Load("x", "while true do end", Config{Timeout: limit}); !errors.Is(err, luavm.ErrTimeout) {
 		t.Errorf("main chunk loop: %v", err)
+	}
+	// 3x the limit and half a second (issue 21: timeouts' elapsed time).
+	if took, bound := time.Since(start), 3*limit+500*time.Millisecond; took > bound {
+		t.Errorf("main chunk loop stopped after %v, over %v", took, bound)
 	}
 }
 
