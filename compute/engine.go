@@ -118,8 +118,14 @@ func (p *Processor) newJIT(f *function, code string) (Handler, error) {
 	if f.timeout > 0 {
 		timeout = f.timeout
 	}
+	// The column's or filter's own allow: adds to the processor's, as on
+	// gopher-lua (newLua).
+	allow := p.opts.LuaConfig.Allow
+	if len(f.allow) > 0 {
+		allow = append(append([]string(nil), allow...), f.allow...)
+	}
 	h := &engineLua{eng: eng, name: f.name, cfg: EngineConfig{
-		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: p.opts.LuaConfig.Allow,
+		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: allow,
 	}}
 	if h.cfg.FuncName == "" {
 		h.cfg.FuncName = "main"

@@ -27,3 +27,7 @@ computed:
 		t.Errorf("New: %v, want luajit.ErrUnavailable", err)
 	}
 }
+
+// testEngines are the engines the shared engine tests run on: gopher-lua
+// only in a binary without LuaJIT.
+var testEngines = []string{EngineGopherLua}

@@ -232,16 +232,18 @@ computed:
         if row.kind == "loop" then while true do end end
         return row.n * 2
       end
-    timeout: 50ms
+    timeout: 200ms
   - name: after
     type: int64
     func: "function main(row) return row.n end"
 `, Options{})
 	rows := rowsOf(t, `{"n":1,"kind":"table"}`, `{"n":2,"kind":"string"}`, `{"n":3,"kind":"error"}`, `{"n":4,"kind":"nil"}`, `{"n":5,"kind":"loop"}`, `{"n":6}`)
+	start := time.Now()
 	b, err := p.Process(context.Background(), rows)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkStoppedInTime(t, "the looping row", time.Since(start), 200*time.Millisecond)
 	if len(b.Rows) != 6 || len(b.Errors) != 5 {
 		t.Fatalf("rows %d errors %v", len(b.Rows), b.Errors)
 	}
@@ -675,17 +677,20 @@ func TestLuaRunawayBatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newProcessor(t, `
 computed:
-  - {name: loops, type: int64, timeout: 20ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
+  - {name: loops, type: int64, timeout: 100ms, `+c.extra+`func: "function main(row) if row.i >= 0 then while true do end end return 1 end"}
   - {name: after, type: int64, func: "function main(row) return row.i end"}
 `, Options{})
 			rows := make([]map[string]any, 1000)
 			for i := range rows {
 				rows[i] = map[string]any{"i": int64(i)}
 			}
+			start := time.Now()
 			b, err := p.Process(context.Background(), rows)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// c.timeouts rows of 100ms each, one after the other.
+			checkStoppedInTime(t, "the batch", time.Since(start), time.Duration(c.timeouts)*100*time.Millisecond)
 			timeouts, skipped := 0, 0
 			for _, e := range b.Errors {
 				switch {
@@ -709,30 +714,34 @@ computed:
 
 // TestLuaBatchTimeout: batch_timeout bounds the rows of one batch together;
 // the rows left when it is used fail at once with ErrBatchBudget, and the
-// next batch starts with a fresh budget.
+// next batch starts with a fresh budget. Only row 3 is slow (three times the
+// batch_timeout), so the rows before it are computed and all after it cut
+// whatever the machine's load, and a batch_timeout not enforced computes
+// them all.
 func TestLuaBatchTimeout(t *testing.T) {
+	const batchTimeout = 200 * time.Millisecond
 	m := newManager(t)
-	m.Register("nap", func(L *lua.LState) int { time.Sleep(20 * time.Millisecond); return 0 })
-	p := newProcessor(t, "computed:\n  - {name: c, type: int64, timeout: 1s, batch_timeout: 70ms, func: \"function main(row) nap() return row.i end\"}\n", Options{Lua: m})
+	m.Register("nap", func(L *lua.LState) int { time.Sleep(3 * batchTimeout); return 0 })
+	p := newProcessor(t, "computed:\n  - {name: c, type: int64, timeout: 5s, batch_timeout: 200ms, func: \"function main(row) if row.slow then nap() end return row.i end\"}\n", Options{Lua: m})
+	const slow = 3
 	for range 2 {
 		rows := make([]map[string]any, 20)
 		for i := range rows {
-			rows[i] = map[string]any{"i": int64(i)}
+			rows[i] = map[string]any{"i": int64(i), "slow": i == slow}
 		}
 		b, err := p.Process(context.Background(), rows)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Errors) == 0 || len(b.Errors) == 20 {
-			t.Fatalf("%d of 20 rows failed; want the first ones computed and the rest cut by the budget", len(b.Errors))
+		if len(b.Errors) != len(rows)-slow-1 {
+			t.Fatalf("%d of 20 rows failed (%v); want rows %d to 19 cut by the budget", len(b.Errors), b.Errors, slow+1)
 		}
-		first := b.Errors[0].Row
 		for k, e := range b.Errors {
-			if !errors.Is(e, ErrBatchBudget) || !strings.Contains(e.Error(), "batch_timeout of 70ms") || e.Row != first+k {
+			if !errors.Is(e, ErrBatchBudget) || !strings.Contains(e.Error(), "batch_timeout of 200ms") || e.Row != slow+1+k {
 				t.Fatalf("errors[%d] = %v", k, e)
 			}
 		}
-		for i := range first {
+		for i := range slow + 1 {
 			if b.Rows[i]["c"] != int64(i) {
 				t.Fatalf("row %d before the budget ran out: %v", i, b.Rows[i])
 			}

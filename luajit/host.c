@@ -714,6 +714,13 @@ static void dec_value(dec *d, int depth) {
 			d->tmp[n] = 0;
 			x = strtod(d->tmp, NULL);
 		}
+		if (isinf(x)) {
+			/* JSON has no infinity; gopher-lua's json.decode says the same */
+			lua_pushlstring(d->L, d->p, n);
+			free(d->tmp);
+			d->tmp = NULL;
+			luaL_error(d->L, "json.decode: number %s is out of range (JSON has no infinity)", lua_tostring(d->L, -1));
+		}
 		d->p = q;
 		lua_pushnumber(d->L, x);
 		return;

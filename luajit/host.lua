@@ -549,16 +549,32 @@ decode = make_decoder(NULL)
 ------------------------------------------------------------------------
 -- The sandbox.
 
+-- sealed names the read-only proxies, for the functions that write past
+-- __newindex (rawset, table.insert/remove/sort): an empty proxy written raw
+-- would keep what one call put in it for every later call.
+local sealed = setmetatable({}, { __mode = "k" })
+
 local function readonly(src, name, drop)
   local copy = {}
   for k, v in next, src do
     if not (drop and drop[k]) then copy[k] = v end
   end
-  return setmetatable({}, {
+  local proxy = setmetatable({}, {
     __index = copy,
     __newindex = function() error(name .. " is read-only", 2) end,
     __metatable = false,
-  }), copy
+  })
+  sealed[proxy] = name
+  return proxy, copy
+end
+
+-- refuse_sealed wraps a function writing raw to its first argument.
+local function refuse_sealed(fn)
+  return function(t, ...)
+    local name = sealed[t]
+    if name then error(name .. " is read-only", 2) end
+    return fn(t, ...)
+  end
 end
 
 local base = {}
@@ -594,7 +610,10 @@ string_copy.rep = function(s, n, sep)
   return srep(s, n, sep)
 end
 base.string = string_ro
-base.table = readonly(table, "table")
+base.rawset = refuse_sealed(rawset)
+local table_ro, table_copy = readonly(table, "table")
+for _, k in ipairs({ "insert", "remove", "sort" }) do table_copy[k] = refuse_sealed(table[k]) end
+base.table = table_ro
 base.math = readonly(math, "math")
 -- Methods on strings ("x"):upper() see the same read-only string table; the
 -- string metatable itself is hidden.

@@ -26,6 +26,17 @@ function panics() goPanic() end
 function callsMissing() return notDefined(1) end
 `
 
+// checkStoppedInTime fails t when a call stopped by a time limit of limit
+// took longer than 3x the limit plus half a second: loose enough for a
+// loaded CI machine, tight enough that a watchdog firing a couple of
+// seconds late fails (issue 21: none of these tests bounded the time).
+func checkStoppedInTime(t *testing.T, what string, took, limit time.Duration) {
+	t.Helper()
+	if bound := 3*limit + 500*time.Millisecond; took > bound {
+		t.Errorf("%s: stopped after %v, over %v for a limit of %v", what, took, bound, limit)
+	}
+}
+
 // healthy checks the pool still serves calls after a bad one, and that no VM
 // is left checked out.
 func healthy(t *testing.T, m *Manager, name string) {
@@ -44,7 +55,8 @@ func healthy(t *testing.T, m *Manager, name string) {
 func TestBadInput(t *testing.T) {
 	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond, HeapLimit: 0})
 	m.Register("goPanic", func(L *lua.LState) int { panic("kaboom") })
-	cfg := ScriptConfig{Timeout: 200 * time.Millisecond, Pool: PoolConfig{Strategy: StrategyCore, Core: 2, MaxNonCore: 1}}
+	const limit = 200 * time.Millisecond
+	cfg := ScriptConfig{Timeout: limit, Pool: PoolConfig{Strategy: StrategyCore, Core: 2, MaxNonCore: 1}}
 	if err := m.Load("bad.lua", badScript, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +90,11 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.fn, func(t *testing.T) {
+			start := time.Now()
 			ce := callErr(t, c.fn, c.args...)
+			if errors.Is(c.isCause, ErrTimeout) {
+				checkStoppedInTime(t, c.fn, time.Since(start), limit)
+			}
 			if ce.Line != c.line {
 				t.Errorf("line = %d, want %d (%v)", ce.Line, c.line, ce)
 			}
@@ -114,30 +130,36 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("endlessAllocation", func(t *testing.T) {
 		// Stopped by the time limit first; see TestHeapLimit for the memory limit.
+		start := time.Now()
 		ce := callErr(t, "hog")
 		if !errors.Is(ce, ErrTimeout) || ce.Line != 6 {
 			t.Fatalf("err = %v line %d", ce, ce.Line)
 		}
+		checkStoppedInTime(t, "hog", time.Since(start), limit)
 		healthy(t, m, "bad.lua")
 	})
 
 	t.Run("contextDeadline", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
+		start := time.Now()
 		_, err := m.Invoke(ctx, "bad.lua", "endless", 0)
 		if !errors.Is(err, ErrTimeout) {
 			t.Fatalf("err = %v", err)
 		}
+		checkStoppedInTime(t, "endless under a 30ms context", time.Since(start), 30*time.Millisecond)
 		healthy(t, m, "bad.lua")
 	})
 
 	t.Run("contextCancel", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
+		start := time.Now()
 		_, err := m.Invoke(ctx, "bad.lua", "endless", 0)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
+		checkStoppedInTime(t, "endless cancelled after 20ms", time.Since(start), 20*time.Millisecond)
 		healthy(t, m, "bad.lua")
 	})
 
@@ -214,14 +236,15 @@ func TestPoolExhausted(t *testing.T) {
 func TestLoadTopLevelTimeout(t *testing.T) {
 	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond})
 	const looping = "local n = 0\nwhile true do n = n + 1 end\nfunction ok(n) return n end\n"
+	const limit = 200 * time.Millisecond
 	cases := []struct {
 		name string
 		cfg  ScriptConfig
 	}{
-		{"load timeout", ScriptConfig{LoadTimeout: 100 * time.Millisecond}},
-		{"call timeout is the default", ScriptConfig{Timeout: 100 * time.Millisecond}},
+		{"load timeout", ScriptConfig{LoadTimeout: limit}},
+		{"call timeout is the default", ScriptConfig{Timeout: limit}},
 		// Calls without a time limit still get a bounded top level.
-		{"no call limit", ScriptConfig{Timeout: -1, LoadTimeout: 100 * time.Millisecond}},
+		{"no call limit", ScriptConfig{Timeout: -1, LoadTimeout: limit}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -229,6 +252,7 @@ func TestLoadTopLevelTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
+			start := time.Now()
 			go func() { done <- m.Load("top.lua", looping, c.cfg) }()
 			var err error
 			select {
@@ -236,6 +260,7 @@ func TestLoadTopLevelTimeout(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Load of a looping top level still running after 10s")
 			}
+			checkStoppedInTime(t, "Load", time.Since(start), limit)
 			var ce *CallError
 			if !errors.As(err, &ce) || !errors.Is(err, ErrTimeout) {
 				t.Fatalf("err = %v, want a *CallError wrapping ErrTimeout", err)

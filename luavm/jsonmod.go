@@ -105,7 +105,10 @@ func decodedToLua(L *lua.LState, v any) lua.LValue {
 	case json.Number:
 		f, err := x.Float64()
 		if err != nil {
-			return lua.LString(x)
+			// Only a number beyond float64's range fails here (the decoder
+			// checked the syntax): JSON has no infinity, and LuaJIT's
+			// json.decode says the same (luajit/host.c, dec_value).
+			L.RaiseError("json.decode: number %s is out of range (JSON has no infinity)", string(x))
 		}
 		return floatNumber(f)
 	case []any:

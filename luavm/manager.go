@@ -545,8 +545,10 @@ func ctxDeadline(ctx context.Context) int64 {
 
 // Do acquires one VM of the script and runs f with it: the hot path for
 // many calls per acquisition. The VM is valid only inside f. The whole of f
-// is bounded by ctx (or the script's timeout). After f the VM is cleaned
-// (stack, globals) or, if a call failed badly or the deadline passed,
+// is bounded by ctx (or the script's timeout). Each call (Call, Call1)
+// starts from the globals the script defined when loaded, as every Invoke
+// does. After f the VM is cleaned (stack, globals) or, if a call failed
+// badly or the deadline passed,
 // closed; it is never handed dirty to the next caller.
 func (m *Manager) Do(ctx context.Context, script string, f func(vm *VM) error) (err error) {
 	vm, deadline, err := m.acquire(script, ctxDeadline(ctx), 0)

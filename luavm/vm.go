@@ -40,6 +40,8 @@ type VM struct {
 	proxyMeta *lua.LTable
 	dirty     bool
 	scratch   []lua.LValue
+	// sealed maps the read-only library proxies to their names (see seal).
+	sealed map[*lua.LTable]string
 
 	// row is the reusable proxy of Row; rowData its value.
 	row     *lua.LUserData
@@ -141,6 +143,9 @@ func newVM(ctx context.Context, p *pool) (*VM, error) {
 		vm.proxyMeta = L.NewTable()
 		vm.proxyMeta.RawSetString("__index", vm.base)
 		vm.proxyMeta.RawSetString("__newindex", L.NewFunction(vm.globalWrite))
+		// Hidden, so that no call can reach base through it
+		// (getmetatable(_G).__index) or replace it.
+		vm.proxyMeta.RawSetString("__metatable", lua.LFalse)
 		vm.proxy.Metatable = vm.proxyMeta
 		vm.base.RawSetString("_G", vm.proxy)
 	}
@@ -292,6 +297,9 @@ func (vm *VM) openLibs() error {
 		fileRequire = g.RawGetString("require")
 	}
 	vm.explainBlocked(g, allow)
+	if allow["load"] {
+		vm.loadInProxy(g)
+	}
 	// pairs that understands row proxies (gopher-lua has no __pairs).
 	next := g.RawGetString("next")
 	g.RawSetString("pairs", L.NewFunction(func(L *lua.LState) int {
@@ -338,13 +346,13 @@ func (vm *VM) openLibs() error {
 			return 1
 		}
 		if name == "json" {
-			m := openJSON(L)
+			m := vm.readOnly(name, openJSON(L))
 			loaded.RawSetString(name, m)
 			L.Push(m)
 			return 1
 		}
 		if funcs, ok := mgr.module(name); ok {
-			m := L.SetFuncs(L.NewTable(), funcs)
+			m := vm.readOnly(name, L.SetFuncs(L.NewTable(), funcs))
 			loaded.RawSetString(name, m)
 			L.Push(m)
 			return 1
@@ -358,6 +366,7 @@ func (vm *VM) openLibs() error {
 		L.RaiseError("module %q not found (file modules are not allowed for this script; Allow \"require\")", name)
 		return 0
 	}))
+	vm.seal(g)
 	return nil
 }
 
@@ -380,6 +389,7 @@ func (vm *VM) Func(name string) (*lua.LFunction, error) {
 func (vm *VM) State() *lua.LState { return vm.L }
 
 // Call calls fn with args and returns nret results (lua.MultRet for all).
+// The globals the call wrote are dropped after it (unless ShareGlobals).
 // The result slice is allocated; use Call1 on hot paths.
 func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	L := vm.L
@@ -389,7 +399,11 @@ func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValu
 		L.Push(a)
 	}
 	vm.calls++
-	if err := L.PCall(len(args), nret, nil); err != nil {
+	err := L.PCall(len(args), nret, nil)
+	if vm.dirty {
+		vm.cleanGlobals()
+	}
+	if err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(vm.funcName(fn), err)
 	}
@@ -409,7 +423,11 @@ func (vm *VM) Call1(fn *lua.LFunction, arg lua.LValue) (lua.LValue, error) {
 	L.Push(fn)
 	L.Push(arg)
 	vm.calls++
-	if err := L.PCall(1, 1, nil); err != nil {
+	err := L.PCall(1, 1, nil)
+	if vm.dirty {
+		vm.cleanGlobals() // each call starts from base, as each row does on LuaJIT
+	}
+	if err != nil {
 		return lua.LNil, vm.callError(vm.funcName(fn), err)
 	}
 	v := L.Get(-1)
@@ -629,6 +647,7 @@ func (vm *VM) explainBlocked(g *lua.LTable, allow map[string]bool) {
 		return
 	}
 	meta := L.NewTable()
+	meta.RawSetString("__metatable", lua.LFalse)
 	meta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		if name, ok := L.Get(2).(lua.LString); ok {
 			if lib, ok := blocked[string(name)]; ok {
