@@ -207,45 +207,24 @@ func (k *Kafka) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Off
 				return nil, err
 			}
 			logStart, end := l.start[p], l.end[p]
-			known := l.hasStart[p] && l.hasEnd[p]
-			if ok && known {
-				why := ""
-				switch {
-				case pos.id != ([16]byte{}) && l.id != ([16]byte{}) && pos.id != l.id:
-					why = fmt.Sprintf("the topic ID is %s, the stored position belongs to topic ID %s", kadm.TopicID(l.id), kadm.TopicID(pos.id))
-				case pos.next > end:
-					why = fmt.Sprintf("the stored offset %d is past the log's end offset %d", pos.next, end)
-				}
-				if why != "" {
-					k.log.Error("topic deleted and recreated (or truncated): consuming the partition again from its log start; messages of the old log after the stored offset were never stored",
-						"topic", topic, "partition", p, "why", why, "stored", pos.next, "log_start", logStart, "end", end)
-					k.counters.Resets.Add(1)
-					// The committed offset is ignored too: Kafka before
-					// 4.2 can keep the old topic's commits for the new
-					// one, and starting earlier costs at most an overlap
-					// with another node's store, never a gap.
-					committed = -1
-					pos = kafkaPosition{next: logStart, id: l.id}
-					if err := k.w.storePositions(ctx, []Position{{Name: PositionName(k.table, topic, p), Value: pos.encode()}}); err != nil {
-						return nil, fmt.Errorf("stream: storing the reset position of %s/%d: %w", topic, p, err)
-					}
-				} else if pos.next < logStart {
-					k.log.Warn("messages after the stored offset are gone from the log (retention or deletion) and were never stored",
-						"topic", topic, "partition", p, "stored", pos.next, "log_start", logStart, "lost", logStart-pos.next)
-					pos.next = logStart
+			plan := planStart(pos, ok, committed, l.id, logStart, end, l.hasStart[p] && l.hasEnd[p])
+			if plan.reset != "" {
+				k.log.Error("topic deleted and recreated (or truncated): consuming the partition again from its log start; messages of the old log after the stored offset were never stored",
+					"topic", topic, "partition", p, "why", plan.reset, "stored", pos.next, "log_start", logStart, "end", end)
+				k.counters.Resets.Add(1)
+				reset := kafkaPosition{next: logStart, id: l.id}
+				if err := k.w.storePositions(ctx, []Position{{Name: PositionName(k.table, topic, p), Value: reset.encode()}}); err != nil {
+					return nil, fmt.Errorf("stream: storing the reset position of %s/%d: %w", topic, p, err)
 				}
 			}
-			if known && committed >= 0 && (committed < logStart || committed > end) {
+			if plan.lost > 0 {
+				k.log.Warn("messages after the stored offset are gone from the log (retention or deletion) and were never stored",
+					"topic", topic, "partition", p, "stored", pos.next, "log_start", logStart, "lost", plan.lost)
+			}
+			if plan.committedIgnored {
 				k.log.Warn("committed offset outside the partition's log: ignored", "topic", topic, "partition", p, "committed", committed, "log_start", logStart, "end", end)
-				committed = -1
 			}
-			start := int64(-1)
-			if committed >= 0 {
-				start = committed
-			}
-			if ok && pos.next > start {
-				start = pos.next
-			}
+			start := plan.start
 			if start >= 0 {
 				parts[p] = kgo.NewOffset().At(start).WithEpoch(-1)
 				k.next[tp{topic, p}] = start
@@ -256,6 +235,59 @@ func (k *Kafka) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Off
 		}
 	}
 	return offsets, nil
+}
+
+// startPlan is where an assigned partition starts and what was found on
+// the way.
+type startPlan struct {
+	start int64 // -1: the configured start (earliest or latest)
+	// reset says why the stored position was given up ("": it was not):
+	// the partition starts again at the log start.
+	reset string
+	// lost counts offsets deleted from the log (retention) before they
+	// were stored.
+	lost int64
+	// committedIgnored: the group's committed offset was outside the log.
+	committedIgnored bool
+}
+
+// planStart decides where a partition starts from its stored position
+// (stored: there is one), the group's committed offset (-1: none), the
+// topic ID and log bounds the brokers gave (known: they gave the bounds):
+// the later of the stored position and the committed offset, unless the
+// stored position belongs to another log (another topic ID, or past the
+// end: the topic was recreated or truncated), in which case the log start,
+// the committed offset ignored too (Kafka before 4.2 can keep the old
+// topic's commits for the new one; starting earlier costs at most an
+// overlap with another node's store, never a gap).
+func planStart(pos kafkaPosition, stored bool, committed int64, id [16]byte, logStart, end int64, known bool) startPlan {
+	var plan startPlan
+	if stored && known {
+		switch {
+		case pos.id != ([16]byte{}) && id != ([16]byte{}) && pos.id != id:
+			plan.reset = fmt.Sprintf("the topic ID is %s, the stored position belongs to topic ID %s", kadm.TopicID(id), kadm.TopicID(pos.id))
+		case pos.next > end:
+			plan.reset = fmt.Sprintf("the stored offset %d is past the log's end offset %d", pos.next, end)
+		case pos.next < logStart:
+			plan.lost = logStart - pos.next
+			pos.next = logStart
+		}
+		if plan.reset != "" {
+			return startPlan{start: logStart, reset: plan.reset}
+		}
+	}
+	if known && committed >= 0 && (committed < logStart || committed > end) {
+		plan.committedIgnored = true
+		committed = -1
+	}
+	plan.start = -1
+	if committed >= 0 {
+		plan.start = committed
+	}
+	if stored && pos.next > plan.start {
+		plan.start = pos.next
+	}
+	return plan
 }
 
 // partitionWorker stores the records of one assigned partition, in order,
@@ -349,13 +381,15 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 					return
 				}
 			}
+			// Marked even when revoked meanwhile: the offsets committed on
+			// revoke must cover the batch just stored (a graceful handover).
+			last := p.Records[len(p.Records)-1]
+			cl.MarkCommitRecords(last)
 			select {
 			case <-w.quit:
 				return // revoked while storing: the lag series is not ours any more
 			default:
 			}
-			last := p.Records[len(p.Records)-1]
-			cl.MarkCommitRecords(last)
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(last.Offset+1))
 		}
 	}
