@@ -49,6 +49,10 @@ type KafkaSource struct {
 	// id within SessionTimeout gets its partitions back without a
 	// rebalance. Give each node its own (e.g. SLUICE_... override).
 	InstanceID string `yaml:"instance_id"`
+	// MaxMessageBytes bounds a message body, as received and after gzip
+	// decoding; a larger message is a dead letter (default 8 MiB, and never
+	// more than limits.max_body_bytes).
+	MaxMessageBytes int64 `yaml:"max_message_bytes"`
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.
@@ -70,6 +74,8 @@ type NATSSource struct {
 	MaxBatch int `yaml:"max_batch"`
 	// FetchWait is how long a fetch waits for messages (default 500ms).
 	FetchWait time.Duration `yaml:"fetch_wait"`
+	// MaxMessageBytes: as for Kafka.
+	MaxMessageBytes int64 `yaml:"max_message_bytes"`
 }
 
 // KafkaMetadata and NATSMetadata are the metadata names a source accepts.
@@ -127,8 +133,8 @@ func (t *Table) validateSources(where string) []error {
 			if k.Group == "" {
 				add("%s: group: empty (nodes of one group split the partitions)", sw)
 			}
-			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 || k.SessionTimeout < 0 {
-				add("%s: max_poll_records, fetch_max_bytes and session_timeout must not be negative", sw)
+			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 || k.SessionTimeout < 0 || k.MaxMessageBytes < 0 {
+				add("%s: max_poll_records, fetch_max_bytes, session_timeout and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(k.Format, k.Start, k.Metadata, KafkaMetadata)
 		}
@@ -143,8 +149,8 @@ func (t *Table) validateSources(where string) []error {
 			if n.Durable == "" {
 				add("%s: durable: empty", sw)
 			}
-			if n.MaxBatch < 0 || n.FetchWait < 0 {
-				add("%s: max_batch and fetch_wait must not be negative", sw)
+			if n.MaxBatch < 0 || n.FetchWait < 0 || n.MaxMessageBytes < 0 {
+				add("%s: max_batch, fetch_wait and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(n.Format, n.Start, n.Metadata, NATSMetadata)
 		}

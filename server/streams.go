@@ -39,9 +39,9 @@ func (s *Server) openSources() error {
 			var err error
 			switch {
 			case sc.Kafka != nil:
-				src, err = stream.NewKafka(target, n, *sc.Kafka)
+				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, *sc.Kafka)
 			case sc.NATS != nil:
-				src, err = stream.NewNATS(target, n, *sc.NATS)
+				src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, *sc.NATS)
 			default:
 				err = errors.New("neither kafka nor nats")
 			}
@@ -54,4 +54,19 @@ func (s *Server) openSources() error {
 	}
 	s.sources = stream.NewRunner(s.log, sources...)
 	return errors.Join(errs...)
+}
+
+// messageBound is target with a source's bound on a message body: its
+// max_message_bytes (stream.DefaultMaxMessageBytes when unset), never more
+// than limits.max_body_bytes, the bound HTTP puts on a request body after
+// gzip decoding: a message is no license for what a request may not do.
+func (s *Server) messageBound(target stream.Target, maxMessage int64) stream.Target {
+	if maxMessage <= 0 {
+		maxMessage = stream.DefaultMaxMessageBytes
+	}
+	if limit := s.cfg.Limits.MaxBodyBytes; limit > 0 {
+		maxMessage = min(maxMessage, limit)
+	}
+	target.MaxMessageBytes = maxMessage
+	return target
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/config"
@@ -45,8 +46,16 @@ type Kafka struct {
 	log      *slog.Logger
 	counters *Counters
 
-	mu      sync.Mutex
-	next    map[tp]int64 // the next offset to store, per assigned partition
+	mu   sync.Mutex
+	next map[tp]int64 // the next offset to store, per assigned partition
+	// ids are the topic IDs seen at assignment, stored beside each
+	// position so that a topic deleted and recreated under the same name
+	// is told from the one the position was read from.
+	ids map[string][16]byte
+	// adm asks the brokers for topic IDs and log start and end offsets
+	// at assignment (a client of its own: the group's client is not
+	// there yet when the first assignment comes).
+	adm     *kadm.Client
 	workers map[tp]*partitionWorker
 	// writing bounds the batches decoded and stored at once (GOMAXPROCS):
 	// more would only hold more decoded rows in memory.
@@ -60,7 +69,7 @@ type tp struct {
 
 // NewKafka makes the Kafka source cfg of table t.
 func NewKafka(t Target, tableName string, cfg config.KafkaSource) (*Kafka, error) {
-	k := &Kafka{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	k := &Kafka{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, ids: map[string][16]byte{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -88,48 +97,197 @@ func PositionName(table, topic string, partition int32) string {
 	return fmt.Sprintf("%s/kafka/%s/%d", table, topic, partition)
 }
 
-func (k *Kafka) stored(t string, p int32) (int64, bool, error) {
+// kafkaPosition is what a Kafka source stores with its rows for a
+// partition: the next offset to store and the ID of the topic it belongs
+// to. Positions written before the ID was kept are 8 bytes (zero ID).
+type kafkaPosition struct {
+	next int64
+	id   [16]byte
+}
+
+func (p kafkaPosition) encode() []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(p.next))
+	if p.id != ([16]byte{}) {
+		b = append(b, p.id[:]...)
+	}
+	return b
+}
+
+func (k *Kafka) stored(t string, p int32) (kafkaPosition, bool, error) {
 	v, err := k.store.Position(PositionName(k.table, t, p))
 	if err != nil || v == nil {
-		return 0, false, err
+		return kafkaPosition{}, false, err
 	}
-	if len(v) != 8 {
-		return 0, false, fmt.Errorf("stream: position of %s/%d is %d bytes, want 8", t, p, len(v))
+	if len(v) != 8 && len(v) != 24 {
+		return kafkaPosition{}, false, fmt.Errorf("stream: position of %s/%d is %d bytes, want 8 or 24", t, p, len(v))
 	}
-	return int64(binary.BigEndian.Uint64(v)), true, nil
+	pos := kafkaPosition{next: int64(binary.BigEndian.Uint64(v))}
+	copy(pos.id[:], v[8:])
+	return pos, true, nil
+}
+
+// topicLog is what the brokers say of an assigned topic: its ID and each
+// partition's log start and end offsets.
+type topicLog struct {
+	id               [16]byte
+	start, end       map[int32]int64
+	hasStart, hasEnd map[int32]bool
+}
+
+// describe asks the brokers for the topics' IDs and log bounds.
+func (k *Kafka) describe(ctx context.Context, topics []string) (map[string]*topicLog, error) {
+	meta, err := k.adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("stream: kafka metadata: %w", err)
+	}
+	starts, err := k.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("stream: kafka log start offsets: %w", err)
+	}
+	ends, err := k.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("stream: kafka end offsets: %w", err)
+	}
+	out := map[string]*topicLog{}
+	for _, t := range topics {
+		l := &topicLog{start: map[int32]int64{}, end: map[int32]int64{}, hasStart: map[int32]bool{}, hasEnd: map[int32]bool{}}
+		if d, ok := meta.Topics[t]; ok && d.Err == nil {
+			l.id = d.ID
+		}
+		starts.Each(func(o kadm.ListedOffset) {
+			if o.Topic == t && o.Err == nil {
+				l.start[o.Partition], l.hasStart[o.Partition] = o.Offset, true
+			}
+		})
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Topic == t && o.Err == nil {
+				l.end[o.Partition], l.hasEnd[o.Partition] = o.Offset, true
+			}
+		})
+		out[t] = l
+	}
+	return out, nil
 }
 
 // adjust starts each assigned partition at the later of the position
 // stored with this node's rows and the offset committed to the group
 // (which another node, whose store holds the rows before it, committed
 // after storing them); with neither, at the configured start.
-func (k *Kafka) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+//
+// A stored position that cannot belong to the partition's log as the
+// brokers describe it now (another topic ID, or an offset past the log's
+// end) means the topic was deleted and recreated (or truncated): the
+// partition starts again at the log's beginning, stores that reset at
+// once, and says so loudly (docs/streams.md, "A recreated topic or
+// stream"). A committed offset outside the log is ignored likewise.
+func (k *Kafka) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	topics := make([]string, 0, len(offsets))
+	for t := range offsets {
+		topics = append(topics, t)
+	}
+	k.mu.Lock()
+	adm := k.adm
+	k.mu.Unlock()
+	if adm == nil {
+		return nil, errors.New("stream: kafka admin client missing")
+	}
+	logs, err := k.describe(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for topic, parts := range offsets {
+		l := logs[topic]
+		k.ids[topic] = l.id
 		for p, o := range parts {
 			committed := o.EpochOffset().Offset
-			stored, ok, err := k.stored(topic, p)
+			pos, ok, err := k.stored(topic, p)
 			if err != nil {
 				return nil, err
 			}
-			start := int64(-1)
-			if committed >= 0 {
-				start = committed
+			logStart, end := l.start[p], l.end[p]
+			plan := planStart(pos, ok, committed, l.id, logStart, end, l.hasStart[p] && l.hasEnd[p])
+			if plan.reset != "" {
+				k.log.Error("topic deleted and recreated (or truncated): consuming the partition again from its log start; messages of the old log after the stored offset were never stored",
+					"topic", topic, "partition", p, "why", plan.reset, "stored", pos.next, "log_start", logStart, "end", end)
+				k.counters.Resets.Add(1)
+				reset := kafkaPosition{next: logStart, id: l.id}
+				if err := k.w.storePositions(ctx, []Position{{Name: PositionName(k.table, topic, p), Value: reset.encode()}}); err != nil {
+					return nil, fmt.Errorf("stream: storing the reset position of %s/%d: %w", topic, p, err)
+				}
 			}
-			if ok && stored > start {
-				start = stored
+			if plan.lost > 0 {
+				k.log.Warn("messages after the stored offset are gone from the log (retention or deletion) and were never stored",
+					"topic", topic, "partition", p, "stored", pos.next, "log_start", logStart, "lost", plan.lost)
 			}
+			if plan.committedIgnored {
+				k.log.Warn("committed offset outside the partition's log: ignored", "topic", topic, "partition", p, "committed", committed, "log_start", logStart, "end", end)
+			}
+			start := plan.start
 			if start >= 0 {
 				parts[p] = kgo.NewOffset().At(start).WithEpoch(-1)
 				k.next[tp{topic, p}] = start
 			} else {
 				delete(k.next, tp{topic, p})
 			}
-			k.log.Info("partition assigned", "topic", topic, "partition", p, "stored", stored, "committed", committed, "start", start)
+			k.log.Info("partition assigned", "topic", topic, "partition", p, "stored", pos.next, "committed", committed, "start", start)
 		}
 	}
 	return offsets, nil
+}
+
+// startPlan is where an assigned partition starts and what was found on
+// the way.
+type startPlan struct {
+	start int64 // -1: the configured start (earliest or latest)
+	// reset says why the stored position was given up ("": it was not):
+	// the partition starts again at the log start.
+	reset string
+	// lost counts offsets deleted from the log (retention) before they
+	// were stored.
+	lost int64
+	// committedIgnored: the group's committed offset was outside the log.
+	committedIgnored bool
+}
+
+// planStart decides where a partition starts from its stored position
+// (stored: there is one), the group's committed offset (-1: none), the
+// topic ID and log bounds the brokers gave (known: they gave the bounds):
+// the later of the stored position and the committed offset, unless the
+// stored position belongs to another log (another topic ID, or past the
+// end: the topic was recreated or truncated), in which case the log start,
+// the committed offset ignored too (Kafka before 4.2 can keep the old
+// topic's commits for the new one; starting earlier costs at most an
+// overlap with another node's store, never a gap).
+func planStart(pos kafkaPosition, stored bool, committed int64, id [16]byte, logStart, end int64, known bool) startPlan {
+	var plan startPlan
+	if stored && known {
+		switch {
+		case pos.id != ([16]byte{}) && id != ([16]byte{}) && pos.id != id:
+			plan.reset = fmt.Sprintf("the topic ID is %s, the stored position belongs to topic ID %s", kadm.TopicID(id), kadm.TopicID(pos.id))
+		case pos.next > end:
+			plan.reset = fmt.Sprintf("the stored offset %d is past the log's end offset %d", pos.next, end)
+		case pos.next < logStart:
+			plan.lost = logStart - pos.next
+			pos.next = logStart
+		}
+		if plan.reset != "" {
+			return startPlan{start: logStart, reset: plan.reset}
+		}
+	}
+	if known && committed >= 0 && (committed < logStart || committed > end) {
+		plan.committedIgnored = true
+		committed = -1
+	}
+	plan.start = -1
+	if committed >= 0 {
+		plan.start = committed
+	}
+	if stored && pos.next > plan.start {
+		plan.start = pos.next
+	}
+	return plan
 }
 
 // partitionWorker stores the records of one assigned partition, in order,
@@ -176,12 +334,19 @@ func (k *Kafka) stopWorkers(ps map[string][]int32) {
 				delete(k.workers, key)
 			}
 			delete(k.next, key)
-			k.counters.dropLag(topic, p)
 		}
 	}
 	k.mu.Unlock()
 	for _, w := range stopping {
 		<-w.done
+	}
+	// Only now: a worker finishing its last batch after the revoke set
+	// its lag once more, and a series of a partition this node no longer
+	// holds would stay forever (phantom lag after a failover).
+	for topic, parts := range ps {
+		for _, p := range parts {
+			k.counters.dropLag(topic, p)
+		}
 	}
 }
 
@@ -216,15 +381,37 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 					return
 				}
 			}
+			// Marked even when revoked meanwhile: the offsets committed on
+			// revoke must cover the batch just stored (a graceful handover).
 			last := p.Records[len(p.Records)-1]
 			cl.MarkCommitRecords(last)
+			select {
+			case <-w.quit:
+				return // revoked while storing: the lag series is not ours any more
+			default:
+			}
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(last.Offset+1))
 		}
 	}
 }
 
-// Run implements Source.
+// Run implements Source: sessions of one client each, until ctx is done.
+// A session ends when its topic was deleted and recreated (the client
+// never adopts the new topic ID: a new client and a new assignment, where
+// adjust applies the reset policy, do) or when a stored position turns
+// out past its partition's end.
 func (k *Kafka) Run(ctx context.Context) error {
+	return reconnect(ctx, k.log, k.counters, k.session, backoff)
+}
+
+// errPastEnd ends a session whose stored position is past a partition's
+// end offset: the next assignment's adjust decides what to do.
+var errPastEnd = errors.New("stored position past the partition's end offset")
+
+// errRecreated ends a session whose topic was deleted and recreated.
+var errRecreated = errors.New("topic deleted and recreated")
+
+func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	maxPoll := k.cfg.MaxPollRecords
 	if maxPoll == 0 {
 		maxPoll = 5000
@@ -237,6 +424,16 @@ func (k *Kafka) Run(ctx context.Context) error {
 	if k.cfg.Start == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.Brokers...), kgo.ClientID("sluice-admin"))
+	if err != nil {
+		return false, fmt.Errorf("stream: kafka admin client: %w", err)
+	}
+	defer admCl.Close()
+	k.mu.Lock()
+	k.adm = kadm.NewClient(admCl)
+	k.mu.Unlock()
+	sctx, endSession := context.WithCancelCause(ctx)
+	defer endSession(nil)
 	// Workers are not canceled by ctx: at shutdown each finishes the batch
 	// it is storing (quit, closed when the client leaves the group, stops
 	// them), so that the offsets committed on leaving cover it.
@@ -267,6 +464,10 @@ func (k *Kafka) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { k.stopWorkers(lost) }),
 		// Records of aborted transactions are never stored.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers come as control records: never stored, but
+		// the position moves past them, so that a fully consumed
+		// transactional partition has lag 0 and not 1 (its last marker).
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(fetchMax),
 		kgo.FetchMaxPartitionBytes(min(fetchMax, 2<<20)),
 		kgo.FetchMaxWait(500 * time.Millisecond),
@@ -281,24 +482,33 @@ func (k *Kafka) Run(ctx context.Context) error {
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("stream: kafka client: %w", err)
+		return false, fmt.Errorf("stream: kafka client: %w", err)
 	}
 	// Close leaves the group: the revoke callback stops the workers and
 	// commits their offsets.
 	defer cl.Close()
-	go k.refreshLag(ctx, cl)
-	for {
-		fs := cl.PollRecords(ctx, maxPoll)
+	go k.refreshLag(sctx, cl, endSession)
+	for attempt := 0; ; {
+		fs := cl.PollRecords(sctx, maxPoll)
 		if ctx.Err() != nil || fs.IsClientClosed() {
-			return ctx.Err()
+			return reached, ctx.Err()
 		}
+		if sctx.Err() != nil {
+			return reached, context.Cause(sctx)
+		}
+		failed, recreated := false, false
 		fs.EachError(func(topic string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
 			}
-			k.log.Warn("fetch error", "topic", topic, "partition", p, "error", err)
+			failed = true
+			recreated = recreated || errors.Is(err, kerr.UnknownTopicID)
+			k.log.Warn("fetch error", "topic", topic, "partition", p, "error", err, "attempt", attempt)
 			k.counters.fail(err)
 		})
+		if recreated {
+			return reached, fmt.Errorf("stream: kafka: %w (UNKNOWN_TOPIC_ID): a new client and assignment follow", errRecreated)
+		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
@@ -312,9 +522,19 @@ func (k *Kafka) Run(ctx context.Context) error {
 			select {
 			case w.records <- p:
 			case <-w.quit:
-			case <-ctx.Done():
+			case <-sctx.Done():
 			}
 		})
+		if !failed {
+			reached, attempt = true, 0
+			continue
+		}
+		// Fetch errors come back at once, poll after poll (a deleted
+		// topic): back off instead of spinning on them.
+		if err := backoff(sctx, attempt); err != nil {
+			continue // the checks at the top say why
+		}
+		attempt++
 	}
 }
 
@@ -322,11 +542,17 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 	key := tp{p.Topic, p.Partition}
 	k.mu.Lock()
 	next, known := k.next[key]
+	id := k.ids[p.Topic]
 	k.mu.Unlock()
 	msgs := make([]Message, 0, len(p.Records))
+	last := int64(-1) // the last offset of the batch, control records too
 	for _, r := range p.Records {
 		if known && r.Offset < next {
 			continue // stored already (a record fetched twice)
+		}
+		last = r.Offset
+		if r.Attrs.IsControl() {
+			continue // a transaction marker: no rows, the position moves past it
 		}
 		m := Message{Body: r.Value, Key: r.Key, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp}
 		if len(r.Headers) > 0 {
@@ -337,7 +563,14 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 		}
 		msgs = append(msgs, m)
 	}
+	if last < 0 {
+		return nil
+	}
 	if len(msgs) == 0 {
+		// Only markers: move on in memory. Not stored: after a restart the
+		// markers are read again and skipped again, which costs nothing,
+		// where storing would cost a synced write per transaction.
+		k.setNext(key, last+1)
 		return nil
 	}
 	select {
@@ -346,18 +579,34 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 		return ctx.Err()
 	}
 	defer func() { <-k.writing }()
-	last := msgs[len(msgs)-1].Offset
-	pos := []Position{{Name: PositionName(k.table, p.Topic, p.Partition), Value: binary.BigEndian.AppendUint64(nil, uint64(last+1))}}
-	res, err := k.w.Write(ctx, msgs, pos)
-	if err != nil {
-		return err
+	final := &msgs[len(msgs)-1]
+	positions := func(m *Message) []Position {
+		next := m.Offset + 1
+		if m == final {
+			next = last + 1 // past the markers after the last message too
+		}
+		return []Position{{Name: PositionName(k.table, p.Topic, p.Partition), Value: kafkaPosition{next: next, id: id}.encode()}}
 	}
-	k.counters.add(res)
-	k.counters.ok()
+	return k.w.WriteBounded(ctx, msgs, positions, func(m *Message, res Result) {
+		k.counters.add(res)
+		k.counters.ok()
+		if m == final {
+			k.setNext(key, last+1)
+		} else {
+			k.setNext(key, m.Offset+1)
+		}
+	})
+}
+
+// setNext records a partition's next offset, unless the partition was
+// revoked meanwhile (stopWorkers deleted its worker): refreshLag would set
+// its lag forever.
+func (k *Kafka) setNext(key tp, next int64) {
 	k.mu.Lock()
-	k.next[key] = last + 1
+	if _, held := k.workers[key]; held {
+		k.next[key] = next
+	}
 	k.mu.Unlock()
-	return nil
 }
 
 // connectHook reports whether the client reaches its brokers.
@@ -377,10 +626,15 @@ const lagInterval = 2 * time.Second
 
 // refreshLag sets the lag of every assigned partition whose next offset is
 // known from the brokers' end offsets, so that an idle partition shows 0.
-func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client) {
+// A next offset past the end offset on two refreshes in a row (one could be
+// a batch stored after the end offsets were read) means the topic was
+// recreated or truncated under this session: it ends the session, and the
+// next assignment applies the reset policy.
+func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client, endSession context.CancelCauseFunc) {
 	adm := kadm.NewClient(cl)
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
+	pastEnd := map[tp]int{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -395,8 +649,20 @@ func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client) {
 		}
 		k.mu.Lock()
 		for key, next := range k.next {
-			if o, ok := ends.Lookup(key.topic, key.partition); ok && o.Err == nil {
+			o, ok := ends.Lookup(key.topic, key.partition)
+			if !ok || o.Err != nil {
+				continue
+			}
+			if o.Offset >= next {
+				delete(pastEnd, key)
 				k.counters.SetLag(key.topic, key.partition, o.Offset-next)
+				continue
+			}
+			if pastEnd[key]++; pastEnd[key] >= 2 {
+				err := fmt.Errorf("stream: kafka %s/%d: next offset %d, end offset %d: %w", key.topic, key.partition, next, o.Offset, errPastEnd)
+				k.log.Error("position past the partition's end: the topic was recreated or truncated; starting a new session", "error", err)
+				k.counters.fail(err)
+				endSession(err)
 			}
 		}
 		k.mu.Unlock()

@@ -26,13 +26,13 @@ import (
 func TestKafkaExactlyOnceUnderKill(t *testing.T) {
 	broker(t)
 	const n, users = 20000, 50
-	topic := "kill"
+	topic := uniqueName("kill")
 	createTopic(t, topic)
 	prod := newProducer(t)
 	done := produceSlowly(t, prod, topic, n, users, 100)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "node1")
-	cfg := kafkaConfig("events", topic, "g-kill", "node-1", "", "")
+	cfg := kafkaConfig("events", topic, "g-"+topic, "node-1", "", "")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for round := range 5 {
 		nd := startNode(t, cfg, data)
@@ -49,7 +49,7 @@ func TestKafkaExactlyOnceUnderKill(t *testing.T) {
 	// every 2 s from the end offsets) and count the rebalances.
 	deadline := time.Now().Add(10 * time.Second)
 	for p := 0; p < 4; {
-		v, ok := nd.metric("sluice_source_lag_messages", fmt.Sprintf(`table="events",topic="kill",partition="%d"`, p))
+		v, ok := nd.metric("sluice_source_lag_messages", fmt.Sprintf(`table="events",topic=%q,partition="%d"`, topic, p))
 		if ok && v == 0 {
 			p++
 			continue
@@ -100,13 +100,13 @@ func checkOrder(t *testing.T, rows []table.Row) {
 func TestKafkaTwoNodesOneKilled(t *testing.T) {
 	broker(t)
 	const n, users = 20000, 50
-	topic := "two"
+	topic := uniqueName("two")
 	createTopic(t, topic)
 	prod := newProducer(t)
 	dir := t.TempDir()
 	data1, data2 := filepath.Join(dir, "node1"), filepath.Join(dir, "node2")
-	n1 := startNode(t, kafkaConfig("events", topic, "g-two", "node-1", "", ""), data1)
-	n2 := startNode(t, kafkaConfig("events", topic, "g-two", "node-2", "", ""), data2)
+	n1 := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-1", "", ""), data1)
+	n2 := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-2", "", ""), data2)
 	done := produceSlowly(t, prod, topic, n, users, 100)
 	time.Sleep(3 * time.Second)
 	waitSomeRows(t, n2, "events")
@@ -159,12 +159,12 @@ func TestKafkaTwoNodesOneKilled(t *testing.T) {
 func TestKafkaBrokerRestart(t *testing.T) {
 	b := broker(t)
 	const n, users = 10000, 20
-	topic := "restart"
+	topic := uniqueName("restart")
 	createTopic(t, topic)
 	prod := newProducer(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "node1")
-	nd := startNode(t, kafkaConfig("events", topic, "g-restart", "node-1", "", ""), data)
+	nd := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-1", "", ""), data)
 	produceRange(t, prod, topic, 0, n/2, users)
 	time.Sleep(2 * time.Second)
 	b.Kill()
@@ -222,7 +222,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 func TestKafkaPoisonMessages(t *testing.T) {
 	broker(t)
 	const n, users = 3000, 10
-	topic := "poison"
+	topic := uniqueName("poison")
 	createTopic(t, topic)
 	prod := newProducer(t)
 	extraTable := `    computed:
@@ -241,7 +241,7 @@ func TestKafkaPoisonMessages(t *testing.T) {
 	extraSource := "          metadata: [key, headers, partition, offset]\n"
 	dir := t.TempDir()
 	data := filepath.Join(dir, "node1")
-	nd := startNode(t, kafkaConfig("events", topic, "g-poison", "node-1", extraTable, extraSource), data)
+	nd := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-1", extraTable, extraSource), data)
 	ctx := context.Background()
 	poison := map[int]string{}
 	var recs []*kgo.Record
@@ -288,7 +288,7 @@ func TestKafkaPoisonMessages(t *testing.T) {
 	if len(dead) != len(poison) {
 		t.Errorf("%d dead letters, want %d (one per poison message)", len(dead), len(poison))
 	}
-	origin := regexp.MustCompile(`^kafka poison/[0-3]@[0-9]+$`)
+	origin := regexp.MustCompile(`^kafka ` + regexp.QuoteMeta(topic) + `/[0-3]@[0-9]+$`)
 	rejected := 0
 	for _, d := range dead {
 		if o, _ := d["origin"].(string); !origin.MatchString(o) {
@@ -339,13 +339,13 @@ func readTable(t *testing.T, data, name, hashBy, sortBy string) []table.Row {
 func TestKafkaGracefulHandover(t *testing.T) {
 	broker(t)
 	const n, users = 12000, 50
-	topic := "handover"
+	topic := uniqueName("handover")
 	createTopic(t, topic)
 	prod := newProducer(t)
 	dir := t.TempDir()
 	data1, data2 := filepath.Join(dir, "node1"), filepath.Join(dir, "node2")
-	n1 := startNode(t, kafkaConfig("events", topic, "g-handover", "node-1", "", ""), data1)
-	n2 := startNode(t, kafkaConfig("events", topic, "g-handover", "node-2", "", ""), data2)
+	n1 := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-1", "", ""), data1)
+	n2 := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-2", "", ""), data2)
 	done := produceSlowly(t, prod, topic, n, users, 100)
 	time.Sleep(2 * time.Second)
 	waitSomeRows(t, n2, "events")

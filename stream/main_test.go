@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -202,6 +203,15 @@ func kafkaConfig(tableName, topic, group, instance, extraTable, extraSource stri
 }
 
 var kafkaAddr string
+
+var nameSeq atomic.Int64
+
+// uniqueName makes a topic, stream or group name no other test and no
+// earlier run of the same test (go test -count=N on the package's one
+// broker and NATS server) has used.
+func uniqueName(base string) string {
+	return fmt.Sprintf("%s%d_%d", base, os.Getpid(), nameSeq.Add(1))
+}
 
 // broker returns the package broker (failing or skipping without one).
 func broker(t *testing.T) *testkafka.Broker {

@@ -67,41 +67,101 @@ func NATSPositionName(table, stream, subject string) string {
 
 // Run implements Source.
 func (n *NATS) Run(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
-		err := n.session(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		n.log.Warn("nats session ended, reconnecting", "error", err, "attempt", attempt)
-		n.counters.fail(err)
-		if err := backoff(ctx, attempt); err != nil {
-			return err
-		}
-		if err == nil {
-			attempt = 0
-		}
-	}
+	return reconnect(ctx, n.log, n.counters, n.session, backoff)
 }
 
-func (n *NATS) session(ctx context.Context) error {
+// natsPosition is what a NATS source stores with its rows: the last
+// stream sequence stored and the creation time of the stream it belongs
+// to, which tells a stream deleted and recreated under the same name from
+// the one the sequence was read from. Positions written before the
+// creation time was kept are 8 bytes (created zero).
+type natsPosition struct {
+	seq     uint64
+	created time.Time
+}
+
+func (p natsPosition) encode() []byte {
+	b := binary.BigEndian.AppendUint64(nil, p.seq)
+	if !p.created.IsZero() {
+		b = binary.BigEndian.AppendUint64(b, uint64(p.created.UnixNano()))
+	}
+	return b
+}
+
+func decodeNATSPosition(v []byte) (natsPosition, error) {
+	switch len(v) {
+	case 0:
+		return natsPosition{}, nil
+	case 8:
+		return natsPosition{seq: binary.BigEndian.Uint64(v)}, nil
+	case 16:
+		return natsPosition{seq: binary.BigEndian.Uint64(v), created: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).UTC()}, nil
+	}
+	return natsPosition{}, fmt.Errorf("stream: NATS position is %d bytes, want 8 or 16", len(v))
+}
+
+// streamRecreated says why the stored position cannot belong to the stream
+// described by info ("" when it can): another creation time, or a stored
+// sequence past the stream's last one (sequences never go back within one
+// stream: a purge keeps them).
+func streamRecreated(pos natsPosition, info *jetstream.StreamInfo) string {
+	if !pos.created.IsZero() && pos.created.UnixNano() != info.Created.UnixNano() {
+		return fmt.Sprintf("the stream was created at %s, the stored position belongs to the stream created at %s", info.Created.UTC().Format(time.RFC3339Nano), pos.created.Format(time.RFC3339Nano))
+	}
+	if pos.seq > info.State.LastSeq {
+		return fmt.Sprintf("the stored sequence %d is past the stream's last sequence %d", pos.seq, info.State.LastSeq)
+	}
+	return ""
+}
+
+// streamCheckInterval is how often an idle session checks that its stream
+// is still the one it consumes (a deleted stream's consumer only times out).
+const streamCheckInterval = 2 * time.Second
+
+// session consumes over one connection until it fails; reached says
+// whether it got as far as a fetch (which resets the reconnection backoff).
+func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 	nc, err := nats.Connect(n.cfg.URL, nats.Name("sluice"), nats.MaxReconnects(0), nats.Timeout(5*time.Second))
 	if err != nil {
-		return fmt.Errorf("nats: connect %s: %w", n.cfg.URL, err)
+		return false, fmt.Errorf("nats: connect %s: %w", n.cfg.URL, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return false, err
 	}
+	str, err := js.Stream(ctx, n.cfg.Stream)
+	if err != nil {
+		return false, fmt.Errorf("nats: stream %s: %w", n.cfg.Stream, err)
+	}
+	info := str.CachedInfo()
+	created := info.Created.UTC()
 	posName := NATSPositionName(n.table, n.cfg.Stream, n.cfg.Subject)
 	v, err := n.store.Position(posName)
 	if err != nil {
-		return err
+		return false, err
 	}
-	var stored uint64
-	if len(v) == 8 {
-		stored = binary.BigEndian.Uint64(v)
+	pos, err := decodeNATSPosition(v)
+	if err != nil {
+		return false, err
 	}
+	if why := streamRecreated(pos, info); why != "" && len(v) > 0 {
+		// The policy (docs/streams.md, "A recreated topic or stream"): the
+		// new stream is consumed from its first message, loudly. The reset
+		// is stored at once, so that it is reported once and a crash
+		// before the first batch does not undo it.
+		n.log.Error("stream deleted and recreated: consuming the new stream from its first message; messages of the old stream after the stored sequence were never stored",
+			"stored_sequence", pos.seq, "why", why, "first_sequence", info.State.FirstSeq, "last_sequence", info.State.LastSeq)
+		n.counters.Resets.Add(1)
+		pos = natsPosition{created: created}
+		if err := n.w.storePositions(ctx, []Position{{Name: posName, Value: pos.encode()}}); err != nil {
+			return false, fmt.Errorf("nats: storing the reset position: %w", err)
+		}
+	} else if pos.seq > 0 && pos.seq+1 < info.State.FirstSeq {
+		n.log.Warn("messages after the stored sequence are gone from the stream (purged or expired) and were never stored",
+			"stored_sequence", pos.seq, "first_sequence", info.State.FirstSeq)
+	}
+	stored := pos.seq
 	cc := jetstream.ConsumerConfig{
 		Durable:       n.cfg.Durable,
 		FilterSubject: n.cfg.Subject,
@@ -112,7 +172,7 @@ func (n *NATS) session(ctx context.Context) error {
 	switch {
 	case stored > 0:
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, stored+1
-	case n.cfg.Start == "latest":
+	case n.cfg.Start == "latest" && len(v) == 0:
 		cc.DeliverPolicy = jetstream.DeliverNewPolicy
 	default:
 		cc.DeliverPolicy = jetstream.DeliverAllPolicy
@@ -120,11 +180,11 @@ func (n *NATS) session(ctx context.Context) error {
 	// The broker's view of the consumer never drives delivery: the stored
 	// sequence does. Recreate the durable there.
 	if err := js.DeleteConsumer(ctx, n.cfg.Stream, n.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("nats: delete consumer %s: %w", n.cfg.Durable, err)
+		return false, fmt.Errorf("nats: delete consumer %s: %w", n.cfg.Durable, err)
 	}
 	cons, err := js.CreateConsumer(ctx, n.cfg.Stream, cc)
 	if err != nil {
-		return fmt.Errorf("nats: create consumer %s on %s: %w", n.cfg.Durable, n.cfg.Stream, err)
+		return false, fmt.Errorf("nats: create consumer %s on %s: %w", n.cfg.Durable, n.cfg.Stream, err)
 	}
 	n.counters.ok()
 	n.counters.Rebalances.Add(1)
@@ -137,10 +197,11 @@ func (n *NATS) session(ctx context.Context) error {
 	if wait == 0 {
 		wait = 500 * time.Millisecond
 	}
+	lastCheck := time.Now()
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(maxBatch, jetstream.FetchMaxWait(wait))
 		if err != nil {
-			return fmt.Errorf("nats: fetch: %w", err)
+			return reached, fmt.Errorf("nats: fetch: %w", err)
 		}
 		var msgs []Message
 		var last jetstream.Msg
@@ -148,7 +209,7 @@ func (n *NATS) session(ctx context.Context) error {
 		for m := range batch.Messages() {
 			meta, err := m.Metadata()
 			if err != nil {
-				return fmt.Errorf("nats: message metadata: %w", err)
+				return reached, fmt.Errorf("nats: message metadata: %w", err)
 			}
 			last, pending = m, meta.NumPending
 			if meta.Sequence.Stream <= stored {
@@ -163,27 +224,33 @@ func (n *NATS) session(ctx context.Context) error {
 			msgs = append(msgs, msg)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("nats: fetch: %w", err)
+			return reached, fmt.Errorf("nats: fetch: %w", err)
 		}
+		reached = true
 		if len(msgs) > 0 {
-			lastSeq := uint64(msgs[len(msgs)-1].Offset)
-			pos := []Position{{Name: posName, Value: binary.BigEndian.AppendUint64(nil, lastSeq)}}
+			positions := func(m *Message) []Position {
+				return []Position{{Name: posName, Value: natsPosition{seq: uint64(m.Offset), created: created}.encode()}}
+			}
 			for attempt := 0; ; attempt++ {
-				res, err := n.w.Write(ctx, msgs, pos)
-				if err == nil {
+				for len(msgs) > 0 && uint64(msgs[0].Offset) <= stored {
+					msgs = msgs[1:] // stored by a run before a failed one
+				}
+				err := n.w.WriteBounded(ctx, msgs, positions, func(m *Message, res Result) {
 					n.counters.add(res)
+					stored = uint64(m.Offset)
+				})
+				if err == nil {
 					break
 				}
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return reached, ctx.Err()
 				}
 				n.log.Error("storing a batch failed, retrying", "error", err, "attempt", attempt)
 				n.counters.fail(err)
 				if err := backoff(ctx, attempt); err != nil {
-					return err
+					return reached, err
 				}
 			}
-			stored = lastSeq
 			n.counters.ok()
 		}
 		if last != nil {
@@ -192,7 +259,18 @@ func (n *NATS) session(ctx context.Context) error {
 				n.log.Warn("ack (for lag tools only)", "error", err)
 			}
 			n.counters.SetLag(n.cfg.Stream, 0, int64(pending))
+		} else if time.Since(lastCheck) >= streamCheckInterval {
+			// Idle: a deleted (and perhaps recreated) stream looks just
+			// like an idle one to a fetch. Ask.
+			lastCheck = time.Now()
+			info, err := str.Info(ctx)
+			if err != nil {
+				return reached, fmt.Errorf("nats: stream %s: %w", n.cfg.Stream, err)
+			}
+			if !info.Created.Equal(created) {
+				return reached, fmt.Errorf("nats: stream %s was deleted and recreated (created %s, consumed since %s)", n.cfg.Stream, info.Created.UTC().Format(time.RFC3339Nano), created.Format(time.RFC3339Nano))
+			}
 		}
 	}
-	return ctx.Err()
+	return reached, ctx.Err()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,11 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}}); err != nil {
+	// A stream and subjects of this run only: -count=2 must not find the
+	// first run's messages (nor overlapping subjects).
+	stream := uniqueName("EVENTS")
+	subject := strings.ToLower(stream)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject + ".>"}}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -39,7 +44,7 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 		defer close(done)
 		for i := 0; i < n; i++ {
 			_, v := event(i, users)
-			if _, err := js.PublishAsync(fmt.Sprintf("events.u%d", i%users), v); err != nil {
+			if _, err := js.PublishAsync(fmt.Sprintf("%s.u%d", subject, i%users), v); err != nil {
 				t.Errorf("publish: %v", err)
 				return
 			}
@@ -55,8 +60,8 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
     hashBy: user
     sortBy: ts
     sources:
-      - nats: {url: %q, stream: EVENTS, subject: "events.>", durable: sluice, max_batch: 500, metadata: [subject, sequence]}
-`, natsURL)
+      - nats: {url: %q, stream: %s, subject: "%s.>", durable: sluice, max_batch: 500, metadata: [subject, sequence]}
+`, natsURL, stream, subject)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "node1")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
@@ -77,7 +82,7 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 	checkExactlyOnce(t, ids, n)
 	checkOrder(t, rows)
 	for _, r := range rows {
-		if r["_subject"] != "events."+r["user"].(string) || r["_sequence"] == nil {
+		if r["_subject"] != subject+"."+r["user"].(string) || r["_sequence"] == nil {
 			t.Fatalf("row %v: _subject and _sequence", r)
 		}
 	}

@@ -34,6 +34,10 @@ type Counters struct {
 	// Errors counts failures retried (broker, store); Rebalances counts
 	// partition assignments.
 	Errors, Rebalances atomic.Int64
+	// Resets counts stored positions given up because their topic or
+	// stream was deleted and recreated (or truncated) under the same name:
+	// the partition starts again at the new log's beginning.
+	Resets atomic.Int64
 
 	mu       sync.Mutex
 	lag      map[string]int64 // "topic\x00partition" → messages behind
@@ -60,10 +64,12 @@ func lagKey(topic string, partition int32) string {
 	return topic + "\x00" + strconv.Itoa(int(partition))
 }
 
-// SetLag records how far a partition (or stream) is behind.
+// SetLag records how far a partition (or stream) is behind. It is not
+// clamped at 0: a negative lag is a position past the end of its log,
+// which must show, not look caught up.
 func (c *Counters) SetLag(topic string, partition int32, lag int64) {
 	c.mu.Lock()
-	c.lag[lagKey(topic, partition)] = max(lag, 0)
+	c.lag[lagKey(topic, partition)] = lag
 	c.mu.Unlock()
 }
 
@@ -188,6 +194,7 @@ func (r *Runner) WriteMetrics(w io.Writer) {
 	counter("sluice_source_batches_total", "Batches committed.", func(c *Counters) int64 { return c.Batches.Load() })
 	counter("sluice_source_errors_total", "Failures retried (broker unreachable, store errors).", func(c *Counters) int64 { return c.Errors.Load() })
 	counter("sluice_source_rebalances_total", "Partition assignments received.", func(c *Counters) int64 { return c.Rebalances.Load() })
+	counter("sluice_source_position_resets_total", "Stored positions given up because the topic or stream was recreated (or truncated): consumed again from the new log's beginning.", func(c *Counters) int64 { return c.Resets.Load() })
 	family("sluice_source_lag_messages", "gauge", "Messages in the partition (or stream) not yet stored by this node.")
 	for _, s := range r.sources {
 		c := s.Counters()
@@ -209,6 +216,32 @@ func (r *Runner) WriteMetrics(w io.Writer) {
 			up = 0
 		}
 		fmt.Fprintf(w, "sluice_source_up{table=%q,source=%q} %d\n", s.Counters().Table, s.Name(), up)
+	}
+}
+
+// reconnect runs session again and again until ctx is done, backing off
+// between failed sessions. A session that reached its server (reached
+// true) resets the backoff: the next failure waits 100 ms again instead of
+// the delay the failures before that session had grown to. wait is backoff
+// outside tests.
+func reconnect(ctx context.Context, log *slog.Logger, c *Counters, session func(context.Context) (reached bool, err error), wait func(context.Context, int) error) error {
+	attempt := 0
+	for {
+		reached, err := session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if reached {
+			attempt = 0
+		}
+		log.Warn("session ended, reconnecting", "error", err, "attempt", attempt)
+		if err != nil {
+			c.fail(err)
+		}
+		if err := wait(ctx, attempt); err != nil {
+			return err
+		}
+		attempt++
 	}
 }
 

@@ -38,7 +38,17 @@ type Target struct {
 	// line a poison message as a whole; Skip drops only its bad lines.
 	Policy ingest.Policy
 	Log    *slog.Logger
+	// MaxMessageBytes bounds a message body, as received and after gzip
+	// decoding: a larger one is a dead letter, never decoded (0:
+	// DefaultMaxMessageBytes). The server caps it at limits.max_body_bytes,
+	// HTTP's bound on a request body after gzip decoding.
+	MaxMessageBytes int64
 }
+
+// DefaultMaxMessageBytes is the bound on a message body (as received and
+// gzip-decoded) when the source sets none: decoded rows take several times
+// their text, and the documented consumer RSS is 256 MB.
+const DefaultMaxMessageBytes = 8 << 20
 
 // Header is one message header.
 type Header struct {
@@ -57,6 +67,11 @@ type Message struct {
 	// Offset is the Kafka offset or the JetStream stream sequence.
 	Offset int64
 	Time   time.Time
+
+	// unpacked: Body is gzip-decoded already (or bodyErr says why it
+	// cannot be); see Writer.unpack.
+	unpacked bool
+	bodyErr  error
 }
 
 // Position is a source position to store with a batch's rows.
@@ -179,6 +194,22 @@ func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position
 		return res, nil
 	}
 	return res, errors.New("stream: every message of the batch is poison and it still fails")
+}
+
+// storePositions stores positions alone, in one synced batch: a source
+// whose position moves without rows (a reset after a recreated topic).
+func (w *Writer) storePositions(ctx context.Context, positions []Position) error {
+	batch, err := w.target.Store.NewBatch()
+	if err != nil {
+		return err
+	}
+	defer batch.Close()
+	for _, p := range positions {
+		if err := batch.SetPosition(p.Name, p.Value); err != nil {
+			return err
+		}
+	}
+	return batch.Commit(ctx)
 }
 
 type attemptStats struct{ accepted, filtered int }
@@ -328,21 +359,103 @@ func sortedKeys(m map[int]error) []int {
 
 var gzipMagic = []byte{0x1f, 0x8b}
 
+// ErrMessageTooLarge: a message body, as received or gzip-decoded, is over
+// the source's max_message_bytes. The message is a dead letter.
+var ErrMessageTooLarge = errors.New("message too large")
+
 // body returns a message's body, gunzipped when it starts with the gzip
-// magic number.
+// magic number, or why it cannot be stored (see Writer.unpack).
 func body(m *Message) ([]byte, error) {
-	if !bytes.HasPrefix(m.Body, gzipMagic) {
+	if m.bodyErr != nil {
+		return nil, m.bodyErr
+	}
+	if m.unpacked || !bytes.HasPrefix(m.Body, gzipMagic) {
 		return m.Body, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(m.Body))
+	return gunzip(m.Body, 0)
+}
+
+// gunzip decodes b, failing with ErrMessageTooLarge past limit bytes
+// (0: no limit) without holding more than limit+1 of them: a gzip bomb
+// (1.5 MB of zeros is 1.5 GB) costs its limit, not its size.
+func gunzip(b []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
-	b, err := io.ReadAll(zr)
+	var r io.Reader = zr
+	if limit > 0 {
+		r = io.LimitReader(zr, limit+1)
+	}
+	out, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
-	return b, nil
+	if limit > 0 && int64(len(out)) > limit {
+		return nil, fmt.Errorf("%w: gzip-decoded body over max_message_bytes (%d bytes)", ErrMessageTooLarge, limit)
+	}
+	return out, nil
+}
+
+func (w *Writer) maxMessageBytes() int64 {
+	if w.target.MaxMessageBytes > 0 {
+		return w.target.MaxMessageBytes
+	}
+	return DefaultMaxMessageBytes
+}
+
+// unpack checks m's size and gzip-decodes its body within the bound, once;
+// it returns the bytes the body holds now (0 when it is too large).
+func (w *Writer) unpack(m *Message) int64 {
+	if m.unpacked {
+		return int64(len(m.Body))
+	}
+	m.unpacked = true
+	limit := w.maxMessageBytes()
+	if int64(len(m.Body)) > limit {
+		m.bodyErr = fmt.Errorf("%w: %d bytes, over max_message_bytes (%d bytes)", ErrMessageTooLarge, len(m.Body), limit)
+		return 0
+	}
+	if !bytes.HasPrefix(m.Body, gzipMagic) {
+		return int64(len(m.Body))
+	}
+	b, err := gunzip(m.Body, limit)
+	if err != nil {
+		m.bodyErr = err
+		return 0
+	}
+	m.Body = b
+	return int64(len(b))
+}
+
+// WriteBounded is Write for a batch of any size: it unpacks the messages
+// (size bounds, gzip), and writes them in consecutive runs of at most
+// max(max_message_bytes, DefaultMaxMessageBytes) decoded bytes, each run
+// committed with the positions positions(last message of the run) gives.
+// A run is atomic with its positions as a Write is; runs only bound how
+// many decoded rows are in memory at once. stored is called after each
+// run is committed. On error, the runs before the failing one are stored
+// (stored was called for them): the caller retries from there.
+func (w *Writer) WriteBounded(ctx context.Context, msgs []Message, positions func(last *Message) []Position, stored func(last *Message, res Result)) error {
+	budget := max(w.maxMessageBytes(), DefaultMaxMessageBytes)
+	for start := 0; start < len(msgs); {
+		end, size := start, int64(0)
+		for end < len(msgs) {
+			n := w.unpack(&msgs[end])
+			if end > start && size+n > budget {
+				break
+			}
+			size += n
+			end++
+		}
+		res, err := w.Write(ctx, msgs[start:end], positions(&msgs[end-1]))
+		if err != nil {
+			return err
+		}
+		stored(&msgs[end-1], res)
+		start = end
+	}
+	return nil
 }
 
 // decode decodes every message. NDJSON messages are joined into one input

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"maps"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -119,5 +122,114 @@ func TestWriterFormats(t *testing.T) {
 				t.Fatalf("result %+v: want %d accepted, %d poison", res, c.want, c.poison)
 			}
 		})
+	}
+}
+
+// gzipOf compresses size bytes of fill (a gzip bomb when size is large).
+func gzipOf(t *testing.T, fill byte, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	chunk := bytes.Repeat([]byte{fill}, 1<<20)
+	for n := 0; n < size; n += len(chunk) {
+		zw.Write(chunk[:min(len(chunk), size-n)])
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+// TestWriterBoundsMessages: a message over max_message_bytes (as received)
+// and a gzip bomb (small, decoding past the bound) are dead letters naming
+// the bound, decoded no further than the bound (the bomb's 64 MiB are never
+// held), and the messages around them are stored; a batch larger than the
+// bound is stored in several runs, each with the position of its last
+// message.
+func TestWriterBoundsMessages(t *testing.T) {
+	ctx := context.Background()
+	s, err := table.Open(t.TempDir(), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(table.Config{Name: "events", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := s.Table(table.Config{Name: "events_deadletter", SortBy: "time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1 << 20
+	target := Target{Store: s, Table: tb, DeadLetters: dl, Policy: ingest.Reject, MaxMessageBytes: limit}
+	w, err := newWriter(target, "ndjson", nil, kafkaFields, func(m *Message) string { return "m" + m.Topic })
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(id int) string { return `{"ts":"2026-01-01T00:00:00Z","id":` + strconv.Itoa(id) + "}\n" }
+	// A big valid message: 2 MiB of rows, over the 1 MiB bound.
+	var big strings.Builder
+	for i := 0; big.Len() < 2<<20; i++ {
+		big.WriteString(line(1000000 + i))
+	}
+	bomb := gzipOf(t, '0', 64<<20)
+	// Messages of 600 KiB of rows: the run budget is
+	// max(bound, DefaultMaxMessageBytes) = 8 MiB, so 20 make two runs.
+	var filler strings.Builder
+	for filler.Len() < 600<<10 {
+		filler.WriteString(line(7))
+	}
+	msgs := []Message{{Topic: "0", Offset: 0, Body: []byte(line(1))}, {Topic: "big", Offset: 1, Body: []byte(big.String())},
+		{Topic: "bomb", Offset: 2, Body: bomb}, {Topic: "3", Offset: 3, Body: []byte(line(2))}}
+	fillerRows := 0
+	for i := range 20 {
+		msgs = append(msgs, Message{Topic: "f", Offset: int64(4 + i), Body: []byte(filler.String())})
+		fillerRows += strings.Count(filler.String(), "\n")
+	}
+	// Unpacking the bomb costs its bound (1 MiB, read in doubling
+	// buffers) and the gzip reader; reading it whole, over 64 MiB.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w.unpack(&msgs[2])
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("unpacking the bomb allocated %d MiB: decoded past its bound", alloc>>20)
+	}
+	var runs []int64
+	err = w.WriteBounded(ctx, msgs, func(m *Message) []Position {
+		return []Position{{Name: "p", Value: []byte(strconv.FormatInt(m.Offset, 10))}}
+	}, func(m *Message, res Result) { runs = append(runs, m.Offset) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) < 2 || runs[len(runs)-1] != 23 {
+		t.Errorf("runs ended at offsets %v: want at least two runs, the last at offset 23", runs)
+	}
+	if pos, _ := s.Position("p"); string(pos) != "23" {
+		t.Errorf("position %q, want 23", pos)
+	}
+	n := 0
+	if err := tb.Query(ctx, table.Query{}, func(r table.Row) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 + fillerRows; n != want {
+		t.Errorf("%d rows stored, want %d (none of the big message's)", n, want)
+	}
+	var dead []table.Row
+	if err := dl.Query(ctx, table.Query{}, func(r table.Row) error { dead = append(dead, maps.Clone(r)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, d := range dead {
+		reasons[d["origin"].(string)] = d["error"].(string)
+		// At most maxDeadLetterBody bytes of the body, quoted when not
+		// UTF-8 (4 bytes a byte at most).
+		if len(d["row"].(string)) > 4*maxDeadLetterBody+2 {
+			t.Errorf("dead letter %s keeps %d bytes of the message", d["origin"], len(d["row"].(string)))
+		}
+	}
+	if len(dead) != 2 || !strings.Contains(reasons["mbig"], "2097") || !strings.Contains(reasons["mbig"], "over max_message_bytes (1048576 bytes)") ||
+		!strings.Contains(reasons["mbomb"], "gzip-decoded body over max_message_bytes (1048576 bytes)") {
+		t.Errorf("dead letters %v: want the big message and the bomb, each naming the bound", reasons)
 	}
 }

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -157,7 +161,12 @@ func (b *Batch) Commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	n := commits.Add(1)
+	fault("before-commit", n)
 	err := b.b.Commit(pebble.Sync)
+	if err == nil {
+		fault("after-commit", n)
+	}
 	b.end(err == nil)
 	if err != nil {
 		return fmt.Errorf("table: commit batch: %w", err)
@@ -199,4 +208,27 @@ func (s *Store) Position(name string) ([]byte, error) {
 	}
 	defer closer.Close()
 	return slices.Clone(v), nil
+}
+
+// FaultEnv names a point at which the process kills itself (SIGKILL, as
+// kill -9 would), for crash tests of the stream sources: "before-commit:N"
+// (the N-th Batch.Commit of the process, counted from 1, staged and not
+// committed) or "after-commit:N" (committed and synced, the caller not
+// told yet). It prints "table: fault <point>" on stderr first. Random kill
+// times cannot tell a batch holding rows and position from two batches
+// committed one after the other; a kill after every single commit can.
+const FaultEnv = "SLUICE_BATCH_FAULT"
+
+var (
+	commits    atomic.Int64
+	faultPoint = os.Getenv(FaultEnv)
+)
+
+func fault(step string, n int64) {
+	if faultPoint == "" || faultPoint != step+":"+strconv.FormatInt(n, 10) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "table: fault %s\n", faultPoint)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
 }

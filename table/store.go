@@ -26,6 +26,10 @@ type Options struct {
 	// Now returns the ingestion time given to rows without an event time
 	// and the clock TTL is measured against; nil means time.Now.
 	Now func() time.Time
+	// FS is the filesystem Pebble uses; nil means the OS's. Crash tests
+	// give a strict in-memory one (vfs.NewStrictMem) and reset it to what
+	// was synced.
+	FS vfs.FS
 }
 
 // seqReserve is how many sequence numbers one synced write of the seq key
@@ -86,7 +90,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	// The disk-health-checking FS starts a goroutine; Pebble v1.1.5 does
 	// not stop it when Open fails (e.g. the directory is locked by another
 	// process), so we create it and close it ourselves.
-	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, func(info vfs.DiskSlowInfo) {
+	base := opts.FS
+	if base == nil {
+		base = vfs.Default
+	}
+	fs, fsCloser := vfs.WithDiskHealthChecks(base, 5*time.Second, func(info vfs.DiskSlowInfo) {
 		if opts.Logger != nil {
 			opts.Logger.Warn("slow disk", "component", "pebble", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 		}
