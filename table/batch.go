@@ -157,7 +157,7 @@ func (b *Batch) Commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := b.b.Commit(pebble.Sync)
+	err := b.s.commitSync(b.b, false)
 	b.end(err == nil)
 	if err != nil {
 		return fmt.Errorf("table: commit batch: %w", err)
