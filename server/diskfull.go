@@ -30,7 +30,7 @@ func diskFullStatus(w http.ResponseWriter) int {
 // for lack of space ("" while it takes them).
 func (s *Server) diskFullReason() string {
 	if full := s.store.SpaceStatus().Full; full != nil {
-		return full.Error()
+		return full.Reason()
 	}
 	return ""
 }

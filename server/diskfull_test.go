@@ -51,9 +51,12 @@ func blobBody(req int) []byte {
 // postBlobs posts request req; a transport error (a dropped connection)
 // fails the test.
 func postBlobs(t *testing.T, url string, req int) (int, string, http.Header) {
-	resp, err := http.Post(url+"/v1/tables/blobs/rows", "application/x-ndjson", bytes.NewReader(blobBody(req)))
+	// Bounded: a store stalled on a full disk must fail the test, not hang it.
+	cl := &http.Client{Timeout: time.Minute}
+	defer cl.CloseIdleConnections()
+	resp, err := cl.Post(url+"/v1/tables/blobs/rows", "application/x-ndjson", bytes.NewReader(blobBody(req)))
 	if err != nil {
-		t.Errorf("request %d: no answer (dropped connection?): %v", req, err)
+		t.Errorf("request %d: no answer (a dropped connection, or a store stalled on the full disk): %v", req, err)
 		return 0, "", nil
 	}
 	defer resp.Body.Close()

@@ -79,6 +79,12 @@ type DiskFullError struct {
 }
 
 func (e *DiskFullError) Error() string {
+	return e.Reason() + "; nothing of this write was stored, and writes resume by themselves once space is freed"
+}
+
+// Reason is the condition alone, without what it did to a write (for
+// readiness checks).
+func (e *DiskFullError) Reason() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table: disk full: store %s has %s free", e.Dir, formatBytes(e.Free))
 	if e.ReadOnly {
@@ -88,7 +94,7 @@ func (e *DiskFullError) Error() string {
 	if e.ReserveReleased {
 		b.WriteString(", and room to make the released reserve file again, storage.reserve_bytes")
 	}
-	b.WriteString("); nothing of this write was stored, and writes resume by themselves once space is freed")
+	b.WriteString(")")
 	return b.String()
 }
 
@@ -129,8 +135,8 @@ type SpaceStatus struct {
 // spaceGuard is the store's admission of writes by free space.
 type spaceGuard struct {
 	dir              string
-	minFree, reserve uint64 // 0: that layer is off
-	log              func(msg string, args ...any)
+	minFree, reserve uint64                        // 0: that layer is off
+	log, info        func(msg string, args ...any) // at warning and info level
 
 	inflight atomic.Int64 // bytes of admitted writes not yet committed
 	refused  atomic.Int64
@@ -223,7 +229,7 @@ func (g *spaceGuard) makeReserve() {
 		return
 	}
 	g.held.Store(true)
-	g.log("disk space reserve file in place", "path", path, "bytes", g.reserve)
+	g.info("disk space reserve file in place", "path", path, "bytes", g.reserve)
 }
 
 // releaseReserve deletes the reserve file (why says what prompted it).

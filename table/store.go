@@ -120,7 +120,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	g := &spaceGuard{dir: dir, minFree: sizeOption(opts.MinFreeBytes, DefaultMinFreeBytes), reserve: sizeOption(opts.ReserveBytes, DefaultReserveBytes)}
 	g.log = func(msg string, args ...any) {
 		if opts.Logger != nil {
-			opts.Logger.Warn(msg, append(args, "component", "store", "dir", dir)...)
+			opts.Logger.Warn(msg, append(args, "dir", dir)...)
+		}
+	}
+	g.info = func(msg string, args ...any) {
+		if opts.Logger != nil {
+			opts.Logger.Info(msg, append(args, "dir", dir)...)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
