@@ -136,6 +136,7 @@ type SpaceStatus struct {
 type spaceGuard struct {
 	dir              string
 	minFree, reserve uint64                        // 0: that layer is off
+	largeBatch       int64                         // Pebble's large-batch threshold (half a memtable)
 	log, info        func(msg string, args ...any) // at warning and info level
 
 	inflight atomic.Int64 // bytes of admitted writes not yet committed
@@ -175,6 +176,11 @@ func (g *spaceGuard) admit(n int64, freeing bool) (done func(), err error) {
 	}
 	if g.reserve > 0 && !g.held.Load() && !freeing {
 		g.makeReserve() // when the space allows; writes wait for it
+	}
+	if n >= g.largeBatch && g.largeBatch > 0 {
+		// Pebble writes a large batch to the WAL and then flushes it as a
+		// table of its own: it takes its size twice until the WAL goes.
+		n *= 2
 	}
 	cur := g.inflight.Add(n)
 	done = func() { g.inflight.Add(-n) }

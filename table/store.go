@@ -117,7 +117,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SpaceCheckInterval == 0 {
 		opts.SpaceCheckInterval = defaultSpaceCheck
 	}
-	g := &spaceGuard{dir: dir, minFree: sizeOption(opts.MinFreeBytes, DefaultMinFreeBytes), reserve: sizeOption(opts.ReserveBytes, DefaultReserveBytes)}
+	g := &spaceGuard{dir: dir, minFree: sizeOption(opts.MinFreeBytes, DefaultMinFreeBytes), reserve: sizeOption(opts.ReserveBytes, DefaultReserveBytes),
+		largeBatch: opts.MemTableSize / 2}
 	g.log = func(msg string, args ...any) {
 		if opts.Logger != nil {
 			opts.Logger.Warn(msg, append(args, "dir", dir)...)
