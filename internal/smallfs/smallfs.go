@@ -57,8 +57,20 @@ func Fill(t testing.TB, dir string, leave int64) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if n := Free(t, dir) - leave; n > 0 {
-		if err := syscall.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
+	var size int64
+	for attempt := 0; ; attempt++ {
+		n := Free(t, dir) - leave
+		if n <= 0 {
+			break
+		}
+		err := syscall.Fallocate(int(f.Fd()), 0, size, n)
+		if err == nil {
+			size += n
+			break
+		}
+		// A store writing in the background took some of the space since
+		// Free: try again with what is free now.
+		if !errors.Is(err, syscall.ENOSPC) || attempt == 100 {
 			t.Fatalf("fill %s: %v", dir, err)
 		}
 	}
