@@ -46,6 +46,17 @@ type Storage struct {
 	// Dir is the store's directory (default ./data, relative to the
 	// working directory).
 	Dir string `yaml:"dir"`
+	// MinFreeBytes is the space the store's filesystem keeps free for the
+	// store's own flushes and compactions: a write that would leave less
+	// is refused (HTTP ingest gets 507, stream sources retry with backoff)
+	// instead of ending the process. Default 256 MiB (table.
+	// DefaultMinFreeBytes); negative turns the guard off.
+	MinFreeBytes int64 `yaml:"min_free_bytes"`
+	// ReserveBytes is the size of the reserve file (sluice.reserve in
+	// dir) released when the disk fills anyway, and at a start on a full
+	// disk; writes resume once it can be made again. Default 64 MiB;
+	// negative: no reserve.
+	ReserveBytes int64 `yaml:"reserve_bytes"`
 }
 
 // Listen are the addresses the server binds.

@@ -67,6 +67,10 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 		return
 	}
+	if reason := s.diskFullReason(); reason != "" {
+		http.Error(w, "not ready: "+reason+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	if err := s.sources.Ready(); err != nil {
 		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
 		return

@@ -83,6 +83,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	s.writeColdMetrics(bw)
+	s.writeDiskMetrics(bw)
 	family("sluice_ready", "gauge", "1 when the server accepts ingest.")
 	ready := 0
 	if s.ready.Load() {

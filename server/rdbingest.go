@@ -305,6 +305,8 @@ func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 			code, resp.Column = http.StatusUnprocessableEntity, cerr.Column
 		case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 			code = http.StatusRequestTimeout
+		case errors.Is(err, table.ErrDiskFull):
+			code = diskFullStatus(w)
 		}
 		if code >= 500 {
 			s.log.Error("rdb ingest failed", "table", name, "error", err)

@@ -212,8 +212,11 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		code = http.StatusRequestTimeout
+	case errors.Is(err, table.ErrDiskFull):
+		// Logged by the store when writes start being refused, not per request.
+		code = diskFullStatus(w)
 	}
-	if code >= 500 {
+	if code >= 500 && code != http.StatusInsufficientStorage {
 		s.log.Error("ingest failed", "table", name, "error", err)
 	}
 	writeJSON(w, code, resp)

@@ -137,7 +137,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: storage dir: %w", err)
 	}
-	store, err := table.Open(dir, table.Options{Logger: s.log.With("component", "pebble")})
+	store, err := table.Open(dir, table.Options{Logger: s.log.With("component", "pebble"),
+		MinFreeBytes: cfg.Storage.MinFreeBytes, ReserveBytes: cfg.Storage.ReserveBytes})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store %s: %w", dir, err)
 	}

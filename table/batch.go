@@ -163,7 +163,7 @@ func (b *Batch) Commit(ctx context.Context) error {
 	}
 	n := commits.Add(1)
 	fault("before-commit", n)
-	err := b.b.Commit(pebble.Sync)
+	err := b.s.commitSync(b.b, false)
 	if err == nil {
 		fault("after-commit", n)
 	}

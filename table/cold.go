@@ -123,7 +123,7 @@ func (t *Table) DeleteBlocks(ctx context.Context, before time.Time, maxSeq uint6
 		if b.Empty() {
 			return nil
 		}
-		if err := b.Commit(pebble.Sync); err != nil {
+		if err := t.store.commitSync(b, true); err != nil {
 			return fmt.Errorf("table %s: delete compacted blocks: %w", t.name, err)
 		}
 		b.Close()

@@ -72,7 +72,7 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 	if err := it.Error(); err != nil {
 		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := t.store.commitSync(b, true); err != nil {
 		return 0, fmt.Errorf("table %s: delete before %v: %w", t.name, ts, err)
 	}
 	return partitions, nil
@@ -108,7 +108,7 @@ func (t *Table) SetCompactedThrough(ctx context.Context, ts time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := t.store.db.Set(metaKey(m.Name), buf, pebble.Sync); err != nil {
+	if err := t.store.setSync(metaKey(m.Name), buf, true); err != nil {
 		return fmt.Errorf("table %s: record compaction: %w", m.Name, err)
 	}
 	t.meta = m

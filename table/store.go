@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -28,8 +29,25 @@ type Options struct {
 	Now func() time.Time
 	// FS is the filesystem Pebble uses; nil means the OS's. Crash tests
 	// give a strict in-memory one (vfs.NewStrictMem) and reset it to what
-	// was synced.
+	// was synced. The free-space guard (MinFreeBytes, ReserveBytes) looks
+	// at the OS's filesystem, so it is off with any other FS.
 	FS vfs.FS
+	// MinFreeBytes is the space the store's filesystem keeps free: a write
+	// that would leave less is refused with a *DiskFullError (ErrDiskFull)
+	// before Pebble sees it (space.go). 0 means DefaultMinFreeBytes; a
+	// negative value turns the guard off.
+	MinFreeBytes int64
+	// ReserveBytes is the size of the reserve file, released when the
+	// disk fills anyway so that Pebble (and a restart) has room. 0 means
+	// DefaultReserveBytes; negative means no reserve.
+	ReserveBytes int64
+	// MemTableSize is Pebble's memtable size; 0 means 32 MiB. The minimum
+	// free space should stay above about four of them (a flush, the next
+	// WAL's preallocation and a compaction's output).
+	MemTableSize int64
+	// SpaceCheckInterval is how often the free space is looked at in the
+	// background (reserve, read-only reopen, logs); 0 means 1s.
+	SpaceCheckInterval time.Duration
 }
 
 // seqReserve is how many sequence numbers one synced write of the seq key
@@ -39,17 +57,26 @@ const seqReserve = 1 << 16
 // Store is one Pebble database holding any number of tables. It is safe for
 // concurrent use.
 type Store struct {
-	db       *pebble.DB
-	cache    *pebble.Cache // db's block cache (db holds a reference)
+	db       *pebble.DB // REQUIRES: closeMu held (reopenWritable replaces it)
+	popts    *pebble.Options
+	cache    *pebble.Cache // db's block cache (the store and db hold a reference each)
 	fsCloser io.Closer     // stops the disk health checker, after db is closed
 	dir      string
 	opts     Options
+
+	space     *spaceGuard
+	stopWatch chan struct{} // closed by Close: stops watchSpace
+	watchDone chan struct{}
+	stopOnce  sync.Once
 
 	// closeMu is held shared by every operation that uses db and exclusively
 	// by Close, so Close waits for in-flight appends and queries and nothing
 	// touches db after it.
 	closeMu sync.RWMutex
-	closed  bool // REQUIRES: closeMu held
+	closed  bool  // REQUIRES: closeMu held
+	failed  error // why the store closed itself (reopenWritable); REQUIRES: closeMu held
+	// failedClosed: Close released what a failed store still held.
+	failedClosed bool // REQUIRES: closeMu held
 
 	mu     sync.Mutex
 	tables map[string]*Table // REQUIRES: mu held
@@ -78,6 +105,10 @@ type seqHold struct {
 }
 
 // Open opens (creating it if needed) the store in dir.
+//
+// On a disk too full to replay the write-ahead log it releases the reserve
+// file and, when that is not enough, opens the store read-only: queries
+// work, writes get a *DiskFullError until the space is back (space.go).
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -85,8 +116,44 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.CacheSize == 0 {
 		opts.CacheSize = 64 << 20
 	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = 32 << 20
+	}
+	if opts.SpaceCheckInterval == 0 {
+		opts.SpaceCheckInterval = defaultSpaceCheck
+	}
+	g := &spaceGuard{dir: dir, minFree: sizeOption(opts.MinFreeBytes, DefaultMinFreeBytes), reserve: sizeOption(opts.ReserveBytes, DefaultReserveBytes),
+		largeBatch: opts.MemTableSize / 2}
+	g.log = func(msg string, args ...any) {
+		if opts.Logger != nil {
+			opts.Logger.Warn(msg, append(args, "dir", dir)...)
+		}
+	}
+	g.info = func(msg string, args ...any) {
+		if opts.Logger != nil {
+			opts.Logger.Info(msg, append(args, "dir", dir)...)
+		}
+	}
+	if opts.FS != nil {
+		// Another filesystem than the OS's (crash tests): Pebble makes the
+		// directory there, and the guard, which asks the OS, is off.
+		g.minFree, g.reserve = 0, 0
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
+	}
+	// The reserve is released before Pebble opens when the disk is too
+	// full to replay the WAL and keep the minimum free; it is made again
+	// (and writes resume) once the space allows.
+	wal := walBytes(dir)
+	readOnly := false
+	if avail, _, ok := g.free(); ok && g.minFree > 0 {
+		if avail < g.minFree+wal+openSlack {
+			g.releaseReserve(fmt.Sprintf("opening on a full disk (%s free)", formatBytes(avail)))
+			avail, _, _ = g.free()
+		}
+		readOnly = avail < wal+openSlack
+	}
 	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
 	// The disk-health-checking FS starts a goroutine; Pebble v1.1.5 does
 	// not stop it when Open fails (e.g. the directory is locked by another
 	// process), so we create it and close it ourselves.
@@ -94,11 +161,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if base == nil {
 		base = vfs.Default
 	}
-	fs, fsCloser := vfs.WithDiskHealthChecks(base, 5*time.Second, func(info vfs.DiskSlowInfo) {
+	healthFS, fsCloser := vfs.WithDiskHealthChecks(base, 5*time.Second, func(info vfs.DiskSlowInfo) {
 		if opts.Logger != nil {
 			opts.Logger.Warn("slow disk", "component", "pebble", "path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 		}
 	})
+	// A write of Pebble's that meets ENOSPC anyway (the disk filled from
+	// outside between two admissions) releases the reserve and is retried
+	// once, instead of ending the process.
+	fs := vfs.OnDiskFull(healthFS, func() { g.releaseReserve("Pebble met a full disk") })
 	popts := &pebble.Options{
 		FS:     fs,
 		Cache:  cache,
@@ -106,15 +177,22 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Block values are zstd-compressed already: Pebble's own snappy
 		// would spend CPU for nothing.
 		Levels:       make([]pebble.LevelOptions, 7),
-		MemTableSize: 32 << 20,
+		MemTableSize: uint64(opts.MemTableSize),
+		ReadOnly:     readOnly,
 	}
 	for i := range popts.Levels {
 		popts.Levels[i].Compression = pebble.NoCompression
 	}
 	popts.EnsureDefaults()
 	db, err := pebble.Open(dir, popts)
+	if err != nil && !readOnly && vfs.IsNoSpaceError(err) {
+		// The replay needed more than the estimate: read-only needs none.
+		popts.ReadOnly, readOnly = true, true
+		db, err = pebble.Open(dir, popts)
+	}
 	if err != nil {
 		fsCloser.Close()
+		cache.Unref()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
 			// Pebble's LOCK file is held (flock): another process has the store open.
 			return nil, fmt.Errorf("table: store %s is in use by another process (a running sluice serve, or a "+
@@ -122,13 +200,36 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("table: open store %s: %w", dir, err)
 	}
-	s := &Store{db: db, cache: cache, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
+	s := &Store{db: db, popts: popts, cache: cache, fsCloser: fsCloser, dir: dir, opts: opts, tables: map[string]*Table{}, nextID: 1}
+	s.space = g
+	s.space.readOnly.Store(readOnly)
+	if readOnly {
+		avail, _, _ := g.free()
+		g.log("store opened read-only: the disk is too full to replay its write-ahead log; queries work, writes are refused until space is freed",
+			"free", avail, "wal_bytes", wal)
+	} else if g.reserve > 0 {
+		s.space.makeReserve()
+	}
 	if err := s.load(); err != nil {
 		db.Close()
 		fsCloser.Close()
+		cache.Unref()
 		return nil, err
 	}
+	s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
+	go s.watchSpace(opts.SpaceCheckInterval, s.stopWatch, s.watchDone)
 	return s, nil
+}
+
+// sizeOption is an Options size: 0 means def, negative means off (0).
+func sizeOption(v, def int64) uint64 {
+	switch {
+	case v == 0:
+		return uint64(def)
+	case v < 0:
+		return 0
+	}
+	return uint64(v)
 }
 
 // load reads the sequence reservation and the table ids in use.
@@ -176,7 +277,7 @@ func (s *Store) nextSeqs(n int, h *seqHold) (uint64, error) {
 	defer s.seqMu.Unlock()
 	if s.nextSeq+uint64(n) > s.reservedSeq {
 		r := s.nextSeq + uint64(n) + seqReserve
-		if err := s.db.Set(seqKey, binary.BigEndian.AppendUint64(nil, r), pebble.Sync); err != nil {
+		if err := s.setSync(seqKey, binary.BigEndian.AppendUint64(nil, r), false); err != nil {
 			return 0, fmt.Errorf("table: reserve sequence numbers: %w", err)
 		}
 		s.reservedSeq = r
@@ -235,14 +336,29 @@ func (s *Store) waitSeqs(ctx context.Context) (uint64, error) {
 // Close waits for in-flight operations, then flushes and closes the
 // database. Later calls return ErrClosed.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() {
+		close(s.stopWatch)
+		<-s.watchDone
+	})
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
+		if s.failed != nil && !s.failedClosed {
+			// reopenWritable closed the database already.
+			s.failedClosed = true
+			s.fsCloser.Close()
+			s.cache.Unref()
+			return s.failed
+		}
 		return ErrClosed
 	}
 	s.closed = true
-	ferr := s.db.Flush()
+	defer s.cache.Unref()
 	defer s.fsCloser.Close()
+	var ferr error
+	if !s.space.readOnly.Load() {
+		ferr = s.db.Flush()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("table: close store %s: %w", s.dir, err)
 	}

@@ -112,7 +112,7 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 		return fmt.Errorf("table %s: encode metadata: %w", m.Name, err)
 	}
 	if create || string(buf) != string(old) {
-		if err := t.store.db.Set(metaKey(m.Name), buf, pebble.Sync); err != nil {
+		if err := t.store.setSync(metaKey(m.Name), buf, false); err != nil {
 			return fmt.Errorf("table %s: write metadata: %w", m.Name, err)
 		}
 		t.schemaDirty = false
@@ -328,7 +328,7 @@ func (t *Table) commit(pb *pebble.Batch) error {
 	t.mu.Lock()
 	if !t.schemaDirty {
 		t.mu.Unlock()
-		return pb.Commit(pebble.Sync)
+		return t.store.commitSync(pb, false)
 	}
 	defer t.mu.Unlock()
 	buf, err := json.Marshal(t.meta)
@@ -338,7 +338,7 @@ func (t *Table) commit(pb *pebble.Batch) error {
 	if err := pb.Set(metaKey(t.meta.Name), buf, nil); err != nil {
 		return err
 	}
-	if err := pb.Commit(pebble.Sync); err != nil {
+	if err := t.store.commitSync(pb, false); err != nil {
 		return err
 	}
 	t.schemaDirty = false
