@@ -243,6 +243,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 		return nil, err
 	}
+	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
 	if tc.UsesDeadLetter() || len(tc.Sources) > 0 {
