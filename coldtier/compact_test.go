@@ -270,3 +270,41 @@ func TestIncompatibleWideningStops(t *testing.T) {
 		t.Fatalf("second run: %v", err)
 	}
 }
+
+// TestCompactAtColumnLimit: an inferred schema at the table's default column
+// limit, with 64-byte column names, compacts; a row past the limit is refused
+// before it widens the schema. Before the limit, one row of 100k fields
+// widened the schema so far that every later compaction failed (`ocf:
+// metadata "schema" value length ... exceeds the 1048576-byte limit`, from
+// about 17k columns of 6-byte names on).
+func TestCompactAtColumnLimit(t *testing.T) {
+	dir := t.TempDir()
+	st, tb := openTable(t, dir, nil)
+	defer st.Close()
+	ctx := context.Background()
+	name := func(prefix string, i int) string { return fmt.Sprintf("%s%063d", prefix, i) }
+	// ts, user and the columns of one row up to the limit.
+	row := table.Row{"user": "u", "ts": day0}
+	for i := range table.DefaultMaxColumns - 2 {
+		row[name("c", i)] = int64(i)
+	}
+	if err := tb.Append(ctx, []table.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+	over := table.Row{"user": "u", "ts": day0, name("d", 0): int64(1)}
+	if err := tb.Append(ctx, []table.Row{over}); !errors.Is(err, table.ErrTooManyColumns) {
+		t.Fatalf("a row past the limit: %v", err)
+	}
+	c, err := coldtier.Open(ctx, coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local"}, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Compact(ctx, day0.Add(48*time.Hour), coldtier.Options{Remove: true})
+	if err != nil {
+		t.Fatalf("compaction of a schema of %d columns: %v", len(tb.Schema()), err)
+	}
+	if res.Rows != 1 {
+		t.Fatalf("compacted %d rows, want 1", res.Rows)
+	}
+}

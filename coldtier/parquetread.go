@@ -525,6 +525,17 @@ func (p *coldPred) compile(v *colVec) func(int) bool {
 	case v.kind == vecFloat && p.typ == table.Float64:
 		return typedTest(p, v.valid, v.floats, func(x, y float64) int { return cmpOrdered(x, y) })
 	case v.kind == vecString && (p.typ == table.String || p.typ == table.JSON):
+		if p.typ == table.String && p.op != table.Eq && p.op != table.Ne && p.op != table.In {
+			// Ordered as the hot tier orders it: numbers as numbers.
+			y := text(p.v)
+			return func(r int) bool {
+				if !v.valid[r] {
+					return false
+				}
+				c, ok := table.CompareText(v.strs[r], y)
+				return ok && opHolds(p.op, c)
+			}
+		}
 		return typedTest(p, v.valid, v.strs, strings.Compare)
 	case v.kind == vecTime && p.typ == table.Timestamp:
 		ok := func(c int) bool { return opHolds(p.op, c) }

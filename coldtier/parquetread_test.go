@@ -542,3 +542,47 @@ func TestColdReadFileWithoutFieldIDs(t *testing.T) {
 		t.Errorf("row n=10007 of the added file: %v", r)
 	}
 }
+
+// TestColdWidenedColumnOrdersNumbers: files written while amount was int64,
+// then the column widened to string in the store: amount >= 900 orders
+// numbers as numbers in both tiers (100 of 0..999, none of "n/a"), as the
+// hot tier does (table.CompareText). Before, the cold tier compared the
+// text and kept "91" to "99" as well.
+func TestColdWidenedColumnOrdersNumbers(t *testing.T) {
+	dir := t.TempDir()
+	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tb, err := st.Table(table.Config{Name: "events", HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var rows []table.Row
+	for i := range 1000 {
+		rows = append(rows, table.Row{"user": "u", "ts": readDay0.Add(time.Duration(i) * time.Second), "n": int64(i), "amount": int64(i)})
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	c := localCompactor(t, dir, tb, 0)
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	hot := []table.Row{
+		{"user": "u", "ts": readDay0.Add(48 * time.Hour), "n": int64(1000), "amount": "n/a"},
+		{"user": "u", "ts": readDay0.Add(49 * time.Hour), "n": int64(1001), "amount": "950"},
+	}
+	if err := tb.Append(ctx, hot); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := rowsOf(t, c, table.Query{Where: []table.Predicate{{Column: "amount", Op: table.Ge, Value: "900"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 101 {
+		t.Fatalf("amount >= 900 over both tiers: %d rows, want 101 (900..999 cold, 950 hot)", len(got))
+	}
+}

@@ -434,6 +434,12 @@ func (p *coldPred) test(v any) bool {
 	if p.op == table.In {
 		return slices.ContainsFunc(p.vals, func(x any) bool { return compare(v, x) == 0 })
 	}
+	if p.typ == table.String && p.op != table.Eq && p.op != table.Ne {
+		// A string column (an int64 one widened, files written before):
+		// ordered as the hot tier orders it, numbers as numbers.
+		c, ok := table.CompareText(text(v), text(p.v))
+		return ok && opHolds(p.op, c)
+	}
 	return opHolds(p.op, compare(v, p.v))
 }
 

@@ -101,6 +101,9 @@ type Table struct {
 	Schema []Column `yaml:"schema"`
 	// TTL drops data older than this (0 keeps it forever).
 	TTL time.Duration `yaml:"ttl"`
+	// MaxColumns bounds an inferred schema (0: table.DefaultMaxColumns,
+	// 1000); a row that would pass it goes to the dead-letter table.
+	MaxColumns int `yaml:"max_columns"`
 	// OnBadLine is what a malformed line does to its batch: "reject" (the
 	// default: nothing of the batch is stored) or "skip" (the line is
 	// reported and the rest stored).
@@ -351,6 +354,9 @@ func (c *Config) Validate() error {
 		}
 		if t.Reload < 0 {
 			add("%s: reload: negative (%v)", where, t.Reload)
+		}
+		if t.MaxColumns < 0 {
+			add("%s: max_columns: negative (%d)", where, t.MaxColumns)
 		}
 		if t.OnBadLine != "reject" && t.OnBadLine != "skip" {
 			add("%s: on_bad_line %q: want reject or skip", where, t.OnBadLine)

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/compute"
 )
@@ -421,6 +422,9 @@ func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) e
 		if header[i] == "" {
 			return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: 1, Err: fmt.Errorf("csv header: column %d has no name", i+1)})
 		}
+		if err := checkUTF8([]byte(header[i]), "column name"); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: 1, Err: fmt.Errorf("csv header: column %d: %w", i+1, err)})
+		}
 	}
 	for {
 		rec, err := cr.Read()
@@ -445,6 +449,10 @@ func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) e
 		for i, field := range rec {
 			if field == "" {
 				continue // an empty field is null
+			}
+			if !utf8.ValidString(field) {
+				bad = fmt.Errorf("column %q: %w", header[i], checkUTF8([]byte(field), "field"))
+				break
 			}
 			v, err := csvValue(field, schema, header[i])
 			if err != nil {

@@ -181,3 +181,44 @@ func TestFormatOfErrorsSayWhatToSend(t *testing.T) {
 		t.Errorf("form type: %v, want a 415 saying to send --data-binary with an NDJSON content type", err)
 	}
 }
+
+// TestInvalidUTF8IsABadLine: a line (NDJSON, a JSON array element, a CSV
+// field) with bytes that are not UTF-8 is a bad line naming the line and
+// the byte, not a row with U+FFFD in place of the bytes: two keys that
+// differed only there became one partition. Valid multi-byte text and
+// escapes pass unchanged.
+func TestInvalidUTF8IsABadLine(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		format Format
+		in     string
+		line   int
+	}{
+		{"ndjson value", NDJSON, "{\"k\":\"é\"}\n{\"k\":\"a\xffb\"}\n", 2},
+		{"ndjson key", NDJSON, "{\"k\":1}\n\n{\"k\xc3\":1}\n", 3},
+		{"json array", JSONArray, "[{\"k\":\"ü\"},\n{\"k\":\"\xfe\"}]", 2},
+		{"csv field", CSV, "k,v\nü,1\na\xff,2\n", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := decodeAll(t, tc.in, DecodeOptions{Format: tc.format})
+			var le *LineError
+			if !errors.Is(err, ErrInvalidUTF8) || !errors.As(err, &le) || le.Line != tc.line || !strings.Contains(err.Error(), "at byte") {
+				t.Fatalf("err = %v, want invalid UTF-8 on line %d naming the byte", err, tc.line)
+			}
+			rows, d, err := decodeAll(t, tc.in, DecodeOptions{Format: tc.format, Policy: Skip})
+			if err != nil || len(rows) != 1 || d.BadCount != 1 {
+				t.Fatalf("skip: %v, %d rows, %d bad", err, len(rows), d.BadCount)
+			}
+			for _, v := range rows[0] {
+				if s, ok := v.(string); ok && strings.ContainsRune(s, '\uFFFD') {
+					t.Fatalf("the good row was changed: %q", s)
+				}
+			}
+		})
+	}
+	// Escapes and valid text are untouched.
+	rows, _, err := decodeAll(t, "{\"k\":\"\\u00e9 日本\"}\n", DecodeOptions{Format: NDJSON})
+	if err != nil || rows[0]["k"] != "é 日本" {
+		t.Fatalf("valid text: %v %v", rows, err)
+	}
+}

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -71,9 +73,35 @@ const maxInterned = 4096
 
 func (d *rowDecoder) decode(b []byte) (Row, error) {
 	if row, ok := d.fast(b); ok {
-		return row, nil
+		return row, nil // the fast path takes valid UTF-8 only
+	}
+	if err := checkUTF8(b, "line"); err != nil {
+		return nil, err
 	}
 	return compute.DecodeRow(b)
+}
+
+// ErrInvalidUTF8 is wrapped by the error of a line (or CSV field) that is
+// not valid UTF-8. Such a line is a bad line (its table's on_bad_line
+// policy), not stored with U+FFFD in place of its bytes: encoding/json
+// replaced them silently, so that two keys differing only in invalid bytes
+// became one partition and the bytes were lost.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8")
+
+// checkUTF8 returns an error naming the byte offset in b (a line, a field)
+// of its first invalid UTF-8 sequence, or nil.
+func checkUTF8(b []byte, what string) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Errorf("%w at byte %d of the %s (0x%02x)", ErrInvalidUTF8, i, what, b[i])
+		}
+		i += size
+	}
+	return ErrInvalidUTF8
 }
 
 func (d *rowDecoder) key(b []byte) string {

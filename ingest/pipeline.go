@@ -269,7 +269,16 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 		}
 		b.tb = tb
 	}
-	if err := b.tb.Add(ctx, rows); err != nil {
+	err := b.tb.Add(ctx, rows)
+	var lo leftOut
+	if err != nil && p.DeadLetters != nil && errors.As(err, &lo) {
+		// Rows the table left out (too wide for its column limit) are
+		// dead letters; the rest of the part is added again.
+		if rows, err = b.deadLetterLeftOut(ctx, lo, input, rows, lines, res); err == nil && len(rows) > 0 {
+			err = b.tb.Add(ctx, rows)
+		}
+	}
+	if err != nil {
 		p.countFailed(len(rows), res)
 		if p.RowOf != nil {
 			if k, ok := p.RowOf(err); ok && k >= 0 && k < len(rows) {
@@ -379,6 +388,48 @@ func DeadLetterRows(dls []DeadLetter, now time.Time) []Row {
 		}
 	}
 	return rows
+}
+
+// leftOut is an append error that left some rows out and can take the
+// others (table.ColumnLimitError): the rows at LeftOut() are refused for
+// RowReason(i), the others fit.
+type leftOut interface {
+	error
+	LeftOut() []int
+	RowReason(i int) string
+}
+
+// deadLetterLeftOut stores the rows lo left out in the dead-letter table
+// and returns the others.
+func (b *Batch) deadLetterLeftOut(ctx context.Context, lo leftOut, input, rows []Row, lines []int, res *Result) ([]Row, error) {
+	p := b.p
+	out := lo.LeftOut()
+	dls := make([]DeadLetter, 0, len(out))
+	skip := make(map[int]bool, len(out))
+	for i, k := range out {
+		if k < 0 || k >= len(rows) {
+			return rows, lo // not about these rows
+		}
+		skip[k] = true
+		d := DeadLetter{DeadLetter: compute.DeadLetter{Row: rows[k], Loader: "schema", Error: lo.RowReason(i)}}
+		if in := inputIndex(input, rows, k); in >= 0 && in < len(lines) {
+			d.Line = lines[in]
+		}
+		dls = append(dls, d)
+	}
+	if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
+		return rows, fmt.Errorf("storing %d dead letters: %w", len(dls), err)
+	}
+	res.DeadLetters = append(res.DeadLetters, dls...)
+	res.Failed += len(dls)
+	p.counters.Failed.Add(int64(len(dls)))
+	kept := make([]Row, 0, len(rows)-len(dls))
+	for k, r := range rows {
+		if !skip[k] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 // inputIndex finds kept[k] in input: kept is input with rows dropped, in

@@ -27,12 +27,15 @@ import (
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	hup := make(chan os.Signal, 1) // as `sluice serve` does
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := config.Parse([]byte(os.Getenv("SLUICE_TEST_CONFIG")), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := New(ctx, cfg, Options{StorageDir: os.Getenv("SLUICE_TEST_DIR"), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), SetMemoryLimit: true})
+	s, err := New(ctx, cfg, Options{StorageDir: os.Getenv("SLUICE_TEST_DIR"), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), SetMemoryLimit: true, ReloadSignals: hup})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/table"
@@ -19,12 +22,16 @@ type TableInfo struct {
 	Filters  []compute.FilterConfig `json:"filters,omitempty"`
 	Compute  []compute.Stats        `json:"compute_stats,omitempty"`
 	Stats    table.Stats            `json:"stats"`
+	// Degraded is why the table's computed columns or filters did not
+	// load at start (it refuses writes); empty when it serves.
+	Degraded string `json:"degraded,omitempty"`
 }
 
 func (s *Server) info(ts *tableState) TableInfo {
 	ti := TableInfo{
 		Name: ts.cfg.Name, HashBy: ts.cfg.HashBy, SortBy: ts.cfg.SortBy, Static: len(ts.cfg.Schema) > 0,
 		Schema: ts.table.Schema(), Computed: ts.cfg.Computed, Filters: ts.cfg.Filters, Stats: ts.table.Stats(),
+		Degraded: ts.degraded,
 	}
 	if ts.cfg.TTL > 0 {
 		ti.TTL = ts.cfg.TTL.String()
@@ -75,5 +82,17 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
 		return
 	}
-	w.Write([]byte("ready\n"))
+	// A degraded table does not make the node unready: the node serves
+	// every other table and source, and a load balancer that took it out
+	// would take those down too (every node usually shares the script that
+	// broke). It is named here, in GET /v1/tables/{table} and in
+	// sluice_table_degraded, and its writes get 503.
+	var b strings.Builder
+	b.WriteString("ready\n")
+	for _, n := range s.names {
+		if ts := s.tables[n]; ts.degraded != "" {
+			fmt.Fprintf(&b, "degraded: table %q refuses writes: %s\n", n, ts.degraded)
+		}
+	}
+	io.WriteString(w, b.String())
 }

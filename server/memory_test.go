@@ -28,12 +28,16 @@ func memBody(size int, seed int) []byte {
 }
 
 // TestIngestMemoryBound runs a real server process, sends it max_inflight
-// bodies of almost max_body_bytes at once (twice), and checks the
-// process's peak RSS (VmHWM of the child)
-// against the bound docs/server.md states: MemoryBound = 64 MiB +
-// max_inflight × 3 × max_body_bytes. Before the batch was decoded in parts
-// into columns, two 32 MiB bodies peaked at 590 MiB and one 64 MiB body at
-// 828 MiB (docs/server.md, "Memory").
+// bodies of almost max_body_bytes at once (twice), and checks the process's
+// peak anonymous RSS (RssAnon of the child, sampled every few ms) against a
+// literal 256 MiB, the bound docs/server.md states for these cases (each has
+// max_inflight × max_body_bytes = 64 MiB). The figure is RssAnon, not VmHWM:
+// see memoryBound. What keeps it: the batch decoded and encoded in parts
+// (partRows) and the GC soft limit `sluice serve` sets. Without the parts
+// the peaks were 471-514 MiB, without the soft limit 228-325 MiB (three of
+// the four cases over); before the batch was decoded in parts into columns,
+// two 32 MiB bodies peaked at 590 MiB and one 64 MiB body at 828 MiB
+// (docs/server.md, "Memory").
 func TestIngestMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 256 MB through child servers")
@@ -67,6 +71,11 @@ func jsonArray(nd []byte) []byte {
 	out = append(out, bytes.ReplaceAll(bytes.TrimSuffix(nd, []byte("\n")), []byte("\n"), []byte(",\n"))...)
 	return append(out, ']')
 }
+
+// anonBound is the documented peak of anonymous RSS for max_inflight ×
+// max_body_bytes = 64 MiB (docs/server.md, "Memory"): a literal, not the
+// code's own formula.
+const anonBound = 256 << 20
 
 func memoryBound(t *testing.T, maxBody int64, inflight int, ctype string, gz bool) {
 	cfg := fmt.Sprintf(`
@@ -135,16 +144,17 @@ tables:
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v\n%s", err, stderr.String())
 	}
-	bound := MemoryBound(maxBody, inflight)
-	t.Logf("VmHWM %d MiB (with the executable's pages)", hwm>>20)
-	t.Logf("peak anonymous RSS %d MiB with %d bodies of %d MiB in flight (bound %d MiB = %d MiB + %d × %d × %d MiB)",
-		peak>>20, inflight, maxBody>>20, bound>>20, memBaseline>>20, inflight, memPerSlot, maxBody>>20)
+	t.Logf("VmHWM %d MiB (with the executable's pages; not bounded)", hwm>>20)
+	t.Logf("peak anonymous RSS %d MiB with %d bodies of %d MiB in flight (bound %d MiB)", peak>>20, inflight, maxBody>>20, anonBound>>20)
+	if got := MemoryBound(maxBody, inflight); got != anonBound {
+		t.Fatalf("MemoryBound(%d MiB, %d) = %d MiB: this case no longer measures the documented 256 MiB", maxBody>>20, inflight, got>>20)
+	}
 	if v := os.Getenv("SLUICE_MEM_REPORT"); v != "" {
 		f, _ := os.OpenFile(v, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		fmt.Fprintf(f, "%d %d %d\n", maxBody, inflight, peak)
 		f.Close()
 	}
-	if peak > bound {
-		t.Fatalf("peak anonymous RSS %d MiB is over the documented bound %d MiB", peak>>20, bound>>20)
+	if peak > anonBound {
+		t.Fatalf("peak anonymous RSS %d MiB is over the documented bound %d MiB", peak>>20, anonBound>>20)
 	}
 }

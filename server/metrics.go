@@ -90,6 +90,12 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		ready = 1
 	}
 	fmt.Fprintf(bw, "sluice_ready %d\n", ready)
+	perTable("sluice_table_degraded", "gauge", "1 when the table's computed columns or filters did not load at start (it refuses writes).", func(t *tableState) int64 {
+		if t.degraded != "" {
+			return 1
+		}
+		return 0
+	})
 	s.sources.WriteMetrics(bw)
 	bw.Flush()
 	_ = s.lua.WriteMetrics(w)

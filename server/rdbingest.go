@@ -49,6 +49,9 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if !ok {
 		return res, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
 	}
+	if ts.degraded != "" {
+		return res, ts.degradedError()
+	}
 	opts, err := withTableRDB(opts, ts.cfg.RDB)
 	if err != nil {
 		return res, fmt.Errorf("%w: table %s: %w", ingest.ErrBadInput, tableName, err)

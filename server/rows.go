@@ -42,6 +42,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	if !ok {
 		return res, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
 	}
+	if ts.degraded != "" {
+		return res, ts.degradedError()
+	}
 	zr, err := ingest.MaybeGunzip(r)
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
@@ -147,8 +150,15 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "server is shutting down")
 		return
 	}
-	if _, ok := s.tables[name]; !ok {
+	ts, ok := s.tables[name]
+	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
+		return
+	}
+	if ts.degraded != "" {
+		// No Retry-After: retrying does not help until a restart loads
+		// the table's scripts.
+		writeError(w, http.StatusServiceUnavailable, ts.degradedError().Error())
 		return
 	}
 	format, err := ingest.FormatOf(r.Header.Get("Content-Type"))

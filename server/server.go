@@ -49,6 +49,10 @@ type Options struct {
 	// documented bound hold for RSS. It is process-wide, so it is for the
 	// process that is the server: `sluice serve` sets it.
 	SetMemoryLimit bool
+	// ReloadSignals, when set, reloads every table's scripts each time a
+	// value arrives while Serve runs (ReloadScripts): `sluice serve` relays
+	// SIGHUP here. Signals that arrive before Serve wait in the channel.
+	ReloadSignals <-chan os.Signal
 }
 
 // Server owns the store, one ingest pipeline per table and the HTTP API.
@@ -72,6 +76,8 @@ type Server struct {
 	bodyBytes  atomic.Int64
 	bodyBudget int64
 
+	reloadSignals <-chan os.Signal // Options.ReloadSignals
+
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
 	startedAt time.Time
@@ -90,6 +96,11 @@ type tableState struct {
 	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
+	// degraded, when not empty, is why the table's computed columns or
+	// filters did not load at start: the table is read-only (writes get
+	// ErrTableDegraded, its sources do not start) until a restart loads
+	// them. Immutable after New.
+	degraded string
 
 	compactRuns, compactErrors, expireRuns atomic.Int64
 	compactRows                            atomic.Int64
@@ -104,7 +115,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, tables: map[string]*tableState{}, startedAt: time.Now()}
+	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, tables: map[string]*tableState{}, startedAt: time.Now(), reloadSignals: opts.ReloadSignals}
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -213,9 +224,18 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
 		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
 		if err != nil {
-			return nil, err
+			// The config is valid (checked before), so this is a script
+			// or plugin that does not load: a file changed since the last
+			// start (a reload refused it while the server ran), a URL
+			// down. One table's script must not keep every other table
+			// and source of the node down: the table starts degraded,
+			// readable but refusing writes, and says why in /readyz.
+			// `sluice serve --check` is the way to fail before a start.
+			ts.degraded = err.Error()
+			s.log.Error("table degraded: its computed columns or filters did not load; it refuses writes until a restart loads them", "table", tc.Name, "error", err)
+		} else {
+			ts.proc = p
 		}
-		ts.proc = p
 	}
 	t, err := s.store.Table(tcfg)
 	if err != nil {
@@ -224,6 +244,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 		return nil, err
 	}
+	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
 	if tc.UsesDeadLetter() || len(tc.Sources) > 0 {
@@ -311,6 +332,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	s.startSchedulers(bg, &wg)
+	if s.reloadSignals != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.reloadOnSignal(bg)
+		}()
+	}
 	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -365,6 +393,55 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// ErrTableDegraded is wrapped by writes to a table whose computed columns or
+// filters did not load at start (HTTP 503).
+var ErrTableDegraded = errors.New("table degraded")
+
+// degradedError is the error of a write to a degraded table.
+func (ts *tableState) degradedError() error {
+	return fmt.Errorf("%w: table %q refuses writes: its computed columns or filters did not load at start (%s); fix them and restart the server", ErrTableDegraded, ts.cfg.Name, ts.degraded)
+}
+
+// ReloadScripts polls every table's script files and URLs once, as the
+// `reload:` loop does: a changed version is loaded and swapped in, a broken
+// one is logged and counted and the old one keeps running. It returns every
+// failure. A degraded table is not retried: it loads at the next start.
+func (s *Server) ReloadScripts(ctx context.Context) error {
+	var errs []error
+	for _, n := range s.names {
+		ts := s.tables[n]
+		if ts.degraded != "" {
+			errs = append(errs, ts.degradedError())
+			continue
+		}
+		if ts.proc == nil {
+			continue
+		}
+		if err := ts.proc.Reload(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("table %q: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reloadOnSignal calls ReloadScripts for each value of s.reloadSignals
+// until ctx is done.
+func (s *Server) reloadOnSignal(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-s.reloadSignals:
+			s.log.Info("signal: reloading scripts", "signal", fmt.Sprint(sig))
+			if err := s.ReloadScripts(ctx); err != nil {
+				s.log.Error("signal: scripts reloaded, with failures (the old versions keep running)", "signal", fmt.Sprint(sig), "error", err)
+				continue
+			}
+			s.log.Info("signal: scripts reloaded", "signal", fmt.Sprint(sig))
+		}
+	}
 }
 
 // Tables returns the configured table names, sorted.

@@ -30,6 +30,13 @@ func (s *Server) openSources() error {
 		if len(ts.cfg.Sources) == 0 {
 			continue
 		}
+		if ts.degraded != "" {
+			// Consuming without the table's scripts would store rows
+			// without their computed columns, unfiltered: the messages
+			// wait in the broker until a restart loads them.
+			s.log.Error("table degraded: its sources are not started", "table", n, "sources", len(ts.cfg.Sources))
+			continue
+		}
 		target := stream.Target{Store: s.store, Table: ts.table, Compute: ts.proc, Schema: ts.schema, Policy: ts.policy, Log: s.log}
 		if ts.deadLetter != nil {
 			target.DeadLetters = ts.deadLetter.table

@@ -18,7 +18,41 @@ var (
 	// type, an operator the type lacks, a negative limit (the caller's
 	// error, an HTTP 400).
 	ErrBadQuery = errors.New("bad query")
+	// ErrTooManyColumns is wrapped (with a *SchemaError naming the first
+	// row) when rows would take an inferred schema past the table's column
+	// limit (SetMaxColumns); see ColumnLimitError.
+	ErrTooManyColumns = errors.New("too many columns")
 )
+
+// ColumnLimitError reports the rows of an append that would take an inferred
+// schema past the table's column limit. Nothing of the append was stored
+// and the schema did not change; every other row fits, so a caller that
+// routes Rows elsewhere (a dead-letter table) can append the rest. It
+// unwraps to ErrTooManyColumns and to a *SchemaError about Rows[0].
+type ColumnLimitError struct {
+	Table string
+	Limit int
+	// Rows are the indices (in the rows given) of the rows left out, in
+	// order; Columns how many columns the schema would have had with each.
+	Rows, Columns []int
+	first         SchemaError
+}
+
+func (e *ColumnLimitError) Error() string { return e.first.Error() }
+
+// LeftOut returns Rows (ingest's pipeline routes them to the dead-letter
+// table and appends the rest).
+func (e *ColumnLimitError) LeftOut() []int { return e.Rows }
+
+// ErrorWithoutRow is the message without the row index (ingest.RowError).
+func (e *ColumnLimitError) ErrorWithoutRow() string { return e.first.ErrorWithoutRow() }
+
+// RowReason is why row Rows[i] was left out, for a dead letter.
+func (e *ColumnLimitError) RowReason(i int) string {
+	return fmt.Sprintf("table %s: the row would make the inferred schema %d columns, over the table's limit of %d (max_columns); its new columns were not added", e.Table, e.Columns[i], e.Limit)
+}
+
+func (e *ColumnLimitError) Unwrap() []error { return []error{&e.first, ErrTooManyColumns} }
 
 // SchemaError reports a value that does not fit the table's schema (or an
 // event time that does not parse). Append rejects the whole batch with it.

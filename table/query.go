@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -330,7 +331,14 @@ func (p *pred) match(c *decodedCol, r int) bool {
 			return p.op == Ne
 		}
 	case String, JSON:
-		d = strings.Compare(c.strs[r], p.v.s)
+		if p.op == Eq || p.op == Ne || p.typ == JSON {
+			d = strings.Compare(c.strs[r], p.v.s)
+		} else {
+			var ok bool
+			if d, ok = CompareText(c.strs[r], p.v.s); !ok {
+				return false
+			}
+		}
 	default:
 		i := c.ints[r]
 		switch {
@@ -353,6 +361,54 @@ func (p *pred) match(c *decodedCol, r int) bool {
 		return d > 0
 	}
 	return d >= 0 // Ge
+}
+
+// CompareText orders value a of a string column against a query's value b
+// for <, <=, > and >=. When b is a decimal number, a is compared as a number
+// (what an int64 or float64 column widened to string holds: "1000" > "900"),
+// and a value that is not one matches no ordering (ok false), as a failed
+// cast would in SQL; otherwise both compare as text. Equality (=, !=, IN)
+// stays exact text, as partition hashes are.
+func CompareText(a, b string) (c int, ok bool) {
+	y, num := decimalNumber(b)
+	if !num {
+		return strings.Compare(a, b), true
+	}
+	x, num := decimalNumber(a)
+	if !num {
+		return 0, false
+	}
+	switch {
+	case x < y:
+		return -1, true
+	case x > y:
+		return 1, true
+	}
+	return 0, true
+}
+
+// decimalNumber parses s when it is a JSON-style decimal number (optional
+// minus, digits, fraction, exponent): not "Inf", "NaN", hex or "1_000",
+// which strconv.ParseFloat would take.
+func decimalNumber(s string) (float64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	digits := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits = true
+		case c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
+		default:
+			return 0, false
+		}
+	}
+	if !digits {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
 }
 
 // convert turns c into type to (a block written before the column widened).

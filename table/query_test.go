@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -240,5 +241,63 @@ func TestQueryValuesMatchesQuery(t *testing.T) {
 	}
 	if _, err := tb.Columns(Query{Columns: []string{"zz"}}); !errors.Is(err, ErrUnknownColumn) {
 		t.Fatalf("Columns with an unknown column: %v", err)
+	}
+}
+
+// TestWidenedColumnOrdersNumbers: an int64 column widened to string (one
+// row had "n/a") still orders its numbers as numbers: amount >= 900 over
+// 0..999 is 100 rows, in blocks written before the widening and after.
+// Before, it compared text and returned 109 ("91" >= "900"). Equality
+// stays exact text.
+func TestWidenedColumnOrdersNumbers(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "w", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after []Row
+	for i := range 1000 {
+		r := Row{"ts": t0.Add(time.Duration(i) * time.Second), "amount": int64(i)}
+		if i%2 == 0 {
+			before = append(before, r)
+		} else {
+			r["amount"] = strconv.Itoa(i)
+			after = append(after, r)
+		}
+	}
+	after = append(after, Row{"ts": t0, "amount": "n/a"})
+	for _, rows := range [][]Row{before, after} {
+		if err := tb.Append(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if typ := tb.Schema()[1].Type; typ != String {
+		t.Fatalf("amount is %v, want it widened to string", typ)
+	}
+	count := func(w ...Predicate) int {
+		t.Helper()
+		n := 0
+		if err := tb.Query(ctx, Query{Where: w}, func(Row) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		p    Predicate
+		want int
+	}{
+		{Predicate{Column: "amount", Op: Ge, Value: "900"}, 100},
+		{Predicate{Column: "amount", Op: Ge, Value: 900}, 100},
+		{Predicate{Column: "amount", Op: Lt, Value: "10"}, 10},
+		{Predicate{Column: "amount", Op: Gt, Value: "9.5"}, 990},
+		{Predicate{Column: "amount", Op: Eq, Value: "900"}, 1},
+		{Predicate{Column: "amount", Op: Eq, Value: "900.0"}, 0},
+		{Predicate{Column: "amount", Op: Gt, Value: "m"}, 1}, // "n/a": text against text
+	} {
+		if got := count(tc.p); got != tc.want {
+			t.Errorf("%v: %d rows, want %d", tc.p, got, tc.want)
+		}
 	}
 }

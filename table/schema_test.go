@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -203,5 +204,72 @@ func TestParseTimeRejectsOutOfRange(t *testing.T) {
 	var se *SchemaError
 	if !errors.As(err, &se) || se.Row != 1 || se.Column != "ts" {
 		t.Fatalf("Append of an out-of-range time: %v, want a SchemaError on row 1, column ts", err)
+	}
+}
+
+// TestColumnLimitRefusesWideRows: rows that would take an inferred schema
+// past SetMaxColumns are listed in a ColumnLimitError (a SchemaError about
+// the first, wrapping ErrTooManyColumns); nothing of the append is stored
+// and the schema does not change; an Appender stays usable for the other
+// rows; a Store batch (the stream path) fails whole, as with any
+// SchemaError.
+func TestColumnLimitRefusesWideRows(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "w", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.SetMaxColumns(5) // ts and four more
+	wide := func(prefix string, n int) Row {
+		r := Row{}
+		for i := 0; i < n; i++ {
+			r[fmt.Sprintf("%s%d", prefix, i)] = int64(i)
+		}
+		return r
+	}
+	rows := []Row{wide("a", 3), wide("b", 2), wide("a", 4), wide("c", 1)}
+	// a0-a2 make 4 columns; b0,b1 would make 6; a3 makes 5; c0 would make 6.
+	err = tb.Append(ctx, rows)
+	var cle *ColumnLimitError
+	var se *SchemaError
+	if !errors.As(err, &cle) || !errors.As(err, &se) || !errors.Is(err, ErrTooManyColumns) {
+		t.Fatalf("Append: %v, want a ColumnLimitError", err)
+	}
+	if !slices.Equal(cle.Rows, []int{1, 3}) || !slices.Equal(cle.Columns, []int{6, 6}) || se.Row != 1 || se.Column != "b0" {
+		t.Fatalf("left out rows %v (columns %v), first row %d column %q: want [1 3], [6 6], 1, b0", cle.Rows, cle.Columns, se.Row, se.Column)
+	}
+	if got := len(tb.Schema()); got != 1 {
+		t.Fatalf("a refused append changed the schema to %d columns", got)
+	}
+	b, err := tb.NewAppender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Add(ctx, rows); !errors.Is(err, ErrTooManyColumns) {
+		t.Fatalf("Appender.Add: %v", err)
+	}
+	if err := b.Add(ctx, []Row{rows[0], rows[2]}); err != nil {
+		t.Fatalf("Appender.Add of the rows that fit, after a ColumnLimitError: %v", err)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(tb.Schema()); got != 5 {
+		t.Fatalf("schema has %d columns, want 5", got)
+	}
+	// Columns the schema has are no new columns: a wide row of them fits.
+	if err := tb.Append(ctx, []Row{wide("a", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := s.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batch.Close()
+	if err := batch.Append(tb, []Row{wide("z", 1)}); !errors.As(err, &se) || se.Row != 0 {
+		t.Fatalf("Store batch Append: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,6 +40,8 @@ type Table struct {
 	meta        tableMeta
 	colIndex    map[string]int // name → index in meta.Schema
 	schemaDirty bool           // meta.Schema is wider than the persisted one
+	// maxColumns bounds an inferred schema (SetMaxColumns); read under mu.
+	maxColumns int
 
 	appends, rowsAppended, blocksWritten, bytesWritten atomic.Int64
 	queries, rowsScanned, rowsEmitted, blocksRead      atomic.Int64
@@ -70,6 +73,35 @@ func (t *Table) Schema() []Column {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.meta.Schema)
+}
+
+// DefaultMaxColumns is the column limit of an inferred schema unless
+// SetMaxColumns changes it. The cold tier writes the whole Iceberg schema
+// (about 50 bytes a column plus its name) into the metadata of every
+// manifest, which Avro bounds to 1 MiB: with short names compaction failed
+// from about 16k columns on, and took minutes and gigabytes before that
+// (docs/storage.md, "Column limit"). 1000 leaves room for long names.
+const DefaultMaxColumns = 1000
+
+// SetMaxColumns bounds the number of columns an inferred schema may widen
+// to (0: DefaultMaxColumns; negative: no bound). A row that would pass it
+// is refused with a *ColumnLimitError and adds no column. Columns the
+// schema already has stay. It does not apply to a static schema.
+func (t *Table) SetMaxColumns(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.maxColumns = n
+}
+
+// columnLimit is the bound in force. REQUIRES: mu held.
+func (t *Table) columnLimit() int {
+	switch {
+	case t.maxColumns == 0:
+		return DefaultMaxColumns
+	case t.maxColumns < 0:
+		return int(^uint(0) >> 1)
+	}
+	return t.maxColumns
 }
 
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
@@ -191,7 +223,9 @@ func (t *Table) NewAppender() (*Appender, error) {
 }
 
 // Add converts rows into blocks of the batch. After an error the batch can
-// only be closed. SchemaError.Row is the index in this call's rows.
+// only be closed, except after a *ColumnLimitError: nothing of rows was
+// added, and the rows it does not list can be added again. SchemaError.Row
+// is the index in this call's rows.
 func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if b.failed || b.done {
 		return fmt.Errorf("table %s: append to a failed or finished batch", b.t.name)
@@ -204,7 +238,11 @@ func (b *Appender) Add(ctx context.Context, rows []Row) error {
 		return nil
 	}
 	if err := b.add(rows, trustedJSON(ctx)); err != nil {
-		b.failed = true
+		// Rows over the column limit are found before anything of this
+		// part is added: the batch stays usable for the other rows.
+		if !errors.Is(err, ErrTooManyColumns) {
+			b.failed = true
+		}
 		return err
 	}
 	return nil
@@ -373,7 +411,36 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 		return schema, false, nil
 	}
 	var added map[string]Type
+	limit := t.columnLimit()
+	var over *ColumnLimitError
 	for r, row := range rows {
+		if len(schema)+len(added)+len(row) > limit {
+			// The row may pass the limit: count its new columns first, so
+			// that a row that would pass it adds none (rows are taken in
+			// order, the first ones keep their columns).
+			fresh := 0
+			for k, v := range row {
+				if v == nil || k == t.sortBy {
+					continue
+				}
+				if _, ok := t.colIndex[k]; ok {
+					continue
+				}
+				if _, ok := added[k]; !ok {
+					fresh++
+				}
+			}
+			if n := len(schema) + len(added) + fresh; n > limit {
+				if over == nil {
+					over = &ColumnLimitError{Table: t.name, Limit: limit}
+					over.first = SchemaError{Table: t.name, Row: r, Column: firstNewColumn(row, t.colIndex, added, t.sortBy),
+						Reason: fmt.Sprintf("the row would make the inferred schema %d columns, over the table's limit of %d (max_columns)", n, limit)}
+				}
+				over.Rows = append(over.Rows, r)
+				over.Columns = append(over.Columns, n)
+				continue
+			}
+		}
 		for k, v := range row {
 			if v == nil || k == t.sortBy {
 				continue
@@ -402,6 +469,9 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 			}
 		}
 	}
+	if over != nil {
+		return nil, false, over
+	}
 	if len(added) > 0 {
 		if !changed {
 			schema = slices.Clone(schema)
@@ -412,6 +482,27 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 		}
 	}
 	return schema, changed, nil
+}
+
+// firstNewColumn names a column of row that neither the schema nor added
+// has (the smallest, for a stable message).
+func firstNewColumn(row Row, have map[string]int, added map[string]Type, sortBy string) string {
+	first := ""
+	for k, v := range row {
+		if v == nil || k == sortBy {
+			continue
+		}
+		if _, ok := have[k]; ok {
+			continue
+		}
+		if _, ok := added[k]; ok {
+			continue
+		}
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return first
 }
 
 // coerce converts rows to columns of schema. The sortBy column of a row

@@ -3,11 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/freeport"
 )
 
 // runServeCLI runs a fresh instance of the command args[0] (flags do not carry
@@ -112,4 +121,90 @@ func TestValidateServerConfig(t *testing.T) {
 			t.Errorf("validate error does not mention %s: %v", want, err)
 		}
 	}
+}
+
+// TestServeSIGHUPReloads runs `sluice serve` as a child process and sends it
+// SIGHUP: it must log the reload and keep serving (SIGHUP's default action
+// ended it at once, without a log line), then stop cleanly on SIGTERM.
+func TestServeSIGHUPReloads(t *testing.T) {
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "sluice.yaml")
+	yaml := "tables:\n  - name: t\n    computed:\n      - {name: v, type: int64, func: \"function main(row) return 1 end\"}\n"
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRDBCLIProcess$")
+	cmd.Env = append(os.Environ(), "SLUICE_RDB_CLI_ARGS="+strings.Join([]string{"serve", "--config", config, "--data", filepath.Join(dir, "data"), "--listen", addr}, "\x1f"))
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ready := func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for start := time.Now(); !cond(); time.Sleep(20 * time.Millisecond) {
+			select {
+			case err := <-exited:
+				t.Fatalf("sluice serve exited (%v) while waiting for %s:\n%s", err, what, stderr.String())
+			default:
+			}
+			if time.Since(start) > 60*time.Second {
+				t.Fatalf("no %s in 60s:\n%s", what, stderr.String())
+			}
+		}
+	}
+	waitUntil("readiness", ready)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("log line of the reload", func() bool { return strings.Contains(stderr.String(), "signal: scripts reloaded") })
+	if !ready() {
+		t.Fatalf("not ready after SIGHUP:\n%s", stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no exit 60s after SIGTERM:\n%s", stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process's output is copied into
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
