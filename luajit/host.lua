@@ -4,7 +4,7 @@
 -- the functions the Go side calls: init (run a script's main chunk) and run
 -- (call a function on every row of a batch). User code never sees this
 -- chunk's locals, the real globals, package.loaded or ffi (unless allowed).
-local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr = ...
+local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr, make_patterns = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
@@ -593,6 +593,10 @@ string_copy.rep = function(s, n, sep)
   if total > memlimit_bytes then error("string.rep: result larger than the memory limit", 2) end
   return srep(s, n, sep)
 end
+-- The pattern functions are host.c's: LuaJIT's run a backtracking matcher
+-- to its end, out of reach of the checks in user code, so one pathological
+-- pattern held the VM for ever; these call check every few thousand steps.
+string_copy.find, string_copy.match, string_copy.gmatch, string_copy.gsub = make_patterns(check)
 base.string = string_ro
 base.table = readonly(table, "table")
 base.math = readonly(math, "math")

@@ -545,6 +545,8 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		// Linear and interruptible, with or without a size limit.
 		str.RawSetString("gsub", L.NewFunction(vm.gsub(limit)))
+		// Patterns a timeout can stop (strmatch.go).
+		vm.installPatterns(str)
 	}
 	if limit == math.MaxInt64 {
 		return
