@@ -118,8 +118,12 @@ func (p *Processor) newJIT(f *function, code string) (Handler, error) {
 	if f.timeout > 0 {
 		timeout = f.timeout
 	}
+	allow := p.opts.LuaConfig.Allow
+	if len(f.allow) > 0 { // the function's own allow:, as on gopher-lua
+		allow = append(append([]string(nil), allow...), f.allow...)
+	}
 	h := &engineLua{eng: eng, name: f.name, cfg: EngineConfig{
-		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: p.opts.LuaConfig.Allow,
+		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: allow,
 	}}
 	if h.cfg.FuncName == "" {
 		h.cfg.FuncName = "main"

@@ -90,6 +90,7 @@ func (e *Engine) Close() error {
 // Script is one compiled script and its pool of VMs.
 type Script struct {
 	eng      *Engine
+	id       string // the name it was loaded under
 	name     string // what errors call it
 	funcName string
 	cfg      Config
@@ -142,7 +143,7 @@ func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
 		return nil, err
 	}
 	s := &Script{
-		eng: e, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
+		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
 		idle:  make(chan *vm, cfg.PoolSize),
 		slots: make(chan struct{}, cfg.PoolSize),
 	}

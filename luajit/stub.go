@@ -6,6 +6,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // Available reports whether this binary was built with the LuaJIT engine.
@@ -35,6 +37,9 @@ func (*Engine) Load(string, string, Config) (*Script, error) { return nil, ErrUn
 
 // Close does nothing.
 func (*Engine) Close() error { return nil }
+
+// Stuck reports nothing in this build.
+func (*Engine) Stuck() []luavm.StuckCall { return nil }
 
 // WriteMetrics writes nothing in this build.
 func (*Engine) WriteMetrics(io.Writer) error { return nil }

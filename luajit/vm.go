@@ -99,6 +99,11 @@ type vm struct {
 	lastSeq uint64
 	lastCur int32
 	since   time.Time
+	// stopped is when the watchdog first wrote the stop word for the row
+	// stopSeq/stopCur (zero: no stop pending); guarded by mu, read by Stuck
+	stopped time.Time
+	stopSeq uint64
+	stopCur int32
 }
 
 func (s *Script) newVM() (*vm, error) {

@@ -59,6 +59,9 @@ type Options struct {
 	// DefaultStringSize(HeapLimit) (a quarter of the heap budget, at most
 	// 512 MiB); < 0 = none.
 	MaxStringSize int64
+	// StuckAfter is how long a call told to stop may go on before Stuck
+	// reports it. 0 = DefaultStuckAfter.
+	StuckAfter time.Duration
 }
 
 // ScriptConfig configures one script. The zero value is sandboxed, with the
@@ -201,6 +204,9 @@ type Manager struct {
 	// tick, so releasing a VM does not read the time.
 	clock atomic.Int64
 
+	// stuck: the calls told to stop that still run (stuck.go).
+	stuck stuckCalls
+
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the watchdog goroutine has exited
 }
@@ -234,6 +240,9 @@ func NewManager(opts Options) *Manager {
 	}
 	if opts.HardMaxVMs <= 0 {
 		opts.HardMaxVMs = DefaultHardMaxVMs
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = DefaultStuckAfter
 	}
 	switch opts.HeapLimit {
 	case 0:
@@ -713,6 +722,7 @@ func (m *Manager) watchdog() {
 	defer tick.Stop()
 	nextReap := now() + int64(m.opts.IdleCheck)
 	var pools []*pool
+	var fired []firedVM
 	for {
 		select {
 		case <-m.stop:
@@ -729,11 +739,14 @@ func (m *Manager) watchdog() {
 		m.mu.Unlock()
 		overHeap := m.opts.HeapLimit > 0 && liveHeap() > m.opts.HeapLimit
 		stopped := false
+		fired = fired[:0]
 		for _, p := range pools {
 			p.mu.Lock()
 			for vm := range p.all {
 				d := vm.deadline.Load()
 				switch {
+				case d == deadlineFired:
+					fired = append(fired, firedVM{vm, p.script})
 				case d <= 0:
 				case t > d:
 					if vm.deadline.CompareAndSwap(d, deadlineFired) {
@@ -748,6 +761,8 @@ func (m *Manager) watchdog() {
 			}
 			p.mu.Unlock()
 		}
+		m.stuck.update(t, fired)
+		clear(fired)
 		if stopped {
 			// The stopped call's garbage still counts as heap until the
 			// next collection, which with GOGC may be far off: without

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/table"
@@ -69,6 +70,16 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	}
 	if err := s.sources.Ready(); err != nil {
 		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
+	if stuck := s.stuckCalls(); len(stuck) > 0 {
+		// A call that does not stop holds its partition (or ingest slot)
+		// for good: the node is not healthy, whatever else works.
+		msgs := make([]string, len(stuck))
+		for i, c := range stuck {
+			msgs[i] = c.String()
+		}
+		http.Error(w, "not ready: stuck script calls: "+strings.Join(msgs, "; ")+"\n", http.StatusServiceUnavailable)
 		return
 	}
 	w.Write([]byte("ready\n"))

@@ -30,6 +30,13 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			// The first signal starts the graceful shutdown (bounded by
+			// limits.shutdown_timeout); a second one ends the process at
+			// once, as if no handler were installed.
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
 			cfg, err := loadServerConfig(configPath, listen, pprof, cmd.Flags().Changed("pprof"))
 			if err != nil {
 				return err

@@ -1,0 +1,9 @@
+//go:build luajit && cgo
+
+package server
+
+import "testing"
+
+func TestPathologicalPatternLuaJIT(t *testing.T) { testPathologicalPattern(t, "luajit") }
+
+func TestStuckScriptLuaJIT(t *testing.T) { testStuckScript(t, "luajit") }
