@@ -156,10 +156,63 @@ int sl_fmtnum(char *dst, double x) {
 int32_t sl_column(sl_batch *b, const char *k, size_t n) { return slColumn(b->handle, (char *)k, n); }
 int32_t sl_columns(sl_batch *b) { return slColumns(b->handle); }
 
+/* The VM's allocator: LuaJIT's own, with a count of the bytes it holds and a
+ * hard limit. The checks compiled into user code stop a script whose heap
+ * went over the VM's memory limit, but they run between calls: a builtin
+ * (table.concat of 3,000 references to a 1 MB string, string.rep, gsub)
+ * builds its result in one call, and reached 2.17 GB against a 256 MiB
+ * limit. Here a growth that would take the VM past the hard limit (twice
+ * the memory limit: room for garbage the collector has not reached yet)
+ * fails, and LuaJIT raises "not enough memory", which the host turns into
+ * the row's memory error. Frees and shrinks always succeed. */
+typedef struct {
+	lua_Alloc f;
+	void *ud;
+	size_t total, hard;
+} sl_allocstate;
+
+static void *sl_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+	sl_allocstate *a = ud;
+	if (nsize > osize && a->hard > 0 && a->total + (nsize - osize) > a->hard) return NULL;
+	void *q = a->f(a->ud, p, osize, nsize);
+	if (q != NULL || nsize == 0) a->total = a->total - (p ? osize : 0) + nsize;
+	return q;
+}
+
 lua_State *sl_newstate(void) {
 	lua_State *L = luaL_newstate();
-	if (L) luaL_openlibs(L);
+	if (!L) return NULL;
+	sl_allocstate *a = calloc(1, sizeof *a);
+	if (!a) {
+		lua_close(L);
+		return NULL;
+	}
+	a->f = lua_getallocf(L, &a->ud);
+	a->total = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+	lua_setallocf(L, sl_alloc, a);
+	luaL_openlibs(L);
 	return L;
+}
+
+/* sl_sethardlimit sets the bytes the VM's heap may never pass (0: none). */
+void sl_sethardlimit(lua_State *L, size_t hard) {
+	void *ud;
+	if (lua_getallocf(L, &ud) == sl_alloc) ((sl_allocstate *)ud)->hard = hard;
+}
+
+/* sl_close closes the VM and frees its allocator's state. */
+void sl_close(lua_State *L) {
+	void *ud;
+	lua_Alloc f = lua_getallocf(L, &ud);
+	if (f == sl_alloc) {
+		/* LuaJIT's own allocator back, so that lua_close destroys its arena */
+		sl_allocstate *a = ud;
+		lua_setallocf(L, a->f, a->ud);
+		lua_close(L);
+		free(a);
+		return;
+	}
+	lua_close(L);
 }
 
 int sl_loadbuffer(lua_State *L, const char *buf, size_t n, const char *name) {
@@ -259,7 +312,7 @@ static int sl_make_patterns(lua_State *L);
 
 /* sl_host runs the host chunk with the batch and API addresses; the table
  * it returns gets two registry refs (init, run). Returns the status. */
-int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, const char *allow, int *init_ref, int *run_ref) {
+int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, int *init_ref, int *run_ref) {
 	int st = luaL_loadbuffer(L, src, n, "=sluice");
 	if (st != 0) return st;
 	lua_pushnumber(L, (lua_Number)(uintptr_t)b);
@@ -271,7 +324,8 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 	lua_pushnumber(L, (lua_Number)(uintptr_t)sl_gctotal_addr(L));
 	lua_pushlightuserdata(L, b);
 	lua_pushcclosure(L, sl_make_patterns, 1);
-	st = lua_pcall(L, 8, 1, 0);
+	lua_pushnumber(L, maxresult);
+	st = lua_pcall(L, 9, 1, 0);
 	if (st != 0) return st;
 	lua_getfield(L, -1, "init");
 	*init_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -21,12 +21,13 @@ type Script struct{}
 
 // Config is a script's config, see the luajit build.
 type Config struct {
-	Timeout     time.Duration
-	MemoryLimit int64
-	PoolSize    int
-	Allow       []string
-	SourceName  string
-	FuncName    string
+	Timeout        time.Duration
+	MemoryLimit    int64
+	MaxResultBytes int64
+	PoolSize       int
+	Allow          []string
+	SourceName     string
+	FuncName       string
 }
 
 // New returns ErrUnavailable: the binary was built without the luajit tag.

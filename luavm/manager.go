@@ -95,6 +95,15 @@ type ScriptConfig struct {
 	CallStackSize   int
 	RegistrySize    int
 	RegistryMaxSize int
+	// MemoryLimit bounds what one call may allocate, in bytes: the strings
+	// string.rep, string.format, string.gsub and table.concat build are
+	// checked against it before (gsub: while) they are built, and the
+	// watchdog stops a call (ErrMemoryLimit) once the process's live heap
+	// has grown by more than it since the call started, confirmed after a
+	// collection (gopher-lua cannot count a VM's own allocations; calls
+	// running at the same time share the growth). 0 = DefaultMemoryLimit
+	// (256 MiB), < 0 = none.
+	MemoryLimit int64
 	// ShareGlobals turns off the isolation of globals between calls (see
 	// docs/pool.md): globals a call writes are then seen by later calls on
 	// the same VM. Only for measuring what isolation costs.
@@ -723,6 +732,7 @@ func (m *Manager) watchdog() {
 	nextReap := now() + int64(m.opts.IdleCheck)
 	var pools []*pool
 	var fired []firedVM
+	var calls callHeap
 	for {
 		select {
 		case <-m.stop:
@@ -737,9 +747,17 @@ func (m *Manager) watchdog() {
 			pools = append(pools, p)
 		}
 		m.mu.Unlock()
-		overHeap := m.opts.HeapLimit > 0 && liveHeap() > m.opts.HeapLimit
+		var heapNow uint64
+		heap := func() uint64 {
+			if heapNow == 0 {
+				heapNow = liveHeap()
+			}
+			return heapNow
+		}
+		overHeap := m.opts.HeapLimit > 0 && heap() > m.opts.HeapLimit
 		stopped := false
 		fired = fired[:0]
+		calls.begin()
 		for _, p := range pools {
 			p.mu.Lock()
 			for vm := range p.all {
@@ -757,12 +775,15 @@ func (m *Manager) watchdog() {
 						vm.ctx.fire(ErrMemoryLimit)
 						stopped = true
 					}
+				default:
+					calls.see(vm, d, t, p.script.cfg.memoryLimit(), heap)
 				}
 			}
 			p.mu.Unlock()
 		}
 		m.stuck.update(t, fired)
 		clear(fired)
+		calls.end(t)
 		if stopped {
 			// The stopped call's garbage still counts as heap until the
 			// next collection, which with GOGC may be far off: without

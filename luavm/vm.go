@@ -59,6 +59,9 @@ type VM struct {
 	// started is the coarse clock when the call was armed; only kept when
 	// Options.HeapLimit is set (the watchdog then stops long calls only).
 	started atomic.Int64
+	// armSeq counts the calls armed, for the watchdog's per-call memory
+	// (callmem.go).
+	armSeq armSeq
 
 	// broken: the VM must be closed rather than returned to its pool.
 	broken bool
@@ -491,6 +494,7 @@ func (vm *VM) arm(deadline int64) {
 	if vm.pool.script.mgr.opts.HeapLimit > 0 {
 		vm.started.Store(vm.pool.script.mgr.clock.Load())
 	}
+	vm.armSeq.Add(1)
 	vm.deadline.Store(deadline)
 }
 
@@ -542,6 +546,9 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 	if limit <= 0 {
 		limit = math.MaxInt64
 	}
+	if mem := vm.pool.script.cfg.memoryLimit(); mem > 0 && mem < limit {
+		limit = mem // one string may not take more than the call's whole limit
+	}
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		// Linear and interruptible, with or without a size limit.
 		str.RawSetString("gsub", L.NewFunction(vm.gsub(limit)))
@@ -552,7 +559,7 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 		return
 	}
 	tooLong := func(L *lua.LState, fn string, size float64) {
-		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
+		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (the script's memory limit or luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
 	}
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		if rep, ok := str.RawGetString("rep").(*lua.LFunction); ok && rep.IsG {

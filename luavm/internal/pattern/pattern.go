@@ -643,7 +643,14 @@ type interrupted struct{}
 
 func (vm *machine) step() {
 	vm.steps++
-	if vm.steps&(stepsPerCheck-1) != 0 || vm.done == nil {
+	if vm.steps&(stepsPerCheck-1) == 0 {
+		vm.poll()
+	}
+}
+
+// poll panics with interrupted once done is closed.
+func (vm *machine) poll() {
+	if vm.done == nil {
 		return
 	}
 	select {
