@@ -602,7 +602,13 @@ end
 -- The pattern functions are host.c's: LuaJIT's run a backtracking matcher
 -- to its end, out of reach of the checks in user code, so one pathological
 -- pattern held the VM for ever; these call check every few thousand steps.
-string_copy.find, string_copy.match, string_copy.gmatch, string_copy.gsub = make_patterns(check)
+local pfind
+pfind, string_copy.match, string_copy.gmatch, string_copy.gsub = make_patterns(check)
+-- A plain find cannot backtrack: LuaJIT's own, which the JIT compiles.
+string_copy.find = function(s, p, init, plain)
+  if plain then return sfind(s, p, init, plain) end
+  return pfind(s, p, init, plain)
+end
 base.string = string_ro
 -- table.concat builds its result in one call, out of reach of the checks:
 -- its size is checked first (3,000 references to a 1 MB string took a VM
