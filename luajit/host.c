@@ -876,6 +876,7 @@ static int pm_match_class(int c, int cl) {
 	case 'a': res = isalpha(c); break;
 	case 'c': res = iscntrl(c); break;
 	case 'd': res = isdigit(c); break;
+	case 'g': res = isgraph(c); break; /* LuaJIT has Lua 5.2's %g */
 	case 'l': res = islower(c); break;
 	case 'p': res = ispunct(c); break;
 	case 's': res = isspace(c); break;
@@ -1113,6 +1114,14 @@ static const char *pm_memfind(const char *s, size_t ls, const char *p, size_t lp
 	return NULL;
 }
 
+/* pm_has_specials: whether p (all lp bytes, as LuaJIT looks) has a
+ * character of PAT_SPECIALS; a find without any is a plain search. */
+static int pm_has_specials(const char *p, size_t lp) {
+	for (size_t i = 0; i < lp; i++)
+		if (p[i] != '\0' && strchr(PAT_SPECIALS, p[i]) != NULL) return 1;
+	return 0;
+}
+
 static int pm_find_aux(lua_State *L, int find) {
 	size_t ls, lp;
 	const char *s = luaL_checklstring(L, 1, &ls);
@@ -1121,7 +1130,7 @@ static int pm_find_aux(lua_State *L, int find) {
 	if (init < 0) init += (ptrdiff_t)ls + 1;
 	init = init > 0 ? init - 1 : 0;
 	if ((size_t)init > ls) init = (ptrdiff_t)ls;
-	if (find && (lua_toboolean(L, 4) || strpbrk(p, PAT_SPECIALS) == NULL) && strlen(p) == lp) {
+	if (find && (lua_toboolean(L, 4) || !pm_has_specials(p, lp))) {
 		const char *s2 = pm_memfind(s + init, ls - (size_t)init, p, lp);
 		if (s2) {
 			lua_pushinteger(L, s2 - s + 1);
@@ -1130,6 +1139,7 @@ static int pm_find_aux(lua_State *L, int find) {
 		}
 	} else {
 		pmatch ms;
+		lp = strlen(p); /* LuaJIT's matcher ends a pattern at its first NUL */
 		int anchor = lp > 0 && *p == '^';
 		if (anchor) {
 			p++;
@@ -1164,6 +1174,7 @@ static int pm_gmatch_aux(lua_State *L) {
 	size_t ls, lp;
 	const char *s = lua_tolstring(L, lua_upvalueindex(3), &ls);
 	const char *p = lua_tolstring(L, lua_upvalueindex(4), &lp);
+	lp = strlen(p);
 	pmatch ms;
 	pm_init(&ms, L, s, ls, p, lp);
 	for (const char *src = s + (size_t)lua_tointeger(L, lua_upvalueindex(5)); src <= ms.src_end; src++) {
@@ -1251,6 +1262,7 @@ static int pm_gsub(lua_State *L) {
 	lua_Integer max_s = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
 	luaL_argcheck(L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
 		"string/function/table expected");
+	lp = strlen(p);
 	int anchor = lp > 0 && *p == '^';
 	if (anchor) {
 		p++;

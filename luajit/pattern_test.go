@@ -112,3 +112,56 @@ end`, Config{Timeout: timeout})
 		}
 	}
 }
+
+// FuzzPatternsMatchLuaJIT: on small patterns and subjects, host.c's find,
+// match, gmatch and gsub give what LuaJIT's own give (both failing counts
+// as the same).
+func FuzzPatternsMatchLuaJIT(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"%w+", "hello world"}, {"(o)%s(w)", "hello world"}, {"()l()", "hello"}, {"^a", "abc"}, {"b$", "abc"},
+		{"%b()", "f(a(b)c)"}, {"(a)%1", "aab"}, {"[%-x]+", "a-x-b"}, {"%f[%a]%a", " ab"}, {"x*", ""}, {"[", "x"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	s := load(f, `local S = require("string")
+local function pack(ok, ...)
+  local t = {tostring(ok)}
+  if not ok then return "error" end
+  for i = 1, select("#", ...) do t[#t + 1] = tostring((select(i, ...))) end
+  return table.concat(t, ",")
+end
+local function gm(lib, s, p)
+  local ok, it = pcall(lib.gmatch, s, p)
+  if not ok then return "error" end
+  local out, n = {}, 0
+  while n < 100 do
+    local ok2, a, b = pcall(it)
+    if not ok2 then return "error" end
+    if a == nil then break end
+    n = n + 1
+    out[n] = tostring(a) .. "|" .. tostring(b)
+  end
+  return table.concat(out, ",")
+end
+function main(row)
+  local s, p = row.s, row.p
+  for _, name in ipairs({"find", "match"}) do
+    local a, b = pack(pcall(string[name], s, p)), pack(pcall(S[name], s, p))
+    if a ~= b then return name .. ": " .. a .. " vs " .. b end
+  end
+  local a, b = pack(pcall(string.gsub, s, p, "<%0>")), pack(pcall(S.gsub, s, p, "<%0>"))
+  if a ~= b then return "gsub: " .. a .. " vs " .. b end
+  a, b = gm(string, s, p), gm(S, s, p)
+  if a ~= b then return "gmatch: " .. a .. " vs " .. b end
+  return "same"
+end`, Config{Allow: []string{"require"}, Timeout: 10 * time.Second})
+	f.Fuzz(func(t *testing.T, p, subject string) {
+		if len(p) > 8 || len(subject) > 16 {
+			return
+		}
+		out, errs := run(t, s, map[string]any{"p": p, "s": subject})
+		if errs[0] != nil || out[0] != "same" {
+			t.Fatalf("pattern %q on %q: %v %v", p, subject, out[0], errs[0])
+		}
+	})
+}
