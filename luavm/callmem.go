@@ -8,7 +8,9 @@ import (
 // callHeap is the watchdog's view of the memory of running calls.
 // gopher-lua allocates on the Go heap with no per-VM count, so a call's
 // allocations are read as the growth of the process's live heap since the
-// call was first seen running. A call that grew it by more than twice its
+// call was first seen running; a call here is one Lua call (armSeq moves at
+// each arm and each Call, Call1 or Invoke: a row in compute), and only one
+// that has lasted a watchdog tick is judged. A call that grew it by more than twice its
 // script's MemoryLimit is stopped (ErrMemoryLimit) at once; one between
 // once and twice its limit only if a collection finished since confirms
 // it (the growth may be garbage, its own or other goroutines'), and the
@@ -76,7 +78,10 @@ func (c *callHeap) see(vm *VM, d, t int64, limit int64, heap func() uint64) {
 		}
 	}
 	c.next[vm] = mark
-	if h := heap(); h > mark.heap && h-mark.heap > uint64(limit) {
+	// Only a call seen on an earlier tick too, i.e. one Lua call (a row)
+	// that has run for a tick at least: the growth of the heap during a
+	// short call is mostly other goroutines'.
+	if h := heap(); mark.at < t && h > mark.heap && h-mark.heap > uint64(limit) {
 		c.over = append(c.over, overCall{vm: vm, deadline: d, limit: uint64(limit), mark: mark, growth: h - mark.heap})
 	}
 }

@@ -669,6 +669,7 @@ func (vm *VM) invoke(name string, nret int, args []any) ([]any, error) {
 		L.Push(ToLua(L, a))
 	}
 	vm.calls++
+	vm.armSeq.Add(1)
 	if err := L.PCall(len(args), nret, nil); err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(name, err)

@@ -59,8 +59,8 @@ type VM struct {
 	// started is the coarse clock when the call was armed; only kept when
 	// Options.HeapLimit is set (the watchdog then stops long calls only).
 	started atomic.Int64
-	// armSeq counts the calls armed, for the watchdog's per-call memory
-	// (callmem.go).
+	// armSeq counts the calls armed and the Lua calls made in them (a row
+	// each in compute), for the watchdog's per-call memory (callmem.go).
 	armSeq armSeq
 
 	// broken: the VM must be closed rather than returned to its pool.
@@ -392,6 +392,7 @@ func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValu
 		L.Push(a)
 	}
 	vm.calls++
+	vm.armSeq.Add(1) // a new call for the watchdog's memory view (callmem.go)
 	if err := L.PCall(len(args), nret, nil); err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(vm.funcName(fn), err)
@@ -412,6 +413,7 @@ func (vm *VM) Call1(fn *lua.LFunction, arg lua.LValue) (lua.LValue, error) {
 	L.Push(fn)
 	L.Push(arg)
 	vm.calls++
+	vm.armSeq.Add(1) // a new call for the watchdog's memory view (callmem.go)
 	if err := L.PCall(1, 1, nil); err != nil {
 		return lua.LNil, vm.callError(vm.funcName(fn), err)
 	}
