@@ -61,6 +61,16 @@ type Budget struct {
 	// rows not yet run fail at once with ErrBatchBudget. 0 =
 	// DefaultMaxTimeouts, < 0 = no limit (every row gets its Timeout).
 	MaxTimeouts int `yaml:"max_timeouts" json:"max_timeouts,omitempty"`
+	// MemoryLimit bounds what one call of a Lua function may allocate, in
+	// bytes (both engines; see docs/compute.md): a call over it fails with
+	// luavm.ErrMemoryLimit (or ErrStringLimit for a string a builtin was
+	// asked to build). 0 = luavm.DefaultMemoryLimit (256 MiB), < 0 = none.
+	MemoryLimit int64 `yaml:"memory_limit" json:"memory_limit,omitempty"`
+	// MaxResultBytes bounds a value a Lua function gives (a string, a
+	// table's JSON; on LuaJIT also a field it writes to the row): a larger
+	// one fails the row with luavm.ErrResultSize, naming the script and
+	// the column. 0 = luavm.DefaultMaxResultBytes (64 MiB), < 0 = none.
+	MaxResultBytes int64 `yaml:"max_result_bytes" json:"max_result_bytes,omitempty"`
 }
 
 // DefaultMaxTimeouts is Budget.MaxTimeouts when 0: a function that timed
@@ -236,6 +246,9 @@ func checkFunc(where, fn, funcName string, timeout time.Duration, budget Budget)
 	}
 	if budget.BatchTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%s: negative batch_timeout %v", where, budget.BatchTimeout))
+	}
+	if budget.MemoryLimit > 0 && budget.MemoryLimit < 1<<20 {
+		errs = append(errs, fmt.Errorf("%s: memory_limit %d is under 1 MiB (a Lua VM alone takes ~100 KB; -1 means no limit)", where, budget.MemoryLimit))
 	}
 	return errs
 }

@@ -41,6 +41,9 @@ type EngineConfig struct {
 	FuncName   string        // the function called per row
 	Timeout    time.Duration // per row; 0 means the engine's default
 	Allow      []string      // libraries beyond the sandbox
+	// MemoryLimit and MaxResultBytes are the function's memory_limit and
+	// max_result_bytes (0: the engine's defaults, < 0: none).
+	MemoryLimit, MaxResultBytes int64
 }
 
 // NewLuaJITEngine returns the LuaJIT engine, or luajit.ErrUnavailable when
@@ -56,7 +59,8 @@ func NewLuaJITEngine() (ScriptEngine, error) {
 type luajitEngine struct{ e *luajit.Engine }
 
 func (l luajitEngine) Compile(name, code string, cfg EngineConfig) (BatchScript, error) {
-	return l.e.Load(name, code, luajit.Config{SourceName: cfg.SourceName, FuncName: cfg.FuncName, Timeout: cfg.Timeout, Allow: cfg.Allow})
+	return l.e.Load(name, code, luajit.Config{SourceName: cfg.SourceName, FuncName: cfg.FuncName, Timeout: cfg.Timeout, Allow: cfg.Allow,
+		MemoryLimit: cfg.MemoryLimit, MaxResultBytes: cfg.MaxResultBytes})
 }
 
 func (l luajitEngine) Close() error { return l.e.Close() }
@@ -126,6 +130,7 @@ func (p *Processor) newJIT(f *function, code string) (Handler, error) {
 	}
 	h := &engineLua{eng: eng, name: f.name, cfg: EngineConfig{
 		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: allow,
+		MemoryLimit: f.budget.MemoryLimit, MaxResultBytes: f.budget.MaxResultBytes,
 	}}
 	if h.cfg.FuncName == "" {
 		h.cfg.FuncName = "main"

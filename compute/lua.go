@@ -242,6 +242,10 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 					}
 					return errRowFailed
 				}
+				if err := l.checkSize(v); err != nil {
+					errs[i] = err
+					continue
+				}
 				out[i] = goValue(v)
 				if budget > 0 && next < len(rows) && time.Since(start) > budget {
 					return errBudget
@@ -260,6 +264,24 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 			}
 			return nil
 		}
+	}
+	return nil
+}
+
+// checkSize fails a string result over max_result_bytes, before it is
+// copied out of the VM (a table's size is bounded by the memory limit).
+func (l *Lua) checkSize(v lua.LValue) error {
+	s, ok := v.(lua.LString)
+	if !ok {
+		return nil
+	}
+	limit := l.budget.MaxResultBytes
+	if limit == 0 {
+		limit = luavm.DefaultMaxResultBytes
+	}
+	if limit > 0 && int64(len(s)) > limit {
+		return &luavm.CallError{Script: l.name, Func: l.funcName, Err: luavm.ErrResultSize,
+			Msg: fmt.Sprintf("the string returned, of %d bytes, is over the result size limit of %d bytes (max_result_bytes)", len(s), limit)}
 	}
 	return nil
 }
@@ -289,6 +311,9 @@ func (p *Processor) newLua(ctx context.Context, f *function, code string) (Handl
 	}
 	if len(f.allow) > 0 {
 		cfg.Allow = append(append([]string(nil), cfg.Allow...), f.allow...)
+	}
+	if f.budget.MemoryLimit != 0 {
+		cfg.MemoryLimit = f.budget.MemoryLimit
 	}
 	if cfg.AllowHint == "" {
 		kind := "column"

@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -34,7 +35,9 @@ var hostSource string
 // Defaults of Config.
 const (
 	DefaultTimeout     = luavm.DefaultTimeout
-	DefaultMemoryLimit = 256 << 20
+	DefaultMemoryLimit = luavm.DefaultMemoryLimit
+	// DefaultMaxResultBytes is Config.MaxResultBytes when 0.
+	DefaultMaxResultBytes = luavm.DefaultMaxResultBytes
 )
 
 // Config is a script's config.
@@ -42,9 +45,16 @@ type Config struct {
 	// Timeout bounds each row (and the main chunk when a VM starts); 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
-	// MemoryLimit bounds the Lua heap of each VM, in bytes (checked every
-	// 1024 loop iterations or calls of user code); 0 means DefaultMemoryLimit.
+	// MemoryLimit bounds the Lua heap of each VM, in bytes: checked at the
+	// loops and calls of user code, and before table.concat and string.rep
+	// build their result; no allocation may take the heap past twice it
+	// (host.c's allocator). 0 means DefaultMemoryLimit.
 	MemoryLimit int64
+	// MaxResultBytes bounds a value a row gives (a string, a table's JSON,
+	// a field written to the row): a larger one fails the row with
+	// luavm.ErrResultSize before it is copied out. 0 means
+	// DefaultMaxResultBytes, < 0 no bound.
+	MaxResultBytes int64
 	// PoolSize is the most VMs the script runs at once; 0 means GOMAXPROCS.
 	PoolSize int
 	// Allow opens libraries beyond the sandbox: io, os, debug, load,
@@ -90,6 +100,7 @@ func (e *Engine) Close() error {
 // Script is one compiled script and its pool of VMs.
 type Script struct {
 	eng      *Engine
+	id       string // the name it was loaded under
 	name     string // what errors call it
 	funcName string
 	cfg      Config
@@ -127,8 +138,17 @@ func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.MemoryLimit <= 0 {
+	switch {
+	case cfg.MemoryLimit == 0:
 		cfg.MemoryLimit = DefaultMemoryLimit
+	case cfg.MemoryLimit < 0: // none: a bound no machine reaches
+		cfg.MemoryLimit = 1 << 50
+	}
+	switch {
+	case cfg.MaxResultBytes == 0:
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	case cfg.MaxResultBytes < 0:
+		cfg.MaxResultBytes = math.MaxInt64 / 2
 	}
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = runtime.GOMAXPROCS(0)
@@ -142,7 +162,7 @@ func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
 		return nil, err
 	}
 	s := &Script{
-		eng: e, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
+		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
 		idle:  make(chan *vm, cfg.PoolSize),
 		slots: make(chan struct{}, cfg.PoolSize),
 	}
@@ -170,7 +190,7 @@ func compile(src, source string) (string, error) {
 	if L == nil {
 		return "", errors.New("luajit: cannot create a Lua state")
 	}
-	defer C.lua_close(L)
+	defer C.sl_close(L)
 	csrc := C.CString(src)
 	defer C.free(unsafe.Pointer(csrc))
 	cname := C.CString("=" + source)

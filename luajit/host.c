@@ -156,10 +156,63 @@ int sl_fmtnum(char *dst, double x) {
 int32_t sl_column(sl_batch *b, const char *k, size_t n) { return slColumn(b->handle, (char *)k, n); }
 int32_t sl_columns(sl_batch *b) { return slColumns(b->handle); }
 
+/* The VM's allocator: LuaJIT's own, with a count of the bytes it holds and a
+ * hard limit. The checks compiled into user code stop a script whose heap
+ * went over the VM's memory limit, but they run between calls: a builtin
+ * (table.concat of 3,000 references to a 1 MB string, string.rep, gsub)
+ * builds its result in one call, and reached 2.17 GB against a 256 MiB
+ * limit. Here a growth that would take the VM past the hard limit (twice
+ * the memory limit: room for garbage the collector has not reached yet)
+ * fails, and LuaJIT raises "not enough memory", which the host turns into
+ * the row's memory error. Frees and shrinks always succeed. */
+typedef struct {
+	lua_Alloc f;
+	void *ud;
+	size_t total, hard;
+} sl_allocstate;
+
+static void *sl_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+	sl_allocstate *a = ud;
+	if (nsize > osize && a->hard > 0 && a->total + (nsize - osize) > a->hard) return NULL;
+	void *q = a->f(a->ud, p, osize, nsize);
+	if (q != NULL || nsize == 0) a->total = a->total - (p ? osize : 0) + nsize;
+	return q;
+}
+
 lua_State *sl_newstate(void) {
 	lua_State *L = luaL_newstate();
-	if (L) luaL_openlibs(L);
+	if (!L) return NULL;
+	sl_allocstate *a = calloc(1, sizeof *a);
+	if (!a) {
+		lua_close(L);
+		return NULL;
+	}
+	a->f = lua_getallocf(L, &a->ud);
+	a->total = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+	lua_setallocf(L, sl_alloc, a);
+	luaL_openlibs(L);
 	return L;
+}
+
+/* sl_sethardlimit sets the bytes the VM's heap may never pass (0: none). */
+void sl_sethardlimit(lua_State *L, size_t hard) {
+	void *ud;
+	if (lua_getallocf(L, &ud) == sl_alloc) ((sl_allocstate *)ud)->hard = hard;
+}
+
+/* sl_close closes the VM and frees its allocator's state. */
+void sl_close(lua_State *L) {
+	void *ud;
+	lua_Alloc f = lua_getallocf(L, &ud);
+	if (f == sl_alloc) {
+		/* LuaJIT's own allocator back, so that lua_close destroys its arena */
+		sl_allocstate *a = ud;
+		lua_setallocf(L, a->f, a->ud);
+		lua_close(L);
+		free(a);
+		return;
+	}
+	lua_close(L);
 }
 
 int sl_loadbuffer(lua_State *L, const char *buf, size_t n, const char *name) {
@@ -255,9 +308,11 @@ void *sl_gctotal_addr(lua_State *L) {
 	return NULL;
 }
 
+static int sl_make_patterns(lua_State *L);
+
 /* sl_host runs the host chunk with the batch and API addresses; the table
  * it returns gets two registry refs (init, run). Returns the status. */
-int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, const char *allow, int *init_ref, int *run_ref) {
+int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, int *init_ref, int *run_ref) {
 	int st = luaL_loadbuffer(L, src, n, "=sluice");
 	if (st != 0) return st;
 	lua_pushnumber(L, (lua_Number)(uintptr_t)b);
@@ -267,7 +322,10 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 	lua_pushcfunction(L, sl_make_encoder);
 	lua_pushcfunction(L, sl_make_decoder);
 	lua_pushnumber(L, (lua_Number)(uintptr_t)sl_gctotal_addr(L));
-	st = lua_pcall(L, 7, 1, 0);
+	lua_pushlightuserdata(L, b);
+	lua_pushcclosure(L, sl_make_patterns, 1);
+	lua_pushnumber(L, maxresult);
+	st = lua_pcall(L, 9, 1, 0);
 	if (st != 0) return st;
 	lua_getfield(L, -1, "init");
 	*init_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -745,4 +803,512 @@ int sl_make_decoder(lua_State *L) {
 	lua_settop(L, 1);
 	lua_pushcclosure(L, sl_json_decode, 1);
 	return 1;
+}
+
+/* ---- string.find, match, gmatch and gsub that a timeout can stop ----
+ * LuaJIT's own are C functions that run a backtracking matcher to the end:
+ * the checks compiled into user code are never reached inside them, so a
+ * pattern such as ("a*"):rep(25).."b" on 30 bytes held a VM (and a stream
+ * partition, and the process at shutdown) for ever. These are Lua 5.1's
+ * lstrlib matcher (lstrlib.c, MIT License, Copyright (C) 1994-2012
+ * Lua.org, PUC-Rio), rewritten here with an end-of-pattern pointer and a
+ * step count: every MATCH_STEPS steps the matcher reads the batch's stop
+ * word, and when the watchdog has written it calls the host's check
+ * function, which raises the timeout (or the cancel) as user code's checks
+ * do. Upvalues of each function: 1 the batch (light userdata), 2 check. */
+
+#include <ctype.h>
+
+#define L_ESC '%'
+#define PAT_SPECIALS "^$*+?.([%-"
+#define PAT_MAXCAPTURES 32
+#define PAT_MAXDEPTH 200 /* LuaJIT's LJ_MAX_XLEVEL: "pattern too complex" */
+#define CAP_UNFINISHED (-1)
+#define CAP_POSITION (-2)
+#define MATCH_STEPS 4096
+#define uchar(c) ((unsigned char)(c))
+
+typedef struct {
+	const char *src_init, *src_end, *p_end;
+	lua_State *L;
+	sl_batch *b;
+	uint32_t steps;
+	int level, depth;
+	struct { const char *init; ptrdiff_t len; } capture[PAT_MAXCAPTURES];
+} pmatch;
+
+static const char *pm_match(pmatch *ms, const char *s, const char *p);
+
+/* pm_step counts a step; now and then it looks at the stop word. */
+static void pm_step(pmatch *ms) {
+	if ((++ms->steps & (MATCH_STEPS - 1)) != 0 || ms->b->stop == 0) return;
+	lua_pushvalue(ms->L, lua_upvalueindex(2));
+	lua_call(ms->L, 0, 0); /* raises unless the stop word was for an earlier row */
+}
+
+static int pm_check_capture(pmatch *ms, int l) {
+	l -= '1';
+	if (l < 0 || l >= ms->level || ms->capture[l].len == CAP_UNFINISHED)
+		return luaL_error(ms->L, "invalid capture index");
+	return l;
+}
+
+static int pm_capture_to_close(pmatch *ms) {
+	int level = ms->level;
+	for (level--; level >= 0; level--)
+		if (ms->capture[level].len == CAP_UNFINISHED) return level;
+	return luaL_error(ms->L, "invalid pattern capture");
+}
+
+static const char *pm_class_end(pmatch *ms, const char *p) {
+	switch (*p++) {
+	case L_ESC:
+		if (p == ms->p_end) luaL_error(ms->L, "malformed pattern (ends with '%%')");
+		return p + 1;
+	case '[':
+		if (*p == '^') p++;
+		do { /* look for a ']' */
+			if (p == ms->p_end) luaL_error(ms->L, "malformed pattern (missing ']')");
+			if (*(p++) == L_ESC && p < ms->p_end) p++; /* skip escapes (e.g. '%]') */
+		} while (*p != ']');
+		return p + 1;
+	default:
+		return p;
+	}
+}
+
+static int pm_match_class(int c, int cl) {
+	int res;
+	switch (tolower(cl)) {
+	case 'a': res = isalpha(c); break;
+	case 'c': res = iscntrl(c); break;
+	case 'd': res = isdigit(c); break;
+	case 'g': res = isgraph(c); break; /* LuaJIT has Lua 5.2's %g */
+	case 'l': res = islower(c); break;
+	case 'p': res = ispunct(c); break;
+	case 's': res = isspace(c); break;
+	case 'u': res = isupper(c); break;
+	case 'w': res = isalnum(c); break;
+	case 'x': res = isxdigit(c); break;
+	case 'z': res = (c == 0); break;
+	default: return (cl == c);
+	}
+	if (isupper(cl)) res = !res;
+	return res;
+}
+
+static int pm_bracket_class(int c, const char *p, const char *ec) {
+	int sig = 1;
+	if (*(p + 1) == '^') {
+		sig = 0;
+		p++; /* skip the '^' */
+	}
+	while (++p < ec) {
+		if (*p == L_ESC) {
+			p++;
+			if (pm_match_class(c, uchar(*p))) return sig;
+		} else if (*(p + 1) == '-' && p + 2 < ec) {
+			p += 2;
+			if (uchar(*(p - 2)) <= c && c <= uchar(*p)) return sig;
+		} else if (uchar(*p) == c) {
+			return sig;
+		}
+	}
+	return !sig;
+}
+
+static int pm_single(pmatch *ms, const char *s, const char *p, const char *ep) {
+	if (s >= ms->src_end) return 0;
+	int c = uchar(*s);
+	switch (*p) {
+	case '.': return 1;
+	case L_ESC: return pm_match_class(c, uchar(*(p + 1)));
+	case '[': return pm_bracket_class(c, p, ep - 1);
+	default: return uchar(*p) == c;
+	}
+}
+
+static const char *pm_balance(pmatch *ms, const char *s, const char *p) {
+	if (p >= ms->p_end - 1) luaL_error(ms->L, "malformed pattern (missing arguments to '%%b')");
+	if (s >= ms->src_end || *s != *p) return NULL;
+	int b = *p, e = *(p + 1), cont = 1;
+	while (++s < ms->src_end) {
+		if (*s == e) {
+			if (--cont == 0) return s + 1;
+		} else if (*s == b) {
+			cont++;
+		}
+	}
+	return NULL;
+}
+
+static const char *pm_max_expand(pmatch *ms, const char *s, const char *p, const char *ep) {
+	ptrdiff_t i = 0;
+	while (pm_single(ms, s + i, p, ep)) i++;
+	while (i >= 0) { /* try with the most repetitions first */
+		const char *res = pm_match(ms, s + i, ep + 1);
+		if (res) return res;
+		i--;
+	}
+	return NULL;
+}
+
+static const char *pm_min_expand(pmatch *ms, const char *s, const char *p, const char *ep) {
+	for (;;) {
+		const char *res = pm_match(ms, s, ep + 1);
+		if (res != NULL) return res;
+		if (pm_single(ms, s, p, ep)) s++;
+		else return NULL;
+	}
+}
+
+static const char *pm_start_capture(pmatch *ms, const char *s, const char *p, int what) {
+	int level = ms->level;
+	if (level >= PAT_MAXCAPTURES) luaL_error(ms->L, "too many captures");
+	ms->capture[level].init = s;
+	ms->capture[level].len = what;
+	ms->level = level + 1;
+	const char *res = pm_match(ms, s, p);
+	if (res == NULL) ms->level--; /* undo the capture */
+	return res;
+}
+
+static const char *pm_end_capture(pmatch *ms, const char *s, const char *p) {
+	int l = pm_capture_to_close(ms);
+	ms->capture[l].len = s - ms->capture[l].init;
+	const char *res = pm_match(ms, s, p);
+	if (res == NULL) ms->capture[l].len = CAP_UNFINISHED;
+	return res;
+}
+
+static const char *pm_match_capture(pmatch *ms, const char *s, int l) {
+	l = pm_check_capture(ms, l);
+	size_t len = (size_t)ms->capture[l].len;
+	if ((size_t)(ms->src_end - s) >= len && memcmp(ms->capture[l].init, s, len) == 0) return s + len;
+	return NULL;
+}
+
+static const char *pm_match(pmatch *ms, const char *s, const char *p) {
+	if (++ms->depth > PAT_MAXDEPTH) luaL_error(ms->L, "pattern too complex");
+	pm_step(ms);
+again:
+	if (p != ms->p_end) {
+		switch (*p) {
+		case '(':
+			if (*(p + 1) == ')') s = pm_start_capture(ms, s, p + 2, CAP_POSITION);
+			else s = pm_start_capture(ms, s, p + 1, CAP_UNFINISHED);
+			break;
+		case ')':
+			s = pm_end_capture(ms, s, p + 1);
+			break;
+		case '$':
+			if (p + 1 != ms->p_end) goto dflt;
+			s = (s == ms->src_end) ? s : NULL;
+			break;
+		case L_ESC:
+			switch (*(p + 1)) {
+			case 'b':
+				s = pm_balance(ms, s, p + 2);
+				if (s != NULL) {
+					p += 4;
+					goto again;
+				}
+				break;
+			case 'f': {
+				p += 2;
+				if (*p != '[') luaL_error(ms->L, "missing '[' after '%%f' in pattern");
+				const char *ep = pm_class_end(ms, p);
+				char previous = (s == ms->src_init) ? '\0' : *(s - 1);
+				char current = (s < ms->src_end) ? *s : '\0';
+				if (!pm_bracket_class(uchar(previous), p, ep - 1) && pm_bracket_class(uchar(current), p, ep - 1)) {
+					p = ep;
+					goto again;
+				}
+				s = NULL;
+				break;
+			}
+			case '0': case '1': case '2': case '3': case '4':
+			case '5': case '6': case '7': case '8': case '9':
+				s = pm_match_capture(ms, s, uchar(*(p + 1)));
+				if (s != NULL) {
+					p += 2;
+					goto again;
+				}
+				break;
+			default:
+				goto dflt;
+			}
+			break;
+		default:
+		dflt: {
+			const char *ep = pm_class_end(ms, p);
+			int epc = ep < ms->p_end ? *ep : '\0';
+			if (!pm_single(ms, s, p, ep)) {
+				if (epc == '*' || epc == '?' || epc == '-') {
+					p = ep + 1;
+					goto again;
+				}
+				s = NULL;
+			} else {
+				switch (epc) {
+				case '?': {
+					const char *res = pm_match(ms, s + 1, ep + 1);
+					if (res != NULL) {
+						s = res;
+					} else {
+						p = ep + 1;
+						goto again;
+					}
+					break;
+				}
+				case '+': s = pm_max_expand(ms, s + 1, p, ep); break;
+				case '*': s = pm_max_expand(ms, s, p, ep); break;
+				case '-': s = pm_min_expand(ms, s, p, ep); break;
+				default:
+					s++;
+					p = ep;
+					goto again;
+				}
+			}
+			break;
+		}
+		}
+	}
+	ms->depth--;
+	return s;
+}
+
+static void pm_push_one(pmatch *ms, int i, const char *s, const char *e) {
+	if (i >= ms->level) {
+		if (i == 0) lua_pushlstring(ms->L, s, (size_t)(e - s)); /* the whole match */
+		else luaL_error(ms->L, "invalid capture index");
+		return;
+	}
+	ptrdiff_t l = ms->capture[i].len;
+	if (l == CAP_UNFINISHED) luaL_error(ms->L, "unfinished capture");
+	if (l == CAP_POSITION) lua_pushinteger(ms->L, ms->capture[i].init - ms->src_init + 1);
+	else lua_pushlstring(ms->L, ms->capture[i].init, (size_t)l);
+}
+
+static int pm_push_captures(pmatch *ms, const char *s, const char *e) {
+	int n = (ms->level == 0 && s) ? 1 : ms->level;
+	luaL_checkstack(ms->L, n, "too many captures");
+	for (int i = 0; i < n; i++) pm_push_one(ms, i, s, e);
+	return n;
+}
+
+static void pm_init(pmatch *ms, lua_State *L, const char *s, size_t ls, const char *p, size_t lp) {
+	ms->L = L;
+	ms->b = lua_touserdata(L, lua_upvalueindex(1));
+	ms->src_init = s;
+	ms->src_end = s + ls;
+	ms->p_end = p + lp;
+	ms->steps = 0;
+	ms->level = 0;
+	ms->depth = 0;
+}
+
+static const char *pm_memfind(const char *s, size_t ls, const char *p, size_t lp) {
+	if (lp == 0) return s;
+	if (lp > ls) return NULL;
+	const char *end = s + (ls - lp) + 1; /* the last start + 1 */
+	while (s < end) {
+		const char *q = memchr(s, *p, (size_t)(end - s));
+		if (q == NULL) return NULL;
+		if (memcmp(q + 1, p + 1, lp - 1) == 0) return q;
+		s = q + 1;
+	}
+	return NULL;
+}
+
+/* pm_has_specials: whether p (all lp bytes, as LuaJIT looks) has a
+ * character of PAT_SPECIALS; a find without any is a plain search. */
+static int pm_has_specials(const char *p, size_t lp) {
+	for (size_t i = 0; i < lp; i++)
+		if (p[i] != '\0' && strchr(PAT_SPECIALS, p[i]) != NULL) return 1;
+	return 0;
+}
+
+static int pm_find_aux(lua_State *L, int find) {
+	size_t ls, lp;
+	const char *s = luaL_checklstring(L, 1, &ls);
+	const char *p = luaL_checklstring(L, 2, &lp);
+	ptrdiff_t init = (ptrdiff_t)luaL_optinteger(L, 3, 1);
+	if (init < 0) init += (ptrdiff_t)ls + 1;
+	init = init > 0 ? init - 1 : 0;
+	if ((size_t)init > ls) init = (ptrdiff_t)ls;
+	if (find && (lua_toboolean(L, 4) || !pm_has_specials(p, lp))) {
+		const char *s2 = pm_memfind(s + init, ls - (size_t)init, p, lp);
+		if (s2) {
+			lua_pushinteger(L, s2 - s + 1);
+			lua_pushinteger(L, (lua_Integer)(s2 - s + (ptrdiff_t)lp));
+			return 2;
+		}
+	} else {
+		pmatch ms;
+		lp = strlen(p); /* LuaJIT's matcher ends a pattern at its first NUL */
+		int anchor = lp > 0 && *p == '^';
+		if (anchor) {
+			p++;
+			lp--;
+		}
+		pm_init(&ms, L, s, ls, p, lp);
+		const char *s1 = s + init;
+		do {
+			ms.level = 0;
+			ms.depth = 0;
+			const char *res = pm_match(&ms, s1, p);
+			if (res != NULL) {
+				if (find) {
+					lua_pushinteger(L, s1 - s + 1);
+					lua_pushinteger(L, res - s);
+					return pm_push_captures(&ms, NULL, 0) + 2;
+				}
+				return pm_push_captures(&ms, s1, res);
+			}
+		} while (s1++ < ms.src_end && !anchor);
+	}
+	lua_pushnil(L);
+	return 1;
+}
+
+static int pm_find(lua_State *L) { return pm_find_aux(L, 1); }
+static int pm_matchfn(lua_State *L) { return pm_find_aux(L, 0); }
+
+/* gmatch's iterator; upvalues 1 the batch, 2 check, 3 the string, 4 the
+ * pattern, 5 the position to go on from */
+static int pm_gmatch_aux(lua_State *L) {
+	size_t ls, lp;
+	const char *s = lua_tolstring(L, lua_upvalueindex(3), &ls);
+	const char *p = lua_tolstring(L, lua_upvalueindex(4), &lp);
+	lp = strlen(p);
+	pmatch ms;
+	pm_init(&ms, L, s, ls, p, lp);
+	for (const char *src = s + (size_t)lua_tointeger(L, lua_upvalueindex(5)); src <= ms.src_end; src++) {
+		ms.level = 0;
+		ms.depth = 0;
+		const char *e = pm_match(&ms, src, p);
+		if (e != NULL) {
+			lua_Integer next = e - s;
+			if (e == src) next++; /* an empty match: go on one byte further */
+			lua_pushinteger(L, next);
+			lua_replace(L, lua_upvalueindex(5));
+			return pm_push_captures(&ms, src, e);
+		}
+	}
+	return 0;
+}
+
+static int pm_gmatch(lua_State *L) {
+	luaL_checkstring(L, 1);
+	luaL_checkstring(L, 2);
+	lua_settop(L, 2);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_pushvalue(L, lua_upvalueindex(2));
+	lua_pushvalue(L, 1);
+	lua_pushvalue(L, 2);
+	lua_pushinteger(L, 0);
+	lua_pushcclosure(L, pm_gmatch_aux, 5);
+	return 1;
+}
+
+static void pm_add_s(pmatch *ms, luaL_Buffer *b, const char *s, const char *e) {
+	size_t l;
+	const char *news = lua_tolstring(ms->L, 3, &l);
+	for (size_t i = 0; i < l; i++) {
+		if (news[i] != L_ESC) {
+			luaL_addchar(b, news[i]);
+			continue;
+		}
+		i++; /* skip the escape */
+		if (i >= l) {
+			luaL_addchar(b, '\0'); /* what LuaJIT's adds for a '%' at the end */
+		} else if (!isdigit(uchar(news[i]))) {
+			luaL_addchar(b, news[i]);
+		} else if (news[i] == '0') {
+			luaL_addlstring(b, s, (size_t)(e - s));
+		} else {
+			pm_push_one(ms, news[i] - '1', s, e);
+			luaL_addvalue(b);
+		}
+	}
+}
+
+static void pm_add_value(pmatch *ms, luaL_Buffer *b, const char *s, const char *e) {
+	lua_State *L = ms->L;
+	switch (lua_type(L, 3)) {
+	case LUA_TNUMBER:
+	case LUA_TSTRING:
+		pm_add_s(ms, b, s, e);
+		return;
+	case LUA_TFUNCTION: {
+		lua_pushvalue(L, 3);
+		int n = pm_push_captures(ms, s, e);
+		lua_call(L, n, 1);
+		break;
+	}
+	case LUA_TTABLE:
+		pm_push_one(ms, 0, s, e);
+		lua_gettable(L, 3);
+		break;
+	}
+	if (!lua_toboolean(L, -1)) { /* nil or false: keep the original text */
+		lua_pop(L, 1);
+		lua_pushlstring(L, s, (size_t)(e - s));
+	} else if (!lua_isstring(L, -1)) {
+		luaL_error(L, "invalid replacement value (a %s)", luaL_typename(L, -1));
+	}
+	luaL_addvalue(b);
+}
+
+static int pm_gsub(lua_State *L) {
+	size_t ls, lp;
+	const char *src = luaL_checklstring(L, 1, &ls);
+	const char *p = luaL_checklstring(L, 2, &lp);
+	int tr = lua_type(L, 3);
+	lua_Integer max_s = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
+	luaL_argcheck(L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
+		"string/function/table expected");
+	lp = strlen(p);
+	int anchor = lp > 0 && *p == '^';
+	if (anchor) {
+		p++;
+		lp--;
+	}
+	lua_settop(L, 4);
+	pmatch ms;
+	pm_init(&ms, L, src, ls, p, lp);
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	lua_Integer n = 0;
+	while (n < max_s) {
+		ms.level = 0;
+		ms.depth = 0;
+		const char *e = pm_match(&ms, src, p);
+		if (e) {
+			n++;
+			pm_add_value(&ms, &b, src, e);
+		}
+		if (e && e > src) src = e;
+		else if (src < ms.src_end) luaL_addchar(&b, *src++);
+		else break;
+		if (anchor) break;
+	}
+	luaL_addlstring(&b, src, (size_t)(ms.src_end - src));
+	luaL_pushresult(&b);
+	lua_pushinteger(L, n);
+	return 2;
+}
+
+/* sl_make_patterns(check) returns find, match, gmatch and gsub; the batch
+ * is the closure's upvalue (sl_host sets it). */
+static int sl_make_patterns(lua_State *L) {
+	luaL_checktype(L, 1, LUA_TFUNCTION);
+	lua_CFunction fns[] = {pm_find, pm_matchfn, pm_gmatch, pm_gsub};
+	for (int i = 0; i < 4; i++) {
+		lua_pushvalue(L, lua_upvalueindex(1));
+		lua_pushvalue(L, 1);
+		lua_pushcclosure(L, fns[i], 2);
+	}
+	return 4;
 }

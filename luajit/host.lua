@@ -4,7 +4,7 @@
 -- the functions the Go side calls: init (run a script's main chunk) and run
 -- (call a function on every row of a batch). User code never sees this
 -- chunk's locals, the real globals, package.loaded or ffi (unless allowed).
-local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr = ...
+local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr, make_patterns, maxresult = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
@@ -584,8 +584,12 @@ for _, k in ipairs({ "assert", "error", "ipairs", "next", "rawequal", "rawget", 
 end
 base._VERSION = _VERSION
 
+-- OOM is LuaJIT's message when an allocation fails: host.c's allocator
+-- refuses any growth past the VM's hard limit (twice memlimit), e.g. inside
+-- a builtin building a huge string. User code cannot swallow it.
+local OOM = "not enough memory"
 local function rethrow(ok, ...)
-  if not ok and stopping then error(stopping, 0) end
+  if not ok and (stopping or (...) == OOM) then error(stopping or MEMSTOP, 0) end
   return ok, ...
 end
 base.pcall = function(f, ...) return rethrow(pcall(f, ...)) end
@@ -606,13 +610,45 @@ local srep = string.rep
 local string_ro, string_copy = readonly(string, "string", { dump = true })
 string_copy.rep = function(s, n, sep)
   local total = #tostring(s) * (tonumber(n) or 0) + (sep and #tostring(sep) * (tonumber(n) or 0) or 0)
-  if total > memlimit_bytes then error("string.rep: result larger than the memory limit", 2) end
+  if total > memlimit_bytes then
+    error(("string.rep: a result of %d bytes is over the memory limit of %d bytes"):format(total, memlimit_bytes), 2)
+  end
   return srep(s, n, sep)
+end
+-- The pattern functions are host.c's: LuaJIT's run a backtracking matcher
+-- to its end, out of reach of the checks in user code, so one pathological
+-- pattern held the VM for ever; these call check every few thousand steps.
+local pfind
+pfind, string_copy.match, string_copy.gmatch, string_copy.gsub = make_patterns(check)
+-- A plain find cannot backtrack: LuaJIT's own, which the JIT compiles.
+string_copy.find = function(s, p, init, plain)
+  if plain then return sfind(s, p, init, plain) end
+  return pfind(s, p, init, plain)
 end
 base.string = string_ro
 base.rawset = refuse_sealed(rawset)
+-- table.concat builds its result in one call, out of reach of the checks:
+-- its size is checked first (3,000 references to a 1 MB string took a VM
+-- to 2.17 GB), as string.rep's is.
+local tconcat = table.concat
 local table_ro, table_copy = readonly(table, "table")
 for _, k in ipairs({ "insert", "remove", "sort" }) do table_copy[k] = refuse_sealed(table[k]) end
+table_copy.concat = function(t, sep, i, j)
+  if type(t) == "table" then
+    local first, last = tonumber(i) or 1, tonumber(j) or #t
+    local seplen = type(sep) == "string" and #sep or (type(sep) == "number" and #tostring(sep) or 0)
+    local total = 0
+    for k = first, last do
+      local v = rawget(t, k)
+      if type(v) == "string" then total = total + #v + seplen
+      elseif type(v) == "number" then total = total + 24 + seplen end
+      if total > memlimit_bytes then
+        error(("table.concat: a result of more than %d bytes is over the memory limit of %d bytes"):format(total, memlimit_bytes), 2)
+      end
+    end
+  end
+  return tconcat(t, sep, i, j)
+end
 base.table = table_ro
 base.math = readonly(math, "math")
 -- Methods on strings ("x"):upper() see the same read-only string table; the
@@ -683,6 +719,7 @@ end
 
 local function handler(e)
   if e == INTERRUPT or e == MEMSTOP or e == CANCEL then return e end
+  if e == OOM then return MEMSTOP end
   local msg = tostring(e)
   -- no room for a traceback when the stack is what overflowed
   if sfind(msg, "stack overflow", 1, true) then return msg end
@@ -702,13 +739,19 @@ local function init(chunk, fname)
   local ok, err = xpcall(chunk, handler, check)
   if not ok then
     if err == INTERRUPT then return "timeout" end
-    if err == MEMSTOP then return "memory" end
+    if err == MEMSTOP or err == OOM then return "memory" end
     return err
   end
   for k, v in next, genv do base[k] = v end
   clearglobals()
   if type(rawget(base, fname)) ~= "function" then return "nofunc" end
   return nil
+end
+
+-- toolarge fails a row whose value (a result, or a field it wrote) is over
+-- max_result_bytes, before it is copied out.
+local function toolarge(n, what)
+  error(("%s of %d bytes is over the result size limit of %d bytes (max_result_bytes)"):format(what, n, maxresult), 0)
 end
 
 local function put_out(s)
@@ -725,6 +768,7 @@ end
 local function result(i, v)
   local t = type(v)
   if t == "string" then
+    if #v > maxresult then toolarge(#v, "the string returned") end
     local off, n = put_out(v)
     B.rtag[i], B.roff[i], B.rlen[i] = R_STR, off, n
   elseif t == "number" then
@@ -736,7 +780,9 @@ local function result(i, v)
   elseif v == row then
     B.rtag[i] = R_ROW
   elseif t == "table" then
-    local off, n = put_out(encode(v))
+    local js = encode(v)
+    if #js > maxresult then toolarge(#js, "the table returned (as JSON)") end
+    local off, n = put_out(js)
     B.rtag[i], B.roff[i], B.rlen[i] = R_JSON, off, n
   else
     error("a " .. t .. " cannot be a column value", 0)
@@ -745,6 +791,7 @@ end
 
 local function patch(i, k, tag, num, s)
   local kl, vl = #k, s and #s or 0
+  if vl > maxresult then toolarge(vl, "the value written to row." .. k) end
   local off = B.pat_len
   local need = off + PATCH + kl + vl
   if need > B.pat_cap then
@@ -810,7 +857,8 @@ local function run(fname, n)
       B.pat_len = pl
       stopp[0] = 0
     elseif not ok then
-      if err == MEMSTOP then
+      -- LuaJIT calls no handler for a memory error: xpcall gives OOM itself
+      if err == MEMSTOP or err == OOM then
         B.rtag[i] = R_MEM
       else
         local off, len = put_out(tostring(err))

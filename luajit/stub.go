@@ -6,6 +6,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // Available reports whether this binary was built with the LuaJIT engine.
@@ -19,12 +21,13 @@ type Script struct{}
 
 // Config is a script's config, see the luajit build.
 type Config struct {
-	Timeout     time.Duration
-	MemoryLimit int64
-	PoolSize    int
-	Allow       []string
-	SourceName  string
-	FuncName    string
+	Timeout        time.Duration
+	MemoryLimit    int64
+	MaxResultBytes int64
+	PoolSize       int
+	Allow          []string
+	SourceName     string
+	FuncName       string
 }
 
 // New returns ErrUnavailable: the binary was built without the luajit tag.
@@ -35,6 +38,9 @@ func (*Engine) Load(string, string, Config) (*Script, error) { return nil, ErrUn
 
 // Close does nothing.
 func (*Engine) Close() error { return nil }
+
+// Stuck reports nothing in this build.
+func (*Engine) Stuck() []luavm.StuckCall { return nil }
 
 // WriteMetrics writes nothing in this build.
 func (*Engine) WriteMetrics(io.Writer) error { return nil }

@@ -99,6 +99,11 @@ type vm struct {
 	lastSeq uint64
 	lastCur int32
 	since   time.Time
+	// stopped is when the watchdog first wrote the stop word for the row
+	// stopSeq/stopCur (zero: no stop pending); guarded by mu, read by Stuck
+	stopped time.Time
+	stopSeq uint64
+	stopCur int32
 }
 
 func (s *Script) newVM() (*vm, error) {
@@ -106,6 +111,10 @@ func (s *Script) newVM() (*vm, error) {
 	if L == nil {
 		return nil, errors.New("luajit: cannot create a Lua state")
 	}
+	// No allocation may take the VM past twice its memory limit: the
+	// checks in user code stop it at the limit between calls, this stops a
+	// builtin in the middle of one (host.c, sl_alloc).
+	C.sl_sethardlimit(L, C.size_t(2*s.cfg.MemoryLimit))
 	v := &vm{s: s, L: L, colIdx: make(map[string]int32)}
 	v.b = (*C.sl_batch)(C.calloc(1, C.size_t(unsafe.Sizeof(C.sl_batch{}))))
 	v.handle = cgo.NewHandle(v)
@@ -115,7 +124,7 @@ func (s *Script) newVM() (*vm, error) {
 	defer C.free(unsafe.Pointer(src))
 	allow := C.CString(strings.Join(s.cfg.Allow, ","))
 	defer C.free(unsafe.Pointer(allow))
-	if st := C.sl_host(L, src, C.size_t(len(hostSource)), v.b, C.double(float64(s.cfg.MemoryLimit)/1024), allow, &v.initRef, &v.runRef); st != 0 {
+	if st := C.sl_host(L, src, C.size_t(len(hostSource)), v.b, C.double(float64(s.cfg.MemoryLimit)/1024), C.double(float64(s.cfg.MaxResultBytes)), allow, &v.initRef, &v.runRef); st != 0 {
 		err := fmt.Errorf("luajit: host module: %s", topString(L))
 		v.close()
 		return nil, err
@@ -146,7 +155,7 @@ func (s *Script) newVM() (*vm, error) {
 func (v *vm) close() {
 	v.s.eng.watchdog.remove(v) // the watchdog must not read the batch memory freed below
 	if v.L != nil {
-		C.lua_close(v.L)
+		C.sl_close(v.L)
 		v.L = nil
 	}
 	if v.b != nil {
@@ -522,6 +531,9 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 			}
 			if strings.Contains(ce.Msg, "stack overflow") {
 				v.broken = true
+			}
+			if strings.Contains(ce.Msg, "(max_result_bytes)") {
+				ce.Err = luavm.ErrResultSize
 			}
 			errs[i] = ce
 		case rTimeout:

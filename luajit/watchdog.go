@@ -9,10 +9,13 @@ import "C"
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // watchdog is one goroutine per Engine that stops rows running past their
@@ -105,6 +108,9 @@ func (w *watchdog) scan(now time.Time) {
 		v.mu.Lock()
 		if v.busy && v.seq.Load() == seq {
 			atomic.StoreInt32((*int32)(unsafe.Pointer(&v.b.stop)), cur+1)
+			if v.stopped.IsZero() || v.stopSeq != seq || v.stopCur != cur {
+				v.stopped, v.stopSeq, v.stopCur = now, seq, cur
+			}
 		}
 		v.mu.Unlock()
 	}
@@ -136,5 +142,33 @@ func (v *vm) end() {
 	}
 	v.mu.Lock()
 	v.busy = false
+	v.stopped = time.Time{}
 	v.mu.Unlock()
+}
+
+// StuckAfter is how long a row told to stop may go on before Stuck reports
+// it (luavm.DefaultStuckAfter).
+var StuckAfter = luavm.DefaultStuckAfter
+
+// Stuck returns the rows the watchdog told to stop at least StuckAfter ago
+// that still run (a C function that runs on, os.execute...), longest first:
+// what a server shows in /readyz and /metrics.
+func (e *Engine) Stuck() []luavm.StuckCall {
+	w := &e.watchdog
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	var out []luavm.StuckCall
+	for v := range w.vms {
+		v.mu.Lock()
+		stuck := v.busy && !v.stopped.IsZero() && v.seq.Load() == v.stopSeq &&
+			atomic.LoadInt32((*int32)(unsafe.Pointer(&v.b.cur))) == v.stopCur && now.Sub(v.stopped) >= StuckAfter
+		since := v.stopped
+		v.mu.Unlock()
+		if stuck {
+			out = append(out, luavm.StuckCall{Script: v.s.id, Source: v.s.name, For: now.Sub(since)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].For > out[j].For })
+	return out
 }

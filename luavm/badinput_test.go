@@ -185,7 +185,7 @@ func TestBadInput(t *testing.T) {
 
 func TestHeapLimit(t *testing.T) {
 	m := newTestManager(t, Options{WatchdogInterval: 5 * time.Millisecond, HeapLimit: liveHeap() + 64<<20})
-	if err := m.Load("hog.lua", badScript, ScriptConfig{Timeout: 20 * time.Second}); err != nil {
+	if err := m.Load("hog.lua", badScript, ScriptConfig{Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -401,7 +401,7 @@ func TestDefaultHeapBudgetStopsGrowth(t *testing.T) {
 	src := badScript + `
 function double() local s = "x" while true do s = s .. s end end
 `
-	if err := m.Load("grow.lua", src, ScriptConfig{Timeout: 20 * time.Second}); err != nil {
+	if err := m.Load("grow.lua", src, ScriptConfig{Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for _, fn := range []string{"hog", "double"} {

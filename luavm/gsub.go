@@ -3,10 +3,10 @@ package luavm
 import (
 	"strconv"
 	"strings"
-	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/pm"
+
+	"github.com/sluicedb/sluice/luavm/internal/pattern"
 )
 
 // gsub is string.gsub with gopher-lua's semantics, built in linear time and
@@ -23,12 +23,7 @@ func (vm *VM) gsub(limit int64) lua.LGFunction {
 		L.CheckTypes(3, lua.LTString, lua.LTTable, lua.LTFunction)
 		repl := L.CheckAny(3)
 		max := L.OptInt(4, -1)
-		// pm only reads src; no copy of str is needed.
-		src := unsafe.Slice(unsafe.StringData(str), len(str))
-		matches, err := pm.Find(pat, src, 0, max)
-		if err != nil {
-			L.RaiseError("%s", err.Error())
-		}
+		matches := findPattern(L, "string.gsub", pat, str, 0, max)
 		if len(matches) == 0 {
 			L.SetTop(1)
 			L.Push(lua.LNumber(0))
@@ -45,7 +40,7 @@ func (vm *VM) gsub(limit int64) lua.LGFunction {
 				L.RaiseError("string.gsub: a string of more than %d bytes is %s of %d bytes (luavm.Options.MaxStringSize)", b.Len()+n, stringLimitMsg, limit)
 			}
 		}
-		captured := func(m *pm.MatchData, idx int) string {
+		captured := func(m *pattern.MatchData, idx int) string {
 			if idx > 2 && idx >= m.CaptureLength() {
 				L.RaiseError("invalid capture index")
 			}

@@ -59,6 +59,9 @@ type Options struct {
 	// DefaultStringSize(HeapLimit) (a quarter of the heap budget, at most
 	// 512 MiB); < 0 = none.
 	MaxStringSize int64
+	// StuckAfter is how long a call told to stop may go on before Stuck
+	// reports it. 0 = DefaultStuckAfter.
+	StuckAfter time.Duration
 }
 
 // ScriptConfig configures one script. The zero value is sandboxed, with the
@@ -92,6 +95,15 @@ type ScriptConfig struct {
 	CallStackSize   int
 	RegistrySize    int
 	RegistryMaxSize int
+	// MemoryLimit bounds what one call may allocate, in bytes: the strings
+	// string.rep, string.format, string.gsub and table.concat build are
+	// checked against it before (gsub: while) they are built, and the
+	// watchdog stops a call (ErrMemoryLimit) once the process's live heap
+	// has grown by more than it since the call started, confirmed after a
+	// collection (gopher-lua cannot count a VM's own allocations; calls
+	// running at the same time share the growth). 0 = DefaultMemoryLimit
+	// (256 MiB), < 0 = none.
+	MemoryLimit int64
 	// ShareGlobals turns off the isolation of globals between calls (see
 	// docs/pool.md): globals a call writes are then seen by later calls on
 	// the same VM. Only for measuring what isolation costs.
@@ -201,6 +213,9 @@ type Manager struct {
 	// tick, so releasing a VM does not read the time.
 	clock atomic.Int64
 
+	// stuck: the calls told to stop that still run (stuck.go).
+	stuck stuckCalls
+
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the watchdog goroutine has exited
 }
@@ -234,6 +249,9 @@ func NewManager(opts Options) *Manager {
 	}
 	if opts.HardMaxVMs <= 0 {
 		opts.HardMaxVMs = DefaultHardMaxVMs
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = DefaultStuckAfter
 	}
 	switch opts.HeapLimit {
 	case 0:
@@ -653,6 +671,7 @@ func (vm *VM) invoke(name string, nret int, args []any) ([]any, error) {
 		L.Push(ToLua(L, a))
 	}
 	vm.calls++
+	vm.armSeq.Add(1)
 	if err := L.PCall(len(args), nret, nil); err != nil {
 		L.SetTop(base)
 		return nil, vm.callError(name, err)
@@ -715,6 +734,8 @@ func (m *Manager) watchdog() {
 	defer tick.Stop()
 	nextReap := now() + int64(m.opts.IdleCheck)
 	var pools []*pool
+	var fired []firedVM
+	var calls callHeap
 	for {
 		select {
 		case <-m.stop:
@@ -729,13 +750,24 @@ func (m *Manager) watchdog() {
 			pools = append(pools, p)
 		}
 		m.mu.Unlock()
-		overHeap := m.opts.HeapLimit > 0 && liveHeap() > m.opts.HeapLimit
+		var heapNow uint64
+		heap := func() uint64 {
+			if heapNow == 0 {
+				heapNow = liveHeap()
+			}
+			return heapNow
+		}
+		overHeap := m.opts.HeapLimit > 0 && heap() > m.opts.HeapLimit
 		stopped := false
+		fired = fired[:0]
+		calls.begin()
 		for _, p := range pools {
 			p.mu.Lock()
 			for vm := range p.all {
 				d := vm.deadline.Load()
 				switch {
+				case d == deadlineFired:
+					fired = append(fired, firedVM{vm, p.script})
 				case d <= 0:
 				case t > d:
 					if vm.deadline.CompareAndSwap(d, deadlineFired) {
@@ -746,10 +778,15 @@ func (m *Manager) watchdog() {
 						vm.ctx.fire(ErrMemoryLimit)
 						stopped = true
 					}
+				default:
+					calls.see(vm, d, t, p.script.cfg.memoryLimit(), heap)
 				}
 			}
 			p.mu.Unlock()
 		}
+		m.stuck.update(t, fired)
+		clear(fired)
+		calls.end(t)
 		if stopped {
 			// The stopped call's garbage still counts as heap until the
 			// next collection, which with GOGC may be far off: without

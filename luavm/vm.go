@@ -61,6 +61,9 @@ type VM struct {
 	// started is the coarse clock when the call was armed; only kept when
 	// Options.HeapLimit is set (the watchdog then stops long calls only).
 	started atomic.Int64
+	// armSeq counts the calls armed and the Lua calls made in them (a row
+	// each in compute), for the watchdog's per-call memory (callmem.go).
+	armSeq armSeq
 
 	// broken: the VM must be closed rather than returned to its pool.
 	broken bool
@@ -399,6 +402,7 @@ func (vm *VM) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValu
 		L.Push(a)
 	}
 	vm.calls++
+	vm.armSeq.Add(1) // a new call for the watchdog's memory view (callmem.go)
 	err := L.PCall(len(args), nret, nil)
 	if vm.dirty {
 		vm.cleanGlobals()
@@ -423,6 +427,7 @@ func (vm *VM) Call1(fn *lua.LFunction, arg lua.LValue) (lua.LValue, error) {
 	L.Push(fn)
 	L.Push(arg)
 	vm.calls++
+	vm.armSeq.Add(1) // a new call for the watchdog's memory view (callmem.go)
 	err := L.PCall(1, 1, nil)
 	if vm.dirty {
 		vm.cleanGlobals() // each call starts from base, as each row does on LuaJIT
@@ -509,6 +514,7 @@ func (vm *VM) arm(deadline int64) {
 	if vm.pool.script.mgr.opts.HeapLimit > 0 {
 		vm.started.Store(vm.pool.script.mgr.clock.Load())
 	}
+	vm.armSeq.Add(1)
 	vm.deadline.Store(deadline)
 }
 
@@ -560,15 +566,20 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 	if limit <= 0 {
 		limit = math.MaxInt64
 	}
+	if mem := vm.pool.script.cfg.memoryLimit(); mem > 0 && mem < limit {
+		limit = mem // one string may not take more than the call's whole limit
+	}
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		// Linear and interruptible, with or without a size limit.
 		str.RawSetString("gsub", L.NewFunction(vm.gsub(limit)))
+		// Patterns a timeout can stop (strmatch.go).
+		vm.installPatterns(str)
 	}
 	if limit == math.MaxInt64 {
 		return
 	}
 	tooLong := func(L *lua.LState, fn string, size float64) {
-		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
+		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (the script's memory limit or luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
 	}
 	if str, ok := g.RawGetString("string").(*lua.LTable); ok {
 		if rep, ok := str.RawGetString("rep").(*lua.LFunction); ok && rep.IsG {

@@ -82,6 +82,16 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
 		return
 	}
+	if stuck := s.stuckCalls(); len(stuck) > 0 {
+		// A call that does not stop holds its partition (or ingest slot)
+		// for good: the node is not healthy, whatever else works.
+		msgs := make([]string, len(stuck))
+		for i, c := range stuck {
+			msgs[i] = c.String()
+		}
+		http.Error(w, "not ready: stuck script calls: "+strings.Join(msgs, "; ")+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	// A degraded table does not make the node unready: the node serves
 	// every other table and source, and a load balancer that took it out
 	// would take those down too (every node usually shares the script that

@@ -97,6 +97,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		return 0
 	})
 	s.sources.WriteMetrics(bw)
+	s.writeStuckMetrics(bw, s.stuckCalls())
 	bw.Flush()
 	_ = s.lua.WriteMetrics(w)
 	if m, ok := s.jit.(interface{ WriteMetrics(io.Writer) error }); ok {

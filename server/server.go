@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -358,8 +359,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	stopBG()
-	wg.Wait()
-	s.sources.Wait()
+	if err := s.awaitStopped(sctx, &wg); err != nil {
+		// Something (a script that does not stop, a plugin) still runs
+		// and may still write: the store is not closed under it. Every
+		// acknowledged batch and stream position is on disk already (a
+		// batch is synced before it is acknowledged), so this exit is a
+		// crash that loses nothing.
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -368,6 +375,67 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// ErrShutdownTimeout: Serve gave up waiting for ingest, sources or
+// schedulers to stop within limits.shutdown_timeout, and returned without
+// closing the store.
+var ErrShutdownTimeout = errors.New("server: shutdown timed out")
+
+// awaitStopped waits, until ctx is done, for the schedulers (wg), the
+// stream sources and the ingest batches in flight to stop. When ctx ends
+// first it logs and returns what still runs, wrapping ErrShutdownTimeout.
+func (s *Server) awaitStopped(ctx context.Context, wg *sync.WaitGroup) error {
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		s.sources.Wait()
+		close(stopped)
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stopped:
+			if s.queue.Len() == 0 {
+				return nil
+			}
+			stopped = nil // wait for ingest alone from now on
+		case <-tick.C:
+			if stopped == nil && s.queue.Len() == 0 {
+				return nil
+			}
+			continue
+		case <-ctx.Done():
+			select { // the last look: did everything stop as time ran out?
+			case <-stopped:
+				if s.queue.Len() == 0 {
+					return nil
+				}
+				stopped = nil
+			default:
+				if stopped == nil && s.queue.Len() == 0 {
+					return nil
+				}
+			}
+		}
+		var what []string
+		if running := s.sources.Running(); len(running) > 0 {
+			what = append(what, "sources "+strings.Join(running, ", "))
+		}
+		if n := s.queue.Len(); n > 0 {
+			what = append(what, fmt.Sprintf("%d ingest batches", n))
+		}
+		if stopped != nil && len(what) == 0 {
+			what = append(what, "the schedulers (compaction, TTL, reload)")
+		}
+		for _, c := range s.stuckCalls() {
+			what = append(what, c.String())
+		}
+		err := fmt.Errorf("%w after %v: still running: %s; exiting without closing the store (acknowledged data is on disk)", ErrShutdownTimeout, s.cfg.Limits.ShutdownTimeout, strings.Join(what, "; "))
+		s.log.Error("shutdown: gave up waiting", "shutdown_timeout", s.cfg.Limits.ShutdownTimeout.String(), "error", err)
+		return err
+	}
 }
 
 // Close closes the processors, the Lua runtime and the store (which flushes

@@ -123,6 +123,20 @@ type Runner struct {
 	wg      sync.WaitGroup
 	// FailAfter is how long a source may fail before Ready reports it.
 	FailAfter time.Duration
+	// running counts the Run calls of each source not yet returned, for a
+	// shutdown that gives up to name them.
+	running sync.Map // Source → *atomic.Bool
+}
+
+// Running returns the names of the sources whose Run has not returned.
+func (r *Runner) Running() []string {
+	var names []string
+	for _, s := range r.sources {
+		if v, ok := r.running.Load(s); ok && v.(*atomic.Bool).Load() {
+			names = append(names, s.Name())
+		}
+	}
+	return names
 }
 
 // NewRunner makes a Runner of sources.
@@ -141,8 +155,12 @@ func (r *Runner) Len() int { return len(r.sources) }
 func (r *Runner) Start(ctx context.Context) {
 	for _, s := range r.sources {
 		r.wg.Add(1)
+		running := &atomic.Bool{}
+		running.Store(true)
+		r.running.Store(s, running)
 		go func() {
 			defer r.wg.Done()
+			defer running.Store(false)
 			r.log.Info("source started", "source", s.Name())
 			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				r.log.Error("source stopped", "source", s.Name(), "error", err)

@@ -37,6 +37,13 @@ func serveCmd() *cobra.Command {
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			// The first signal starts the graceful shutdown (bounded by
+			// limits.shutdown_timeout); a second one ends the process at
+			// once, as if no handler were installed.
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
 			cfg, err := loadServerConfig(configPath, listen, pprof, cmd.Flags().Changed("pprof"))
 			if err != nil {
 				return err

@@ -1,0 +1,11 @@
+//go:build luajit && cgo
+
+package server
+
+import "testing"
+
+func TestPathologicalPatternLuaJIT(t *testing.T) { testPathologicalPattern(t, "luajit") }
+
+func TestStuckScriptLuaJIT(t *testing.T) { testStuckScript(t, "luajit") }
+
+func TestScriptMemoryLuaJIT(t *testing.T) { testScriptMemory(t, "luajit", 1200<<20) }
