@@ -190,72 +190,17 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	from = later(from, first)
 	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: maxSeq, Remove: opts.Remove}
 	cols := c.t.Schema()
-	schema, err := newSchema(cols)
-	if err != nil {
-		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
-	}
-	sortKey := c.t.HashBy()
-	if c.cfg.Unsorted {
-		sortKey = ""
-	}
-	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), sortKey)
+	tx, err := c.begin(ctx, p, cols)
 	if err != nil {
 		return st, err
-	}
-	if err := writeFileSync(c.pendingPath(), p); err != nil {
-		return st, err
-	}
-	tx := tbl.NewTransaction()
-	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
-		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
-	}
-	// The writer settings come from the table's properties: a table
-	// created by an older version, or before row_group_rows changed, gets
-	// the current ones in this run's commit.
-	if stale := staleProps(tbl.Properties(), writeProps(c.cfg.RowGroupRows)); len(stale) > 0 {
-		if err := tx.SetProperties(stale); err != nil {
-			return st, fmt.Errorf("coldtier: table %s: writer properties: %w", c.t.Name(), err)
-		}
 	}
 	props := iceberg.Properties{
 		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
 		propMaxSeq: strconv.FormatUint(maxSeq, 10),
 	}
-	// The run's files are written day by day (one day partition each)
-	// with iceberg-go's clustered writer: one Parquet writer open at a
-	// time, fed in order, so a file is sorted by key across its row groups
-	// (the store is read in key order) and the memory of a run is one
-	// batch and one row group, not one per fanout worker and per buffered
-	// batch. The files are staged as one snapshot and committed below.
-	staged, err := tx.StagedTable()
+	files, err := c.writeFiles(ctx, tx, cols, from, wm, seqLimit, &st)
 	if err != nil {
-		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
-	}
-	var files []iceberg.DataFile
-	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
-		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
-		if rdr.Empty() {
-			err := rdr.Err()
-			rdr.Release()
-			if err != nil {
-				return st, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
-			}
-			continue
-		}
-		for df, err := range itable.WriteRecords(ctx, staged.Table, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
-			if err != nil {
-				rdr.Release()
-				return st, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
-			}
-			files = append(files, df)
-		}
-		st.Rows += rdr.rows.Load()
-		err := rdr.Err()
-		rdr.Release()
-		if err != nil {
-			return st, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
-		}
+		return st, err
 	}
 	if len(files) > 0 {
 		// The files are new (their names carry fresh UUIDs): checking them
@@ -278,10 +223,97 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
 	}
 	fault("after-commit")
+	c.account(&st, committed, p.Run)
+	return st, c.finish(ctx, p)
+}
+
+// begin is steps 2 and 3 of Compact: it loads (or creates) the Iceberg
+// table, records the run p in the state dir (fsynced) and opens the run's
+// transaction with the schema evolved to cols and the writer properties
+// brought up to date.
+func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, error) {
+	schema, err := newSchema(cols)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	sortKey := c.t.HashBy()
+	if c.cfg.Unsorted {
+		sortKey = ""
+	}
+	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), sortKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(c.pendingPath(), p); err != nil {
+		return nil, err
+	}
+	tx := tbl.NewTransaction()
+	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	// The writer settings come from the table's properties: a table
+	// created by an older version, or before row_group_rows changed, gets
+	// the current ones in this run's commit.
+	if stale := staleProps(tbl.Properties(), writeProps(c.cfg.RowGroupRows)); len(stale) > 0 {
+		if err := tx.SetProperties(stale); err != nil {
+			return nil, fmt.Errorf("coldtier: table %s: writer properties: %w", c.t.Name(), err)
+		}
+	}
+	return tx, nil
+}
+
+// writeFiles is step 4 of Compact up to the commit: it writes the rows in
+// [from, wm) of the blocks with sequence below seqLimit (0: every block)
+// into Parquet files of the staged table, adding the rows to st.Rows.
+//
+// The run's files are written day by day (one day partition each) with
+// iceberg-go's clustered writer: one Parquet writer open at a time, fed in
+// order, so a file is sorted by key across its row groups (the store is
+// read in key order) and the memory of a run is one batch and one row
+// group, not one per fanout worker and per buffered batch. The files are
+// staged as one snapshot and committed by the caller.
+func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols []table.Column, from, wm time.Time, seqLimit uint64, st *Stats) ([]iceberg.DataFile, error) {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	var files []iceberg.DataFile
+	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
+		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
+		if files, err = c.writeDay(ctx, staged.Table, cols, lo, hi, seqLimit, files, st); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// writeDay writes the rows in [lo, hi) (within one day) to files of tbl,
+// appending them to files and adding the rows to st.Rows.
+func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, seqLimit uint64, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
+	defer rdr.Release()
+	if !rdr.Empty() {
+		for df, err := range itable.WriteRecords(ctx, tbl, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
+			if err != nil {
+				return nil, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+			}
+			files = append(files, df)
+		}
+		st.Rows += rdr.rows.Load()
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
+	}
+	return files, nil
+}
+
+// account adds what run's snapshot added (files, bytes) to st and the
+// run to the counters.
+func (c *Compactor) account(st *Stats, committed *itable.Table, run string) {
 	if snap := committed.CurrentSnapshot(); snap != nil {
 		st.SnapshotID = snap.SnapshotID
 		for _, s := range committed.Metadata().Snapshots() {
-			if s.Summary != nil && s.Summary.Properties[propRun] == p.Run {
+			if s.Summary != nil && s.Summary.Properties[propRun] == run {
 				b, _ := strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
 				f, _ := strconv.ParseInt(s.Summary.Properties["added-data-files"], 10, 64)
 				st.Bytes += b
@@ -293,8 +325,7 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	c.counters.Rows.Add(st.Rows)
 	c.counters.BytesUploaded.Add(st.Bytes)
 	c.counters.Files.Add(st.Files)
-	c.counters.LastWatermark.Store(wm.UnixNano())
-	return st, c.finish(ctx, p)
+	c.counters.LastWatermark.Store(st.Watermark.UnixNano())
 }
 
 // recover finishes or drops a crashed run's record (step 1 of Compact).

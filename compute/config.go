@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // Config is the computed columns and filters of one table. A later server
@@ -27,7 +29,7 @@ type Config struct {
 // error policy, nullability and timeout.
 type ColumnConfig struct {
 	Name string `yaml:"name"`
-	// Type is a type name or alias, see ParseType.
+	// Type is a type name or alias, see coltype.Parse.
 	Type string `yaml:"type"`
 	// Func is inline Lua code, a Lua file (path, file://, http(s)://), a Go
 	// plugin (.so path or URL) or a built-in (make://...); see ResolveSource.
@@ -206,7 +208,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: duplicate column name", where))
 		}
 		seen["c:"+col.Name] = true
-		if _, err := ParseType(col.Type); err != nil {
+		if _, err := coltype.Parse(col.Type); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 		if _, err := parsePolicy(col.OnError, false); err != nil {

@@ -33,97 +33,20 @@ func RunJSONLines(ctx context.Context, p *Processor, in io.Reader, out, dead io.
 	if batchSize <= 0 {
 		batchSize = 512
 	}
-	var sum Summary
-	r := bufio.NewReaderSize(in, 256<<10)
-	w := bufio.NewWriterSize(out, 256<<10)
-	var dw *bufio.Writer
+	run := &jsonlRun{p: p, out: bufio.NewWriterSize(out, 256<<10), rows: make([]map[string]any, 0, batchSize), firstLine: 1}
 	if dead != nil {
-		dw = bufio.NewWriter(dead)
+		run.dead = bufio.NewWriter(dead)
 	}
-	writeDead := func(dl DeadLetter) error {
-		sum.DeadLetters++
-		if dw == nil {
-			return nil
-		}
-		b, err := json.Marshal(dl)
-		if err != nil {
-			b, _ = json.Marshal(DeadLetter{Column: dl.Column, Loader: dl.Loader, Error: dl.Error + "; row not encodable: " + err.Error()})
-		}
-		if _, err := dw.Write(append(b, '\n')); err != nil {
-			return fmt.Errorf("dead-letter output: %w", err)
-		}
-		return nil
-	}
-	rows := make([]map[string]any, 0, batchSize)
-	firstLine := int64(1)
-	var buf []byte
-	flush := func() error {
-		if len(rows) == 0 {
-			return nil
-		}
-		n := len(rows)
-		b, err := p.Process(ctx, rows)
-		for _, dl := range b.DeadLetters {
-			if err := writeDead(dl); err != nil {
-				return err
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, ErrRejected) {
-				return err
-			}
-			sum.RejectedBatches++
-			sum.RejectedRows += int64(n)
-			msg := fmt.Sprintf("batch of lines %d-%d rejected: %v", firstLine, sum.LinesIn, err)
-			var fe *Error
-			errors.As(err, &fe)
-			for _, row := range rows[:n] {
-				dl := DeadLetter{Row: row, Error: msg}
-				if fe != nil {
-					dl.Column, dl.Filter, dl.Loader, dl.Source = fe.Column, fe.Filter, fe.Loader, fe.Source
-				}
-				if err := writeDead(dl); err != nil {
-					return err
-				}
-			}
-		} else {
-			sum.Dropped += int64(n - len(b.Rows) - len(b.DeadLetters))
-			for _, row := range b.Rows {
-				buf, err = AppendJSONRow(buf[:0], row, nil)
-				if err != nil {
-					if err := writeDead(DeadLetter{Row: nil, Loader: "output", Error: err.Error()}); err != nil {
-						return err
-					}
-					continue
-				}
-				if _, err := w.Write(append(buf, '\n')); err != nil {
-					return fmt.Errorf("output: %w", err)
-				}
-				sum.RowsOut++
-			}
-		}
-		rows = rows[:0]
-		firstLine = sum.LinesIn + 1
-		return nil
-	}
+	r := bufio.NewReaderSize(in, 256<<10)
 	for {
 		line, err := readLine(r)
 		if len(line) > 0 || err == nil {
-			sum.LinesIn++
-			if trimmed := trimSpace(line); len(trimmed) > 0 {
-				row, derr := DecodeRow(trimmed)
-				if derr != nil {
-					sum.BadLines++
-					if err := writeDead(DeadLetter{Loader: "input", Error: fmt.Sprintf("line %d: %v", sum.LinesIn, derr), Row: map[string]any{"line": string(trimmed)}}); err != nil {
-						return sum, err
-					}
-				} else {
-					rows = append(rows, row)
-				}
+			if err := run.addLine(line); err != nil {
+				return run.sum, err
 			}
-			if len(rows) == batchSize {
-				if err := flush(); err != nil {
-					return sum, err
+			if len(run.rows) == batchSize {
+				if err := run.flush(ctx); err != nil {
+					return run.sum, err
 				}
 			}
 		}
@@ -131,24 +54,142 @@ func RunJSONLines(ctx context.Context, p *Processor, in io.Reader, out, dead io.
 			break
 		}
 		if err != nil {
-			return sum, fmt.Errorf("input line %d: %w", sum.LinesIn+1, err)
+			return run.sum, fmt.Errorf("input line %d: %w", run.sum.LinesIn+1, err)
 		}
 		if ctx.Err() != nil {
-			return sum, ctx.Err()
+			return run.sum, ctx.Err()
 		}
 	}
-	if err := flush(); err != nil {
-		return sum, err
+	return run.sum, run.finish(ctx)
+}
+
+// jsonlRun is the state of one RunJSONLines: the batch being gathered, the
+// outputs and the counts.
+type jsonlRun struct {
+	p         *Processor
+	out       *bufio.Writer
+	dead      *bufio.Writer // nil: dead letters are counted only
+	rows      []map[string]any
+	firstLine int64  // the input line of rows[0]
+	buf       []byte // one encoded output row, reused
+	sum       Summary
+}
+
+// addLine counts one input line and decodes it into the batch; a line
+// that is not a JSON object becomes a dead letter. Blank lines are skipped.
+func (run *jsonlRun) addLine(line []byte) error {
+	run.sum.LinesIn++
+	trimmed := trimSpace(line)
+	if len(trimmed) == 0 {
+		return nil
 	}
-	if err := w.Flush(); err != nil {
-		return sum, fmt.Errorf("output: %w", err)
+	row, err := DecodeRow(trimmed)
+	if err != nil {
+		run.sum.BadLines++
+		return run.writeDead(DeadLetter{Loader: "input", Error: fmt.Sprintf("line %d: %v", run.sum.LinesIn, err), Row: map[string]any{"line": string(trimmed)}})
 	}
-	if dw != nil {
-		if err := dw.Flush(); err != nil {
-			return sum, fmt.Errorf("dead-letter output: %w", err)
+	run.rows = append(run.rows, row)
+	return nil
+}
+
+// flush processes the batch and writes its kept rows and dead letters; a
+// rejected batch becomes dead letters, one a row.
+func (run *jsonlRun) flush(ctx context.Context) error {
+	if len(run.rows) == 0 {
+		return nil
+	}
+	b, err := run.p.Process(ctx, run.rows)
+	for _, dl := range b.DeadLetters {
+		if err := run.writeDead(dl); err != nil {
+			return err
 		}
 	}
-	return sum, nil
+	switch {
+	case errors.Is(err, ErrRejected):
+		err = run.reject(err)
+	case err == nil:
+		run.sum.Dropped += int64(len(run.rows) - len(b.Rows) - len(b.DeadLetters))
+		err = run.writeRows(b.Rows)
+	}
+	if err != nil {
+		return err
+	}
+	run.rows = run.rows[:0]
+	run.firstLine = run.sum.LinesIn + 1
+	return nil
+}
+
+// reject writes every row of the batch as a dead letter of the error that
+// rejected it (ErrRejected), naming the function that failed.
+func (run *jsonlRun) reject(err error) error {
+	run.sum.RejectedBatches++
+	run.sum.RejectedRows += int64(len(run.rows))
+	msg := fmt.Sprintf("batch of lines %d-%d rejected: %v", run.firstLine, run.sum.LinesIn, err)
+	var fe *Error
+	errors.As(err, &fe)
+	for _, row := range run.rows {
+		dl := DeadLetter{Row: row, Error: msg}
+		if fe != nil {
+			dl.Column, dl.Filter, dl.Loader, dl.Source = fe.Column, fe.Filter, fe.Loader, fe.Source
+		}
+		if err := run.writeDead(dl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRows writes the kept rows as JSON lines; a row that cannot be
+// encoded becomes a dead letter of the "output" loader.
+func (run *jsonlRun) writeRows(rows []map[string]any) error {
+	for _, row := range rows {
+		var err error
+		run.buf, err = AppendJSONRow(run.buf[:0], row, nil)
+		if err != nil {
+			if err := run.writeDead(DeadLetter{Row: nil, Loader: "output", Error: err.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := run.out.Write(append(run.buf, '\n')); err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+		run.sum.RowsOut++
+	}
+	return nil
+}
+
+// writeDead counts a dead letter and writes it as a JSON line (unless there
+// is no dead-letter output).
+func (run *jsonlRun) writeDead(dl DeadLetter) error {
+	run.sum.DeadLetters++
+	if run.dead == nil {
+		return nil
+	}
+	b, err := json.Marshal(dl)
+	if err != nil {
+		b, _ = json.Marshal(DeadLetter{Column: dl.Column, Loader: dl.Loader, Error: dl.Error + "; row not encodable: " + err.Error()})
+	}
+	if _, err := run.dead.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("dead-letter output: %w", err)
+	}
+	return nil
+}
+
+// finish processes the last batch and flushes both outputs.
+func (run *jsonlRun) finish(ctx context.Context) error {
+	if err := run.flush(ctx); err != nil {
+		return err
+	}
+	if err := run.out.Flush(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	if run.dead != nil {
+		if err := run.dead.Flush(); err != nil {
+			return fmt.Errorf("dead-letter output: %w", err)
+		}
+	}
+	return nil
 }
 
 // readLine returns the next line without its newline; the slice is valid

@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		p.filters = append(p.filters, f)
 	}
 	for _, cc := range cfg.Computed {
-		typ, terr := ParseType(cc.Type)
+		typ, terr := coltype.Parse(cc.Type)
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
 		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src, engine: cc.Engine}

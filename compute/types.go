@@ -6,62 +6,25 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
-// Type is the type of a computed column. The zero Type is invalid.
-type Type uint8
+// Type is the type of a computed column: package coltype's Type, the one
+// type system of schema and computed columns (coltype.Parse reads a name).
+type Type = coltype.Type
 
-// The column types and, in ParseType, their aliases (Talaria's names).
+// The column types (see coltype for their aliases).
 const (
-	Int32     Type = iota + 1 // int32, integer, uint32
-	Int64                     // int64, bigint, long, uint64
-	Float64                   // float64, double
-	String                    // string, text, varchar
-	Bool                      // bool, boolean
-	Timestamp                 // timestamp, time
-	JSON                      // json, map
+	Int32     = coltype.Int32
+	Int64     = coltype.Int64
+	Float64   = coltype.Float64
+	String    = coltype.String
+	Bool      = coltype.Bool
+	Timestamp = coltype.Timestamp
+	JSON      = coltype.JSON
 )
-
-var typeNames = map[string]Type{
-	"int32": Int32, "integer": Int32, "uint32": Int32,
-	"int64": Int64, "bigint": Int64, "long": Int64, "uint64": Int64,
-	"float64": Float64, "double": Float64,
-	"string": String, "text": String, "varchar": String,
-	"bool": Bool, "boolean": Bool,
-	"timestamp": Timestamp, "time": Timestamp,
-	"json": JSON, "map": JSON,
-}
-
-// ParseType returns the Type named name or one of its aliases (case-insensitive).
-func ParseType(name string) (Type, error) {
-	if t, ok := typeNames[strings.ToLower(strings.TrimSpace(name))]; ok {
-		return t, nil
-	}
-	return 0, fmt.Errorf("unknown type %q (want int32, int64, float64, string, bool, timestamp, json or an alias: integer, uint32, bigint, long, uint64, double, text, varchar, boolean, time, map)", name)
-}
-
-// String returns the canonical name of t.
-func (t Type) String() string {
-	switch t {
-	case Int32:
-		return "int32"
-	case Int64:
-		return "int64"
-	case Float64:
-		return "float64"
-	case String:
-		return "string"
-	case Bool:
-		return "bool"
-	case Timestamp:
-		return "timestamp"
-	case JSON:
-		return "json"
-	}
-	return fmt.Sprintf("Type(%d)", uint8(t))
-}
 
 // ErrType is wrapped by every coercion error: the function returned a value
 // the column's type does not accept.

@@ -9,39 +9,6 @@ import (
 	"time"
 )
 
-func TestParseTypeAliases(t *testing.T) {
-	f := func(name string, want Type) {
-		t.Helper()
-		got, err := ParseType(name)
-		if err != nil || got != want {
-			t.Errorf("ParseType(%q) = %v, %v; want %v", name, got, err, want)
-		}
-	}
-	f("int32", Int32)
-	f("integer", Int32)
-	f("uint32", Int32)
-	f("int64", Int64)
-	f("bigint", Int64)
-	f("long", Int64)
-	f("uint64", Int64)
-	f("float64", Float64)
-	f("double", Float64)
-	f("string", String)
-	f("text", String)
-	f("VARCHAR", String)
-	f("bool", Bool)
-	f("boolean", Bool)
-	f("timestamp", Timestamp)
-	f("time", Timestamp)
-	f("json", JSON)
-	f("map", JSON)
-	for _, bad := range []string{"", "int", "float", "struct", "jsonb"} {
-		if _, err := ParseType(bad); err == nil {
-			t.Errorf("ParseType(%q) succeeded", bad)
-		}
-	}
-}
-
 func TestCoerce(t *testing.T) {
 	ok := func(v any, typ Type, want any) {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 )
 
@@ -335,7 +336,7 @@ func (c *Config) Validate() error {
 				add("%s: duplicate column", cw)
 			}
 			cols[col.Name] = true
-			if _, err := compute.ParseType(col.Type); err != nil {
+			if _, err := coltype.Parse(col.Type); err != nil {
 				add("%s: %v", cw, err)
 			}
 		}

@@ -20,7 +20,37 @@ const (
 // [pel] { [raw ID 16] [delivery ms 8] [count] }*
 // [consumers] { [name] [seen ms 8] (v3+: [active ms 8]) [pel] { [raw ID 16] }* }* }*
 func (p *Parser) walkStream(t byte, visit bool) error {
-	el := &p.el
+	if err := p.walkStreamNodes(visit); err != nil {
+		return err
+	}
+	meta, err := p.readStreamMeta(t >= rdbStreamListpacks2)
+	if err != nil {
+		return err
+	}
+	if visit {
+		p.el.Kind, p.el.Stream = StreamInfo, meta
+		if err := p.emit(); err != nil {
+			return err
+		}
+	}
+	groups, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; groups > 0; groups-- {
+		if err := p.walkStreamGroup(t, visit); err != nil {
+			return err
+		}
+	}
+	if t >= rdbStreamListpacks4 {
+		return p.skipStreamIDMP()
+	}
+	return nil
+}
+
+// walkStreamNodes reads the entries' nodes: a master ID and a listpack
+// each, emitted unless skipping (or stopped).
+func (p *Parser) walkStreamNodes(visit bool) error {
 	nodes, err := p.readLen()
 	if err != nil {
 		return err
@@ -51,155 +81,176 @@ func (p *Parser) walkStream(t byte, visit bool) error {
 			return err
 		}
 	}
-	v2 := t >= rdbStreamListpacks2
+	return nil
+}
+
+// readStreamMeta reads the stream's length and last ID and, from
+// STREAM_LISTPACKS_2 (v2), its first ID, max deleted ID and entries added.
+func (p *Parser) readStreamMeta(v2 bool) (StreamMeta, error) {
 	var meta StreamMeta
+	var err error
 	if meta.Length, err = p.readLen(); err != nil {
-		return err
+		return meta, err
 	}
 	if meta.LastID, err = p.readStreamID(); err != nil {
-		return err
+		return meta, err
 	}
 	if v2 {
 		if meta.FirstID, err = p.readStreamID(); err != nil {
-			return err
+			return meta, err
 		}
 		if meta.MaxDeletedID, err = p.readStreamID(); err != nil {
-			return err
+			return meta, err
 		}
 		if meta.EntriesAdded, err = p.readLen(); err != nil {
-			return err
+			return meta, err
 		}
 	}
 	meta.EntriesRead = -1
+	return meta, nil
+}
+
+// walkStreamGroup reads one consumer group of a stream of type t: its
+// name, last delivered ID, entries read (v2+), pending entries, consumers
+// and (v5+) NACK zone.
+func (p *Parser) walkStreamGroup(t byte, visit bool) error {
+	el := &p.el
+	var name []byte
+	var err error
 	if visit {
-		el.Kind, el.Stream = StreamInfo, meta
+		name, err = p.readString(&p.groupBuf, true)
+	} else {
+		err = p.skipString()
+	}
+	if err != nil {
+		return err
+	}
+	last, err := p.readStreamID()
+	if err != nil {
+		return err
+	}
+	entriesRead := int64(-1)
+	if t >= rdbStreamListpacks2 {
+		n, err := p.readLen()
+		if err != nil {
+			return err
+		}
+		entriesRead = int64(n) // Redis stores SCG_INVALID_ENTRIES_READ (-1) as all ones
+	}
+	if visit {
+		el.Kind, el.Member, el.Group, el.ID = StreamGroup, name, name, last
+		el.Stream = StreamMeta{EntriesRead: entriesRead}
 		if err := p.emit(); err != nil {
 			return err
 		}
 	}
-	groups, err := p.readLen()
+	if err := p.walkStreamGroupPEL(name, visit); err != nil {
+		return err
+	}
+	consumers, err := p.readLen()
 	if err != nil {
 		return err
 	}
-	for ; groups > 0; groups-- {
-		var name []byte
-		if visit {
-			name, err = p.readString(&p.groupBuf, true)
-		} else {
-			err = p.skipString()
+	for ; consumers > 0; consumers-- {
+		if err := p.walkStreamConsumer(t, name, visit); err != nil {
+			return err
 		}
+	}
+	if t >= rdbStreamListpacks5 {
+		// The NACK zone: [n] { [ID: 16 raw] }*, group PEL entries no
+		// consumer owns (already visited as StreamPending).
+		n, err := p.readLen()
 		if err != nil {
 			return err
 		}
-		last, err := p.readStreamID()
-		if err != nil {
-			return err
-		}
-		entriesRead := int64(-1)
-		if v2 {
-			n, err := p.readLen()
-			if err != nil {
+		for ; n > 0; n-- {
+			if err := p.r.skip(16); err != nil {
 				return err
 			}
-			entriesRead = int64(n) // Redis stores SCG_INVALID_ENTRIES_READ (-1) as all ones
+		}
+	}
+	return nil
+}
+
+// walkStreamGroupPEL reads the pending entries of group name: an ID, the
+// delivery time and the delivery count each.
+func (p *Parser) walkStreamGroupPEL(name []byte, visit bool) error {
+	el := &p.el
+	pel, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; pel > 0; pel-- {
+		id, err := p.readRawStreamID()
+		if err != nil {
+			return err
+		}
+		dt, err := p.r.uint64LE()
+		if err != nil {
+			return err
+		}
+		count, err := p.readLen()
+		if err != nil {
+			return err
 		}
 		if visit {
-			el.Kind, el.Member, el.Group, el.ID = StreamGroup, name, name, last
-			el.Stream = StreamMeta{EntriesRead: entriesRead}
+			el.Kind, el.Group, el.Member, el.ID = StreamPending, name, nil, id
+			el.DeliveryTime, el.DeliveryCount = int64(dt), count
 			if err := p.emit(); err != nil {
 				return err
 			}
 		}
-		pel, err := p.readLen()
+	}
+	return nil
+}
+
+// walkStreamConsumer reads one consumer of group name: its name, seen time,
+// (v3+) active time and the IDs of its pending entries.
+func (p *Parser) walkStreamConsumer(t byte, name []byte, visit bool) error {
+	el := &p.el
+	var cname []byte
+	var err error
+	if visit {
+		cname, err = p.readString(&p.fieldBuf, true)
+	} else {
+		err = p.skipString()
+	}
+	if err != nil {
+		return err
+	}
+	seen, err := p.r.uint64LE()
+	if err != nil {
+		return err
+	}
+	active := int64(-1)
+	if t >= rdbStreamListpacks3 {
+		a, err := p.r.uint64LE()
 		if err != nil {
 			return err
 		}
-		for ; pel > 0; pel-- {
-			id, err := p.readRawStreamID()
-			if err != nil {
-				return err
-			}
-			dt, err := p.r.uint64LE()
-			if err != nil {
-				return err
-			}
-			count, err := p.readLen()
-			if err != nil {
-				return err
-			}
-			if visit {
-				el.Kind, el.Group, el.Member, el.ID = StreamPending, name, nil, id
-				el.DeliveryTime, el.DeliveryCount = int64(dt), count
-				if err := p.emit(); err != nil {
-					return err
-				}
-			}
-		}
-		consumers, err := p.readLen()
-		if err != nil {
+		active = int64(a)
+	}
+	if visit {
+		el.Kind, el.Group, el.Member, el.SeenTime, el.ActiveTime = StreamConsumer, name, cname, int64(seen), active
+		if err := p.emit(); err != nil {
 			return err
-		}
-		for ; consumers > 0; consumers-- {
-			var cname []byte
-			if visit {
-				cname, err = p.readString(&p.fieldBuf, true)
-			} else {
-				err = p.skipString()
-			}
-			if err != nil {
-				return err
-			}
-			seen, err := p.r.uint64LE()
-			if err != nil {
-				return err
-			}
-			active := int64(-1)
-			if t >= rdbStreamListpacks3 {
-				a, err := p.r.uint64LE()
-				if err != nil {
-					return err
-				}
-				active = int64(a)
-			}
-			if visit {
-				el.Kind, el.Group, el.Member, el.SeenTime, el.ActiveTime = StreamConsumer, name, cname, int64(seen), active
-				if err := p.emit(); err != nil {
-					return err
-				}
-			}
-			pel, err := p.readLen()
-			if err != nil {
-				return err
-			}
-			for ; pel > 0; pel-- {
-				id, err := p.readRawStreamID()
-				if err != nil {
-					return err
-				}
-				if visit {
-					el.Kind, el.Group, el.Member, el.ID = StreamConsumerPending, name, cname, id
-					if err := p.emit(); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if t >= rdbStreamListpacks5 {
-			// The NACK zone: [n] { [ID: 16 raw] }*, group PEL entries no
-			// consumer owns (already visited as StreamPending).
-			n, err := p.readLen()
-			if err != nil {
-				return err
-			}
-			for ; n > 0; n-- {
-				if err := p.r.skip(16); err != nil {
-					return err
-				}
-			}
 		}
 	}
-	if t >= rdbStreamListpacks4 {
-		return p.skipStreamIDMP()
+	pel, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; pel > 0; pel-- {
+		id, err := p.readRawStreamID()
+		if err != nil {
+			return err
+		}
+		if visit {
+			el.Kind, el.Group, el.Member, el.ID = StreamConsumerPending, name, cname, id
+			if err := p.emit(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -233,142 +233,33 @@ func (p *Parser) skipValue(t byte) error {
 	return nil
 }
 
-// visitValue decodes a value of RDB type t, emitting its elements.
+// visitValue decodes a value of RDB type t, emitting its elements: it
+// picks the visitor of t's encoding.
 func (p *Parser) visitValue(t byte) error {
 	el := &p.el
 	el.Index = 0
 	el.ExpireAt = 0
 	el.Value = nil
 	switch t {
-	case rdbList, rdbSet:
-		kind := ListItem
-		if t == rdbSet {
-			kind = SetMember
-		}
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			s, err := p.readString(&p.lzfBuf, false)
-			if err != nil {
-				return err
-			}
-			el.Kind, el.Member = kind, s
-			if err := p.emit(); err != nil {
-				return err
-			}
-		}
+	case rdbList:
+		return p.visitStrings(ListItem)
+	case rdbSet:
+		return p.visitStrings(SetMember)
 	case rdbZSet, rdbZSet2:
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			m, err := p.readString(&p.fieldBuf, true)
-			if err != nil {
-				return err
-			}
-			var score float64
-			if t == rdbZSet2 {
-				u, err := p.r.uint64LE()
-				if err != nil {
-					return err
-				}
-				score = math.Float64frombits(u)
-			} else if score, err = p.readASCIIDouble(); err != nil {
-				return err
-			}
-			el.Kind, el.Member, el.Score = ZSetMember, m, score
-			if err := p.emit(); err != nil {
-				return err
-			}
-		}
+		return p.visitZSet(t == rdbZSet2)
 	case rdbHash:
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			if err := p.visitHashPair(0); err != nil {
-				return err
-			}
-		}
+		return p.visitHash()
 	case rdbHashMetadataPreGA, rdbHashMetadata:
 		if p.valkey {
 			return p.walkHash2(true)
 		}
-		var minExpire uint64
-		if t == rdbHashMetadata {
-			u, err := p.r.uint64LE()
-			if err != nil {
-				return err
-			}
-			minExpire = u
-		}
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			ttl, err := p.readLen()
-			if err != nil {
-				return err
-			}
-			expireAt := ttl // pre-GA: absolute
-			if t == rdbHashMetadata && ttl != 0 {
-				expireAt = ttl + minExpire - 1 // 0 means none; else relative to the minimum, +1
-			}
-			if expireAt > math.MaxInt64 {
-				return errorf(ErrMalformed, "hash field expiry %d", expireAt)
-			}
-			if err := p.visitHashPair(int64(expireAt)); err != nil {
-				return err
-			}
-		}
+		return p.visitHashMetadata(t == rdbHashMetadata)
 	case rdbModule2:
 		return p.walkModule(p.emit)
 	case rdbHashZipmap:
-		b, err := p.readString(&p.lzfBuf, false)
-		if err != nil {
-			return err
-		}
-		it, err := newZipmapIter(b)
-		if err != nil {
-			return errorf(ErrMalformed, "%v", err)
-		}
-		for !p.stopped {
-			f, v, ok, err := it.next()
-			if err != nil {
-				return errorf(ErrMalformed, "%v", err)
-			}
-			if !ok {
-				break
-			}
-			el.Kind, el.Member, el.Value, el.ExpireAt = HashField, f, v, 0
-			if err := p.emit(); err != nil {
-				return err
-			}
-		}
+		return p.visitZipmap()
 	case rdbSetIntset:
-		b, err := p.readString(&p.lzfBuf, false)
-		if err != nil {
-			return err
-		}
-		it, err := newIntsetIter(b)
-		if err != nil {
-			return errorf(ErrMalformed, "%v", err)
-		}
-		for !p.stopped {
-			v, ok := it.next()
-			if !ok {
-				break
-			}
-			el.Kind, el.Member = SetMember, strconv.AppendInt(p.numA[:0], v, 10)
-			if err := p.emit(); err != nil {
-				return err
-			}
-		}
+		return p.visitIntset()
 	case rdbListZiplist, rdbZSetZiplist, rdbHashZiplist, rdbHashListpack, rdbZSetListpack, rdbSetListpack,
 		rdbHashListpackExPreGA, rdbHashListpackEx:
 		if t == rdbHashListpackEx {
@@ -382,51 +273,216 @@ func (p *Parser) visitValue(t byte) error {
 		}
 		return p.visitPacked(t, b)
 	case rdbListQuicklist:
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			b, err := p.readString(&p.lzfBuf, false)
-			if err != nil {
-				return err
-			}
-			if err := p.visitPacked(rdbListZiplist, b); err != nil {
-				return err
-			}
-		}
+		return p.visitQuicklist()
 	case rdbListQuicklist2:
-		n, err := p.readLen()
-		if err != nil {
-			return err
-		}
-		for ; n > 0; n-- {
-			container, err := p.readLen()
-			if err != nil {
-				return err
-			}
-			b, err := p.readString(&p.lzfBuf, false)
-			if err != nil {
-				return err
-			}
-			switch container {
-			case 1: // PLAIN: one large item stored as is
-				el.Kind, el.Member = ListItem, b
-				if err := p.emit(); err != nil {
-					return err
-				}
-			case 2: // PACKED: a listpack
-				if err := p.visitPacked(listpackList, b); err != nil {
-					return err
-				}
-			default:
-				return errorf(ErrMalformed, "quicklist node container %d", container)
-			}
-		}
+		return p.visitQuicklist2()
 	case rdbStreamListpacks, rdbStreamListpacks2, rdbStreamListpacks3, rdbStreamListpacks4, rdbStreamListpacks5:
 		return p.walkStream(t, true)
-	default:
-		return errorf(ErrUnknownType, "type byte %d", t)
+	}
+	return errorf(ErrUnknownType, "type byte %d", t)
+}
+
+// visitStrings emits a length-prefixed sequence of strings (a linked list
+// or a hashtable set) as elements of kind.
+func (p *Parser) visitStrings(kind ElementKind) error {
+	el := &p.el
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		s, err := p.readString(&p.lzfBuf, false)
+		if err != nil {
+			return err
+		}
+		el.Kind, el.Member = kind, s
+		if err := p.emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitZSet emits a skiplist sorted set: member strings, each with a score
+// as 8 binary bytes (ZSET_2) or as ASCII text (the old ZSET).
+func (p *Parser) visitZSet(binaryScores bool) error {
+	el := &p.el
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		m, err := p.readString(&p.fieldBuf, true)
+		if err != nil {
+			return err
+		}
+		var score float64
+		if binaryScores {
+			u, err := p.r.uint64LE()
+			if err != nil {
+				return err
+			}
+			score = math.Float64frombits(u)
+		} else if score, err = p.readASCIIDouble(); err != nil {
+			return err
+		}
+		el.Kind, el.Member, el.Score = ZSetMember, m, score
+		if err := p.emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitHash emits a hashtable hash: field and value strings.
+func (p *Parser) visitHash() error {
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		if err := p.visitHashPair(0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitHashMetadata emits a Redis hash with field expiries: each field's
+// expiry is absolute (pre-GA) or, with relative set (HASH_METADATA),
+// relative to a minimum read first, plus one (0 meaning none).
+func (p *Parser) visitHashMetadata(relative bool) error {
+	var minExpire uint64
+	if relative {
+		u, err := p.r.uint64LE()
+		if err != nil {
+			return err
+		}
+		minExpire = u
+	}
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		ttl, err := p.readLen()
+		if err != nil {
+			return err
+		}
+		expireAt := ttl // pre-GA: absolute
+		if relative && ttl != 0 {
+			expireAt = ttl + minExpire - 1 // 0 means none; else relative to the minimum, +1
+		}
+		if expireAt > math.MaxInt64 {
+			return errorf(ErrMalformed, "hash field expiry %d", expireAt)
+		}
+		if err := p.visitHashPair(int64(expireAt)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitZipmap emits a zipmap hash (RDB 2-3): one string of field/value pairs.
+func (p *Parser) visitZipmap() error {
+	el := &p.el
+	b, err := p.readString(&p.lzfBuf, false)
+	if err != nil {
+		return err
+	}
+	it, err := newZipmapIter(b)
+	if err != nil {
+		return errorf(ErrMalformed, "%v", err)
+	}
+	for !p.stopped {
+		f, v, ok, err := it.next()
+		if err != nil {
+			return errorf(ErrMalformed, "%v", err)
+		}
+		if !ok {
+			break
+		}
+		el.Kind, el.Member, el.Value, el.ExpireAt = HashField, f, v, 0
+		if err := p.emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitIntset emits an intset: one string of integers, each emitted as its
+// decimal text.
+func (p *Parser) visitIntset() error {
+	el := &p.el
+	b, err := p.readString(&p.lzfBuf, false)
+	if err != nil {
+		return err
+	}
+	it, err := newIntsetIter(b)
+	if err != nil {
+		return errorf(ErrMalformed, "%v", err)
+	}
+	for !p.stopped {
+		v, ok := it.next()
+		if !ok {
+			break
+		}
+		el.Kind, el.Member = SetMember, strconv.AppendInt(p.numA[:0], v, 10)
+		if err := p.emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitQuicklist emits a quicklist (RDB 7-9): a sequence of ziplists.
+func (p *Parser) visitQuicklist() error {
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		b, err := p.readString(&p.lzfBuf, false)
+		if err != nil {
+			return err
+		}
+		if err := p.visitPacked(rdbListZiplist, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visitQuicklist2 emits a quicklist 2 (RDB 10+): nodes that are each a
+// listpack or one large plain item.
+func (p *Parser) visitQuicklist2() error {
+	el := &p.el
+	n, err := p.readLen()
+	if err != nil {
+		return err
+	}
+	for ; n > 0; n-- {
+		container, err := p.readLen()
+		if err != nil {
+			return err
+		}
+		b, err := p.readString(&p.lzfBuf, false)
+		if err != nil {
+			return err
+		}
+		switch container {
+		case 1: // PLAIN: one large item stored as is
+			el.Kind, el.Member = ListItem, b
+			if err := p.emit(); err != nil {
+				return err
+			}
+		case 2: // PACKED: a listpack
+			if err := p.visitPacked(listpackList, b); err != nil {
+				return err
+			}
+		default:
+			return errorf(ErrMalformed, "quicklist node container %d", container)
+		}
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
@@ -200,13 +201,12 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	ts.policy, _ = ingest.ParsePolicy(tc.OnBadLine) // validated
 	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL}
 	for _, c := range tc.Schema {
-		typ, err := table.ParseType(c.Type)
+		typ, err := coltype.Parse(c.Type)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("schema column %q: %w", c.Name, err)
 		}
-		ct, _ := compute.ParseType(c.Type)
-		ts.schema[c.Name] = ct
-		tcfg.Columns = append(tcfg.Columns, table.Column{Name: c.Name, Type: typ})
+		ts.schema[c.Name] = typ
+		tcfg.Columns = append(tcfg.Columns, table.Column{Name: c.Name, Type: table.StoredType(typ)})
 	}
 	if len(tc.Schema) > 0 {
 		// A static schema holds the computed columns too, with their
@@ -215,11 +215,11 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 			if _, listed := ts.schema[cc.Name]; listed {
 				continue
 			}
-			typ, err := table.ParseType(cc.Type)
+			typ, err := coltype.Parse(cc.Type)
 			if err != nil {
 				return nil, fmt.Errorf("computed column %q: %w", cc.Name, err)
 			}
-			tcfg.Columns = append(tcfg.Columns, table.Column{Name: cc.Name, Type: typ})
+			tcfg.Columns = append(tcfg.Columns, table.Column{Name: cc.Name, Type: table.StoredType(typ)})
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
@@ -253,9 +253,17 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).
 		dcfg := table.Config{Name: tc.Name + DeadLetterSuffix, SortBy: "time"}
+		dschema := map[string]coltype.Type{}
 		for _, c := range deadLetterColumns(tc) {
-			typ, _ := table.ParseType(c.Type)
-			dcfg.Columns = append(dcfg.Columns, table.Column{Name: c.Name, Type: typ})
+			typ, err := coltype.Parse(c.Type)
+			if err != nil {
+				if ts.proc != nil {
+					ts.proc.Close()
+				}
+				return nil, fmt.Errorf("dead-letter table: column %q: %w", c.Name, err)
+			}
+			dschema[c.Name] = typ
+			dcfg.Columns = append(dcfg.Columns, table.Column{Name: c.Name, Type: table.StoredType(typ)})
 		}
 		dt, err := s.store.Table(dcfg)
 		if err != nil {
@@ -265,10 +273,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 			return nil, fmt.Errorf("dead-letter table: %w", err)
 		}
 		ts.pipe.DeadLetters = appender{dt}
-		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: map[string]compute.Type{}}
-		for _, c := range deadLetterColumns(tc) {
-			dts.schema[c.Name], _ = compute.ParseType(c.Type)
-		}
+		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: dschema}
 		dts.pipe = &ingest.Pipeline{Table: appender{dt}, RowOf: schemaErrorRow}
 		ts.deadLetter = dts
 	}

@@ -256,7 +256,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		}
 		typ, nulls := Type(b[off]), b[off+1]
 		off += 2
-		if !typ.valid() || nulls > 2 {
+		if !validType(typ) || nulls > 2 {
 			return fail("column type or null flag")
 		}
 		var bitmap []byte

@@ -75,7 +75,7 @@ func (e *SchemaError) ErrorWithoutRow() string {
 }
 
 func (e *SchemaError) detail() string {
-	if !e.Type.valid() { // a column the schema lacks has no type
+	if !validType(e.Type) { // a column the schema lacks has no type
 		return fmt.Sprintf("column %q: %s", e.Column, e.Reason)
 	}
 	return fmt.Sprintf("column %q (%v): %s", e.Column, e.Type, e.Reason)

@@ -476,7 +476,7 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 	}
 	seen := map[string]bool{}
 	for _, c := range cfg.Columns {
-		if c.Name == "" || !c.Type.valid() || seen[c.Name] {
+		if c.Name == "" || !validType(c.Type) || seen[c.Name] {
 			return nil, fmt.Errorf("table %s: column %q: empty, duplicate or of unknown type %v", cfg.Name, c.Name, c.Type)
 		}
 		seen[c.Name] = true

@@ -9,76 +9,38 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
-// Type is a column type. The names and aliases accepted by ParseType match
-// package compute's column types.
-type Type uint8
+// Type is a column type: package coltype's Type, the one type system of
+// schema and computed columns (coltype.Parse reads a name). A table stores
+// every integer in 64 bits: an Int32 column is stored as Int64 (StoredType).
+type Type = coltype.Type
 
 // Column types. The Go representation of a value read back by Query is given
 // for each.
 const (
-	Int64     Type = iota + 1 // int64
-	Float64                   // float64
-	String                    // string
-	Bool                      // bool
-	Timestamp                 // time.Time (UTC, nanosecond precision)
-	JSON                      // json.RawMessage (any JSON text: objects, arrays)
+	Int64     = coltype.Int64     // int64
+	Float64   = coltype.Float64   // float64
+	String    = coltype.String    // string
+	Bool      = coltype.Bool      // bool
+	Timestamp = coltype.Timestamp // time.Time (UTC, nanosecond precision)
+	JSON      = coltype.JSON      // json.RawMessage (any JSON text: objects, arrays)
 )
 
-var typeNames = map[string]Type{
-	"int64": Int64, "int32": Int64, "integer": Int64, "int": Int64, "bigint": Int64, "long": Int64,
-	"uint32": Int64, "uint64": Int64,
-	"float64": Float64, "double": Float64, "float": Float64,
-	"string": String, "text": String, "varchar": String,
-	"bool": Bool, "boolean": Bool,
-	"timestamp": Timestamp, "time": Timestamp,
-	"json": JSON, "map": JSON,
-}
-
-// ParseType returns the type named name (case-insensitive, aliases as in
-// package compute).
-func ParseType(name string) (Type, error) {
-	if t, ok := typeNames[strings.ToLower(strings.TrimSpace(name))]; ok {
-		return t, nil
+// StoredType returns the type a column declared as t is stored as: Int32
+// becomes Int64, every other type is itself.
+func StoredType(t Type) Type {
+	if t == coltype.Int32 {
+		return Int64
 	}
-	return 0, fmt.Errorf("table: unknown column type %q (want int64, float64, string, bool, timestamp or json)", name)
+	return t
 }
 
-// String returns the canonical name of t.
-func (t Type) String() string {
-	switch t {
-	case Int64:
-		return "int64"
-	case Float64:
-		return "float64"
-	case String:
-		return "string"
-	case Bool:
-		return "bool"
-	case Timestamp:
-		return "timestamp"
-	case JSON:
-		return "json"
-	}
-	return fmt.Sprintf("Type(%d)", uint8(t))
-}
-
-// MarshalText makes Type readable in JSON (the persisted schema, describe
-// endpoints).
-func (t Type) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
-
-// UnmarshalText parses a type name.
-func (t *Type) UnmarshalText(b []byte) error {
-	v, err := ParseType(string(b))
-	if err != nil {
-		return err
-	}
-	*t = v
-	return nil
-}
-
-func (t Type) valid() bool { return t >= Int64 && t <= JSON }
+// validType reports whether a table stores columns of type t: every type
+// but Int32 (see StoredType). The numbers are written into blocks on disk.
+func validType(t Type) bool { return t.Valid() && t != coltype.Int32 }
 
 // Column is one column of a table schema.
 type Column struct {
