@@ -25,10 +25,15 @@ func runCLIToFiles(t *testing.T, stdoutPath, stderrPath string, args ...string) 
 		t.Cleanup(func() { f.Close() })
 		return f
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRDBCLIProcess$")
+	self, err := os.Executable() // absolute: the child runs in another directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestRDBCLIProcess$")
+	cmd.Dir = t.TempDir() // where a path such as "-" would land if taken as a file name
 	cmd.Env = append(os.Environ(), "SLUICE_RDB_CLI_ARGS="+strings.Join(args, "\x1f"))
 	cmd.Stdout, cmd.Stderr = open(stdoutPath), open(stderrPath)
-	err := cmd.Run()
+	err = cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
