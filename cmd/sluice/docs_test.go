@@ -98,10 +98,10 @@ func TestRDBDocCommands(t *testing.T) {
 				args = append([]string{args[0], "--data", data}, args[1:]...)
 			}
 			self, err := os.Executable() // absolute: the child runs in another directory
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^TestRDBCLIProcess$")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self, "-test.run=^TestRDBCLIProcess$")
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "SLUICE_RDB_CLI_ARGS="+strings.Join(args, "\x1f"))
 			var stdout, stderr bytes.Buffer
