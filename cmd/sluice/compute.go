@@ -59,24 +59,52 @@ func computeCmd() *cobra.Command {
 				defer f.Close()
 				in = f
 			}
-			if output != "" && output != "-" {
-				f, err := os.Create(output)
-				if err != nil {
-					return err
+			// "-", /dev/stdout and /dev/stderr are this process's streams,
+			// written as they are (outfile.go says why); other paths are
+			// files: the output replaces the file's contents (it is this
+			// run's result), dead letters are appended (a rerun must not
+			// destroy the rows an earlier run kept).
+			streams := map[int]io.Writer{stdoutStream: out, stderrStream: cmd.ErrOrStderr()}
+			outStream := stdoutStream
+			if output != "" {
+				if outStream = stdStream(output); outStream == notStdStream {
+					f, err := os.Create(output)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					out = f
+				} else {
+					out = streams[outStream]
 				}
-				defer f.Close()
-				out = f
 			}
 			var dead io.Writer
+			var flushLines []*lineWriter
 			if deadLetter != "" {
-				f, err := os.OpenFile(deadLetter, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-				if err != nil {
-					return err
+				if s := stdStream(deadLetter); s != notStdStream {
+					lw := &lineWriter{w: streams[s]}
+					flushLines = append(flushLines, lw)
+					dead = lw
+					if s == outStream {
+						lw := &lineWriter{w: out}
+						flushLines = append(flushLines, lw)
+						out = lw
+					}
+				} else {
+					f, err := os.OpenFile(deadLetter, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					dead = f
 				}
-				defer f.Close()
-				dead = f
 			}
 			sum, err := compute.RunJSONLines(ctx, p, in, out, dead, batch)
+			for _, lw := range flushLines {
+				if ferr := lw.Flush(); err == nil {
+					err = ferr
+				}
+			}
 			if werr := compute.WriteSummary(cmd.ErrOrStderr(), sum, p.Stats()); err == nil {
 				err = werr
 			}
@@ -93,8 +121,8 @@ func computeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&config, "config", "computed.yaml", "YAML file with computed: and filters:")
 	cmd.Flags().StringVar(&input, "input", "-", "JSON lines to read (- = stdin)")
-	cmd.Flags().StringVar(&output, "output", "-", "JSON lines to write (- = stdout)")
-	cmd.Flags().StringVar(&deadLetter, "dead-letter", "", "file to append dead letters to (deadletter policy, bad lines, rejected batches)")
+	cmd.Flags().StringVar(&output, "output", "-", "JSON lines to write (- = stdout; a file is replaced)")
+	cmd.Flags().StringVar(&deadLetter, "dead-letter", "", "file to append dead letters to (deadletter policy, bad lines, rejected batches; - or /dev/stdout, /dev/stderr: that stream)")
 	cmd.Flags().IntVar(&batch, "batch", 512, "rows per batch (one Lua VM acquisition per column per batch)")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "poll script files and URLs this often and swap new versions in (0 = off)")
 	cmd.Flags().BoolVar(&allowLoss, "allow-loss", false, "exit 0 even when dead letters or bad lines were dropped for lack of --dead-letter")

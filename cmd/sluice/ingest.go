@@ -81,10 +81,10 @@ func ingestCmd() *cobra.Command {
 					}
 					res, err := c.IngestStream(ctx, tableName, rc, f, policy, batch)
 					rc.Close()
-					report(cmd.OutOrStdout(), src, res)
 					if err != nil {
-						return fmt.Errorf("%s: %w", src, err)
+						return ingestFailed(res, fmt.Errorf("%s: %w", src, err))
 					}
+					report(cmd.OutOrStdout(), src, res)
 				}
 				return nil
 			}
@@ -112,10 +112,10 @@ func ingestCmd() *cobra.Command {
 					continue
 				}
 				res, err := s.IngestSource(ctx, tableName, src, batch)
-				report(cmd.OutOrStdout(), src, res)
 				if err != nil {
-					return err
+					return ingestFailed(res, err) // err names src
 				}
+				report(cmd.OutOrStdout(), src, res)
 			}
 			return s.Close()
 		},
@@ -145,6 +145,18 @@ func formatType(f string) string {
 	return "application/x-ndjson"
 }
 
+// ingestFailed is the error of a source whose ingestion failed: nothing is
+// printed to stdout for it (a {"accepted":0,...} line beside "connection
+// refused" read as a result). When batches were stored before the failure,
+// the error says how many rows, since those stay.
+func ingestFailed(res ingest.Result, err error) error {
+	if res.Accepted > 0 {
+		return fmt.Errorf("%w (%d rows were accepted and stored before the error)", err, res.Accepted)
+	}
+	return err
+}
+
+// report prints a source's result as one line of JSON on stdout.
 func report(w io.Writer, src string, res ingest.Result) {
 	b, _ := json.Marshal(res)
 	fmt.Fprintf(w, "%s: %s\n", src, b)

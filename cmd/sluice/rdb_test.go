@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/redisproc"
 )
 
 // TestRDBCLIProcess is not a test: when SLUICE_RDB_CLI_ARGS is set, the
@@ -120,9 +122,7 @@ func TestRDBVerbsOnFixture(t *testing.T) {
 // TestBenchRDBSmall runs the real `sluice bench rdb` binary end to end on a
 // tiny corpus: redis-server generates it, each case runs in a child process.
 func TestBenchRDBSmall(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (scripts/test installs it)")
-	}
+	redisproc.Need(t) // fails under CI=true without redis-server, skips otherwise
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -90,7 +90,7 @@ func TestValidateServerConfig(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("validate of the bundled server config: %v", err)
 	}
-	if !strings.Contains(out.String(), "ok: 1 tables") {
+	if !strings.Contains(out.String(), "ok: 2 tables") {
 		t.Fatalf("validate output: %q", out.String())
 	}
 

@@ -13,6 +13,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/testenv"
 )
 
 // Flags returns the build flags of the running binary that must match in a
@@ -102,13 +104,14 @@ func BuildFile(dir, name, goSource string, extra ...string) (string, error) {
 	return out, nil
 }
 
-// Build is BuildFile for tests: it skips tb when plugins cannot be built
-// here and fails it when the build fails.
+// Build is BuildFile for tests: when plugins cannot be built here (no C
+// compiler, cgo off) it fails tb under CI and skips it otherwise
+// (testenv.Missing), and it fails tb when the build fails.
 func Build(tb testing.TB, dir, name, goSource string, extra ...string) string {
 	tb.Helper()
 	out, err := BuildFile(dir, name, goSource, extra...)
 	if errors.Is(err, ErrUnavailable) {
-		tb.Skip(err)
+		testenv.Require(tb, err) // fails under CI=true, skips otherwise
 	}
 	if err != nil {
 		tb.Fatal(err)
