@@ -114,7 +114,7 @@ func FuzzSkip(f *testing.F) {
 		full, fullErr := decode(nil)
 		all, allErr := decode(func(*Entry) bool { return true })
 		if fmt.Sprint(all) != fmt.Sprint(full) || errKind(allErr) != errKind(fullErr) {
-			t.Fatalf("accept-all filter: keys %q, err %v; without a filter: keys %q, err %v", all, allErr, full, fullErr)
+			t.Fatalf("accept-all filter: %d keys, err %v; without a filter: %d keys, err %v", len(all), allErr, len(full), fullErr)
 		}
 		var skipped []string
 		q := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, BufferSize: 64})
