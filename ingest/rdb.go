@@ -58,6 +58,12 @@ type RDBOptions struct {
 	BatchBytes int
 	// Name names the input in errors (a file name, "request body").
 	Name string
+	// Stream asks for the rows of a snapshot to be stored batch by batch as
+	// it is read, each batch durable on its own (a snapshot that fails half
+	// way keeps the batches before the failure), instead of all or nothing
+	// (the default of server.IngestRDB). DecodeRDB itself emits batches
+	// either way: the caller stores or stages them.
+	Stream bool
 	// Overlap calls emit on a second goroutine, one batch behind: the next
 	// batch is decoded while emit stores this one (two batches in memory
 	// instead of one). emit is still called for one batch at a time, in
