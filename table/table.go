@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -451,7 +452,8 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 				}
 			}
 			if raw, ok := v.(json.RawMessage); ok && trust {
-				cd.vals[r] = value{s: string(raw)}
+				// In place (TrustJSON): the block is encoded before the append returns.
+				cd.vals[r] = value{s: unsafe.String(unsafe.SliceData(raw), len(raw))}
 				continue
 			}
 			val, err := coerce(v, col.Type)
