@@ -625,3 +625,56 @@ tables:
 		t.Errorf("%d rows stored, want %v (the refused requests stored something?)", len(rows), stored)
 	}
 }
+
+// TestRDBDeadLettersAllOrNothing: in atomic mode the rows a deadletter
+// policy routes away are staged with the snapshot's rows: a snapshot cut
+// short stores neither, the good one stores both.
+func TestRDBDeadLettersAllOrNothing(t *testing.T) {
+	const cfg = `
+listen: {http: "127.0.0.1:0"}
+tables:
+  - name: keys
+    computed:
+      - name: checked
+        type: bool
+        on_error: deadletter
+        func: |
+          function main(row)
+            if row.type == "zset" then error("no zsets here") end
+            return true
+          end
+`
+	s := startServer(t, cfg, "")
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zsets := 0
+	for _, k := range fx.Keys {
+		if k.Type == "zset" {
+			zsets++
+		}
+	}
+	const dead = "/v1/tables/keys_deadletter/query?from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z"
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=3", bytes.NewReader(data[:len(data)*9/10]))
+	if code != 400 || res["mode"] != "atomic" {
+		t.Fatalf("cut snapshot: %d %v", code, res)
+	}
+	if code, out := get(t, s.url+dead); code != 200 || len(lines(out)) != 0 {
+		t.Fatalf("dead letters of a snapshot that failed: %d\n%s", code, out)
+	}
+	if n := len(queryAll(t, s, "keys", "")); n != 0 {
+		t.Fatalf("%d rows of a snapshot that failed", n)
+	}
+	code, res = postRDB(t, s.url+"/v1/tables/keys/rows?batch=3", bytes.NewReader(data))
+	if code != 200 || res["accepted"] != float64(len(fx.Keys)-zsets) {
+		t.Fatalf("good snapshot: %d %v", code, res)
+	}
+	if code, out := get(t, s.url+dead); code != 200 || len(lines(out)) != zsets {
+		t.Fatalf("dead letters of the good snapshot: %d, want %d\n%s", code, zsets, out)
+	}
+}
