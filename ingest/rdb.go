@@ -58,6 +58,12 @@ type RDBOptions struct {
 	BatchBytes int
 	// Name names the input in errors (a file name, "request body").
 	Name string
+	// Stream asks for the rows of a snapshot to be stored batch by batch as
+	// it is read, each batch durable on its own (a snapshot that fails half
+	// way keeps the batches before the failure), instead of all or nothing
+	// (the default of server.IngestRDB). DecodeRDB itself emits batches
+	// either way: the caller stores or stages them.
+	Stream bool
 	// Overlap calls emit on a second goroutine, one batch behind: the next
 	// batch is decoded while emit stores this one (two batches in memory
 	// instead of one). emit is still called for one batch at a time, in
@@ -192,11 +198,18 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 			}
 		}
 		key := string(rec.Key)
+		// The reader reuses its buffer: the row keeps a copy of a small
+		// value, and takes a large one over (no copy of it is made).
+		value := rec.Value
+		if len(value) >= takeValueBytes {
+			value = kr.TakeValue()
+		} else {
+			value = bytes.Clone(value)
+		}
 		row := Row{
 			"db": int64(rec.DB), "key": key, "type": rec.Type.String(), "encoding": rec.Encoding,
 			"rdb_encoding": rec.RDBEncoding.String(), "memory_bytes": rec.Memory, "elements": rec.Elements,
-			// The reader reuses its buffer: the row keeps a copy.
-			"len_largest": rec.LenLargest, "value": json.RawMessage(bytes.Clone(rec.Value)),
+			"len_largest": rec.LenLargest, "value": json.RawMessage(value),
 		}
 		if snapshot != nil {
 			row["time"] = snapshot
@@ -209,7 +222,7 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 		}
 		batch = append(batch, row)
 		at = append(at, where{db: rec.DB, key: key, offset: rec.Offset})
-		batchBytes += len(rec.Value)
+		batchBytes += len(value)
 		d.Rows++
 		if len(batch) >= opts.BatchRows || batchBytes >= opts.BatchBytes {
 			if err := flush(); err != nil {
@@ -239,6 +252,10 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 	}
 	return d, stop()
 }
+
+// takeValueBytes is the size from which a row takes its value's buffer
+// over from the KeyReader instead of copying it.
+const takeValueBytes = 1 << 20
 
 // snapshotFault reports whether err says the snapshot itself is bad (as
 // opposed to the reader failing).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -340,5 +341,66 @@ func TestKeySurvivesRefills(t *testing.T) {
 		if !errors.As(err, &ce) || string(ce.Key) != "the-key" {
 			t.Fatalf("filter %v: err %v", filter != nil, err)
 		}
+	}
+}
+
+// TestFlipUnderFilter flips bytes of the real fixtures that carry a
+// checksum and parses each copy with filters that reject every key, so every
+// value is skipped undecoded: each copy must fail, as it does without a
+// filter, whichever reader parses it (streaming, in memory). Skipping does not
+// look inside values, so only the CRC64 can catch a flipped byte there; a
+// filter must not turn it off. The files are flipped at every byte (every
+// 7th under -race), every other time with up to eight more flipped bytes at
+// random offsets.
+func TestFlipUnderFilter(t *testing.T) {
+	rejectAll := func(*Entry) bool { return false }
+	noPrefix := KeyPrefix("no key starts with this:")
+	stride := 1
+	if raceEnabled {
+		stride = 7
+	}
+	rng := rand.New(rand.NewPCG(19, 21))
+	files := 0
+	for name, data := range fixtureFiles() {
+		if strings.Contains(name, "nochecksum") {
+			continue
+		}
+		files++
+		if err := parseAll(NewParser(bytes.NewReader(data), &Options{Filter: rejectAll}), false); err != nil {
+			t.Fatalf("%s unflipped: %v", name, err)
+		}
+		bad := bytes.Clone(data)
+		for at := 0; at < len(data); at += stride {
+			flips := []int{at}
+			if at%2 == 1 {
+				for range 1 + rng.IntN(8) {
+					flips = append(flips, rng.IntN(len(data)))
+				}
+			}
+			for _, i := range flips {
+				bad[i] = data[i] ^ byte(1+rng.IntN(255))
+			}
+			// The readers and filters take turns: each covers a third of the offsets.
+			var err error
+			mode := []string{"streaming, reject all", "in memory, reject all", "streaming, unknown prefix"}[(at/stride)%3]
+			switch (at / stride) % 3 {
+			case 0:
+				err = parseAll(NewParser(bytes.NewReader(bad), &Options{Filter: rejectAll, BufferSize: 512}), false)
+			case 1:
+				err = parseAll(NewBytesParser(bad, &Options{Filter: rejectAll}), false)
+			case 2:
+				err = parseAll(NewParser(bytes.NewReader(bad), &Options{Filter: noPrefix}), false)
+			}
+			if err == nil {
+				unfiltered := parseAll(NewBytesParser(bad, nil), true)
+				t.Fatalf("%s with bytes %v flipped: the %s parse passed (without a filter: %v)", name, flips, mode, unfiltered)
+			}
+			for _, i := range flips {
+				bad[i] = data[i]
+			}
+		}
+	}
+	if files < 4 {
+		t.Fatalf("%d fixtures with a checksum in testdata/redis, want at least 4", files)
 	}
 }

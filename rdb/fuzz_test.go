@@ -2,12 +2,14 @@ package rdb
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -66,39 +68,93 @@ func dumpKeyAfter(p *Parser) (string, error) {
 	return sb.String(), p.Err()
 }
 
-// FuzzSkip checks that skipping values agrees with decoding them: whenever
-// a full decode succeeds, a pass that skips every value (and one whose filter
-// rejects every key) succeeds too and sees the same keys.
+// FuzzSkip checks that skipping values agrees with decoding them, and that
+// a filter changes which keys are seen, never whether the input is accepted:
+//
+//   - a full decode with a filter that accepts every key sees the same keys
+//     and fails the same way as one without a filter;
+//   - a pass that skips every value and one whose filter rejects every key
+//     fail or succeed together (with the same error kind);
+//   - whenever the full decode succeeds, both skip passes succeed and see the
+//     same keys; whenever it fails on the checksum, both fail on it too (a
+//     skipped value is still summed).
+//
+// A skip pass may succeed where the full decode fails: skipping does not
+// look inside values, and without a checksum nothing else catches a value
+// whose inside is malformed.
 func FuzzSkip(f *testing.F) {
 	addSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		opts := &Options{MaxValueSize: 1 << 20}
-		var full []string
-		p := NewBytesParser(data, opts)
-		for p.Next() {
-			full = append(full, string(p.Entry().Key))
-			if p.Entry().Type == String {
-				p.Value()
-			} else {
-				p.Visit(func(*Element) error { return nil })
-			}
+	// The fixtures with one byte of a value flipped: a seed run (plain go
+	// test) then checks the checksum under a filter without fuzzing.
+	for name, data := range fixtureFiles() {
+		if !strings.Contains(name, "nochecksum") {
+			bad := bytes.Clone(data)
+			bad[len(bad)/2] ^= 0x10
+			f.Add(bad)
 		}
-		if p.Err() != nil {
-			return
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		decode := func(filter Filter) ([]string, error) {
+			var keys []string
+			p := NewBytesParser(data, &Options{MaxValueSize: 1 << 20, Filter: filter})
+			for p.Next() {
+				keys = append(keys, string(p.Entry().Key))
+				var err error
+				if p.Entry().Type == String {
+					_, err = p.Value()
+				} else {
+					err = p.Visit(func(*Element) error { return nil })
+				}
+				if err != nil {
+					return keys, err
+				}
+			}
+			return keys, p.Err()
+		}
+		full, fullErr := decode(nil)
+		all, allErr := decode(func(*Entry) bool { return true })
+		if fmt.Sprint(all) != fmt.Sprint(full) || errKind(allErr) != errKind(fullErr) {
+			t.Fatalf("accept-all filter: %d keys, err %v; without a filter: %d keys, err %v", len(all), allErr, len(full), fullErr)
 		}
 		var skipped []string
 		q := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, BufferSize: 64})
 		for q.Next() {
 			skipped = append(skipped, string(q.Entry().Key))
 		}
-		if q.Err() != nil || fmt.Sprint(skipped) != fmt.Sprint(full) {
-			t.Fatalf("skip pass: err %v, keys %q, want %q", q.Err(), skipped, full)
-		}
+		skipErr := q.Err()
 		reject := NewParser(bytes.NewReader(data), &Options{MaxValueSize: 1 << 20, BufferSize: 64, Filter: func(*Entry) bool { return false }})
-		if reject.Next() || reject.Err() != nil {
-			t.Fatalf("reject-all pass: err %v", reject.Err())
+		if reject.Next() {
+			t.Fatalf("reject-all pass returned key %q", reject.Entry().Key)
+		}
+		rejectErr := reject.Err()
+		if errKind(rejectErr) != errKind(skipErr) {
+			t.Fatalf("reject-all pass: err %v; unfiltered skip pass: err %v", rejectErr, skipErr)
+		}
+		switch {
+		case fullErr == nil:
+			if skipErr != nil || fmt.Sprint(skipped) != fmt.Sprint(full) {
+				t.Fatalf("skip pass: err %v, keys %q, want %q", skipErr, skipped, full)
+			}
+		case errors.Is(fullErr, ErrChecksum):
+			if !errors.Is(skipErr, ErrChecksum) || !errors.Is(rejectErr, ErrChecksum) {
+				t.Fatalf("full decode: %v; skip pass: %v; reject-all pass: %v", fullErr, skipErr, rejectErr)
+			}
 		}
 	})
+}
+
+// errKind names the sentinel an error of the parser wraps ("" for nil), so
+// that two passes can be compared whatever offset or key their errors name.
+func errKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, s := range []error{ErrBadMagic, ErrUnsupportedVersion, ErrUnknownType, ErrChecksum, ErrTruncated, ErrTooLarge, ErrMalformed} {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return "other: " + err.Error()
 }
 
 // FuzzLZF checks the decompressor against arbitrary input and sizes.

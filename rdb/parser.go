@@ -259,6 +259,14 @@ func (p *Parser) Next() bool {
 	p.r.pinLive = false
 	p.value = nil
 	p.r.shrink()
+	// Like the window, an output buffer a large value grew is not kept for
+	// the rest of the file (a 200 MB string would hold 200 MB to the end).
+	if cap(p.lzfBuf) > maxRetainedBuffer {
+		p.lzfBuf = nil
+	}
+	if cap(p.lzfBuf2) > maxRetainedBuffer {
+		p.lzfBuf2 = nil
+	}
 	p.releaseMapped()
 	if err := p.nextRecord(); err != nil {
 		p.fail(err)

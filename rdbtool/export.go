@@ -3,10 +3,13 @@ package rdbtool
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/rdb"
 )
@@ -309,6 +312,16 @@ func (ex *exporter) appendString(s []byte) {
 	if len(s) <= bigString {
 		ex.buf = appendString(ex.buf, s)
 		return
+	}
+	if ex.hold {
+		// Held whole (KeyReader): room for all of it at once, or the pieces
+		// would grow the buffer step by step (1 GB allocated for a 200 MB
+		// value). Escapes may still grow it.
+		n := len(s) + 2
+		if !utf8.Valid(s) {
+			n = base64.StdEncoding.EncodedLen(len(s)) + len(`{"base64":""}`)
+		}
+		ex.buf = slices.Grow(ex.buf, n)
 	}
 	ex.buf = appendStringPieces(ex.buf, s, ex.flushPiece)
 }

@@ -112,6 +112,16 @@ func (kr *KeyReader) finish(ctx context.Context, err error) {
 // Record is the current key (valid until the next Next).
 func (kr *KeyReader) Record() *KeyRecord { return &kr.rec }
 
+// TakeValue hands the current record's Value over to the caller, who may
+// keep it: the KeyReader writes the next value into a new buffer. For a
+// large value this saves the copy a caller keeping it would make (and the
+// reader does not hold on to a buffer of that size).
+func (kr *KeyReader) TakeValue() []byte {
+	v := kr.rec.Value
+	kr.rec.Value, kr.ex.buf = nil, nil
+	return v
+}
+
 // Offset is the number of snapshot bytes parsed so far.
 func (kr *KeyReader) Offset() int64 { return kr.in.p.Offset() }
 

@@ -23,28 +23,54 @@ import (
 )
 
 // RDBResult is what happened to a snapshot: the ingest result summed over
-// its batches, and how far the snapshot was read.
+// its batches, how far the snapshot was read, and how it was stored.
 type RDBResult struct {
 	ingest.Result
 	Keys    int64 `json:"keys"`    // keys selected by the filters (rows decoded)
-	Batches int   `json:"batches"` // batches stored (or tried)
+	Batches int   `json:"batches"` // batches stored or staged (or tried)
 	Bytes   int64 `json:"bytes"`   // snapshot bytes parsed
+	// Mode is RDBAtomic or RDBStream.
+	Mode string `json:"mode"`
 }
+
+// The modes of an RDB ingest (RDBResult.Mode).
+const (
+	// RDBAtomic stores a snapshot whole or not at all: its rows are staged
+	// on disk (table.Stage) and published in one step once the whole
+	// snapshot was read and its CRC64 checked.
+	RDBAtomic = "atomic"
+	// RDBStream stores each batch as it is read (ingest.RDBOptions.Stream).
+	RDBStream = "stream"
+)
+
+// ErrNothingStored is wrapped by the error of an RDB ingest in atomic mode:
+// nothing of the snapshot was stored.
+var ErrNothingStored = errors.New("nothing of the snapshot was stored (mode atomic)")
 
 // IngestRDB reads a Redis RDB snapshot from r (gzip or not) as it arrives
 // and stores one row per selected key (ingest.RDBColumns) in table, in
 // batches of opts.BatchRows rows, each going through the table's filters
-// and computed columns and durable on its own, as an HTTP batch is. It is
-// what POST /v1/tables/{table}/rows with Content-Type
-// application/x-redis-rdb does, and `sluice ingest --format rdb` straight
-// into a store directory. opts combine with the table's rdb: defaults
-// (config.RDB; see withTableRDB).
+// and computed columns. It is what POST /v1/tables/{table}/rows with
+// Content-Type application/x-redis-rdb does, and `sluice ingest --format
+// rdb` straight into a store directory. opts combine with the table's rdb:
+// defaults (config.RDB; see withTableRDB).
+//
+// By default (RDBAtomic) the batches are staged on disk and published
+// together once the snapshot was read to its end and its checksum matched:
+// a snapshot that cannot be read, a batch refused, a cancelled ctx or a
+// crash store nothing (the error then wraps ErrNothingStored), so a retry
+// stores each key once. Memory stays bounded by a batch whatever the
+// snapshot's size. With opts.Stream (RDBStream) each batch is durable on
+// its own as it is read, as an HTTP batch is, and the batches stored
+// before a failure stay stored (their count is in the result).
 //
 // A snapshot that cannot be read stops the ingest with an error wrapping
-// ingest.ErrBadInput that names the input, byte offset and key; the
-// batches stored before it stay stored (their count is in the result).
+// ingest.ErrBadInput that names the input, byte offset and key.
 func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, opts ingest.RDBOptions) (RDBResult, error) {
-	var res RDBResult
+	res := RDBResult{Mode: RDBAtomic}
+	if opts.Stream {
+		res.Mode = RDBStream
+	}
 	ts, ok := s.tables[tableName]
 	if !ok {
 		return res, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
@@ -60,6 +86,20 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}
+	pipe := ts.pipe
+	var stage *table.Stage
+	if !opts.Stream {
+		if stage, err = s.store.NewStage(); err != nil {
+			return res, err
+		}
+		defer stage.Close()
+		// The table's filters, computed columns and policies, into the
+		// stage; its counters are added to the table's at the end.
+		pipe = &ingest.Pipeline{Table: stagedAppender{stage, ts.table}, Compute: ts.pipe.Compute, RowOf: ts.pipe.RowOf}
+		if ts.pipe.DeadLetters != nil && ts.deadLetter != nil {
+			pipe.DeadLetters = stagedAppender{stage, ts.deadLetter.table}
+		}
+	}
 	// With two cores or more, the next batch is decoded while this one is
 	// stored (computed columns, synced append).
 	opts.Overlap = runtime.GOMAXPROCS(0) >= 2
@@ -69,18 +109,52 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	// that replaces it is checked by compute as any other.
 	trusted := table.TrustJSON(ctx, "value")
 	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
-		return ts.pipe.Ingest(trusted, rows, nil, &res.Result)
+		return pipe.Ingest(trusted, rows, nil, &res.Result)
 	})
+	if err == nil && stage != nil {
+		if err = stage.Publish(ctx); err != nil {
+			err = fmt.Errorf("%s: publish the snapshot's rows: %w", opts.Name, err)
+		}
+	}
 	res.Keys, res.Batches, res.Bytes = d.Rows, d.Batches, d.Bytes
-	ts.pipe.Counters().Bytes.Add(d.Bytes)
-	if errors.Is(err, ingest.ErrBadInput) {
+	counters := ts.pipe.Counters()
+	counters.Bytes.Add(d.Bytes)
+	if errors.Is(err, ingest.ErrBadInput) || (err != nil && stage != nil) {
 		// The unfinished batch is not stored: count it as a rejected one.
-		ts.pipe.Counters().RejectedBatches.Add(1)
-		ts.pipe.Counters().Rows.Add(int64(d.Pending))
-		ts.pipe.Counters().Failed.Add(int64(d.Pending))
+		counters.RejectedBatches.Add(1)
+		counters.Rows.Add(int64(d.Pending))
+		counters.Failed.Add(int64(d.Pending))
 		res.Failed += d.Pending
 	}
+	if stage != nil {
+		staged := pipe.Counters()
+		counters.Batches.Add(staged.Batches.Load())
+		counters.RejectedBatches.Add(staged.RejectedBatches.Load())
+		counters.Rows.Add(staged.Rows.Load())
+		counters.Filtered.Add(staged.Filtered.Load())
+		counters.Failed.Add(staged.Failed.Load())
+		if err != nil {
+			// Nothing is stored: the rows that were staged failed too.
+			counters.Failed.Add(staged.Accepted.Load())
+			res.Failed += res.Accepted
+			res.Accepted = 0
+			err = fmt.Errorf("%w; %w", err, ErrNothingStored)
+		} else {
+			counters.Accepted.Add(staged.Accepted.Load())
+		}
+	}
 	return res, err
+}
+
+// stagedAppender stages a table's rows in a Stage (an RDB snapshot stored
+// all or nothing).
+type stagedAppender struct {
+	stage *table.Stage
+	t     *table.Table
+}
+
+func (a stagedAppender) Append(ctx context.Context, rows []ingest.Row) error {
+	return a.stage.Append(ctx, a.t, rows)
 }
 
 // withTableRDB combines a request's options (query parameters, CLI flags)
@@ -145,6 +219,7 @@ func withTableRDB(req ingest.RDBOptions, table config.RDB) (ingest.RDBOptions, e
 //
 //	db=0,3  type=hash,zset  prefix=user: (repeatable)  pattern=user:*:cart
 //	regex=^user:\d+$  min_size=100000  batch=1000  checksum=false
+//	mode=atomic (the default) or mode=stream
 func RDBParams(q url.Values) (ingest.RDBOptions, error) {
 	var o ingest.RDBOptions
 	var errs []error
@@ -189,11 +264,18 @@ func RDBParams(q url.Values) (ingest.RDBOptions, error) {
 		}
 		o.SkipChecksum = !b
 	}
+	switch v := q.Get("mode"); v {
+	case "", RDBAtomic:
+	case RDBStream:
+		o.Stream = true
+	default:
+		errs = append(errs, fmt.Errorf("mode %q: want %s (the snapshot stored whole or not at all) or %s (each batch as it is read)", v, RDBAtomic, RDBStream))
+	}
 	for k := range q {
 		switch k {
-		case "db", "type", "prefix", "pattern", "regex", "min_size", "batch", "checksum":
+		case "db", "type", "prefix", "pattern", "regex", "min_size", "batch", "checksum", "mode":
 		default:
-			errs = append(errs, fmt.Errorf("unknown parameter %q (want db, type, prefix, pattern, regex, min_size, batch, checksum)", k))
+			errs = append(errs, fmt.Errorf("unknown parameter %q (want db, type, prefix, pattern, regex, min_size, batch, checksum, mode)", k))
 		}
 	}
 	return o, errors.Join(errs...)
@@ -234,6 +316,9 @@ func RDBValues(o ingest.RDBOptions) url.Values {
 	if o.SkipChecksum {
 		q.Set("checksum", "false")
 	}
+	if o.Stream {
+		q.Set("mode", RDBStream)
+	}
 	return q
 }
 
@@ -262,10 +347,10 @@ type rdbResponse struct {
 }
 
 // serveRDB answers an ingest request whose body is an RDB snapshot (the
-// caller holds a queue slot). The body is parsed as it arrives and stored
-// batch by batch, so it is not bound by max_body_bytes (memory is bound by
-// the batch) and read_timeout bounds a stall, not the whole upload: the
-// read deadline moves on as bytes arrive.
+// caller holds a queue slot). The body is parsed as it arrives and staged
+// (or, with mode=stream, stored) batch by batch, so it is not bound by
+// max_body_bytes (memory is bound by the batch) and read_timeout bounds a
+// stall, not the whole upload: the read deadline moves on as bytes arrive.
 func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 	opts, err := RDBParams(r.URL.Query())
 	if err == nil {

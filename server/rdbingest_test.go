@@ -156,8 +156,9 @@ func TestRDBOverHTTP(t *testing.T) {
 
 func utf8OK(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
-// TestRDBOverHTTPTruncated posts a snapshot cut short: 400 with the offset
-// and key, and exactly the complete batches before the cut stored.
+// TestRDBOverHTTPTruncated posts a snapshot cut short with mode=stream: 400
+// with the offset and key, and exactly the complete batches before the cut
+// stored.
 func TestRDBOverHTTPTruncated(t *testing.T) {
 	s := startServer(t, rdbConfig, "")
 	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
@@ -165,7 +166,7 @@ func TestRDBOverHTTPTruncated(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := data[:len(data)*2/3]
-	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=5", bytes.NewReader(cut))
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=5&mode=stream", bytes.NewReader(cut))
 	msg, _ := res["error"].(string)
 	if code != 400 || !strings.Contains(msg, "truncated") || res["offset"] == nil || res["key"] == nil || res["key"] == "" {
 		t.Fatalf("answer %d %v: want 400 naming offset and key", code, res)
@@ -178,8 +179,68 @@ func TestRDBOverHTTPTruncated(t *testing.T) {
 	if stored == 0 || stored != accepted || (accepted+filtered)%5 != 0 {
 		t.Errorf("stored %d rows, answer %v: want the complete batches of 5 stored", stored, res)
 	}
-	if res["failed"].(float64) <= 0 {
-		t.Errorf("the unfinished batch's rows are not counted as failed: %v", res)
+	if res["failed"].(float64) <= 0 || res["mode"] != "stream" {
+		t.Errorf("the unfinished batch's rows are not counted as failed, or the mode is not stream: %v", res)
+	}
+}
+
+// TestRDBOverHTTPAllOrNothing: by default a snapshot is stored whole or not
+// at all. A real server's snapshot cut short, and one with a byte of a value
+// flipped (readable to its end, refused by its CRC64), get a 400 and store
+// nothing, though many batches of them were read; the good snapshot posted
+// after them stores each key once. Before, each failed try kept the batches
+// read before the failure, and the retry stored them again.
+func TestRDBOverHTTPAllOrNothing(t *testing.T) {
+	s := startServer(t, rdbConfig, "")
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped, err := fx.FlipInValue(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		name, want string
+		body       []byte
+	}{{"truncated", "truncated", data[:len(data)*2/3]}, {"flipped byte", "checksum mismatch", flipped}} {
+		code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=5", bytes.NewReader(bad.body))
+		msg, _ := res["error"].(string)
+		if code != 400 || !strings.Contains(msg, bad.want) || !strings.Contains(msg, "nothing of the snapshot was stored") {
+			t.Fatalf("%s: answer %d %v", bad.name, code, res)
+		}
+		if res["mode"] != "atomic" || res["accepted"] != 0.0 || res["batches"].(float64) < 3 {
+			t.Errorf("%s: answer %v: want mode atomic, 0 accepted after several batches", bad.name, res)
+		}
+		if n := len(queryAll(t, s, "keys", "")); n != 0 {
+			t.Fatalf("%s: %d rows stored", bad.name, n)
+		}
+	}
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=5", bytes.NewReader(data))
+	want := 0
+	for _, k := range fx.Keys {
+		if k.Type != "stream" { // the table's filter drops streams
+			want++
+		}
+	}
+	if code != 200 || res["mode"] != "atomic" || res["accepted"] != float64(want) {
+		t.Fatalf("good snapshot: answer %d %v, want %d accepted", code, res, want)
+	}
+	seen := map[string]int{}
+	for _, r := range queryAll(t, s, "keys", "") {
+		seen[fmt.Sprint(r["db"], r["key"], r["key_base64"])]++
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("key %s stored %d times", k, n)
+		}
+	}
+	if len(seen) != want {
+		t.Errorf("%d keys stored, want %d", len(seen), want)
 	}
 }
 
@@ -199,7 +260,7 @@ func TestRDBOverHTTPStreamed(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		req, _ := http.NewRequest("POST", s.url+"/v1/tables/keys/rows?batch=2", pr)
+		req, _ := http.NewRequest("POST", s.url+"/v1/tables/keys/rows?batch=2&mode=stream", pr)
 		req.Header.Set("Content-Type", ingest.RDBContentType)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -236,8 +297,8 @@ func TestRDBOverHTTPStreamed(t *testing.T) {
 
 // TestRDBOverHTTPCorruptEarly: a snapshot that fails early in a large
 // body gets its 400 while the client is still sending (the server reads
-// and drops the rest), not a reset connection, and the batches before the
-// failure are stored.
+// and drops the rest), not a reset connection; in stream mode the batches
+// before the failure are stored.
 func TestRDBOverHTTPCorruptEarly(t *testing.T) {
 	s := startServer(t, rdbConfig, "")
 	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
@@ -249,7 +310,7 @@ func TestRDBOverHTTPCorruptEarly(t *testing.T) {
 	body := append(bytes.Clone(data[:cut]), 0xEE)
 	body = append(body, make([]byte, 32<<20)...)
 	c := &Client{URL: s.url}
-	res, err := c.PostRDB(context.Background(), "keys", bytes.NewReader(body), ingest.RDBOptions{BatchRows: 1})
+	res, err := c.PostRDB(context.Background(), "keys", bytes.NewReader(body), ingest.RDBOptions{BatchRows: 1, Stream: true})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Code != 400 || !strings.Contains(se.Body, "offset") {
 		t.Fatalf("PostRDB: %v", err)
@@ -285,8 +346,8 @@ func TestRDBClientFilters(t *testing.T) {
 			t.Errorf("row %q (%v bytes) passed the filters", k, r["memory_bytes"])
 		}
 	}
-	code, m := postRDB(t, s.url+"/v1/tables/keys/rows?db=x&colour=red", strings.NewReader("REDIS0010"))
-	if code != 400 || !strings.Contains(m["error"].(string), "colour") || !strings.Contains(m["error"].(string), `db "x"`) {
+	code, m := postRDB(t, s.url+"/v1/tables/keys/rows?db=x&colour=red&mode=partly", strings.NewReader("REDIS0010"))
+	if msg, _ := m["error"].(string); code != 400 || !strings.Contains(msg, "colour") || !strings.Contains(msg, `db "x"`) || !strings.Contains(msg, `mode "partly"`) {
 		t.Errorf("bad parameters: %d %v", code, m)
 	}
 }
@@ -562,5 +623,58 @@ tables:
 	}
 	if rows := queryAll(t, s, "keys", ""); float64(len(rows)) != stored {
 		t.Errorf("%d rows stored, want %v (the refused requests stored something?)", len(rows), stored)
+	}
+}
+
+// TestRDBDeadLettersAllOrNothing: in atomic mode the rows a deadletter
+// policy routes away are staged with the snapshot's rows: a snapshot cut
+// short stores neither, the good one stores both.
+func TestRDBDeadLettersAllOrNothing(t *testing.T) {
+	const cfg = `
+listen: {http: "127.0.0.1:0"}
+tables:
+  - name: keys
+    computed:
+      - name: checked
+        type: bool
+        on_error: deadletter
+        func: |
+          function main(row)
+            if row.type == "zset" then error("no zsets here") end
+            return true
+          end
+`
+	s := startServer(t, cfg, "")
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zsets := 0
+	for _, k := range fx.Keys {
+		if k.Type == "zset" {
+			zsets++
+		}
+	}
+	const dead = "/v1/tables/keys_deadletter/query?from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z"
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?batch=3", bytes.NewReader(data[:len(data)*9/10]))
+	if code != 400 || res["mode"] != "atomic" {
+		t.Fatalf("cut snapshot: %d %v", code, res)
+	}
+	if code, out := get(t, s.url+dead); code != 200 || len(lines(out)) != 0 {
+		t.Fatalf("dead letters of a snapshot that failed: %d\n%s", code, out)
+	}
+	if n := len(queryAll(t, s, "keys", "")); n != 0 {
+		t.Fatalf("%d rows of a snapshot that failed", n)
+	}
+	code, res = postRDB(t, s.url+"/v1/tables/keys/rows?batch=3", bytes.NewReader(data))
+	if code != 200 || res["accepted"] != float64(len(fx.Keys)-zsets) {
+		t.Fatalf("good snapshot: %d %v", code, res)
+	}
+	if code, out := get(t, s.url+dead); code != 200 || len(lines(out)) != zsets {
+		t.Fatalf("dead letters of the good snapshot: %d, want %d\n%s", code, zsets, out)
 	}
 }

@@ -172,6 +172,10 @@ func compressBlock(dst, payload []byte) []byte {
 	start := len(dst)
 	if len(payload) >= minCompress {
 		dst = append(dst, blockVersion, codecZstd)
+		// Room for an output as large as the input (kept only if smaller):
+		// grown by EncodeAll block after block, a 200 MB payload allocated
+		// 1.2 GB.
+		dst = slices.Grow(dst, len(payload)+64)
 		dst = zstdEncoder.EncodeAll(payload, dst)
 		if len(dst)-start-2 < len(payload) {
 			return dst

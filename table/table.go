@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -542,7 +543,8 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 				}
 			}
 			if raw, ok := v.(json.RawMessage); ok && trust {
-				cd.vals[r] = value{s: string(raw)}
+				// In place (TrustJSON): the block is encoded before the append returns.
+				cd.vals[r] = value{s: unsafe.String(unsafe.SliceData(raw), len(raw))}
 				continue
 			}
 			val, err := coerce(v, col.Type)
@@ -568,6 +570,13 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 // block per group in b.
 // h is the hold of the batch b belongs to (see seqHold).
 func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks, bytes int, err error) {
+	return t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) { return t.store.nextSeqs(n, h) })
+}
+
+// writeBlocksNumbered is writeBlocks with the block sequence numbers taken
+// from seqs, which returns the first of n (a Stage numbers its blocks
+// itself until it publishes them).
+func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n int) (uint64, error)) (blocks, bytes int, err error) {
 	timeCol, hashCol := -1, -1
 	for i, c := range cols {
 		switch c.name {
@@ -605,7 +614,7 @@ func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks
 		}
 		return cmp.Compare(a.bucket, b.bucket)
 	})
-	seq, err := t.store.nextSeqs(len(order), h)
+	seq, err := seqs(len(order))
 	if err != nil {
 		return 0, 0, err
 	}

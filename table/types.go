@@ -125,6 +125,9 @@ type trustedJSONKey struct{}
 // as usual: values of other columns, strings and []byte, and every append
 // made without this context. JSON that is not valid, stored this way, is
 // returned as it is by queries: use it only for JSON your own code wrote.
+// The bytes of those values are also read in place, not copied (a 200 MB
+// value is not held twice): they must not change until the append returns
+// (until Commit, for an Appender).
 func TrustJSON(ctx context.Context, columns ...string) context.Context {
 	return context.WithValue(ctx, trustedJSONKey{}, slices.Clone(columns))
 }

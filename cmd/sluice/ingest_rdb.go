@@ -26,6 +26,7 @@ type rdbIngestFlags struct {
 	minSize    int64
 	noChecksum bool
 	noProgress bool
+	mode       string
 	// flags are the command's flags: --batch (registered by ingest.go)
 	// is sent only when given, so the table's rdb.batch applies otherwise.
 	flags *pflag.FlagSet
@@ -42,6 +43,7 @@ func (f *rdbIngestFlags) register(cmd *cobra.Command) {
 	fs.Int64Var(&f.minSize, "min-size", 0, "rdb: only keys whose estimated memory is at least this many bytes")
 	fs.BoolVar(&f.noChecksum, "no-checksum", false, "rdb: do not verify the snapshot's CRC64")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "rdb: no progress bar (it is only drawn when stderr is a terminal)")
+	fs.StringVar(&f.mode, "mode", server.RDBAtomic, "rdb: atomic (the snapshot is stored whole once read and its checksum checked, or not at all) or stream (each batch is stored as it is read; a failure keeps the batches before it)")
 }
 
 func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
@@ -49,6 +51,13 @@ func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
 		batch = 0 // the table's rdb.batch, else 1000
 	}
 	o := ingest.RDBOptions{BatchRows: batch, SkipChecksum: f.noChecksum}
+	switch f.mode {
+	case server.RDBAtomic, "":
+	case server.RDBStream:
+		o.Stream = true
+	default:
+		return o, fmt.Errorf("--mode %q: want %s or %s", f.mode, server.RDBAtomic, server.RDBStream)
+	}
 	o.Filter = rdbtool.Filter{DBs: f.dbs, Prefixes: f.prefixes, Pattern: f.pattern, Regex: f.keyRegex, MinSize: f.minSize}
 	for _, t := range f.types {
 		typ, err := rdbtool.ParseType(t)

@@ -168,9 +168,10 @@ func TestIngestRDBThroughServer(t *testing.T) {
 	}
 }
 
-// TestIngestRDBTruncatedExitsNonZero: a truncated snapshot, straight into
-// a store and through a server: non-zero exit, an error naming the file,
-// offset and key, and the complete batches before the cut stored.
+// TestIngestRDBTruncatedExitsNonZero: a truncated snapshot with --mode
+// stream, straight into a store and through a server: non-zero exit, an
+// error naming the file, offset and key, and the complete batches before
+// the cut stored.
 func TestIngestRDBTruncatedExitsNonZero(t *testing.T) {
 	raw, err := os.ReadFile(fixture)
 	if err != nil {
@@ -191,25 +192,94 @@ func TestIngestRDBTruncatedExitsNonZero(t *testing.T) {
 		}
 		rep := ingestReport(t, stdout)
 		accepted := int(rep["accepted"].(float64))
-		if accepted == 0 || accepted%4 != 0 || stored() != accepted {
-			t.Errorf("report %v, %d rows stored: want the complete batches of 4", rep, stored())
+		if accepted == 0 || accepted%4 != 0 || stored() != accepted || rep["mode"] != "stream" {
+			t.Errorf("report %v, %d rows stored: want the complete batches of 4, mode stream", rep, stored())
 		}
 	}
 	t.Run("store", func(t *testing.T) {
 		cfg, data := writeKeysConfig(t), t.TempDir()
-		stdout, stderr, code := runCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "keys", "--batch", "4", cut)
+		stdout, stderr, code := runCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "keys", "--batch", "4", "--mode", "stream", cut)
 		check(t, stdout, stderr, code, func() int {
 			return len(queryKeys(t, runServeCLI(t, "query", "--config", cfg, "--data", data, "--table", "keys")))
 		})
 	})
 	t.Run("server", func(t *testing.T) {
 		url := startTestServer(t, keysConfig)
-		stdout, stderr, code := runCLI(t, "ingest", "--server", url, "--table", "keys", "--batch", "4", cut)
+		stdout, stderr, code := runCLI(t, "ingest", "--server", url, "--table", "keys", "--batch", "4", "--mode", "stream", cut)
 		if !strings.Contains(stderr, "400") {
 			t.Errorf("stderr %q: want the server's 400", stderr)
 		}
 		check(t, stdout, stderr, code, func() int {
 			return len(queryKeys(t, runServeCLI(t, "query", "--server", url, "--table", "keys", "--columns", "key")))
+		})
+	})
+}
+
+// TestIngestRDBAllOrNothing: by default (--mode atomic) a snapshot cut
+// short and one with a byte of a value flipped (its CRC64 fails at the end)
+// exit non-zero and store nothing, straight into a store and through a
+// server, though many batches were read; the report says the mode. The good
+// snapshot ingested after them stores each key once.
+func TestIngestRDBAllOrNothing(t *testing.T) {
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx, err := rdbfixture.Load("redis-7.0.15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped, err := fx.FlipInValue(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cut, flip := filepath.Join(dir, "cut.rdb"), filepath.Join(dir, "flipped.rdb")
+	if err := os.WriteFile(cut, raw[:len(raw)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(flip, flipped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The key column holds a key that is not UTF-8 with U+FFFD for each bad
+	// byte in the JSON answer (key_base64 has its bytes).
+	var want []string
+	for _, k := range fixtureKeys(t, func(rdbfixture.Key) bool { return true }) {
+		want = append(want, strings.Map(func(r rune) rune { return r }, k)) // each bad byte becomes U+FFFD
+	}
+	sort.Strings(want)
+	run := func(t *testing.T, route []string, stored func() []string) {
+		for _, bad := range []struct{ path, want string }{{cut, "truncated"}, {flip, "checksum mismatch"}} {
+			stdout, stderr, code := runCLI(t, append(append([]string{"ingest"}, route...), "--table", "keys", "--batch", "4", bad.path)...)
+			if code == 0 || !strings.Contains(stderr, bad.want) || !strings.Contains(stderr, "nothing of the snapshot was stored") {
+				t.Fatalf("%s: exit %d, stderr %q", bad.path, code, stderr)
+			}
+			if rep := ingestReport(t, stdout); rep["mode"] != "atomic" || rep["accepted"] != 0.0 || rep["batches"].(float64) < 3 {
+				t.Errorf("%s: report %v: want mode atomic, 0 accepted after several batches", bad.path, rep)
+			}
+			if got := stored(); len(got) != 0 {
+				t.Fatalf("%s: %d rows stored", bad.path, len(got))
+			}
+		}
+		out := runServeCLI(t, append(append([]string{"ingest"}, route...), "--table", "keys", "--batch", "4", fixture)...)
+		if rep := ingestReport(t, out); rep["mode"] != "atomic" || rep["accepted"] != float64(len(want)) {
+			t.Fatalf("good snapshot: report %v, want mode atomic, %d accepted", rep, len(want))
+		}
+		// Keys repeat across databases: the fixture's list has each as often.
+		if got := stored(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("stored %d keys, want each of the %d keys once", len(got), len(want))
+		}
+	}
+	t.Run("store", func(t *testing.T) {
+		cfg, data := writeKeysConfig(t), t.TempDir()
+		run(t, []string{"--config", cfg, "--data", data}, func() []string {
+			return queryKeys(t, runServeCLI(t, "query", "--config", cfg, "--data", data, "--table", "keys"))
+		})
+	})
+	t.Run("server", func(t *testing.T) {
+		url := startTestServer(t, keysConfig)
+		run(t, []string{"--server", url}, func() []string {
+			return queryKeys(t, runServeCLI(t, "query", "--server", url, "--table", "keys", "--columns", "key"))
 		})
 	})
 }

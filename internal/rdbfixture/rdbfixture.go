@@ -6,6 +6,7 @@
 package rdbfixture
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -84,4 +85,28 @@ func Bytes(v json.RawMessage) (string, error) {
 	}
 	raw, err := base64.StdEncoding.DecodeString(*b.Base64)
 	return string(raw), err
+}
+
+// FlipInValue returns a copy of data (the fixture's .rdb) with one letter
+// of a string value stored as it is (not compressed) changed in case: the
+// file still parses to its end and only its CRC64 tells it was changed.
+func (f *Fixture) FlipInValue(data []byte) ([]byte, error) {
+	for _, k := range f.Keys {
+		if k.Type != "string" {
+			continue
+		}
+		v, err := Bytes(k.Value)
+		if err != nil || len(v) < 16 || bytes.Count(data, []byte(v)) != 1 {
+			continue
+		}
+		at := bytes.Index(data, []byte(v))
+		for i := at + len(v)/2; i < at+len(v); i++ {
+			if c := data[i] | 0x20; c >= 'a' && c <= 'z' {
+				out := bytes.Clone(data)
+				out[i] ^= 0x20
+				return out, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("rdbfixture: %s %s: no uncompressed string value with a letter to flip", f.Server, f.Version)
 }

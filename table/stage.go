@@ -1,0 +1,364 @@
+package table
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/sstable"
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+// A Stage gathers appends to tables of a store, any number of them and of
+// any size, and Publish makes all of them visible and durable at once, or
+// none: an input that fails half way (a snapshot whose checksum does not
+// match at its end) stores nothing, and one retried is not stored twice.
+//
+// The blocks are staged on disk, not in memory, in a scratch Pebble database
+// of the Stage's own under the store's directory (staging/<name>, no
+// write-ahead log: it is garbage after a crash). Publish writes them, in key
+// order, into sstables and ingests those into the store in one step
+// (pebble.DB.Ingest: one synced manifest edit), numbered at that moment with
+// sequence numbers of the store, so a compaction that ran meanwhile never
+// sees a sequence number below its watermark appear. The memory of a Stage
+// is the scratch database's memtable and cache (a few MB) and the block
+// being written, whatever it holds in all.
+//
+// A Stage is used by one goroutine. Close it always: it removes the scratch
+// database (a crash leaves it behind; the next NewStage of the store
+// removes it). A part that needs a wider schema widens the table's schema at
+// once, as an Appender does; Publish persists it before the blocks.
+type Stage struct {
+	s       *Store
+	release func()
+	dir     string
+	db      *pebble.DB
+	next    uint64 // the next local block number
+	tables  []*stagedTable
+	done    bool
+}
+
+// stagedTable counts what a Stage holds for one table.
+type stagedTable struct {
+	t                   *Table
+	rows, blocks, bytes int
+}
+
+// stagingDir is the directory, under the store's, of the scratch databases.
+const stagingDir = "staging"
+
+// liveStages are the scratch directories of open Stages in this process:
+// any other under a store's staging directory was left by a crash (Pebble's
+// lock file keeps a store to one process).
+var liveStages = struct {
+	sync.Mutex
+	dirs map[string]bool
+}{dirs: map[string]bool{}}
+
+// NewStage starts a Stage (removing the scratch directories a crash left).
+// The store cannot close until the Stage is closed.
+func (s *Store) NewStage() (*Stage, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(s.dir, stagingDir)
+	liveStages.Lock()
+	defer liveStages.Unlock()
+	if entries, err := os.ReadDir(root); err == nil {
+		for _, e := range entries {
+			if p := filepath.Join(root, e.Name()); !liveStages.dirs[p] {
+				if err := os.RemoveAll(p); err != nil {
+					release()
+					return nil, fmt.Errorf("table: remove a stage left by a crash: %w", err)
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		release()
+		return nil, fmt.Errorf("table: staging directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(root, "stage-")
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("table: staging directory: %w", err)
+	}
+	cache := pebble.NewCache(8 << 20)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		FS:     vfs.Default,
+		Cache:  cache,
+		Logger: pebbleLogger{s.opts.Logger},
+		// Garbage after a crash: no log to write, nothing synced.
+		DisableWAL:   true,
+		MemTableSize: 8 << 20,
+		Levels:       make([]pebble.LevelOptions, 7),
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].Compression = pebble.NoCompression // blocks are zstd already
+	}
+	opts.EnsureDefaults()
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		release()
+		return nil, fmt.Errorf("table: open stage %s: %w", dir, err)
+	}
+	liveStages.dirs[dir] = true
+	return &Stage{s: s, release: release, dir: dir, db: db}, nil
+}
+
+// Dir is the Stage's scratch directory.
+func (st *Stage) Dir() string { return st.dir }
+
+func (st *Stage) table(t *Table) *stagedTable {
+	for _, x := range st.tables {
+		if x.t == t {
+			return x
+		}
+	}
+	x := &stagedTable{t: t}
+	st.tables = append(st.tables, x)
+	return x
+}
+
+// Append stages rows for t (see Table.Append for what rows may hold, and
+// for the *SchemaError naming a row that does not fit). The rows can be
+// dropped when it returns; nothing of them is visible until Publish. On
+// error nothing of this call is staged and the Stage stays usable.
+func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
+	if st.done {
+		return errors.New("table: stage already published or closed")
+	}
+	if t.store != st.s {
+		return fmt.Errorf("table %s: belongs to another store", t.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	trusted := trustedJSON(ctx)
+	t.mu.Lock()
+	schema, static := t.meta.Schema, t.meta.Static
+	t.mu.Unlock()
+	cols, fits, err := t.coerce(rows, schema, !static, trusted)
+	if err != nil {
+		return err
+	}
+	if !fits {
+		// As Appender.add: the schema is widened at once and persisted by
+		// the next commit (Publish's at the latest).
+		t.mu.Lock()
+		widened, changed, err := t.widenFor(rows)
+		if err == nil && changed {
+			t.setSchema(widened)
+			t.schemaDirty = true
+		}
+		t.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
+			return err
+		}
+	}
+	b := st.db.NewBatch()
+	defer b.Close()
+	first := st.next
+	blocks, bytes, err := t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) {
+		seq := st.next
+		st.next += uint64(n)
+		return seq, nil
+	})
+	if err == nil {
+		err = b.Commit(pebble.NoSync)
+	}
+	if err != nil {
+		st.next = first // the numbers are free again: nothing was staged
+		return fmt.Errorf("table %s: stage %d rows: %w", t.name, len(rows), err)
+	}
+	x := st.table(t)
+	x.rows += len(rows)
+	x.blocks += blocks
+	x.bytes += bytes
+	return nil
+}
+
+// Rows returns how many rows are staged for t.
+func (st *Stage) Rows(t *Table) int {
+	for _, x := range st.tables {
+		if x.t == t {
+			return x.rows
+		}
+	}
+	return 0
+}
+
+// stageFileSize is the size at which Publish starts a new sstable.
+const stageFileSize = 256 << 20
+
+// Publish makes everything staged visible and durable in one step: it
+// returns once it is, or with an error and nothing of it stored (the
+// schemas may have been widened). The Stage is done either way.
+func (st *Stage) Publish(ctx context.Context) error {
+	if st.done {
+		return errors.New("table: stage already published or closed")
+	}
+	st.done = true
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if st.next == 0 {
+		return nil
+	}
+	// The schemas first, so that the persisted schema covers every block
+	// once the blocks are in (a column without values reads as null).
+	for _, x := range st.tables {
+		if err := x.t.persistSchema(); err != nil {
+			return err
+		}
+	}
+	var hold seqHold
+	defer st.s.releaseSeqs(&hold)
+	base, err := st.s.nextSeqs(int(st.next), &hold)
+	if err != nil {
+		return err
+	}
+	paths, err := st.writeTables(ctx, base)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := st.s.db.Ingest(paths); err != nil {
+		return fmt.Errorf("table: publish the stage: %w", err)
+	}
+	for _, x := range st.tables {
+		t := x.t
+		t.appends.Add(1)
+		t.rowsAppended.Add(int64(x.rows))
+		t.blocksWritten.Add(int64(x.blocks))
+		t.bytesWritten.Add(int64(x.bytes))
+	}
+	return nil
+}
+
+// writeTables writes the staged blocks, renumbered from base, into sstables
+// of the stage's directory, in key order.
+func (st *Stage) writeTables(ctx context.Context, base uint64) (paths []string, err error) {
+	it, err := st.db.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("table: read the stage: %w", err)
+	}
+	defer it.Close()
+	var w *sstable.Writer
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	wopts := sstable.WriterOptions{
+		TableFormat: st.s.db.FormatMajorVersion().MaxTableFormat(),
+		Compression: sstable.NoCompression,
+	}
+	finish := func() error {
+		if w == nil {
+			return nil
+		}
+		err := w.Close()
+		w = nil
+		return err
+	}
+	key := make([]byte, blockKeyLen)
+	for it.First(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		k := it.Key()
+		if len(k) != blockKeyLen || k[0] != prefixBlock {
+			return nil, fmt.Errorf("table: stage holds a key that is not a block: %q", k)
+		}
+		if w != nil && w.EstimatedSize() >= stageFileSize {
+			if err := finish(); err != nil {
+				return nil, fmt.Errorf("table: write the stage: %w", err)
+			}
+		}
+		if w == nil {
+			path := filepath.Join(st.dir, "publish-"+strconv.Itoa(len(paths))+".sst")
+			f, err := vfs.Default.Create(path)
+			if err != nil {
+				return nil, fmt.Errorf("table: write the stage: %w", err)
+			}
+			w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wopts)
+			paths = append(paths, path)
+		}
+		copy(key, k)
+		binary.BigEndian.PutUint64(key[blockKeyLen-8:], base+binary.BigEndian.Uint64(k[blockKeyLen-8:]))
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("table: read the stage: %w", err)
+		}
+		if err := w.Set(key, v); err != nil {
+			return nil, fmt.Errorf("table: write the stage: %w", err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("table: read the stage: %w", err)
+	}
+	if err := finish(); err != nil {
+		return nil, fmt.Errorf("table: write the stage: %w", err)
+	}
+	return paths, nil
+}
+
+// persistSchema writes the table's metadata (synced) when its schema was
+// widened since it was last persisted.
+func (t *Table) persistSchema() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.schemaDirty {
+		return nil
+	}
+	buf, err := json.Marshal(t.meta)
+	if err != nil {
+		return fmt.Errorf("table %s: encode metadata: %w", t.name, err)
+	}
+	if err := t.store.db.Set(metaKey(t.meta.Name), buf, pebble.Sync); err != nil {
+		return fmt.Errorf("table %s: write metadata: %w", t.name, err)
+	}
+	t.schemaDirty = false
+	return nil
+}
+
+// Close removes the scratch database; what was not published is dropped.
+func (st *Stage) Close() error {
+	if st.db == nil {
+		return nil
+	}
+	st.done = true
+	err := st.db.Close()
+	st.db = nil
+	if rerr := os.RemoveAll(st.dir); err == nil {
+		err = rerr
+	}
+	liveStages.Lock()
+	delete(liveStages.dirs, st.dir)
+	liveStages.Unlock()
+	st.release()
+	if err != nil {
+		return fmt.Errorf("table: close stage: %w", err)
+	}
+	return nil
+}
