@@ -28,6 +28,7 @@ func init() {
 				opts.Brokers = strings.Split(brokers, ",")
 			}
 			opts.Log = cmd.ErrOrStderr()
+			opts.SluiceArgs = []string{"sluice"} // the nodes: sluiceCmd in main.go
 			res, err := kafkabench.Run(ctx, opts)
 			fmt.Fprintln(cmd.OutOrStdout(), kafkabench.Format(res))
 			return err
@@ -43,5 +44,5 @@ func init() {
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, http, latency, 2nodes (default all)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a 3 s CPU profile of the first node of each consuming case to this file (suffixed .case)")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the broker and stores (default a temporary one)")
-	benchCmd.AddCommand(cmd)
+	rootCmd.AddCommand(cmd)
 }

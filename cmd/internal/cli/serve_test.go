@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -30,8 +30,8 @@ func runServeCLI(t *testing.T, args ...string) string {
 // back" on the bundled example config, straight into a store directory.
 func TestIngestThenQueryExample(t *testing.T) {
 	data := t.TempDir()
-	cfg := "../../examples/server/sluice.yaml"
-	out := runServeCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "events", "../../examples/server/events.jsonl", "../../examples/server/events.csv")
+	cfg := "../../../examples/server/sluice.yaml"
+	out := runServeCLI(t, "ingest", "--config", cfg, "--data", data, "--table", "events", "../../../examples/server/events.jsonl", "../../../examples/server/events.csv")
 	if !strings.Contains(out, `events.jsonl: {"accepted":5,"filtered":1,"failed":0}`) || !strings.Contains(out, `events.csv: {"accepted":2,`) {
 		t.Fatalf("ingest output:\n%s", out)
 	}
@@ -77,7 +77,7 @@ func TestValidateServerConfig(t *testing.T) {
 	cmd := validateCmd()
 	cmd.SetOut(&out)
 	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs([]string{"--config", "../../examples/server/sluice.yaml"})
+	cmd.SetArgs([]string{"--config", "../../../examples/server/sluice.yaml"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("validate of the bundled server config: %v", err)
 	}

@@ -36,5 +36,5 @@ func init() {
 	f.BoolVar(&opts.Unsorted, "unsorted", false, "compact in the store's hash order instead of sorted by key (compact.iceberg.unsorted)")
 	f.StringVar(&opts.Dir, "dir", "", "work directory (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the cold-range query to this file")
-	benchCmd.AddCommand(cmd)
+	rootCmd.AddCommand(cmd)
 }

@@ -39,5 +39,5 @@ func init() {
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, luajit (a binary built with -tags luajit), plugin, query (default all)")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the stores (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	benchCmd.AddCommand(cmd)
+	rootCmd.AddCommand(cmd)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ func buildSluice(t *testing.T) string {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicedb/sluice/cmd/sluice").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func exampleDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"computed.yaml", "computed_test.yaml", "events.jsonl", "scripts/age_days.lua", "scripts/not_test.lua"} {
-		data, err := os.ReadFile(filepath.Join("../../examples", f))
+		data, err := os.ReadFile(filepath.Join("../../../examples", f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,7 +29,7 @@ func exampleDir(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	src, err := os.ReadFile("../../examples/plugin/upper.go")
+	src, err := os.ReadFile("../../../examples/plugin/upper.go")
 	if err != nil {
 		t.Fatal(err)
 	}

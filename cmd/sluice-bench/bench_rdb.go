@@ -52,7 +52,7 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 			rep, err := rdbbench.RunBench(cmd.Context(), rdbbench.BenchOptions{
 				Corpus: corpus, Cases: cases, Runs: runs, ProfileDir: profileDir, Log: cmd.ErrOrStderr(),
 				Child: func(name, file, prof string) *exec.Cmd {
-					return exec.Command(self, "bench", "rdb", "--child", name, "--child-file", file, "--child-profile", prof)
+					return exec.Command(self, "rdb", "--child", name, "--child-file", file, "--child-profile", prof)
 				},
 			})
 			if err != nil {
@@ -76,5 +76,5 @@ The fastest of --runs runs is reported; peak RSS is the largest seen.`,
 	for _, name := range []string{"child", "child-file", "child-profile"} {
 		_ = f.MarkHidden(name)
 	}
-	benchCmd.AddCommand(cmd)
+	rootCmd.AddCommand(cmd)
 }

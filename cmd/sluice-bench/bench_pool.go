@@ -57,7 +57,7 @@ func init() {
 	f.StringVar(&benchPool.mdPath, "md", "", "also write the table as markdown to this file")
 	f.StringVar(&benchPool.child, "child", "", "internal: run one cell (JSON) and print its result")
 	f.MarkHidden("child")
-	benchCmd.AddCommand(benchPoolCmd)
+	rootCmd.AddCommand(benchPoolCmd)
 }
 
 func runBenchPool(cmd *cobra.Command, args []string) error {
@@ -107,7 +107,7 @@ func runBenchPool(cmd *cobra.Command, args []string) error {
 	var results []poolbench.Result
 	for i, cell := range cells {
 		fmt.Fprintf(cmd.ErrOrStderr(), "[%d/%d] %s\n", i+1, len(cells), cell)
-		res, err := poolbench.RunCell(context.Background(), exe, []string{"bench", "pool", "--child"}, cell)
+		res, err := poolbench.RunCell(context.Background(), exe, []string{"pool", "--child"}, cell)
 		if err != nil {
 			res = poolbench.Result{Cell: cell, Err: err.Error()}
 			fmt.Fprintln(cmd.ErrOrStderr(), err)
