@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicedb/sluice/cmd/internal/cli"
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/compute/goplugin"
 )
 
 var rootCmd = &cobra.Command{
@@ -45,6 +46,7 @@ func init() {
 }
 
 func main() {
+	compute.EnablePlugins(goplugin.Open) // the ingest report's plugin case
 	// A child started to open a plugin before this process does (see
 	// docs/compute.md; the ingest report's plugin case) does that and exits
 	// here.

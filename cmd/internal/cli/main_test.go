@@ -8,11 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/sluicedb/sluice/coldtier" // as in sluice-full: the tests cover compact.iceberg
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/compute/goplugin"
 )
 
 func TestMain(m *testing.M) {
-	// As in main: plugin check children stop here.
+	// As in sluice-full's main: plugins load, and plugin check children
+	// stop here.
+	compute.EnablePlugins(goplugin.Open)
 	compute.ServePluginCheck()
 	os.Exit(m.Run())
 }

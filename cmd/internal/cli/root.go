@@ -10,11 +10,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/internal/coldapi"
 )
 
 var rootCmd = &cobra.Command{
@@ -40,4 +44,8 @@ func Main(name string, args []string) int {
 // which binary has it.
 func printError(w io.Writer, name string, err error) {
 	fmt.Fprintf(w, "%s: %v\n", name, err)
+	if errors.Is(err, compute.ErrNoPlugins) || errors.Is(err, coldapi.ErrNotLinked) {
+		fmt.Fprintln(w, "hint: sluice-full is the same command with the cold tier (compact.iceberg) and Go plugins linked in:\n"+
+			"      go run ./cmd/sluice-full ..., or go build -o sluice-full ./cmd/sluice-full (docs/architecture.md)")
+	}
 }
