@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicedb/sluice/compute/goplugin"
 	"github.com/sluicedb/sluice/compute/plugbuild"
 	"github.com/sluicedb/sluice/internal/testenv"
 )
@@ -16,6 +17,7 @@ var testDir string
 func TestMain(m *testing.M) {
 	// A plugin check child opens its plugin and exits here; otherwise this
 	// test binary serves the checks of the tests' plugin loads.
+	EnablePlugins(goplugin.Open)
 	ServePluginCheck()
 	var err error
 	testDir, err = os.MkdirTemp("", "compute-test-")

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"plugin"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // PluginFunc is the signature a plugin's exported function must have.
@@ -29,7 +29,27 @@ var (
 	ErrPluginMismatch = errors.New("plugin was built by another Go toolchain or with other build flags than sluice; rebuild it with the same Go version and flags")
 	// ErrPluginPanic: the plugin function panicked; the panic was recovered.
 	ErrPluginPanic = errors.New("plugin panicked")
+	// ErrNoPlugins: this binary was built without Go plugin loading (no
+	// EnablePlugins in its main).
+	ErrNoPlugins = errors.New("this binary cannot load Go plugins: it is built without package plugin")
 )
+
+// PluginOpener opens the Go plugin at path and returns the lookup of its
+// exported symbols: goplugin.Open, which is plugin.Open.
+//
+// compute does not import package plugin itself: a binary that links it
+// exports every symbol and keeps every exported method, which made the lean
+// sluice binary 2.5 times as large and start with 13 MB more resident
+// (docs/architecture.md). Only the binaries that load plugins link it, by
+// calling EnablePlugins(goplugin.Open) first thing in main.
+type PluginOpener func(path string) (lookup func(symbol string) (any, error), err error)
+
+// pluginOpener is what EnablePlugins registered; nil: ErrNoPlugins.
+var pluginOpener atomic.Pointer[PluginOpener]
+
+// EnablePlugins lets this process load Go plugins with open
+// (goplugin.Open). Without it a plugin column fails with ErrNoPlugins.
+func EnablePlugins(open PluginOpener) { pluginOpener.Store(&open) }
 
 // openedPlugins records every plugin opened by this process, by absolute
 // path, with the hash of the file that was opened. It is process-wide
@@ -40,8 +60,8 @@ var openedPlugins = struct {
 }{byPath: map[string]openedPlugin{}}
 
 type openedPlugin struct {
-	hash [32]byte
-	p    *plugin.Plugin
+	hash   [32]byte
+	lookup func(symbol string) (any, error)
 	// err is why opening failed after Go registered the plugin (its init
 	// panicked): Go's plugin table then holds an entry that never finishes
 	// loading, and a second plugin.Open of the path would block forever.
@@ -95,10 +115,13 @@ func (p *Plugin) open(abs string, hash [32]byte) (Handler, error) {
 		return nil, op.err
 	}
 	if !seen {
+		if pluginOpener.Load() == nil {
+			return nil, fmt.Errorf("plugin %s: %w", abs, ErrNoPlugins)
+		}
 		if err := checkPluginInChild(abs); err != nil {
 			return nil, err
 		}
-		pl, err := openRecovered(abs)
+		lookup, err := openRecovered(abs)
 		if errors.Is(err, ErrPluginInit) {
 			openedPlugins.byPath[abs] = openedPlugin{hash: hash, err: err}
 			return nil, err
@@ -113,10 +136,10 @@ func (p *Plugin) open(abs string, hash [32]byte) (Handler, error) {
 			}
 			return nil, fmt.Errorf("plugin %s: %w", abs, err)
 		}
-		op = openedPlugin{hash: hash, p: pl}
+		op = openedPlugin{hash: hash, lookup: lookup}
 		openedPlugins.byPath[abs] = op
 	}
-	sym, err := op.p.Lookup(p.FuncName)
+	sym, err := op.lookup(p.FuncName)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: symbol %q not found: %w", abs, p.FuncName, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"plugin"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -63,16 +62,21 @@ func ServePluginCheck() {
 	os.Exit(checkOK)
 }
 
-// openRecovered is plugin.Open with a recover around the plugin's init
-// functions: a panic becomes an error wrapping ErrPluginInit, with the panic
-// value and where it was raised on one line.
-func openRecovered(path string) (p *plugin.Plugin, err error) {
+// openRecovered opens the plugin with the registered PluginOpener, with a
+// recover around the plugin's init functions: a panic becomes an error
+// wrapping ErrPluginInit, with the panic value and where it was raised on
+// one line.
+func openRecovered(path string) (lookup func(string) (any, error), err error) {
+	open := pluginOpener.Load()
+	if open == nil {
+		return nil, fmt.Errorf("plugin %s: %w", path, ErrNoPlugins)
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			p, err = nil, fmt.Errorf("plugin %s: %w: init panicked: %v%s", path, ErrPluginInit, r, panicSite())
+			lookup, err = nil, fmt.Errorf("plugin %s: %w: init panicked: %v%s", path, ErrPluginInit, r, panicSite())
 		}
 	}()
-	return plugin.Open(path)
+	return (*open)(path)
 }
 
 // panicSite is " (at file:line in func)" of the frame that panicked, for a

@@ -12,13 +12,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/table"
 )
 
 // The cold tier (package coldtier): tables whose compact section has an
 // iceberg destination compact into an Iceberg table, and their queries
-// span both tiers when compaction removes rows from the store.
+// span both tiers when compaction removes rows from the store. The server
+// reaches it through coldapi only: a binary links coldtier (iceberg-go and
+// the cloud SDKs) only when its main imports it (docs/architecture.md).
+
+// checkColdTiers is, for Check, the tables whose compact.iceberg this
+// binary cannot serve: it was built without the cold tier.
+func checkColdTiers(cfg *config.Config) []error {
+	if coldapi.Linked() {
+		return nil
+	}
+	var errs []error
+	for _, tc := range cfg.Tables {
+		if tc.Compact.Iceberg != nil {
+			errs = append(errs, fmt.Errorf("table %q: compact.iceberg: %w", tc.Name, coldapi.ErrNotLinked))
+		}
+	}
+	return errs
+}
 
 // openColdTiers opens the cold tier of each table that has one; stateDir
 // (the storage directory) holds the default SQLite catalog and the record
@@ -32,16 +50,16 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 		if ic == nil {
 			continue
 		}
-		cfg := coldtier.Config{
+		cfg := coldapi.Config{
 			Warehouse: ic.Warehouse,
-			S3:        coldtier.S3{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle},
-			Catalog: coldtier.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
+			S3:        coldapi.S3{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle},
+			Catalog: coldapi.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
 				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
 			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
 		}
-		c, err := coldtier.Open(ctx, cfg, ts.table)
+		c, err := coldapi.Open(ctx, cfg, ts.table)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("table %q: cold tier: %w", n, err))
+			errs = append(errs, fmt.Errorf("table %q: compact.iceberg: %w", n, err))
 			continue
 		}
 		ts.cold = c
@@ -60,9 +78,9 @@ func (s *Server) closeColdTiers() []error {
 }
 
 // compactCold is compact for a table with a cold tier.
-func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldtier.Stats, error) {
+func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldapi.Stats, error) {
 	watermark := s.now().Add(-ts.cfg.Compact.After)
-	st, err := ts.cold.Compact(ctx, watermark, coldtier.Options{Remove: ts.cfg.Compact.Remove})
+	st, err := ts.cold.Compact(ctx, watermark, ts.cfg.Compact.Remove)
 	if err != nil {
 		if ctx.Err() == nil {
 			ts.compactErrors.Add(1)
@@ -260,7 +278,7 @@ type CompactResult struct {
 
 // writeColdMetrics adds the cold tier's families.
 func (s *Server) writeColdMetrics(bw *bufio.Writer) {
-	family := func(name, kind, help string, v func(*coldtier.Counters) int64) {
+	family := func(name, kind, help string, v func(coldapi.Counters) int64) {
 		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
 		for _, n := range s.names {
 			if c := s.tables[n].cold; c != nil {
@@ -268,10 +286,10 @@ func (s *Server) writeColdMetrics(bw *bufio.Writer) {
 			}
 		}
 	}
-	family("sluice_coldtier_bytes_uploaded_total", "counter", "Parquet bytes committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.BytesUploaded.Load() })
-	family("sluice_coldtier_files_total", "counter", "Data files committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Files.Load() })
-	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c *coldtier.Counters) int64 { return c.Rows.Load() })
-	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c *coldtier.Counters) int64 { return c.CommitRetries.Load() })
-	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c *coldtier.Counters) int64 { return c.OrphanFiles.Load() })
-	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c *coldtier.Counters) int64 { return c.Recoveries.Load() })
+	family("sluice_coldtier_bytes_uploaded_total", "counter", "Parquet bytes committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.BytesUploaded })
+	family("sluice_coldtier_files_total", "counter", "Data files committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Files })
+	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Rows })
+	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries })
+	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles })
+	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries })
 }

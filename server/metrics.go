@@ -10,9 +10,9 @@ import (
 )
 
 // The metrics are written in the Prometheus text format by hand, as luavm's
-// are: the families are few and fixed, their values are already atomic
-// counters owned by the packages, and a client library would add a registry
-// (and a second copy of every counter) for no gain.
+// are, from the atomic counters the packages own. TestMetricsParseAsPrometheusText
+// reads the page back with Prometheus's parser (prometheus/common/expfmt), so a
+// line a scraper would reject fails a test.
 
 func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -27,11 +27,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/luavm"
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
@@ -106,8 +106,8 @@ type tableState struct {
 
 	compactRuns, compactErrors, expireRuns atomic.Int64
 	compactRows                            atomic.Int64
-	lastCompact                            atomic.Int64        // unix ns of the last successful compaction's watermark
-	cold                                   *coldtier.Compactor // nil: compaction to compact.dir, or none
+	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
+	cold                                   coldapi.Tier // nil: compaction to compact.dir, or none
 }
 
 // New opens the store and every table of cfg and loads their computed
@@ -540,7 +540,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	}
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
-	var errs []error
+	errs := checkColdTiers(cfg)
 	for _, tc := range cfg.Tables {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue

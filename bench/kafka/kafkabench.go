@@ -31,8 +31,11 @@ import (
 type Options struct {
 	// Brokers of an existing cluster; empty starts a broker.
 	Brokers []string
-	// Sluice is the sluice binary to run as nodes (default: this executable).
-	Sluice string
+	// Sluice is the sluice binary to run as nodes (default: this
+	// executable), with SluiceArgs before its serve command: sluice-bench
+	// runs its own hidden `sluice` command, the sluice command tree.
+	Sluice     string
+	SluiceArgs []string
 	// Rows pre-produced for each throughput case (default 1,000,000).
 	Rows int
 	// Partitions of each topic (default 4).
@@ -262,7 +265,8 @@ func (b *bench) start(name, cfg string) (*node, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	n := &node{url: "http://" + addr, done: make(chan struct{}), logf: logf}
-	n.cmd = exec.Command(b.opts.Sluice, "serve", "--config", cfgPath, "--data", filepath.Join(b.dir, name), "--listen", addr, "--log-level", "warn")
+	args := append(append([]string{}, b.opts.SluiceArgs...), "serve", "--config", cfgPath, "--data", filepath.Join(b.dir, name), "--listen", addr, "--log-level", "warn")
+	n.cmd = exec.Command(b.opts.Sluice, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.cmd.Start(); err != nil {

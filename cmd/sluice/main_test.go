@@ -1,32 +1,109 @@
 package main
 
 import (
-	"bytes"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sluicedb/sluice/compute"
 )
 
-func TestMain(m *testing.M) {
-	// As in main: plugin check children stop here.
-	compute.ServePluginCheck()
-	os.Exit(m.Run())
+// heavy are the packages the lean sluice must not link (docs/architecture.md):
+// the cold tier and what only it needs, package plugin (every symbol
+// exported, 2.5x the binary), and the benchmark harnesses with the test
+// servers they start and package testing.
+var heavy = []string{
+	"github.com/sluicedb/sluice/coldtier",
+	"github.com/apache/iceberg-go",
+	"github.com/apache/arrow-go/v18/arrow",
+	"github.com/aws/aws-sdk-go-v2/service/s3",
+	"plugin",
+	"testing",
+	"github.com/sluicedb/sluice/internal/coldtest",
+	"github.com/sluicedb/sluice/internal/testkafka",
+	"github.com/sluicedb/sluice/compute/plugbuild",
+	"github.com/sluicedb/sluice/bench/compact",
 }
 
-// TestHelpListsCommands runs the real root command and checks that the
-// command groups every later command hangs off are wired in.
-func TestHelpListsCommands(t *testing.T) {
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetArgs([]string{"--help"})
-	if err := rootCmd.Execute(); err != nil {
-		t.Fatal(err)
+// TestLeanDeps: `go list -deps ./cmd/sluice` names none of heavy.
+func TestLeanDeps(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
 	}
-	for _, want := range []string{"bench"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("sluice --help does not mention %q:\n%s", want, out.String())
+	deps := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		deps[p] = true
+	}
+	for _, p := range heavy {
+		if deps[p] {
+			t.Errorf("sluice links %s", p)
 		}
+	}
+	if !deps["github.com/sluicedb/sluice/server"] || !deps["github.com/sluicedb/sluice/rdbtool"] {
+		t.Errorf("sluice does not link server and rdbtool: the command tree is missing")
+	}
+}
+
+// TestLeanNamesSluiceFull: the lean binary refuses a table with
+// compact.iceberg and a plugin column with an error naming what is missing
+// and a hint naming sluice-full, and serves everything else.
+func TestLeanNamesSluiceFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	iceberg := write("iceberg.yaml", fmt.Sprintf(`
+storage: {dir: %q}
+tables:
+  - name: plain
+    hashBy: user
+  - name: events
+    hashBy: user
+    compact:
+      after: 24h
+      iceberg: {warehouse: %q}
+`, filepath.Join(dir, "data"), filepath.Join(dir, "warehouse")))
+	write("upper.so", "not opened: the lean binary cannot open plugins")
+	plugin := write("plugin.yaml", "computed:\n  - name: up\n    type: string\n    func: upper.so\n    funcname: Upper\n")
+	plain := write("plain.yaml", "computed:\n  - name: two\n    type: int64\n    func: \"function main(row) return 2 end\"\n")
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--check", "--config", iceberg}, `table "events": compact.iceberg: this binary is built without the cold tier`},
+		{[]string{"query", "--config", iceberg, "--table", "plain"}, `table "events": compact.iceberg: this binary is built without the cold tier`},
+		{[]string{"validate", "--config", plugin}, "this binary cannot load Go plugins"},
+	} {
+		out, err := run(tc.args...)
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("sluice %s: %v, want exit status 1\n%s", strings.Join(tc.args, " "), err, out)
+		}
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, "go run ./cmd/sluice-full") {
+			t.Errorf("sluice %s: output does not name %q and sluice-full:\n%s", strings.Join(tc.args, " "), tc.want, out)
+		}
+		if strings.Contains(out, `table "plain"`) {
+			t.Errorf("sluice %s: blames the table without compact.iceberg:\n%s", strings.Join(tc.args, " "), out)
+		}
+	}
+	if out, err := run("validate", "--config", plain); err != nil || strings.Contains(out, "sluice-full") {
+		t.Errorf("sluice validate of a Lua column: %v\n%s", err, out)
 	}
 }

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/server"
+)
+
+func init() {
+	rootCmd.AddCommand(compactCmd())
+}
+
+func compactCmd() *cobra.Command {
+	var configPath, data, serverURL, tableName string
+	var orphans bool
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "compact --table T",
+		Short: "Compact a table now (to its compact.dir or its Iceberg table), through a server or straight on the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			if tableName == "" {
+				return errors.New("--table is required")
+			}
+			var res any
+			var err error
+			if serverURL != "" {
+				client := &server.Client{URL: serverURL}
+				if orphans {
+					res, err = client.DeleteOrphans(ctx, tableName, olderThan)
+				} else {
+					res, err = client.Compact(ctx, tableName)
+				}
+			} else {
+				cfg, lerr := loadServerConfig(configPath, "", false, false)
+				if lerr != nil {
+					return lerr
+				}
+				s, serr := server.New(ctx, cfg, server.Options{StorageDir: data, Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+				if serr != nil {
+					return serr
+				}
+				defer s.Close()
+				if orphans {
+					res, err = s.DeleteOrphansNow(ctx, tableName, olderThan)
+				} else {
+					res, err = s.CompactNow(ctx, tableName)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	cmd.Flags().StringVar(&tableName, "table", "", "table to compact")
+	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server; empty = straight on the store (the server must not be running)")
+	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (YAML), without --server")
+	cmd.Flags().BoolVar(&orphans, "orphans", false, "instead of compacting, delete the Iceberg table's orphan files (uploads of runs killed before their commit)")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "with --orphans: only files older than this (default: the table's compact.iceberg.orphan_age, 72h)")
+	cmd.Flags().StringVar(&data, "data", "", "storage directory (overrides storage.dir), without --server")
+	return cmd
+}

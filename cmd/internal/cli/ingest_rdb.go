@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/rdbtool"
+	"github.com/sluicedb/sluice/server"
+)
+
+// rdbIngestFlags are `sluice ingest`'s flags for RDB snapshots: the
+// filters of `sluice rdb`.
+type rdbIngestFlags struct {
+	dbs        []int
+	types      []string
+	prefixes   []string
+	pattern    string
+	keyRegex   string
+	minSize    int64
+	noChecksum bool
+	noProgress bool
+	mode       string
+	// flags are the command's flags: --batch (registered by ingest.go)
+	// is sent only when given, so the table's rdb.batch applies otherwise.
+	flags *pflag.FlagSet
+}
+
+func (f *rdbIngestFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	f.flags = fs
+	fs.IntSliceVar(&f.dbs, "db", nil, "rdb: only these databases (comma-separated)")
+	fs.StringSliceVar(&f.types, "type", nil, "rdb: only these types: string, list, set, zset, hash, stream, module")
+	fs.StringSliceVar(&f.prefixes, "prefix", nil, "rdb: only keys starting with one of these prefixes")
+	fs.StringVar(&f.pattern, "pattern", "", "rdb: only keys matching this Redis glob (as KEYS/SCAN MATCH)")
+	fs.StringVar(&f.keyRegex, "key", "", "rdb: only keys matching this regular expression (Go RE2 syntax)")
+	fs.Int64Var(&f.minSize, "min-size", 0, "rdb: only keys whose estimated memory is at least this many bytes")
+	fs.BoolVar(&f.noChecksum, "no-checksum", false, "rdb: do not verify the snapshot's CRC64")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "rdb: no progress bar (it is only drawn when stderr is a terminal)")
+	fs.StringVar(&f.mode, "mode", server.RDBAtomic, "rdb: atomic (the snapshot is stored whole once read and its checksum checked, or not at all) or stream (each batch is stored as it is read; a failure keeps the batches before it)")
+}
+
+func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
+	if f.flags != nil && !f.flags.Changed("batch") {
+		batch = 0 // the table's rdb.batch, else 1000
+	}
+	o := ingest.RDBOptions{BatchRows: batch, SkipChecksum: f.noChecksum}
+	switch f.mode {
+	case server.RDBAtomic, "":
+	case server.RDBStream:
+		o.Stream = true
+	default:
+		return o, fmt.Errorf("--mode %q: want %s or %s", f.mode, server.RDBAtomic, server.RDBStream)
+	}
+	o.Filter = rdbtool.Filter{DBs: f.dbs, Prefixes: f.prefixes, Pattern: f.pattern, Regex: f.keyRegex, MinSize: f.minSize}
+	for _, t := range f.types {
+		typ, err := rdbtool.ParseType(t)
+		if err != nil {
+			return o, err
+		}
+		o.Filter.Types = append(o.Filter.Types, typ)
+	}
+	return o, nil
+}
+
+// ingestRDB opens src, draws a progress bar of the bytes read on a
+// terminal, hands the stream to ingest and reports the result. The
+// errors of ingest name src already.
+func ingestRDB(ctx context.Context, cmd *cobra.Command, src string, noProgress bool, ingest func(io.Reader) (server.RDBResult, error)) error {
+	rc, err := server.OpenSource(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var size int64
+	if st, err := os.Stat(src); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	var bar *rdbtool.Progress
+	if !noProgress {
+		bar = rdbtool.NewProgress(cmd.ErrOrStderr(), "ingest", size)
+	}
+	res, err := ingest(rdbtool.ProgressReader(rc, bar))
+	bar.Finish()
+	b, _ := json.Marshal(res)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", src, b)
+	return err
+}

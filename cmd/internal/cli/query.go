@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/server"
+)
+
+func init() {
+	rootCmd.AddCommand(queryCmd())
+}
+
+func queryCmd() *cobra.Command {
+	var configPath, data, serverURL, tableName, from, to, format string
+	var hash, columns, where []string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "query --table T [--from T0 --to T1] [--hash V]... [--columns a,b] [--where 'n>=5']...",
+		Short: "Query a table (through a running server with --server, or straight from the store)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			if tableName == "" {
+				return errors.New("--table is required")
+			}
+			params := map[string][]string{"from": {from}, "to": {to}, "hash": hash, "columns": columns, "where": where, "format": {format}}
+			req, err := server.ParseQueryURL(params)
+			if err != nil {
+				return err
+			}
+			req.Limit = limit
+			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
+			defer out.Flush()
+			if serverURL != "" {
+				_, err := (&server.Client{URL: serverURL}).Query(ctx, tableName, req, out)
+				return err
+			}
+			cfg, err := loadServerConfig(configPath, "", false, false)
+			if err != nil {
+				return err
+			}
+			s, err := server.New(ctx, cfg, server.Options{StorageDir: data, Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			_, err = s.Query(ctx, tableName, req, out, format, nil)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&tableName, "table", "", "table to query")
+	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server; empty = straight from the store")
+	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
+	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server)")
+	cmd.Flags().StringVar(&from, "from", "", "start of the time range (RFC 3339 or unix seconds), inclusive")
+	cmd.Flags().StringVar(&to, "to", "", "end of the time range, exclusive")
+	cmd.Flags().StringArrayVar(&hash, "hash", nil, "hashBy value(s) (repeat or comma-separate)")
+	cmd.Flags().StringSliceVar(&columns, "columns", nil, "columns to output, in order")
+	cmd.Flags().StringArrayVar(&where, "where", nil, "predicate: 'col OP value' (= != < <= > >=), 'col IN a,b', 'col IS NULL'")
+	cmd.Flags().IntVar(&limit, "limit", 0, "maximum rows (0 = all)")
+	cmd.Flags().StringVar(&format, "format", "ndjson", "ndjson or csv")
+	return cmd
+}

@@ -1,0 +1,43 @@
+package coldtier
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/coldapi"
+	"github.com/sluicedb/sluice/table"
+)
+
+// Importing coldtier registers it as the cold tier of the process: the
+// server reaches it through coldapi only, so that a binary links iceberg-go
+// only when its main imports this package (docs/architecture.md).
+func init() {
+	coldapi.Register(func(ctx context.Context, cfg coldapi.Config, t *table.Table) (coldapi.Tier, error) {
+		c, err := Open(ctx, Config{
+			Warehouse: cfg.Warehouse,
+			S3:        S3{Endpoint: cfg.S3.Endpoint, Region: cfg.S3.Region, PathStyle: cfg.S3.PathStyle},
+			Catalog: Catalog{Type: cfg.Catalog.Type, URI: cfg.Catalog.URI, Name: cfg.Catalog.Name,
+				Namespace: cfg.Catalog.Namespace, Properties: cfg.Catalog.Properties},
+			Node: cfg.Node, StateDir: cfg.StateDir, RowGroupRows: cfg.RowGroupRows, Unsorted: cfg.Unsorted,
+		}, t)
+		if err != nil {
+			return nil, err
+		}
+		return tier{c}, nil
+	})
+}
+
+// tier is a Compactor as a coldapi.Tier.
+type tier struct{ *Compactor }
+
+func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (coldapi.Stats, error) {
+	st, err := t.Compactor.Compact(ctx, watermark, Options{Remove: remove})
+	return coldapi.Stats{Rows: st.Rows, Bytes: st.Bytes, Files: st.Files, Watermark: st.Watermark,
+		SnapshotID: st.SnapshotID, Recovered: st.Recovered}, err
+}
+
+func (t tier) Counters() coldapi.Counters {
+	c := t.Compactor.Counters()
+	return coldapi.Counters{BytesUploaded: c.BytesUploaded.Load(), Files: c.Files.Load(), Rows: c.Rows.Load(),
+		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load()}
+}

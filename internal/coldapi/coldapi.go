@@ -1,0 +1,96 @@
+// Package coldapi is the cold tier as the server sees it: the interface of
+// one table's cold tier, what opening one takes, and the registration of
+// the implementation.
+//
+// The server imports this package, never coldtier: coldtier links
+// iceberg-go, arrow-go and the cloud SDKs (880 packages, a 176 MB binary
+// whose substrait init alone took 80-290 ms and 33 MB at every start). A
+// binary that serves compact.iceberg imports coldtier, whose init registers
+// it here (as database/sql drivers do); one that does not, the lean sluice,
+// fails such a table with ErrNotLinked. See docs/architecture.md.
+package coldapi
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/table"
+)
+
+// ErrNotLinked: no cold tier is registered in this binary.
+var ErrNotLinked = errors.New("this binary is built without the cold tier (compact.iceberg)")
+
+// Tier is one table's cold tier (coldtier.Compactor).
+type Tier interface {
+	// Compact moves the rows older than watermark into the Iceberg table;
+	// remove deletes them from the hot store after the commit.
+	Compact(ctx context.Context, watermark time.Time, remove bool) (Stats, error)
+	// DeleteOrphanFiles deletes the unreferenced files older than olderThan.
+	DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error)
+	// QueryValues answers q from both tiers; cold says the compacted rows
+	// were removed from the hot store (compact.remove).
+	QueryValues(ctx context.Context, q table.Query, cold bool, emit func([]table.Column, []any) error) error
+	// Counters are the totals since the tier was opened.
+	Counters() Counters
+	Close() error
+}
+
+// Config says where a table's cold tier lives (coldtier.Config).
+type Config struct {
+	Warehouse    string
+	S3           S3
+	Catalog      Catalog
+	Node         string
+	StateDir     string // the storage directory: the catalog's default and the record of a run in flight
+	RowGroupRows int
+	Unsorted     bool
+}
+
+// S3 is an S3-compatible endpoint (coldtier.S3).
+type S3 struct {
+	Endpoint, Region string
+	PathStyle        bool
+}
+
+// Catalog is the Iceberg catalog a table is registered in (coldtier.Catalog).
+type Catalog struct {
+	Type, URI, Name, Namespace string
+	Properties                 map[string]string
+}
+
+// Stats describe one compaction run (coldtier.Stats).
+type Stats struct {
+	Rows, Bytes, Files int64
+	Watermark          time.Time // rows before it were compacted
+	SnapshotID         int64     // 0: nothing committed
+	Recovered          bool      // the run finished a crashed run first
+}
+
+// Counters are a tier's totals, read at scrape time (coldtier.Counters).
+type Counters struct {
+	BytesUploaded, Files, Rows, CommitRetries, OrphanFiles, Recoveries int64
+}
+
+// Opener opens a table's cold tier.
+type Opener func(ctx context.Context, cfg Config, t *table.Table) (Tier, error)
+
+var opener atomic.Pointer[Opener]
+
+// Register makes open the cold tier of this process; coldtier's init calls
+// it.
+func Register(open Opener) { opener.Store(&open) }
+
+// Linked reports whether a cold tier is registered.
+func Linked() bool { return opener.Load() != nil }
+
+// Open opens a table's cold tier with the registered Opener, or fails with
+// ErrNotLinked.
+func Open(ctx context.Context, cfg Config, t *table.Table) (Tier, error) {
+	open := opener.Load()
+	if open == nil {
+		return nil, ErrNotLinked
+	}
+	return (*open)(ctx, cfg, t)
+}
