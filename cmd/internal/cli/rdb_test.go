@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
 )
 
 // TestRDBCLIProcess is not a test: when SLUICE_RDB_CLI_ARGS is set, the
