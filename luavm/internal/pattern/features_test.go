@@ -78,7 +78,7 @@ func TestFeatures(t *testing.T) {
 		{"[%a-]+", "1a-b2", "2 4"},
 		{"[a-]+", "x-a", "2 3"},
 		{"[-a]+", "x-a", "2 3"},
-		{"[]]", "a]", "2 2"},      // ']' first is a member
+		{"[]]", "a]", "2 2"},     // ']' first is a member
 		{"[^]]+", "]ab]", "2 3"}, // so it is after '^'
 		{"[%]]", "a]", "2 2"},
 		{"[%a-z]", "-", "1 1"},  // a class, then '-', then 'z'
