@@ -85,7 +85,10 @@ func TestFeatures(t *testing.T) {
 		{"[a-c-e]", "-", "1 1"}, // a range, then '-', then 'e'
 		{"[a-c-e]", "e", "1 1"},
 		{"[a-c-e]", "d", "nil"},
-		{"[0--]", "0", "nil"}, // the range '0'-'-' is empty
+		{"[0--]", "0", "nil"},  // the range '0'-'-' is empty
+		{"[0-%0]", "0", "1 1"}, // the range '0'-'%' is empty, then '0'
+		{"[!-%%]", "%", "1 1"}, // a range up to '%', then '%'
+		{"[!-%%]", "#", "1 1"},
 		{"[z-a]", "m", "nil"},
 		{"[.]", "a.", "2 2"},
 		{"[^%a]", "ab1", "3 3"},

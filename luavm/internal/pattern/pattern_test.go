@@ -50,7 +50,8 @@ func FuzzMatchesPM(f *testing.F) {
 // not do what Lua 5.1 does, and Find does Lua's: p has a %f (pm: the letter
 // f, no frontier), ends in '%' or in a %b without its two bytes (pm: no
 // error, no match), or has a set in which a '-' follows a class or a range
-// or ends a range, and is not last (pm: another set), or has a
+// or ends a range, and is not last, or a range up to '%' (pm: another
+// set), or has a
 // position capture and a back-reference (pm: a panic or a match where
 // nothing matches in Lua).
 func pmDeparts(p string) bool {
@@ -77,8 +78,8 @@ func pmDeparts(p string) bool {
 				if p[i] == '%' {
 					i++
 				} else if i+2 < len(p) && p[i+1] == '-' && p[i+2] != ']' {
-					if p[i+2] == '-' {
-						return true // a range up to '-'
+					if p[i+2] == '-' || p[i+2] == '%' {
+						return true // a range up to '-', or up to '%' (in Lua, not an escape)
 					}
 					i += 2
 				}
