@@ -11,11 +11,12 @@ import (
 )
 
 // The pattern functions of the string library (find, match, gmatch and
-// gsub) on luavm's copy of gopher-lua's matcher (internal/pattern), which
-// the VM's context stops: gopher-lua's own run the backtracking matcher
-// inside one builtin call that no timeout reaches, so one pathological
-// pattern held a stream partition for good and kept the process from
-// exiting. Results are gopher-lua's.
+// gsub) on luavm's own Lua 5.1 matcher (internal/pattern), which the VM's
+// context stops: gopher-lua's own run the backtracking matcher inside one
+// builtin call that no timeout reaches, so one pathological pattern held a
+// stream partition for good and kept the process from exiting. Results are
+// gopher-lua's, but where gopher-lua departs from Lua 5.1 (%f, see the
+// package's doc).
 
 // matchDone is the channel that stops a match: the VM's context's (closed
 // by the watchdog at the deadline), nil when calls have no time limit.

@@ -12,7 +12,8 @@ import (
 )
 
 // TestPatternsMatchGopherLua: find, match and gmatch on luavm's matcher give
-// what gopher-lua's give (results or an error).
+// what gopher-lua's give (results or an error), but where gopher-lua departs
+// from Lua 5.1.
 func TestPatternsMatchGopherLua(t *testing.T) {
 	cases := []string{
 		`string.find("hello world", "o w")`,
@@ -85,7 +86,7 @@ func TestPatternsMatchGopherLua(t *testing.T) {
 		}
 	}
 	for i, c := range cases {
-		if strings.Contains(c, "select") || strings.Contains(c, `"l", 50`) {
+		if strings.Contains(c, "select") || strings.Contains(c, `"l", 50`) || strings.Contains(c, "%f") {
 			continue // Lua's answers, not gopher-lua's (which differ), checked below
 		}
 		check(fmt.Sprintf("c%d", i), c)
@@ -93,7 +94,8 @@ func TestPatternsMatchGopherLua(t *testing.T) {
 	for i, c := range gmatch {
 		check(fmt.Sprintf("g%d", i), "gmatch("+c+")")
 	}
-	for fn, want := range map[string]string{"c5": "[<nil>]", "c21": "[1]"} {
+	// c12: %f is a frontier (gopher-lua's: the letter f).
+	for fn, want := range map[string]string{"c5": "[<nil>]", "c12": "[1 3]", "c21": "[1]"} {
 		got, err := m.Invoke(context.Background(), "pat.lua", fn, lua.MultRet)
 		if err != nil || fmt.Sprint(got) != want {
 			t.Errorf("%s: %v, %v, want %s", fn, got, err, want)
