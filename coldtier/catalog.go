@@ -400,12 +400,28 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		}
 		opts = append(opts, catalog.WithSortOrder(order))
 	}
-	tbl, err = cat.CreateTable(ctx, ident, schema, opts...)
-	if errors.Is(err, catalog.ErrTableAlreadyExists) { // another node created it first
-		return cat.LoadTable(ctx, ident)
+	// Two nodes creating the table at once: the loser gets
+	// ErrTableAlreadyExists, or, on SQLite in WAL mode, SQLITE_BUSY at once
+	// (a read transaction that must become a write one does not wait for
+	// busy_timeout, which would deadlock). Either way the table may exist
+	// now: load it, else try again a few times.
+	for attempt := 1; ; attempt++ {
+		tbl, err = cat.CreateTable(ctx, ident, schema, opts...)
+		if err == nil {
+			return tbl, nil
+		}
+		if errors.Is(err, catalog.ErrTableAlreadyExists) { // another node created it first
+			return cat.LoadTable(ctx, ident)
+		}
+		if loaded, lerr := cat.LoadTable(ctx, ident); lerr == nil {
+			return loaded, nil
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return nil, fmt.Errorf("coldtier: create table %s: %w", strings.Join(ident, "."), err)
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("coldtier: create table %s: %w", strings.Join(ident, "."), err)
-	}
-	return tbl, nil
 }
