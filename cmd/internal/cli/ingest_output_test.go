@@ -24,6 +24,10 @@ func TestFailedIngestOrQueryPrintsOnlyTheError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rdbFile, err := filepath.Abs("../../../rdb/testdata/redis/redis-7.0.15.rdb")
+	if err != nil {
+		t.Fatal(err)
+	}
 	port, err := freeport.Port() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +55,8 @@ func TestFailedIngestOrQueryPrintsOnlyTheError(t *testing.T) {
 		{"unknown table through a server", []string{"--server", url, "--table", "nosuch", events}, []string{"nosuch"}},
 		{"unknown table in a store", []string{"--config", cfg, "--data", t.TempDir(), "--table", "nosuch", events}, []string{"unknown table", "nosuch"}},
 		{"bad line after a stored batch", []string{"--server", url, "--table", "events", "--batch", "2", partial}, []string{"line 3", "2 rows were accepted and stored before the error"}},
+		{"rdb: no server", []string{"--server", "http://127.0.0.1:" + strconv.Itoa(port), "--table", "keys", "--format", "rdb", rdbFile}, []string{"connection refused"}},
+		{"rdb: unknown table in a store", []string{"--config", cfg, "--data", t.TempDir(), "--table", "nosuch", "--format", "rdb", rdbFile}, []string{"unknown table", "nosuch"}},
 		{"query: no server", []string{"query", "--server", "http://127.0.0.1:" + strconv.Itoa(port), "--table", "events"}, []string{"connection refused"}},
 		{"query: unknown table through a server", []string{"query", "--server", url, "--table", "nosuch"}, []string{"nosuch"}},
 		{"query: unknown table in a store", []string{"query", "--config", cfg, "--data", t.TempDir(), "--table", "nosuch"}, []string{"unknown table", "nosuch"}},

@@ -88,7 +88,19 @@ func ingestRDB(ctx context.Context, cmd *cobra.Command, src string, noProgress b
 	}
 	res, err := ingest(rdbtool.ProgressReader(rc, bar))
 	bar.Finish()
+	if err != nil {
+		// As for the other formats (ingestFailed): only the error, which
+		// says what stayed stored (atomic mode: nothing; stream mode: the
+		// rows accepted before it).
+		if res.Accepted > 0 {
+			return fmt.Errorf("%w (%d rows were accepted and stored before the error, mode %s)", err, res.Accepted, res.Mode)
+		}
+		if res.Batches > 0 {
+			return fmt.Errorf("%w (%d batches read, none stored, mode %s)", err, res.Batches, res.Mode)
+		}
+		return err
+	}
 	b, _ := json.Marshal(res)
 	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", src, b)
-	return err
+	return nil
 }
