@@ -806,395 +806,431 @@ int sl_make_decoder(lua_State *L) {
 }
 
 /* ---- string.find, match, gmatch and gsub that a timeout can stop ----
- * LuaJIT's own are C functions that run a backtracking matcher to the end:
- * the checks compiled into user code are never reached inside them, so a
- * pattern such as ("a*"):rep(25).."b" on 30 bytes held a VM (and a stream
- * partition, and the process at shutdown) for ever. These are Lua 5.1's
- * lstrlib matcher (lstrlib.c, MIT License, Copyright (C) 1994-2012
- * Lua.org, PUC-Rio), rewritten here with an end-of-pattern pointer and a
- * step count: every MATCH_STEPS steps the matcher reads the batch's stop
- * word, and when the watchdog has written it calls the host's check
- * function, which raises the timeout (or the cancel) as user code's checks
- * do. Upvalues of each function: 1 the batch (light userdata), 2 check. */
+ * LuaJIT's own string.find, match, gmatch and gsub are C functions that
+ * backtrack to the end: the checks compiled into user code are never reached
+ * inside them, so a pattern such as ("a*"):rep(25).."b" on 30 bytes held a
+ * VM (and a stream partition, and the process at shutdown) for ever. These
+ * are our own implementation of Lua 5.1 patterns (reference manual §5.4.1),
+ * written to give what LuaJIT's give, results and error messages alike
+ * (TestPatternsMatchLuaJIT and FuzzPatternsMatchLuaJIT hold them to it):
+ * a recursive backtracking matcher over the pattern's bytes, recursing only
+ * where a choice may have to be undone (a quantifier, a capture), to at most
+ * PM_MAXDEPTH levels as LuaJIT. It counts its work in steps, and every
+ * PM_STEPS steps reads the batch's stop word; once the watchdog has written
+ * it, the matcher calls the host's check function, which raises the timeout
+ * (or the cancel) as user code's checks do. Upvalues of each function: 1 the
+ * batch (light userdata), 2 check. */
 
-#include <ctype.h>
-
-#define L_ESC '%'
-#define PAT_SPECIALS "^$*+?.([%-"
-#define PAT_MAXCAPTURES 32
-#define PAT_MAXDEPTH 200 /* LuaJIT's LJ_MAX_XLEVEL: "pattern too complex" */
-#define CAP_UNFINISHED (-1)
-#define CAP_POSITION (-2)
-#define MATCH_STEPS 4096
-#define uchar(c) ((unsigned char)(c))
+#define PM_MAXCAPS 32   /* captures in one pattern, as LuaJIT */
+#define PM_MAXDEPTH 200 /* nested matcher calls before "pattern too complex", as LuaJIT */
+#define PM_STEPS 4096   /* steps between two looks at the stop word */
+#define PM_OPEN (-1)    /* the length of a capture not closed yet */
+#define PM_POSITION (-2) /* the length of a position capture, () */
 
 typedef struct {
-	const char *src_init, *src_end, *p_end;
 	lua_State *L;
 	sl_batch *b;
-	uint32_t steps;
-	int level, depth;
-	struct { const char *init; ptrdiff_t len; } capture[PAT_MAXCAPTURES];
-} pmatch;
+	const char *subj, *subj_end; /* the subject */
+	const char *pat_end;         /* the pattern ends here (or at its first NUL) */
+	size_t steps;                /* steps since the last look at the stop word */
+	int depth;                   /* nested pm_match calls */
+	int ncap;                    /* captures opened so far */
+	struct {
+		const char *at;
+		ptrdiff_t len; /* or PM_OPEN, PM_POSITION */
+	} cap[PM_MAXCAPS];
+} pm_state;
 
-static const char *pm_match(pmatch *ms, const char *s, const char *p);
-
-/* pm_step counts a step; now and then it looks at the stop word. */
-static void pm_step(pmatch *ms) {
-	if ((++ms->steps & (MATCH_STEPS - 1)) != 0 || ms->b->stop == 0) return;
+/* pm_step counts n steps of work; at every PM_STEPS it reads the stop word
+ * and, when it is set, calls check, which raises unless the stop was meant
+ * for an earlier row. */
+static void pm_step(pm_state *ms, size_t n) {
+	ms->steps += n;
+	if (ms->steps < PM_STEPS) return;
+	ms->steps = 0;
+	if (ms->b->stop == 0) return;
 	lua_pushvalue(ms->L, lua_upvalueindex(2));
-	lua_call(ms->L, 0, 0); /* raises unless the stop word was for an earlier row */
+	lua_call(ms->L, 0, 0);
 }
 
-static int pm_check_capture(pmatch *ms, int l) {
-	l -= '1';
-	if (l < 0 || l >= ms->level || ms->capture[l].len == CAP_UNFINISHED)
-		return luaL_error(ms->L, "invalid capture index");
-	return l;
+/* pm_class_has tells whether byte c is in the class named by letter (%a,
+ * %d...; an upper-case letter is the complement): 1 or 0, or -1 when the
+ * letter names no class and %letter stands for the letter itself. Classes
+ * are ASCII only, as LuaJIT's (no locale). */
+static int pm_class_has(unsigned char letter, unsigned char c) {
+	int lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z', digit = c >= '0' && c <= '9';
+	int graph = c > 32 && c < 127, in;
+	switch (letter | 0x20) {
+	case 'a': in = lower || upper; break;
+	case 'c': in = c < 32 || c == 127; break;
+	case 'd': in = digit; break;
+	case 'g': in = graph; break; /* LuaJIT knows Lua 5.2's %g */
+	case 'l': in = lower; break;
+	case 'p': in = graph && !lower && !upper && !digit; break;
+	case 's': in = c == ' ' || (c >= '\t' && c <= '\r'); break;
+	case 'u': in = upper; break;
+	case 'w': in = lower || upper || digit; break;
+	case 'x': in = digit || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); break;
+	case 'z': in = c == 0; break;
+	default: return -1;
+	}
+	return letter <= 'Z' ? !in : in;
 }
 
-static int pm_capture_to_close(pmatch *ms) {
-	int level = ms->level;
-	for (level--; level >= 0; level--)
-		if (ms->capture[level].len == CAP_UNFINISHED) return level;
-	return luaL_error(ms->L, "invalid pattern capture");
+/* pm_escaped_has: whether c matches %letter (a class, or the letter). */
+static int pm_escaped_has(unsigned char letter, unsigned char c) {
+	int in = pm_class_has(letter, c);
+	return in < 0 ? letter == c : in;
 }
 
-static const char *pm_class_end(pmatch *ms, const char *p) {
-	switch (*p++) {
-	case L_ESC:
-		if (p == ms->p_end) luaL_error(ms->L, "malformed pattern (ends with '%%')");
-		return p + 1;
-	case '[':
-		if (*p == '^') p++;
-		do { /* look for a ']' */
-			if (p == ms->p_end) luaL_error(ms->L, "malformed pattern (missing ']')");
-			if (*(p++) == L_ESC && p < ms->p_end) p++; /* skip escapes (e.g. '%]') */
-		} while (*p != ']');
-		return p + 1;
-	default:
-		return p;
+/* pm_set_end returns the byte after the ']' closing the set that opens at
+ * p ('['). A ']' first in the set (after the '^', if any) is a member, and
+ * a '%' escapes the byte after it. */
+static const char *pm_set_end(pm_state *ms, const char *p) {
+	const char *q = p + 1;
+	if (q < ms->pat_end && *q == '^') q++;
+	for (;;) {
+		if (q >= ms->pat_end) luaL_error(ms->L, "malformed pattern (missing ']')");
+		if (*q++ == '%') {
+			if (q >= ms->pat_end) luaL_error(ms->L, "malformed pattern (missing ']')");
+			q++;
+		}
+		if (q < ms->pat_end && *q == ']') return q + 1;
 	}
 }
 
-static int pm_match_class(int c, int cl) {
-	int res;
-	switch (tolower(cl)) {
-	case 'a': res = isalpha(c); break;
-	case 'c': res = iscntrl(c); break;
-	case 'd': res = isdigit(c); break;
-	case 'g': res = isgraph(c); break; /* LuaJIT has Lua 5.2's %g */
-	case 'l': res = islower(c); break;
-	case 'p': res = ispunct(c); break;
-	case 's': res = isspace(c); break;
-	case 'u': res = isupper(c); break;
-	case 'w': res = isalnum(c); break;
-	case 'x': res = isxdigit(c); break;
-	case 'z': res = (c == 0); break;
-	default: return (cl == c);
+/* pm_set_has: whether c is in the set from p ('[') to close (its ']'):
+ * escapes (%a, %]), ranges x-y and single bytes; a leading '^' inverts. */
+static int pm_set_has(const char *p, const char *close, unsigned char c) {
+	int member = 1;
+	p++;
+	if (*p == '^') {
+		member = 0;
+		p++;
 	}
-	if (isupper(cl)) res = !res;
-	return res;
-}
-
-static int pm_bracket_class(int c, const char *p, const char *ec) {
-	int sig = 1;
-	if (*(p + 1) == '^') {
-		sig = 0;
-		p++; /* skip the '^' */
-	}
-	while (++p < ec) {
-		if (*p == L_ESC) {
+	for (; p < close; p++) {
+		if (*p == '%') {
 			p++;
-			if (pm_match_class(c, uchar(*p))) return sig;
-		} else if (*(p + 1) == '-' && p + 2 < ec) {
+			if (pm_escaped_has((unsigned char)*p, c)) return member;
+		} else if (p + 2 < close && p[1] == '-') {
+			if ((unsigned char)p[0] <= c && c <= (unsigned char)p[2]) return member;
 			p += 2;
-			if (uchar(*(p - 2)) <= c && c <= uchar(*p)) return sig;
-		} else if (uchar(*p) == c) {
-			return sig;
+		} else if ((unsigned char)*p == c) {
+			return member;
 		}
 	}
-	return !sig;
+	return !member;
 }
 
-static int pm_single(pmatch *ms, const char *s, const char *p, const char *ep) {
-	if (s >= ms->src_end) return 0;
-	int c = uchar(*s);
+/* pm_item_end returns the end of the single-byte item at p: '.', %x, a set
+ * or a plain byte. */
+static const char *pm_item_end(pm_state *ms, const char *p) {
+	if (*p == '%') {
+		if (p + 1 >= ms->pat_end) luaL_error(ms->L, "malformed pattern (ends with '%%')");
+		return p + 2;
+	}
+	if (*p == '[') return pm_set_end(ms, p);
+	return p + 1;
+}
+
+/* pm_item_has: whether the byte at s (if any) matches the item p..ep. */
+static int pm_item_has(pm_state *ms, const char *s, const char *p, const char *ep) {
+	if (s >= ms->subj_end) return 0;
+	unsigned char c = (unsigned char)*s;
 	switch (*p) {
 	case '.': return 1;
-	case L_ESC: return pm_match_class(c, uchar(*(p + 1)));
-	case '[': return pm_bracket_class(c, p, ep - 1);
-	default: return uchar(*p) == c;
+	case '%': return pm_escaped_has((unsigned char)p[1], c);
+	case '[': return pm_set_has(p, ep - 1, c);
+	default: return (unsigned char)*p == c;
 	}
 }
 
-static const char *pm_balance(pmatch *ms, const char *s, const char *p) {
-	if (p >= ms->p_end - 1) luaL_error(ms->L, "malformed pattern (missing arguments to '%%b')");
-	if (s >= ms->src_end || *s != *p) return NULL;
-	int b = *p, e = *(p + 1), cont = 1;
-	while (++s < ms->src_end) {
-		if (*s == e) {
-			if (--cont == 0) return s + 1;
-		} else if (*s == b) {
-			cont++;
+static const char *pm_match(pm_state *ms, const char *s, const char *p);
+
+/* pm_longest: item p..ep repeated as often as it matches from s, then
+ * fewer and fewer times, until the rest of the pattern (ep+1) matches. */
+static const char *pm_longest(pm_state *ms, const char *s, const char *p, const char *ep) {
+	const char *t = s;
+	while (pm_item_has(ms, t, p, ep)) t++;
+	pm_step(ms, (size_t)(t - s));
+	for (;; t--) {
+		const char *e = pm_match(ms, t, ep + 1);
+		if (e != NULL || t == s) return e;
+	}
+}
+
+/* pm_shortest: the rest of the pattern (ep+1) tried after 0, 1, 2...
+ * repetitions of item p..ep. */
+static const char *pm_shortest(pm_state *ms, const char *s, const char *p, const char *ep) {
+	for (;; s++) {
+		const char *e = pm_match(ms, s, ep + 1);
+		if (e != NULL || !pm_item_has(ms, s, p, ep)) return e;
+	}
+}
+
+/* pm_capture opens a capture at s, '(' at p, and matches the rest. */
+static const char *pm_capture(pm_state *ms, const char *s, const char *p) {
+	if (ms->ncap >= PM_MAXCAPS) luaL_error(ms->L, "too many captures");
+	int position = p + 1 < ms->pat_end && p[1] == ')';
+	int i = ms->ncap++;
+	ms->cap[i].at = s;
+	ms->cap[i].len = position ? PM_POSITION : PM_OPEN;
+	const char *e = pm_match(ms, s, p + (position ? 2 : 1));
+	if (e == NULL) ms->ncap--;
+	return e;
+}
+
+/* pm_close_capture closes the innermost open capture at s, ')' at p, and
+ * matches the rest. */
+static const char *pm_close_capture(pm_state *ms, const char *s, const char *p) {
+	int i = ms->ncap - 1;
+	while (i >= 0 && ms->cap[i].len != PM_OPEN) i--;
+	if (i < 0) luaL_error(ms->L, "invalid pattern capture");
+	ms->cap[i].len = s - ms->cap[i].at;
+	const char *e = pm_match(ms, s, p + 1);
+	if (e == NULL) ms->cap[i].len = PM_OPEN;
+	return e;
+}
+
+/* pm_balanced: after %bxy at p, the end of the balanced x...y at s. */
+static const char *pm_balanced(pm_state *ms, const char *s, const char *p) {
+	if (p + 3 >= ms->pat_end) luaL_error(ms->L, "unbalanced pattern");
+	char open = p[2], close = p[3];
+	if (s >= ms->subj_end || *s != open) return NULL;
+	int nest = 1;
+	for (const char *t = s + 1; t < ms->subj_end; t++) {
+		if (*t == close) {
+			if (--nest == 0) {
+				pm_step(ms, (size_t)(t - s));
+				return t + 1;
+			}
+		} else if (*t == open) {
+			nest++;
 		}
 	}
+	pm_step(ms, (size_t)(ms->subj_end - s));
 	return NULL;
 }
 
-static const char *pm_max_expand(pmatch *ms, const char *s, const char *p, const char *ep) {
-	ptrdiff_t i = 0;
-	while (pm_single(ms, s + i, p, ep)) i++;
-	while (i >= 0) { /* try with the most repetitions first */
-		const char *res = pm_match(ms, s + i, ep + 1);
-		if (res) return res;
-		i--;
-	}
-	return NULL;
+/* pm_backref: after %n at p, the end of a copy of capture n at s. */
+static const char *pm_backref(pm_state *ms, const char *s, const char *p) {
+	int i = p[1] - '1';
+	if (i < 0 || i >= ms->ncap || ms->cap[i].len == PM_OPEN) luaL_error(ms->L, "invalid capture index");
+	ptrdiff_t len = ms->cap[i].len;
+	if (len == PM_POSITION || ms->subj_end - s < len) return NULL; /* a position is never matched */
+	pm_step(ms, (size_t)len / 64);
+	return memcmp(s, ms->cap[i].at, (size_t)len) == 0 ? s + len : NULL;
 }
 
-static const char *pm_min_expand(pmatch *ms, const char *s, const char *p, const char *ep) {
+/* pm_match returns the end of a match of the pattern from p to its end at
+ * s, or NULL. It loops along the pattern while the way is certain and
+ * recurses where a choice may have to be undone. */
+static const char *pm_match(pm_state *ms, const char *s, const char *p) {
+	if (++ms->depth > PM_MAXDEPTH) luaL_error(ms->L, "pattern too complex");
+	pm_step(ms, 1);
+	const char *end = ms->pat_end;
 	for (;;) {
-		const char *res = pm_match(ms, s, ep + 1);
-		if (res != NULL) return res;
-		if (pm_single(ms, s, p, ep)) s++;
-		else return NULL;
-	}
-}
-
-static const char *pm_start_capture(pmatch *ms, const char *s, const char *p, int what) {
-	int level = ms->level;
-	if (level >= PAT_MAXCAPTURES) luaL_error(ms->L, "too many captures");
-	ms->capture[level].init = s;
-	ms->capture[level].len = what;
-	ms->level = level + 1;
-	const char *res = pm_match(ms, s, p);
-	if (res == NULL) ms->level--; /* undo the capture */
-	return res;
-}
-
-static const char *pm_end_capture(pmatch *ms, const char *s, const char *p) {
-	int l = pm_capture_to_close(ms);
-	ms->capture[l].len = s - ms->capture[l].init;
-	const char *res = pm_match(ms, s, p);
-	if (res == NULL) ms->capture[l].len = CAP_UNFINISHED;
-	return res;
-}
-
-static const char *pm_match_capture(pmatch *ms, const char *s, int l) {
-	l = pm_check_capture(ms, l);
-	size_t len = (size_t)ms->capture[l].len;
-	if ((size_t)(ms->src_end - s) >= len && memcmp(ms->capture[l].init, s, len) == 0) return s + len;
-	return NULL;
-}
-
-static const char *pm_match(pmatch *ms, const char *s, const char *p) {
-	if (++ms->depth > PAT_MAXDEPTH) luaL_error(ms->L, "pattern too complex");
-	pm_step(ms);
-again:
-	if (p != ms->p_end) {
-		switch (*p) {
-		case '(':
-			if (*(p + 1) == ')') s = pm_start_capture(ms, s, p + 2, CAP_POSITION);
-			else s = pm_start_capture(ms, s, p + 1, CAP_UNFINISHED);
+		if (p == end) break;
+		if (*p == '(') {
+			s = pm_capture(ms, s, p);
 			break;
-		case ')':
-			s = pm_end_capture(ms, s, p + 1);
+		}
+		if (*p == ')') {
+			s = pm_close_capture(ms, s, p);
 			break;
-		case '$':
-			if (p + 1 != ms->p_end) goto dflt;
-			s = (s == ms->src_end) ? s : NULL;
+		}
+		if (*p == '$' && p + 1 == end) {
+			if (s != ms->subj_end) s = NULL;
 			break;
-		case L_ESC:
-			switch (*(p + 1)) {
-			case 'b':
-				s = pm_balance(ms, s, p + 2);
-				if (s != NULL) {
-					p += 4;
-					goto again;
-				}
-				break;
-			case 'f': {
-				p += 2;
-				if (*p != '[') luaL_error(ms->L, "missing '[' after '%%f' in pattern");
-				const char *ep = pm_class_end(ms, p);
-				char previous = (s == ms->src_init) ? '\0' : *(s - 1);
-				char current = (s < ms->src_end) ? *s : '\0';
-				if (!pm_bracket_class(uchar(previous), p, ep - 1) && pm_bracket_class(uchar(current), p, ep - 1)) {
-					p = ep;
-					goto again;
-				}
-				s = NULL;
-				break;
+		}
+		if (*p == '%' && p + 1 < end) {
+			if (p[1] == 'b') {
+				s = pm_balanced(ms, s, p);
+				if (s == NULL) break;
+				p += 4;
+				continue;
 			}
-			case '0': case '1': case '2': case '3': case '4':
-			case '5': case '6': case '7': case '8': case '9':
-				s = pm_match_capture(ms, s, uchar(*(p + 1)));
-				if (s != NULL) {
-					p += 2;
-					goto again;
-				}
-				break;
-			default:
-				goto dflt;
-			}
-			break;
-		default:
-		dflt: {
-			const char *ep = pm_class_end(ms, p);
-			int epc = ep < ms->p_end ? *ep : '\0';
-			if (!pm_single(ms, s, p, ep)) {
-				if (epc == '*' || epc == '?' || epc == '-') {
-					p = ep + 1;
-					goto again;
-				}
-				s = NULL;
-			} else {
-				switch (epc) {
-				case '?': {
-					const char *res = pm_match(ms, s + 1, ep + 1);
-					if (res != NULL) {
-						s = res;
-					} else {
-						p = ep + 1;
-						goto again;
-					}
+			if (p[1] == 'f') {
+				if (p + 2 >= end || p[2] != '[') luaL_error(ms->L, "missing '[' after '%%f' in pattern");
+				const char *ep = pm_set_end(ms, p + 2);
+				unsigned char before = s > ms->subj ? (unsigned char)s[-1] : 0;
+				unsigned char at = s < ms->subj_end ? (unsigned char)*s : 0;
+				if (pm_set_has(p + 2, ep - 1, before) || !pm_set_has(p + 2, ep - 1, at)) {
+					s = NULL;
 					break;
 				}
-				case '+': s = pm_max_expand(ms, s + 1, p, ep); break;
-				case '*': s = pm_max_expand(ms, s, p, ep); break;
-				case '-': s = pm_min_expand(ms, s, p, ep); break;
-				default:
-					s++;
-					p = ep;
-					goto again;
-				}
+				p = ep;
+				continue;
 			}
+			if (p[1] >= '0' && p[1] <= '9') {
+				s = pm_backref(ms, s, p);
+				if (s == NULL) break;
+				p += 2;
+				continue;
+			}
+		}
+		const char *ep = pm_item_end(ms, p);
+		int hit = pm_item_has(ms, s, p, ep);
+		char quantifier = ep < end ? *ep : 0;
+		if (quantifier == '?') {
+			const char *e;
+			if (hit && (e = pm_match(ms, s + 1, ep + 1)) != NULL) {
+				s = e;
+				break;
+			}
+			p = ep + 1;
+			continue;
+		}
+		if (quantifier == '*') {
+			s = pm_longest(ms, s, p, ep);
 			break;
 		}
+		if (quantifier == '+') {
+			s = hit ? pm_longest(ms, s + 1, p, ep) : NULL;
+			break;
 		}
+		if (quantifier == '-') {
+			s = pm_shortest(ms, s, p, ep);
+			break;
+		}
+		if (!hit) {
+			s = NULL;
+			break;
+		}
+		s++;
+		p = ep;
 	}
 	ms->depth--;
 	return s;
 }
 
-static void pm_push_one(pmatch *ms, int i, const char *s, const char *e) {
-	if (i >= ms->level) {
-		if (i == 0) lua_pushlstring(ms->L, s, (size_t)(e - s)); /* the whole match */
-		else luaL_error(ms->L, "invalid capture index");
-		return;
+/* pm_push_capture pushes capture i of the match s..e: its text, or its
+ * position for (); capture 0 of a pattern without captures is the match. */
+static void pm_push_capture(pm_state *ms, int i, const char *s, const char *e) {
+	if (i >= ms->ncap) {
+		if (i > 0) luaL_error(ms->L, "invalid capture index");
+		lua_pushlstring(ms->L, s, (size_t)(e - s));
+	} else if (ms->cap[i].len == PM_OPEN) {
+		luaL_error(ms->L, "unfinished capture");
+	} else if (ms->cap[i].len == PM_POSITION) {
+		lua_pushinteger(ms->L, ms->cap[i].at - ms->subj + 1);
+	} else {
+		lua_pushlstring(ms->L, ms->cap[i].at, (size_t)ms->cap[i].len);
 	}
-	ptrdiff_t l = ms->capture[i].len;
-	if (l == CAP_UNFINISHED) luaL_error(ms->L, "unfinished capture");
-	if (l == CAP_POSITION) lua_pushinteger(ms->L, ms->capture[i].init - ms->src_init + 1);
-	else lua_pushlstring(ms->L, ms->capture[i].init, (size_t)l);
 }
 
-static int pm_push_captures(pmatch *ms, const char *s, const char *e) {
-	int n = (ms->level == 0 && s) ? 1 : ms->level;
+/* pm_push_captures pushes the captures of the match s..e (the match itself
+ * when there are none and whole is set) and returns how many. */
+static int pm_push_captures(pm_state *ms, const char *s, const char *e, int whole) {
+	int n = ms->ncap == 0 && whole ? 1 : ms->ncap;
 	luaL_checkstack(ms->L, n, "too many captures");
-	for (int i = 0; i < n; i++) pm_push_one(ms, i, s, e);
+	for (int i = 0; i < n; i++) pm_push_capture(ms, i, s, e);
 	return n;
 }
 
-static void pm_init(pmatch *ms, lua_State *L, const char *s, size_t ls, const char *p, size_t lp) {
+/* pm_start sets ms up for subject s (n bytes) and pattern p, which ends at
+ * its first NUL (or its plen bytes) as LuaJIT's does. */
+static void pm_start(pm_state *ms, lua_State *L, const char *s, size_t n, const char *p, size_t plen) {
 	ms->L = L;
 	ms->b = lua_touserdata(L, lua_upvalueindex(1));
-	ms->src_init = s;
-	ms->src_end = s + ls;
-	ms->p_end = p + lp;
+	ms->subj = s;
+	ms->subj_end = s + n;
+	const char *nul = memchr(p, '\0', plen);
+	ms->pat_end = nul != NULL ? nul : p + plen;
 	ms->steps = 0;
-	ms->level = 0;
 	ms->depth = 0;
+	ms->ncap = 0;
 }
 
-static const char *pm_memfind(const char *s, size_t ls, const char *p, size_t lp) {
-	if (lp == 0) return s;
-	if (lp > ls) return NULL;
-	const char *end = s + (ls - lp) + 1; /* the last start + 1 */
-	while (s < end) {
-		const char *q = memchr(s, *p, (size_t)(end - s));
-		if (q == NULL) return NULL;
-		if (memcmp(q + 1, p + 1, lp - 1) == 0) return q;
-		s = q + 1;
+/* pm_try matches the pattern from p at s, from a clean state. */
+static const char *pm_try(pm_state *ms, const char *s, const char *p) {
+	ms->ncap = 0;
+	ms->depth = 0;
+	return pm_match(ms, s, p);
+}
+
+/* pm_is_pattern: whether p has a byte that makes find match a pattern
+ * rather than search for the bytes (LuaJIT looks at all of them). */
+static int pm_is_pattern(const char *p, size_t plen) {
+	for (size_t i = 0; i < plen; i++) {
+		switch (p[i]) {
+		case '^': case '$': case '*': case '+': case '?': case '.': case '(': case '[': case '%': case '-':
+			return 1;
+		}
 	}
-	return NULL;
-}
-
-/* pm_has_specials: whether p (all lp bytes, as LuaJIT looks) has a
- * character of PAT_SPECIALS; a find without any is a plain search. */
-static int pm_has_specials(const char *p, size_t lp) {
-	for (size_t i = 0; i < lp; i++)
-		if (p[i] != '\0' && strchr(PAT_SPECIALS, p[i]) != NULL) return 1;
 	return 0;
 }
 
-static int pm_find_aux(lua_State *L, int find) {
-	size_t ls, lp;
-	const char *s = luaL_checklstring(L, 1, &ls);
-	const char *p = luaL_checklstring(L, 2, &lp);
-	ptrdiff_t init = (ptrdiff_t)luaL_optinteger(L, 3, 1);
-	if (init < 0) init += (ptrdiff_t)ls + 1;
-	init = init > 0 ? init - 1 : 0;
-	if ((size_t)init > ls) init = (ptrdiff_t)ls;
-	if (find && (lua_toboolean(L, 4) || !pm_has_specials(p, lp))) {
-		const char *s2 = pm_memfind(s + init, ls - (size_t)init, p, lp);
-		if (s2) {
-			lua_pushinteger(L, s2 - s + 1);
-			lua_pushinteger(L, (lua_Integer)(s2 - s + (ptrdiff_t)lp));
-			return 2;
+/* pm_search: the first copy of p (plen bytes) in s..end, or NULL. */
+static const char *pm_search(pm_state *ms, const char *s, const char *end, const char *p, size_t plen) {
+	if (plen == 0) return s;
+	for (;;) {
+		if ((size_t)(end - s) < plen) return NULL;
+		const char *q = memchr(s, p[0], (size_t)(end - s) - plen + 1);
+		if (q == NULL) return NULL;
+		pm_step(ms, (size_t)(q - s) / 64 + plen / 64 + 1);
+		if (memcmp(q + 1, p + 1, plen - 1) == 0) return q;
+		s = q + 1;
+	}
+}
+
+/* pm_find_or_match is string.find (find set) and string.match: init is a
+ * 1-based position, counted from the end when negative, brought into the
+ * subject. */
+static int pm_find_or_match(lua_State *L, int find) {
+	size_t n, plen;
+	const char *s = luaL_checklstring(L, 1, &n);
+	const char *p = luaL_checklstring(L, 2, &plen);
+	lua_Integer init = luaL_optinteger(L, 3, 1);
+	if (init < 0) init += (lua_Integer)n + 1;
+	size_t from = init <= 1 ? 0 : (uint64_t)(init - 1) > n ? n : (size_t)(init - 1);
+	pm_state ms;
+	pm_start(&ms, L, s, n, p, plen);
+	if (find && (lua_toboolean(L, 4) || !pm_is_pattern(p, plen))) {
+		const char *at = pm_search(&ms, s + from, s + n, p, plen);
+		if (at == NULL) {
+			lua_pushnil(L);
+			return 1;
 		}
-	} else {
-		pmatch ms;
-		lp = strlen(p); /* LuaJIT's matcher ends a pattern at its first NUL */
-		int anchor = lp > 0 && *p == '^';
-		if (anchor) {
-			p++;
-			lp--;
+		lua_pushinteger(L, at - s + 1);
+		lua_pushinteger(L, (lua_Integer)(at - s) + (lua_Integer)plen);
+		return 2;
+	}
+	int anchored = p < ms.pat_end && *p == '^';
+	if (anchored) p++;
+	for (const char *at = s + from;; at++) {
+		const char *e = pm_try(&ms, at, p);
+		if (e != NULL) {
+			if (!find) return pm_push_captures(&ms, at, e, 1);
+			lua_pushinteger(L, at - s + 1);
+			lua_pushinteger(L, e - s);
+			return 2 + pm_push_captures(&ms, at, e, 0);
 		}
-		pm_init(&ms, L, s, ls, p, lp);
-		const char *s1 = s + init;
-		do {
-			ms.level = 0;
-			ms.depth = 0;
-			const char *res = pm_match(&ms, s1, p);
-			if (res != NULL) {
-				if (find) {
-					lua_pushinteger(L, s1 - s + 1);
-					lua_pushinteger(L, res - s);
-					return pm_push_captures(&ms, NULL, 0) + 2;
-				}
-				return pm_push_captures(&ms, s1, res);
-			}
-		} while (s1++ < ms.src_end && !anchor);
+		if (anchored || at >= ms.subj_end) break;
 	}
 	lua_pushnil(L);
 	return 1;
 }
 
-static int pm_find(lua_State *L) { return pm_find_aux(L, 1); }
-static int pm_matchfn(lua_State *L) { return pm_find_aux(L, 0); }
+static int pm_find(lua_State *L) { return pm_find_or_match(L, 1); }
+static int pm_matchfn(lua_State *L) { return pm_find_or_match(L, 0); }
 
-/* gmatch's iterator; upvalues 1 the batch, 2 check, 3 the string, 4 the
- * pattern, 5 the position to go on from */
-static int pm_gmatch_aux(lua_State *L) {
-	size_t ls, lp;
-	const char *s = lua_tolstring(L, lua_upvalueindex(3), &ls);
-	const char *p = lua_tolstring(L, lua_upvalueindex(4), &lp);
-	lp = strlen(p);
-	pmatch ms;
-	pm_init(&ms, L, s, ls, p, lp);
-	for (const char *src = s + (size_t)lua_tointeger(L, lua_upvalueindex(5)); src <= ms.src_end; src++) {
-		ms.level = 0;
-		ms.depth = 0;
-		const char *e = pm_match(&ms, src, p);
-		if (e != NULL) {
-			lua_Integer next = e - s;
-			if (e == src) next++; /* an empty match: go on one byte further */
-			lua_pushinteger(L, next);
-			lua_replace(L, lua_upvalueindex(5));
-			return pm_push_captures(&ms, src, e);
-		}
+/* pm_gmatch_next is gmatch's iterator: upvalues 1 the batch, 2 check, 3
+ * the subject, 4 the pattern (a '^' in it is a plain byte, as in LuaJIT),
+ * 5 the offset to go on from. */
+static int pm_gmatch_next(lua_State *L) {
+	size_t n, plen;
+	const char *s = lua_tolstring(L, lua_upvalueindex(3), &n);
+	const char *p = lua_tolstring(L, lua_upvalueindex(4), &plen);
+	pm_state ms;
+	pm_start(&ms, L, s, n, p, plen);
+	for (const char *at = s + lua_tointeger(L, lua_upvalueindex(5)); at <= ms.subj_end; at++) {
+		const char *e = pm_try(&ms, at, p);
+		if (e == NULL) continue;
+		/* after an empty match, go on one byte further */
+		lua_pushinteger(L, (e - s) + (e == at));
+		lua_replace(L, lua_upvalueindex(5));
+		return pm_push_captures(&ms, at, e, 1);
 	}
 	return 0;
 }
@@ -1208,51 +1244,58 @@ static int pm_gmatch(lua_State *L) {
 	lua_pushvalue(L, 1);
 	lua_pushvalue(L, 2);
 	lua_pushinteger(L, 0);
-	lua_pushcclosure(L, pm_gmatch_aux, 5);
+	lua_pushcclosure(L, pm_gmatch_next, 5);
 	return 1;
 }
 
-static void pm_add_s(pmatch *ms, luaL_Buffer *b, const char *s, const char *e) {
-	size_t l;
-	const char *news = lua_tolstring(ms->L, 3, &l);
-	for (size_t i = 0; i < l; i++) {
-		if (news[i] != L_ESC) {
-			luaL_addchar(b, news[i]);
-			continue;
+/* pm_add_template adds gsub's replacement string (argument 3) for the
+ * match s..e: %0 the match, %1-%9 a capture, % before any other byte that
+ * byte, and a '%' at the very end a NUL byte, as LuaJIT. */
+static void pm_add_template(pm_state *ms, luaL_Buffer *b, const char *s, const char *e) {
+	size_t n;
+	const char *t = lua_tolstring(ms->L, 3, &n);
+	const char *end = t + n;
+	while (t < end) {
+		const char *pct = memchr(t, '%', (size_t)(end - t));
+		if (pct == NULL) {
+			luaL_addlstring(b, t, (size_t)(end - t));
+			return;
 		}
-		i++; /* skip the escape */
-		if (i >= l) {
-			luaL_addchar(b, '\0'); /* what LuaJIT's adds for a '%' at the end */
-		} else if (!isdigit(uchar(news[i]))) {
-			luaL_addchar(b, news[i]);
-		} else if (news[i] == '0') {
+		luaL_addlstring(b, t, (size_t)(pct - t));
+		t = pct + 1;
+		if (t == end) {
+			luaL_addchar(b, '\0');
+			return;
+		}
+		char c = *t++;
+		if (c == '0') {
 			luaL_addlstring(b, s, (size_t)(e - s));
-		} else {
-			pm_push_one(ms, news[i] - '1', s, e);
+		} else if (c >= '1' && c <= '9') {
+			pm_push_capture(ms, c - '1', s, e);
 			luaL_addvalue(b);
+		} else {
+			luaL_addchar(b, c);
 		}
 	}
 }
 
-static void pm_add_value(pmatch *ms, luaL_Buffer *b, const char *s, const char *e) {
+/* pm_add_replacement adds what replaces the match s..e: from the template,
+ * the function's result or the table's value at the first capture; nil or
+ * false keeps the match. */
+static void pm_add_replacement(pm_state *ms, luaL_Buffer *b, const char *s, const char *e) {
 	lua_State *L = ms->L;
-	switch (lua_type(L, 3)) {
-	case LUA_TNUMBER:
-	case LUA_TSTRING:
-		pm_add_s(ms, b, s, e);
-		return;
-	case LUA_TFUNCTION: {
+	int type = lua_type(L, 3);
+	if (type == LUA_TFUNCTION) {
 		lua_pushvalue(L, 3);
-		int n = pm_push_captures(ms, s, e);
-		lua_call(L, n, 1);
-		break;
-	}
-	case LUA_TTABLE:
-		pm_push_one(ms, 0, s, e);
+		lua_call(L, pm_push_captures(ms, s, e, 1), 1);
+	} else if (type == LUA_TTABLE) {
+		pm_push_capture(ms, 0, s, e);
 		lua_gettable(L, 3);
-		break;
+	} else {
+		pm_add_template(ms, b, s, e);
+		return;
 	}
-	if (!lua_toboolean(L, -1)) { /* nil or false: keep the original text */
+	if (!lua_toboolean(L, -1)) {
 		lua_pop(L, 1);
 		lua_pushlstring(L, s, (size_t)(e - s));
 	} else if (!lua_isstring(L, -1)) {
@@ -1261,42 +1304,43 @@ static void pm_add_value(pmatch *ms, luaL_Buffer *b, const char *s, const char *
 	luaL_addvalue(b);
 }
 
+/* pm_gsub is string.gsub: at most max replacements (argument 4); after an
+ * empty match the next byte is copied and matching goes on after it. */
 static int pm_gsub(lua_State *L) {
-	size_t ls, lp;
-	const char *src = luaL_checklstring(L, 1, &ls);
-	const char *p = luaL_checklstring(L, 2, &lp);
-	int tr = lua_type(L, 3);
-	lua_Integer max_s = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
-	luaL_argcheck(L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
+	size_t n, plen;
+	const char *s = luaL_checklstring(L, 1, &n);
+	const char *p = luaL_checklstring(L, 2, &plen);
+	int type = lua_type(L, 3);
+	lua_Integer max = luaL_optinteger(L, 4, (lua_Integer)n + 1);
+	luaL_argcheck(L, type == LUA_TNUMBER || type == LUA_TSTRING || type == LUA_TFUNCTION || type == LUA_TTABLE, 3,
 		"string/function/table expected");
-	lp = strlen(p);
-	int anchor = lp > 0 && *p == '^';
-	if (anchor) {
-		p++;
-		lp--;
-	}
-	lua_settop(L, 4);
-	pmatch ms;
-	pm_init(&ms, L, src, ls, p, lp);
+	lua_settop(L, 3);
+	pm_state ms;
+	pm_start(&ms, L, s, n, p, plen);
+	int anchored = p < ms.pat_end && *p == '^';
+	if (anchored) p++;
 	luaL_Buffer b;
 	luaL_buffinit(L, &b);
-	lua_Integer n = 0;
-	while (n < max_s) {
-		ms.level = 0;
-		ms.depth = 0;
-		const char *e = pm_match(&ms, src, p);
-		if (e) {
-			n++;
-			pm_add_value(&ms, &b, src, e);
+	lua_Integer count = 0;
+	const char *at = s;
+	while (count < max) {
+		const char *e = pm_try(&ms, at, p);
+		if (e != NULL) {
+			count++;
+			pm_add_replacement(&ms, &b, at, e);
 		}
-		if (e && e > src) src = e;
-		else if (src < ms.src_end) luaL_addchar(&b, *src++);
-		else break;
-		if (anchor) break;
+		if (e != NULL && e > at) {
+			at = e;
+		} else if (at < ms.subj_end) {
+			luaL_addchar(&b, *at++);
+		} else {
+			break;
+		}
+		if (anchored) break;
 	}
-	luaL_addlstring(&b, src, (size_t)(ms.src_end - src));
+	luaL_addlstring(&b, at, (size_t)(ms.subj_end - at));
 	luaL_pushresult(&b);
-	lua_pushinteger(L, n);
+	lua_pushinteger(L, count);
 	return 2;
 }
 
