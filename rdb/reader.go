@@ -158,20 +158,28 @@ func (r *reader) abandonBuf() {
 	r.pendBuf = 0
 }
 
-// readMore reads once from src into buf[end:], growing buf if it is full.
-func (r *reader) readMore() error {
+// growTo replaces buf by an array of n bytes holding buf[:end].
+func (r *reader) growTo(n int) {
+	nb := make([]byte, n)
+	copy(nb, r.buf[:r.end])
+	r.buf = nb
+	r.abandonBuf()
+}
+
+// readMore reads once from src into buf[end:], growing buf if it is full:
+// doubled (only data that arrived grows it, never a length the input
+// declares), but to no more than need bytes when need is larger than buf:
+// a 158 MB compressed value took a 256 MiB window before (issue 19).
+func (r *reader) readMore(need int) error {
 	if r.err != nil {
 		return r.eofErr()
 	}
 	if r.end == len(r.buf) {
-		n := 2 * len(r.buf)
-		if n < r.initSize {
-			n = r.initSize
+		size := max(2*len(r.buf), r.initSize)
+		if need > len(r.buf) && size > need && need > maxRetainedBuffer {
+			size = need
 		}
-		nb := make([]byte, n)
-		copy(nb, r.buf[:r.end])
-		r.buf = nb
-		r.abandonBuf()
+		r.growTo(size)
 	}
 	for tries := 0; ; tries++ {
 		m, err := r.src.Read(r.buf[r.end:])
@@ -207,7 +215,7 @@ func (r *reader) fill(n int) error {
 	}
 	r.drop()
 	for r.end < n {
-		if err := r.readMore(); err != nil {
+		if err := r.readMore(n); err != nil {
 			return err
 		}
 	}
@@ -285,7 +293,7 @@ func (r *reader) skip(n int64) error {
 		n -= avail
 		r.pos = r.end
 		r.drop()
-		if err := r.readMore(); err != nil {
+		if err := r.readMore(0); err != nil {
 			return err
 		}
 	}
