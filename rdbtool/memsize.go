@@ -1,7 +1,6 @@
 package rdbtool
 
 import (
-	"hash/maphash"
 	"math"
 	"math/bits"
 )
@@ -235,7 +234,29 @@ type keyEstimate struct {
 	streamNodeEntries int64
 }
 
-var levelSeed = maphash.MakeSeed()
+// skiplistLevel is the level of a skiplist node for member m: 1 + k with
+// P(k) = 0.25^k, as Redis draws it, but taken from a fixed hash of the
+// member (FNV-1a with a 64-bit finalizer) so that the estimate is the same
+// in every process: a per-process random seed (maphash.MakeSeed) made a
+// big sorted set's estimate differ from run to run.
+func skiplistLevel(m []byte) int64 {
+	h := uint64(14695981039346656037)
+	for _, c := range m {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	// FNV's low bits mix poorly for short members: finalize (murmur3's fmix64).
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	level := int64(1)
+	for ; h&3 == 0 && level < 32; h >>= 2 {
+		level++
+	}
+	return level
+}
 
 // start resets e for a new key.
 func (e *keyEstimate) start(kind memKind, key []byte, hasExpiry bool) {
@@ -308,12 +329,7 @@ func (e *keyEstimate) zsetMember(m []byte, score float64) {
 	e.elements++
 	e.note(m)
 	e.compact += listpackEntrySize(m) + listpackScoreSize(score)
-	// A skiplist node has 1 + k levels with P(k) = 0.25^k; take the level
-	// from a hash of the member so the estimate is reproducible.
-	level := int64(1)
-	for h := maphash.Bytes(levelSeed, m); h&3 == 0 && level < 32; h >>= 2 {
-		level++
-	}
+	level := skiplistLevel(m)
 	e.table += mallocSize(sizeDictEntry) + sdsSize(int64(len(m))) + mallocSize(sizeZSkiplistNod+16*level)
 }
 
