@@ -3,7 +3,7 @@ package pgtest_test
 import (
 	"context"
 	"errors"
-	"os"
+	"github.com/sluicedb/sluice/internal/testenv"
 	"strings"
 	"testing"
 
@@ -18,8 +18,8 @@ func TestServer(t *testing.T) {
 	ctx := context.Background()
 	s, err := pgtest.Start(ctx)
 	if err != nil {
-		if errors.Is(err, pgtest.ErrMissing) && os.Getenv("CI") == "" {
-			t.Skip(err)
+		if errors.Is(err, pgtest.ErrMissing) {
+			testenv.Missing(t, "%v", err)
 		}
 		t.Fatal(err)
 	}
