@@ -4,14 +4,11 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/smallfs"
 )
 
@@ -230,36 +226,7 @@ func TestDiskFullHTTPIngest(t *testing.T) {
 // (on a full disk): it waits for /healthz instead of /readyz.
 func startServerNotReady(t *testing.T, yaml, dir string) *testServer {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &bytes.Buffer{}
-	s, err := New(context.Background(), cfg, Options{StorageDir: dir, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, nil))})
-	if err != nil {
-		t.Fatalf("start on a full disk: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	ts := &testServer{Server: s, url: "http://" + ln.Addr().String(), logs: logs}
-	stopped := false
-	ts.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		http.DefaultClient.CloseIdleConnections()
-	}
-	t.Cleanup(ts.stop)
+	ts := serveConfig(t, yaml, dir)
 	for i := 0; ; i++ {
 		if code, _ := get(t, ts.url+"/healthz"); code == 200 {
 			break

@@ -50,8 +50,18 @@ type testServer struct {
 	logs *bytes.Buffer
 }
 
-// startServer runs a real server on a port the kernel picks.
+// startServer runs a real server on a port the kernel picks and waits
+// until it is ready.
 func startServer(t *testing.T, yaml string, dir string) *testServer {
+	t.Helper()
+	ts := serveConfig(t, yaml, dir)
+	waitReady(t, ts.url)
+	return ts
+}
+
+// serveConfig starts a real server on a port the kernel picks and stops it
+// when the test ends; it does not wait for the server to answer.
+func serveConfig(t *testing.T, yaml string, dir string) *testServer {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -86,7 +96,6 @@ func startServer(t *testing.T, yaml string, dir string) *testServer {
 		http.DefaultClient.CloseIdleConnections()
 	}
 	t.Cleanup(ts.stop)
-	waitReady(t, ts.url)
 	return ts
 }
 
