@@ -34,7 +34,7 @@ func testScriptMemory(t *testing.T, engine string, peakBound int64) {
 		t.Skip("allocates hundreds of MB in child servers")
 	}
 	if raceEnabled {
-		t.Skip("the race detector multiplies memory; scripts/test runs this test without -race")
+		t.Skip("the race detector multiplies memory; run without -race (not in scripts/test yet: its gopher-lua doubling case peaked at 1895 MiB against the 1200 MiB bound in one run, since the last 512 MiB to 1 GiB concatenation cannot be interrupted; luavm.TestMemoryLimitPerCall and luajit's limit tests guard the limit in CI)")
 	}
 	for _, c := range scriptMemoryCases {
 		t.Run(c.name, func(t *testing.T) {
