@@ -29,6 +29,7 @@ type Config struct {
 	Listen  Listen  `yaml:"listen"`
 	Limits  Limits  `yaml:"limits"`
 	Tables  []Table `yaml:"tables"`
+	Cluster Cluster `yaml:"cluster"`
 
 	// BaseDir resolves relative script paths in computed columns and
 	// filters; Load sets it to the config file's directory. The storage and
@@ -269,6 +270,9 @@ func (c *Config) setDefaults() {
 	if l.ShutdownTimeout == 0 {
 		l.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.Cluster.NodeTimeout == 0 {
+		c.Cluster.NodeTimeout = DefaultNodeTimeout
+	}
 	for i := range c.Tables {
 		t := &c.Tables[i]
 		if t.OnBadLine == "" {
@@ -312,6 +316,7 @@ func (c *Config) Validate() error {
 	if l.MaxInflight < 0 {
 		add("limits.max_inflight: negative (%d)", l.MaxInflight)
 	}
+	errs = append(errs, c.Cluster.validate()...)
 	if len(c.Tables) == 0 {
 		add("tables: none configured")
 	}

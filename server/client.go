@@ -142,7 +142,9 @@ func addResult(total *ingest.Result, r ingest.Result) {
 	total.BadLines = append(total.BadLines, r.BadLines...)
 }
 
-// Query runs req on the server and copies the streamed answer to w.
+// Query runs req on the server and copies the streamed answer to w. A
+// cluster query's partial answer (req.Partial) is copied whole and then
+// reported as a *PartialError naming the nodes it lacks.
 func (c *Client) Query(ctx context.Context, tableName string, req QueryRequest, w io.Writer) (int64, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -163,7 +165,23 @@ func (c *Client) Query(ctx context.Context, tableName string, req QueryRequest, 
 		b, _ := io.ReadAll(resp.Body)
 		return 0, &StatusError{Code: resp.StatusCode, Body: string(b)}
 	}
-	return io.Copy(w, resp.Body)
+	n, err := io.Copy(w, resp.Body)
+	if err == nil {
+		if m := resp.Trailer.Get(headerMissing); m != "" {
+			err = &PartialError{Missing: strings.Split(m, ",")}
+		}
+	}
+	return n, err
+}
+
+// PartialError is a cluster query's answer that lacks the rows of some
+// nodes, which the query allowed (partial).
+type PartialError struct {
+	Missing []string
+}
+
+func (e *PartialError) Error() string {
+	return "partial answer: without the rows of " + strings.Join(e.Missing, ", ")
 }
 
 // OpenSource opens a local file or an http(s) URL for reading.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -32,6 +33,15 @@ type QueryRequest struct {
 	Where   []WhereClause `json:"where,omitempty"`
 	Limit   int           `json:"limit,omitempty"`
 	Format  string        `json:"format,omitempty"`
+
+	// Cluster asks for every node's rows (docs/cluster.md); Partial lets
+	// a cluster query answer without the nodes that failed, listed in the
+	// Sluice-Missing-Nodes header (and trailer, for nodes that failed
+	// mid-answer). Tier "hot" limits a node's answer to its store's rows,
+	// without the cold tier's: what a cluster query asks of each node.
+	Cluster bool   `json:"cluster,omitempty"`
+	Partial bool   `json:"partial,omitempty"`
+	Tier    string `json:"tier,omitempty"`
 }
 
 // TimeBound is a query's from or to: RFC 3339 or unix seconds, as text.
@@ -78,7 +88,19 @@ func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
 		}
 		return ""
 	}
-	q := QueryRequest{From: TimeBound(get("from")), To: TimeBound(get("to")), Format: get("format")}
+	q := QueryRequest{From: TimeBound(get("from")), To: TimeBound(get("to")), Format: get("format"), Tier: get("tier")}
+	for _, b := range []struct {
+		name string
+		to   *bool
+	}{{"cluster", &q.Cluster}, {"partial", &q.Partial}} {
+		if v := get(b.name); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return q, fmt.Errorf("%w: %s %q: want true or false", errBadQuery, b.name, v)
+			}
+			*b.to = on
+		}
+	}
 	for _, h := range v["hash"] {
 		for _, p := range strings.Split(h, ",") {
 			q.Hash = append(q.Hash, p)
@@ -222,6 +244,16 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
 		return
 	}
+	// A cluster query's coordinator sends its node id: the request that
+	// reaches the coordinator itself through the member list gets nothing
+	// (the coordinator answers for itself), and another node reports an
+	// error after its header in a trailer rather than as a row.
+	coordinator := r.Header.Get(headerCoordinator)
+	if coordinator == s.nodeID {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	peer := coordinator != ""
 	var req QueryRequest
 	var err error
 	if r.Method == http.MethodPost {
@@ -232,6 +264,9 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		req, err = ParseQueryURL(r.URL.Query())
+	}
+	if err == nil && req.Tier != "" && req.Tier != "all" && req.Tier != "hot" {
+		err = fmt.Errorf("%w: tier %q: want all or hot", errBadQuery, req.Tier)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -249,30 +284,54 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.QueryTimeout))
+	if req.Cluster {
+		s.clusterQuery(ctx, w, name, req, format)
+		return
+	}
 	n, err := s.Query(ctx, name, req, w, format, func() {
-		if format == "csv" {
-			w.Header().Set("Content-Type", "text/csv")
-		} else {
-			w.Header().Set("Content-Type", "application/x-ndjson")
+		setContentType(w, format)
+		if peer {
+			w.Header().Set("Trailer", cluster.TrailerError)
 		}
 		w.WriteHeader(http.StatusOK)
 	})
 	if err != nil && n < 0 {
-		code := http.StatusInternalServerError
-		if errors.Is(err, errBadQuery) || errors.Is(err, table.ErrUnknownColumn) || errors.Is(err, table.ErrBadQuery) {
-			code = http.StatusBadRequest
-		}
-		writeError(w, code, err.Error())
+		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
 	if err != nil {
-		// The header is out: the error can only end the stream, as a last
-		// NDJSON line a client can recognise.
 		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
-		if format != "csv" {
-			b, _ := json.Marshal(map[string]string{"error": err.Error()})
-			w.Write(append(b, '\n'))
+		if peer {
+			w.Header().Set(cluster.TrailerError, err.Error())
+			return
 		}
+		endWithError(w, format, err)
+	}
+}
+
+func setContentType(w http.ResponseWriter, format string) {
+	if format == "csv" {
+		w.Header().Set("Content-Type", "text/csv")
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+}
+
+// queryErrorCode is the status of a query that failed before its first row.
+func queryErrorCode(err error) int {
+	if errors.Is(err, errBadQuery) || errors.Is(err, table.ErrUnknownColumn) || errors.Is(err, table.ErrBadQuery) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// endWithError ends a query stream whose header is out: the error can only
+// end the stream, as a last NDJSON line a client can recognise (CSV has no
+// such line; the stream just ends).
+func endWithError(w io.Writer, format string, err error) {
+	if format != "csv" {
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		w.Write(append(b, '\n'))
 	}
 }
 
@@ -344,7 +403,11 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	err = s.queryValues(ctx, ts, q, emit)
+	if req.Tier == "hot" {
+		err = ts.table.QueryValues(ctx, q, emit)
+	} else {
+		err = s.queryValues(ctx, ts, q, emit)
+	}
 	if err != nil && !started {
 		return -1, err
 	}

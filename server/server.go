@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
@@ -80,6 +81,12 @@ type Server struct {
 
 	reloadSignals <-chan os.Signal // Options.ReloadSignals
 
+	// nodeID, members and fanout serve cluster queries (cluster.go);
+	// members is nil without a cluster config.
+	nodeID  string
+	members cluster.Members
+	fanout  *cluster.Fanout
+
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
 	startedAt time.Time
@@ -124,6 +131,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.nodeID = newNodeID()
+	s.fanout = &cluster.Fanout{NodeTimeout: cfg.Cluster.NodeTimeout}
+	members, err := clusterMembers(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	s.members = members
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}

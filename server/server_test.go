@@ -63,6 +63,17 @@ func startServer(t *testing.T, yaml string, dir string) *testServer {
 // when the test ends; it does not wait for the server to answer.
 func serveConfig(t *testing.T, yaml string, dir string) *testServer {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveConfigOn(t, yaml, dir, ln)
+}
+
+// serveConfigOn is serveConfig on a listener the caller made (a cluster's
+// nodes know each other's addresses before they start).
+func serveConfigOn(t *testing.T, yaml string, dir string, ln net.Listener) *testServer {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +84,7 @@ func serveConfig(t *testing.T, yaml string, dir string) *testServer {
 	logs := &bytes.Buffer{}
 	s, err := New(context.Background(), cfg, Options{StorageDir: dir, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: logs}, nil))})
 	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

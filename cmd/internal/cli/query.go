@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -21,6 +22,7 @@ func queryCmd() *cobra.Command {
 	var configPath, data, serverURL, tableName, from, to, format string
 	var hash, columns, where []string
 	var limit int
+	var clusterWide, partial bool
 	cmd := &cobra.Command{
 		Use:   "query --table T [--from T0 --to T1] [--hash V]... [--columns a,b] [--where 'n>=5']...",
 		Short: "Query a table (through a running server with --server, or straight from the store)",
@@ -37,10 +39,19 @@ func queryCmd() *cobra.Command {
 				return err
 			}
 			req.Limit = limit
+			req.Cluster, req.Partial = clusterWide, partial
+			if clusterWide && serverURL == "" {
+				return errors.New("--cluster asks a running node for the whole cluster: give its URL with --server")
+			}
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer out.Flush()
 			if serverURL != "" {
 				_, err := (&server.Client{URL: serverURL}).Query(ctx, tableName, req, out)
+				if pe := (*server.PartialError)(nil); errors.As(err, &pe) {
+					// Asked for: a warning, not a failure.
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", err)
+					return nil
+				}
 				return err
 			}
 			cfg, err := loadServerConfig(configPath, "", false, false)
@@ -67,5 +78,7 @@ func queryCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&where, "where", nil, "predicate: 'col OP value' (= != < <= > >=), 'col IN a,b', 'col IS NULL'")
 	cmd.Flags().IntVar(&limit, "limit", 0, "maximum rows (0 = all)")
 	cmd.Flags().StringVar(&format, "format", "ndjson", "ndjson or csv")
+	cmd.Flags().BoolVar(&clusterWide, "cluster", false, "every node's rows (the node at --server asks the others; docs/cluster.md)")
+	cmd.Flags().BoolVar(&partial, "partial", false, "with --cluster: answer without the nodes that fail, and name them on stderr")
 	return cmd
 }

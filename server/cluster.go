@@ -1,0 +1,243 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/config"
+)
+
+// The headers of a cluster query (docs/cluster.md).
+const (
+	// headerCoordinator carries the coordinating node's id on the requests
+	// it sends to every member.
+	headerCoordinator = "Sluice-Coordinator"
+	// headerMissing lists the nodes a partial answer lacks: in the header
+	// the nodes that failed before the answer started, in the trailer all
+	// of them, with those that failed in the middle of theirs.
+	headerMissing = "Sluice-Missing-Nodes"
+)
+
+// newNodeID is a random id for this process: a coordinator recognises its
+// own request among the members' by it, whatever address the member list
+// knows it by (a pod IP, a service name, localhost).
+func newNodeID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// clusterMembers makes the discovery the config asks for; nil when it
+// names none.
+func clusterMembers(c config.Cluster) (cluster.Members, error) {
+	switch {
+	case len(c.Members) > 0:
+		return cluster.Static(c.Members), nil
+	case c.DNS != "":
+		d, err := cluster.ParseDNS(c.DNS, c.Scheme)
+		return d, err
+	}
+	return nil, nil
+}
+
+// clusterQuery answers req for the whole cluster: this node's answer (the
+// cold tier's rows and its own store's) followed by every other member's
+// store rows (tier hot), each member asked at once and streamed in turn,
+// so memory stays that of one buffer per node whatever the answer's size.
+// A member that fails fails the query with its name, unless req.Partial.
+func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name string, req QueryRequest, format string) {
+	if s.members == nil {
+		writeError(w, http.StatusBadRequest, "cluster query: this node has no cluster config (cluster.members or cluster.dns)")
+		return
+	}
+	nodes, err := s.members.Members(ctx)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "cluster query: "+err.Error())
+		return
+	}
+	ts := s.tables[name]
+	if format == "csv" && len(req.Columns) == 0 {
+		// Every node's CSV must have the same columns in the same order:
+		// ask all of them for this node's.
+		q, err := req.tableQuery(ts.table)
+		if err == nil {
+			cols, cerr := ts.table.Columns(q)
+			err = cerr
+			for _, c := range cols {
+				req.Columns = append(req.Columns, c.Name)
+			}
+		}
+		if err != nil {
+			writeError(w, queryErrorCode(err), err.Error())
+			return
+		}
+	}
+	local := req
+	local.Cluster, local.Partial, local.Tier = false, false, ""
+	peer := local
+	peer.Tier, peer.Format = "hot", format
+	body, err := json.Marshal(peer)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(headerCoordinator, s.nodeID)
+		return r, nil
+	})
+	defer func() {
+		for _, a := range answers {
+			a.Close()
+		}
+	}()
+	var missing []string
+	var errs []error
+	for _, a := range answers {
+		if a.Err != nil {
+			missing = append(missing, a.Node)
+			errs = append(errs, a.Err)
+		}
+	}
+	if len(errs) > 0 && !req.Partial {
+		writeError(w, http.StatusBadGateway, "cluster query: "+errors.Join(errs...).Error())
+		return
+	}
+	for _, err := range errs {
+		s.log.Warn("cluster query: partial answer without a node", "table", name, "error", err)
+	}
+	n, err := s.Query(ctx, name, local, w, format, func() {
+		setContentType(w, format)
+		w.Header().Set("Trailer", headerMissing)
+		if len(missing) > 0 {
+			w.Header().Set(headerMissing, strings.Join(missing, ","))
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	if err != nil && n < 0 {
+		writeError(w, queryErrorCode(err), err.Error())
+		return
+	}
+	if err != nil {
+		s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
+		endWithError(w, format, err)
+		return
+	}
+	var late []string
+	for _, a := range answers {
+		left := -1 // no limit
+		if req.Limit > 0 {
+			if left = req.Limit - n; left <= 0 {
+				break
+			}
+		}
+		if a.Err != nil {
+			continue
+		}
+		var copied int
+		if format == "csv" {
+			copied, err = copyCSV(w, a, left)
+		} else {
+			copied, err = copyLines(w, a, left)
+		}
+		n += copied
+		if err != nil {
+			if !req.Partial {
+				s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
+				endWithError(w, format, err)
+				return
+			}
+			s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err)
+			late = append(late, a.Node)
+		}
+	}
+	// The trailer lists every node the answer lacks (Go sends a declared
+	// trailer's value as it is when the handler returns).
+	if all := append(missing, late...); len(all) > 0 {
+		w.Header().Set(headerMissing, strings.Join(all, ","))
+	}
+}
+
+// copyLines copies NDJSON lines from src to dst, at most max of them when
+// max ≥ 0 (JSON lines hold no raw newline, so a line is a row).
+func copyLines(dst io.Writer, src io.Reader, max int) (int, error) {
+	br := bufio.NewReaderSize(src, 64<<10)
+	bw := bufio.NewWriterSize(dst, 64<<10)
+	n := 0
+	for max < 0 || n < max {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := bw.Write(line); werr != nil {
+				return n, werr
+			}
+			if line[len(line)-1] == '\n' {
+				n++
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bw.Flush()
+			return n, err
+		}
+	}
+	return n, bw.Flush()
+}
+
+// copyCSV copies CSV records from src to dst without src's header record,
+// at most max of them when max ≥ 0. It parses rather than counts lines: a
+// quoted field may hold a newline.
+func copyCSV(dst io.Writer, src io.Reader, max int) (int, error) {
+	r := csv.NewReader(bufio.NewReaderSize(src, 64<<10))
+	r.FieldsPerRecord = -1
+	r.ReuseRecord = true
+	bw := bufio.NewWriterSize(dst, 64<<10)
+	cw := csv.NewWriter(bw)
+	n := 0
+	if _, err := r.Read(); err != nil { // the header
+		if err == io.EOF {
+			return 0, nil
+		}
+		return 0, err
+	}
+	for max < 0 || n < max {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			cw.Flush()
+			bw.Flush()
+			return n, fmt.Errorf("csv: %w", err)
+		}
+		if err := cw.Write(rec); err != nil {
+			return n, err
+		}
+		n++
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return n, err
+	}
+	return n, bw.Flush()
+}
