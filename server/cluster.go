@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/rowformat"
+	"github.com/sluicedb/sluice/table"
 )
 
 // The headers of a cluster query (docs/cluster.md).
@@ -68,9 +70,10 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		return
 	}
 	ts := s.tables[name]
-	if format == "csv" && len(req.Columns) == 0 {
-		// Every node's CSV must have the same columns in the same order:
-		// ask all of them for this node's.
+	encoded, isEncoded := rowformat.Lookup(format)
+	if (format == "csv" || isEncoded) && len(req.Columns) == 0 {
+		// Every node's CSV (Arrow) must have the same columns in the same
+		// order: ask all of them for this node's.
 		q, err := req.tableQuery(ts.table)
 		if err == nil {
 			cols, cerr := ts.table.Columns(q)
@@ -122,14 +125,22 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	for _, err := range errs {
 		s.log.Warn("cluster query: partial answer without a node", "table", name, "error", err)
 	}
-	n, err := s.Query(ctx, name, local, w, format, func() {
+	start := func() {
 		setContentType(w, format)
 		w.Header().Set("Trailer", headerMissing)
+		if isEncoded {
+			w.Header().Add("Trailer", cluster.TrailerError)
+		}
 		if len(missing) > 0 {
 			w.Header().Set(headerMissing, strings.Join(missing, ","))
 		}
 		w.WriteHeader(http.StatusOK)
-	})
+	}
+	if isEncoded {
+		s.clusterQueryEncoded(ctx, w, ts, local, encoded, answers, missing, start)
+		return
+	}
+	n, err := s.Query(ctx, name, local, w, format, start)
 	if err != nil && n < 0 {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
@@ -172,6 +183,101 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	if all := append(missing, late...); len(all) > 0 {
 		w.Header().Set(headerMissing, strings.Join(all, ","))
 	}
+}
+
+// clusterQueryEncoded is clusterQuery's second half for a format of
+// internal/rowformat (Arrow): one encoder takes this node's rows and then
+// appends every other node's answer, so the client gets one stream. An
+// error after the header is reported in the Sluice-Error trailer (an Arrow
+// stream has no error row).
+func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, ts *tableState, req QueryRequest,
+	f rowformat.Format, answers []*cluster.Answer, missing []string, start func()) {
+	fail := func(err error) {
+		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
+		w.Header().Set(cluster.TrailerError, err.Error())
+	}
+	q, err := req.tableQuery(ts.table)
+	var cols []table.Column
+	if err == nil {
+		cols, err = ts.table.Columns(q)
+	}
+	if err != nil {
+		writeError(w, queryErrorCode(err), err.Error())
+		return
+	}
+	sw := &startWriter{w: w, start: start}
+	bw := bufio.NewWriterSize(sw, 64<<10)
+	enc, err := f.NewEncoder(bw, cols)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer enc.Close()
+	n := 0
+	err = s.queryValues(ctx, ts, q, func(_ []table.Column, vals []any) error {
+		n++
+		return enc.Row(vals)
+	})
+	if err != nil && !sw.started {
+		writeError(w, queryErrorCode(err), err.Error())
+		return
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	var late []string
+	for _, a := range answers {
+		left := -1
+		if req.Limit > 0 {
+			if left = req.Limit - n; left <= 0 {
+				break
+			}
+		}
+		if a.Err != nil || a.Header.Get("Content-Type") != f.ContentType { // 204: the coordinator itself
+			continue
+		}
+		copied, err := enc.Append(a, left)
+		n += copied
+		if err != nil {
+			if !req.Partial {
+				fail(fmt.Errorf("node %s: %w", a.Node, err))
+				return
+			}
+			s.log.Warn("cluster query: partial answer without the rest of a node", "table", ts.cfg.Name, "error", err)
+			late = append(late, a.Node)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		fail(err)
+		return
+	}
+	if err := bw.Flush(); err != nil {
+		fail(err)
+		return
+	}
+	if !sw.started {
+		start()
+	}
+	if all := append(missing, late...); len(all) > 0 {
+		w.Header().Set(headerMissing, strings.Join(all, ","))
+	}
+}
+
+// startWriter calls start before its first byte (an HTTP handler writes
+// its header there).
+type startWriter struct {
+	w       io.Writer
+	start   func()
+	started bool
+}
+
+func (sw *startWriter) Write(p []byte) (int, error) {
+	if !sw.started {
+		sw.started = true
+		sw.start()
+	}
+	return sw.w.Write(p)
 }
 
 // copyLines copies NDJSON lines from src to dst, at most max of them when

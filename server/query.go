@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -276,8 +277,8 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	if format == "" && strings.Contains(r.Header.Get("Accept"), "text/csv") {
 		format = "csv"
 	}
-	if format != "" && format != "ndjson" && format != "csv" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("format %q: want ndjson or csv", format))
+	if err := checkFormat(format); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Limits.QueryTimeout)
@@ -288,9 +289,13 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		s.clusterQuery(ctx, w, name, req, format)
 		return
 	}
+	// An error after the header goes in a trailer for a coordinator, and
+	// for a format that has no error row (Arrow).
+	_, encoded := rowformat.Lookup(format)
+	trailer := peer || encoded
 	n, err := s.Query(ctx, name, req, w, format, func() {
 		setContentType(w, format)
-		if peer {
+		if trailer {
 			w.Header().Set("Trailer", cluster.TrailerError)
 		}
 		w.WriteHeader(http.StatusOK)
@@ -301,7 +306,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
-		if peer {
+		if trailer {
 			w.Header().Set(cluster.TrailerError, err.Error())
 			return
 		}
@@ -309,7 +314,27 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// checkFormat accepts ndjson (""), csv and the formats this binary links
+// (internal/rowformat: arrow in sluice-full).
+func checkFormat(format string) error {
+	switch format {
+	case "", "ndjson", "csv":
+		return nil
+	}
+	if _, ok := rowformat.Lookup(format); ok {
+		return nil
+	}
+	if format == "arrow" {
+		return fmt.Errorf("format arrow: %w", rowformat.ErrNotLinked)
+	}
+	return fmt.Errorf("format %q: want ndjson, csv or arrow", format)
+}
+
 func setContentType(w http.ResponseWriter, format string) {
+	if f, ok := rowformat.Lookup(format); ok {
+		w.Header().Set("Content-Type", f.ContentType)
+		return
+	}
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv")
 	} else {
@@ -371,7 +396,18 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 	// encoder fills or reads a map per row.
 	var emit func([]table.Column, []any) error
 	var cw *csv.Writer
-	if format == "csv" {
+	var enc rowformat.Encoder
+	if f, ok := rowformat.Lookup(format); ok {
+		if enc, err = f.NewEncoder(bw, tcols); err != nil {
+			return -1, err
+		}
+		defer enc.Close()
+		emit = func(_ []table.Column, vals []any) error {
+			begin()
+			n++
+			return enc.Row(vals)
+		}
+	} else if format == "csv" {
 		cw = csv.NewWriter(bw)
 		rec := make([]string, len(cols))
 		emit = func(_ []table.Column, vals []any) error {
@@ -412,6 +448,11 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 		return -1, err
 	}
 	begin()
+	if enc != nil {
+		if cerr := enc.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if cw != nil {
 		if n == 0 {
 			cw.Write(cols)

@@ -1,7 +1,8 @@
 // Command sluice-full is sluice with the cold tier and Go plugins linked
 // in: the same commands (package cmd/internal/cli), plus tables with
-// compact.iceberg (package coldtier: iceberg-go, arrow-go, the AWS SDK) and
-// computed columns that are Go plugins (package plugin). Both make every
+// compact.iceberg (package coldtier: iceberg-go, arrow-go, the AWS SDK),
+// query answers as Arrow streams (format=arrow) and computed columns that
+// are Go plugins (package plugin). Both make every
 // start of a binary slower and larger (docs/architecture.md), so the lean
 // sluice leaves them out and says to use this one when a config needs them.
 package main
@@ -13,6 +14,7 @@ import (
 	_ "github.com/sluicedb/sluice/coldtier" // registers the cold tier (coldapi)
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/compute/goplugin"
+	_ "github.com/sluicedb/sluice/internal/arrowformat" // registers format=arrow (rowformat)
 )
 
 func main() {
