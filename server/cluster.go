@@ -54,6 +54,27 @@ func clusterMembers(c config.Cluster) (cluster.Members, error) {
 	return nil, nil
 }
 
+// ClusterInfo is GET /v1/cluster: this node's id and the members it finds
+// now (none without a cluster config). The Trino connector makes one split
+// per member from it.
+type ClusterInfo struct {
+	Node    string   `json:"node"`
+	Members []string `json:"members"`
+}
+
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	info := ClusterInfo{Node: s.nodeID, Members: []string{}}
+	if s.members != nil {
+		m, err := s.members.Members(r.Context())
+		if err != nil {
+			writeError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		info.Members = m
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
 // clusterQuery answers req for the whole cluster: this node's answer (the
 // cold tier's rows and its own store's) followed by every other member's
 // store rows (tier hot), each member asked at once and streamed in turn,

@@ -56,11 +56,35 @@ func FindTrino() error {
 
 // StartTrino starts Trino on a free 127.0.0.1 port with the catalog
 // properties files in catalogs (name -> file contents), its state in dir,
-// and waits until it accepts queries.
-func StartTrino(dir string, catalogs map[string]string) (*Trino, error) {
+// and waits until it accepts queries. plugins are more plugin directories
+// (each named as the plugin, e.g. the sluice connector's
+// connectors/trino/target/plugin/sluice) beside the installed ones.
+func StartTrino(dir string, catalogs map[string]string, plugins ...string) (*Trino, error) {
 	home, java, err := trinoHome()
 	if err != nil {
 		return nil, err
+	}
+	pluginDir := filepath.Join(home, "plugin")
+	if len(plugins) > 0 {
+		// Trino loads every directory of plugin.dir: one of links to the
+		// installed plugins and to these.
+		pluginDir = filepath.Join(dir, "plugin")
+		installed, err := filepath.Glob(filepath.Join(home, "plugin", "*"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(pluginDir, 0o755); err != nil {
+			return nil, err
+		}
+		for _, p := range append(installed, plugins...) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.Symlink(abs, filepath.Join(pluginDir, filepath.Base(p))); err != nil {
+				return nil, err
+			}
+		}
 	}
 	port, err := freeport.Port()
 	if err != nil {
@@ -83,7 +107,7 @@ plugin.dir=%s
 catalog.config-dir=%s
 query.max-memory=256MB
 query.max-memory-per-node=256MB
-`, port, port, filepath.Join(home, "plugin"), filepath.Join(etc, "catalog"))
+`, port, port, pluginDir, filepath.Join(etc, "catalog"))
 	if err := os.WriteFile(filepath.Join(etc, "config.properties"), []byte(config), 0o644); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,61 @@
+package io.sluicedb.trino;
+
+import io.trino.spi.connector.Connector;
+import io.trino.spi.connector.ConnectorContext;
+import io.trino.spi.connector.ConnectorFactory;
+
+import java.net.URI;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * Makes a catalog from its properties file:
+ * <pre>
+ * connector.name=sluice
+ * sluice.uri=http://node-a:8080     # any node; it names the others (GET /v1/cluster)
+ * sluice.node-timeout=30s           # optional: connecting to a node and each wait for more of its answer
+ * </pre>
+ */
+public final class SluiceConnectorFactory implements ConnectorFactory {
+    @Override
+    public String getName() {
+        return "sluice";
+    }
+
+    @Override
+    public Connector create(String catalogName, Map<String, String> config, ConnectorContext context) {
+        Map<String, String> left = new HashMap<>(config);
+        String uri = left.remove("sluice.uri");
+        if (uri == null || uri.isBlank()) {
+            throw new IllegalArgumentException("catalog " + catalogName + ": sluice.uri is required (a node's URL, e.g. http://node-a:8080)");
+        }
+        Duration timeout = Duration.ofSeconds(30);
+        String t = left.remove("sluice.node-timeout");
+        if (t != null) {
+            timeout = parseDuration(catalogName, t);
+        }
+        if (!left.isEmpty()) {
+            throw new IllegalArgumentException("catalog " + catalogName + ": unknown properties " + left.keySet() + " (sluice.uri, sluice.node-timeout)");
+        }
+        return new SluiceConnector(new SluiceClient(URI.create(uri.replaceAll("/+$", "")), timeout));
+    }
+
+    private static Duration parseDuration(String catalog, String s) {
+        try {
+            if (s.endsWith("ms")) {
+                return Duration.ofMillis(Long.parseLong(s.substring(0, s.length() - 2)));
+            }
+            if (s.endsWith("s")) {
+                return Duration.ofSeconds(Long.parseLong(s.substring(0, s.length() - 1)));
+            }
+            if (s.endsWith("m")) {
+                return Duration.ofMinutes(Long.parseLong(s.substring(0, s.length() - 1)));
+            }
+        }
+        catch (NumberFormatException e) {
+            // reported below
+        }
+        throw new IllegalArgumentException("catalog " + catalog + ": sluice.node-timeout " + s + ": want e.g. 500ms, 30s or 2m");
+    }
+}

@@ -1,0 +1,198 @@
+package io.sluicedb.trino;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.airlift.slice.Slices;
+import io.trino.spi.TrinoException;
+import io.trino.spi.connector.RecordCursor;
+import io.trino.spi.type.LongTimestampWithTimeZone;
+import io.trino.spi.type.TimeZoneKey;
+import io.trino.spi.type.Type;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
+
+/**
+ * Walks a node's NDJSON answer with Jackson's streaming parser: one token pass per row, values kept in arrays by
+ * column, no tree or map per row. A last line {"error": ...} (a node's query that failed after its first row) fails
+ * the split with the node's message.
+ */
+final class SluiceRecordCursor implements RecordCursor {
+    private static final JsonFactory JSON = new ObjectMapper().getFactory();
+
+    private final String node;
+    private final List<SluiceColumnHandle> columns;
+    private final Map<String, Integer> index = new HashMap<>();
+    private final InputStream body;
+    private final JsonParser parser;
+    private final Object[] values;
+    private final long[] longs;
+    private final double[] doubles;
+    private final boolean[] nulls;
+    private long rows;
+
+    SluiceRecordCursor(String node, List<SluiceColumnHandle> columns, InputStream body) {
+        this.node = node;
+        this.columns = columns;
+        for (int i = 0; i < columns.size(); i++) {
+            index.put(columns.get(i).name(), i);
+        }
+        this.body = body;
+        try {
+            this.parser = JSON.createParser(body);
+        }
+        catch (IOException e) {
+            throw fail(e);
+        }
+        int n = columns.size();
+        values = new Object[n];
+        longs = new long[n];
+        doubles = new double[n];
+        nulls = new boolean[n];
+    }
+
+    @Override
+    public boolean advanceNextPosition() {
+        try {
+            JsonToken tok = parser.nextToken();
+            if (tok == null) {
+                return false;
+            }
+            if (tok != JsonToken.START_OBJECT) {
+                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": row " + rows + ": not a JSON object");
+            }
+            java.util.Arrays.fill(nulls, true);
+            String error = null;
+            int fields = 0;
+            while ((tok = parser.nextToken()) == JsonToken.FIELD_NAME) {
+                String name = parser.currentName();
+                tok = parser.nextToken();
+                fields++;
+                Integer i = index.get(name);
+                if (i == null) {
+                    if (name.equals("error") && tok == JsonToken.VALUE_STRING) {
+                        error = parser.getText();
+                    }
+                    else {
+                        parser.skipChildren();
+                    }
+                    continue;
+                }
+                read(i, tok);
+            }
+            if (error != null && fields == 1) {
+                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
+            }
+            rows++;
+            return true;
+        }
+        catch (IOException e) {
+            throw fail(e);
+        }
+    }
+
+    private void read(int i, JsonToken tok) throws IOException {
+        if (tok == JsonToken.VALUE_NULL) {
+            return;
+        }
+        nulls[i] = false;
+        switch (columns.get(i).sluiceType()) {
+            case "int64", "int32" -> longs[i] = parser.getLongValue();
+            case "float64" -> doubles[i] = parser.getDoubleValue();
+            case "bool" -> longs[i] = tok == JsonToken.VALUE_TRUE ? 1 : 0;
+            case "timestamp" -> values[i] = timestamp(parser.getText());
+            case "json" -> {
+                if (tok == JsonToken.START_OBJECT || tok == JsonToken.START_ARRAY) {
+                    values[i] = Slices.utf8Slice(parser.readValueAsTree().toString());
+                }
+                else {
+                    values[i] = Slices.utf8Slice(parser.getText());
+                }
+            }
+            default -> values[i] = Slices.utf8Slice(parser.getText());
+        }
+    }
+
+    private static LongTimestampWithTimeZone timestamp(String s) {
+        Instant t;
+        try {
+            t = Instant.parse(s);
+        }
+        catch (RuntimeException e) {
+            t = OffsetDateTime.parse(s).toInstant();
+        }
+        long micros = t.getNano() / 1000L;
+        long millis = Math.addExact(Math.multiplyExact(t.getEpochSecond(), 1000L), micros / 1000L);
+        int picosOfMilli = (int) ((micros % 1000L) * 1_000_000L);
+        return LongTimestampWithTimeZone.fromEpochMillisAndFraction(millis, picosOfMilli, TimeZoneKey.UTC_KEY);
+    }
+
+    private TrinoException fail(IOException e) {
+        return new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": reading its answer after " + rows + " rows: " + e.getMessage(), e);
+    }
+
+    @Override
+    public long getCompletedBytes() {
+        return parser.currentLocation().getByteOffset();
+    }
+
+    @Override
+    public long getReadTimeNanos() {
+        return 0;
+    }
+
+    @Override
+    public Type getType(int field) {
+        return columns.get(field).trinoType();
+    }
+
+    @Override
+    public boolean getBoolean(int field) {
+        return longs[field] != 0;
+    }
+
+    @Override
+    public long getLong(int field) {
+        return longs[field];
+    }
+
+    @Override
+    public double getDouble(int field) {
+        return doubles[field];
+    }
+
+    @Override
+    public io.airlift.slice.Slice getSlice(int field) {
+        return (io.airlift.slice.Slice) values[field];
+    }
+
+    @Override
+    public Object getObject(int field) {
+        return values[field];
+    }
+
+    @Override
+    public boolean isNull(int field) {
+        return nulls[field];
+    }
+
+    @Override
+    public void close() {
+        try {
+            parser.close();
+            body.close();
+        }
+        catch (IOException e) {
+            // the split is done; nothing to keep
+        }
+    }
+}

@@ -1,0 +1,198 @@
+// Package trino_test runs the sluice connector for Trino (the Java plugin
+// beside this file, built by scripts/build-trino-connector) in a real
+// Trino 476 over three real sluice nodes.
+package trino_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/internal/testenv"
+	"github.com/sluicedb/sluice/server"
+)
+
+// pluginDir is what `mvn package` (scripts/build-trino-connector) leaves.
+const pluginDir = "target/plugin/sluice"
+
+// catalogMarker is the catalog file of docs/cluster.md this test uses, so
+// the documented file cannot drift.
+const catalogMarker = "<!-- trino-catalog: sluice, read by connectors/trino/trino_test.go -->"
+
+const tableYAML = `
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    schema:
+      - {name: user, type: string}
+      - {name: ts, type: timestamp}
+      - {name: n, type: int64}
+      - {name: score, type: float64}
+      - {name: ok, type: bool}
+`
+
+// row n of the test data: 50 users, one row a minute from base.
+var base = time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+
+func user(n int) string   { return fmt.Sprintf("u%d", n%50) }
+func at(n int) time.Time  { return base.Add(time.Duration(n) * time.Minute) }
+func score(n int) float64 { return float64(n) / 4 }
+func ok(n int) bool       { return n%3 == 0 }
+func rowJSON(n int) string {
+	return fmt.Sprintf(`{"user":%q,"ts":%q,"n":%d,"score":%g,"ok":%t}`, user(n), at(n).Format(time.RFC3339Nano), n, score(n), ok(n))
+}
+
+func startNodes(t *testing.T, n int) []string {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	urls := make([]string, n)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], urls[i] = ln, "http://"+ln.Addr().String()
+	}
+	yaml := fmt.Sprintf("cluster: {members: [%s]}\n%s", strings.Join(urls, ", "), tableYAML)
+	for _, ln := range lns {
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := server.New(context.Background(), cfg, server.Options{StorageDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	return urls
+}
+
+func fill(t *testing.T, node string, first, count int) {
+	t.Helper()
+	var b strings.Builder
+	for n := first; n < first+count; n++ {
+		b.WriteString(rowJSON(n) + "\n")
+	}
+	resp, err := http.Post(node+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ingest: %d %s", resp.StatusCode, body)
+	}
+}
+
+func catalogFile(t *testing.T, node string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/cluster.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok1 := bytes.Cut(doc, []byte(catalogMarker))
+	_, after, ok2 := bytes.Cut(after, []byte("```properties\n"))
+	block, _, ok3 := bytes.Cut(after, []byte("\n```"))
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("docs/cluster.md: no properties block after %q", catalogMarker)
+	}
+	const placeholder = "http://node-a:8080"
+	if !bytes.Contains(block, []byte(placeholder)) {
+		t.Fatalf("docs/cluster.md's catalog no longer names %s; update the test", placeholder)
+	}
+	return strings.ReplaceAll(string(block), placeholder, node) + "\n"
+}
+
+func TestTrinoReadsCluster(t *testing.T) {
+	coldtest.Require(t, coldtest.FindTrino())
+	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
+		testenv.Missing(t, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
+	}
+	const perNode = 1000
+	nodes := startNodes(t, 3)
+	for i, u := range nodes {
+		fill(t, u, i*perNode, perNode)
+	}
+	const total = 3 * perNode
+
+	dir := t.TempDir()
+	started := time.Now()
+	trino, err := coldtest.StartTrino(dir, map[string]string{"sluice": catalogFile(t, nodes[1])}, pluginDir)
+	coldtest.Require(t, err)
+	defer trino.Stop()
+	t.Logf("Trino started in %v", time.Since(started).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	one := func(sql string) string {
+		t.Helper()
+		_, rows, err := trino.Query(ctx, sql)
+		if err != nil {
+			log, _ := os.ReadFile(trino.Log)
+			t.Fatalf("%s: %v\nTrino log (end): %s", sql, err, log[max(0, len(log)-3000):])
+		}
+		if len(rows) != 1 || len(rows[0]) != 1 {
+			t.Fatalf("%s: %v, want one value", sql, rows)
+		}
+		return fmt.Sprint(rows[0][0])
+	}
+	expect := func(sql string, want any) {
+		t.Helper()
+		if got := one(sql); got != fmt.Sprint(want) {
+			t.Errorf("%s = %s, want %v", sql, got, want)
+		}
+	}
+
+	// Expected values are computed from the data the test made, row by row.
+	var sumN int
+	var sumScore float64
+	var okCount, inRange, ofUser7 int
+	from, to := at(500), at(2100)
+	for n := 0; n < total; n++ {
+		sumN += n
+		sumScore += score(n)
+		if ok(n) {
+			okCount++
+		}
+		if !at(n).Before(from) && at(n).Before(to) {
+			inRange++
+		}
+		if user(n) == "u7" {
+			ofUser7++
+		}
+	}
+	tbl := "sluice.cluster.events"
+	expect("SELECT count(*) FROM "+tbl, total)
+	expect("SELECT count(DISTINCT n) FROM "+tbl, total)
+	expect("SELECT sum(n) FROM "+tbl, sumN)
+	if got, err := strconv.ParseFloat(one("SELECT sum(score) FROM "+tbl), 64); err != nil || got != sumScore {
+		t.Errorf("sum(score) = %v (%v), want %v", got, err, sumScore)
+	}
+	expect("SELECT count(*) FROM "+tbl+" WHERE ok", okCount)
+	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ts >= from_iso8601_timestamp('%s') AND ts < from_iso8601_timestamp('%s')",
+		tbl, from.Format(time.RFC3339), to.Format(time.RFC3339)), inRange)
+	expect("SELECT count(*) FROM "+tbl+" WHERE \"user\" = 'u7'", ofUser7)
+	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ts = from_iso8601_timestamp('%s')", tbl, at(1234).Format(time.RFC3339)), 1)
+	expect("SELECT to_iso8601(max(ts)) FROM "+tbl, at(total-1).Format("2006-01-02T15:04:05.000000Z"))
+	// One split per node: a join of the table with itself pairs every row
+	// with exactly its own.
+	expect("SELECT count(*) FROM "+tbl+" a JOIN "+tbl+" b ON a.n = b.n", total)
+	expect("SELECT count(*) FROM sluice.information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'events'", 5)
+}
