@@ -38,7 +38,7 @@ tables:
 
 // startCluster starts n servers that list each other (and extra, nodes
 // that are not sluice servers) as members.
-func startCluster(t *testing.T, n int, extra ...string) []*testServer {
+func startCluster(t testing.TB, n int, extra ...string) []*testServer {
 	t.Helper()
 	lns := make([]net.Listener, n)
 	members := append([]string(nil), extra...)

@@ -72,7 +72,7 @@ func serveConfig(t *testing.T, yaml string, dir string) *testServer {
 
 // serveConfigOn is serveConfig on a listener the caller made (a cluster's
 // nodes know each other's addresses before they start).
-func serveConfigOn(t *testing.T, yaml string, dir string, ln net.Listener) *testServer {
+func serveConfigOn(t testing.TB, yaml string, dir string, ln net.Listener) *testServer {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -107,7 +107,7 @@ func serveConfigOn(t *testing.T, yaml string, dir string, ln net.Listener) *test
 	return ts
 }
 
-func waitReady(t *testing.T, url string) {
+func waitReady(t testing.TB, url string) {
 	t.Helper()
 	for i := 0; i < 200; i++ {
 		resp, err := http.Get(url + "/readyz")
