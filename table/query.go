@@ -517,6 +517,11 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 	}
 	p.seqLimit = seqLimit
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
+	return s.finish(t.scanBlocks(ctx, p, &s))
+}
+
+// scanBlocks feeds the plan's blocks to s in key order.
+func (t *Table) scanBlocks(ctx context.Context, p *plan, s *scanner) error {
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -661,91 +666,13 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 	return hashes, nil
 }
 
-// scanner decodes blocks and emits their matching rows.
+// scanner decodes blocks and emits their matching rows (scan.go).
 type scanner struct {
 	t       *Table
 	p       *plan
 	emit    func(*plan, []any) error
 	vals    []any // the current row, in p.out order
-	dec     blockDecoder
 	emitted int
-	// byName maps a needed column to its decoded column in the current
-	// block (nil: the block lacks it).
-	byName map[string]*decodedCol
-	// boxes[i] makes the values of output column i of the current block.
-	boxes []boxer
-}
-
-// block processes one block; done is true when the limit is reached.
-func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return true, err
-	}
-	p := s.p
-	if p.seqLimit != 0 {
-		if _, _, _, seq, _ := parseBlockKey(key); seq >= p.seqLimit {
-			return false, nil
-		}
-	}
-	if err := s.dec.decode(key, val, func(name string) bool { _, ok := p.types[name]; return ok }); err != nil {
-		return true, fmt.Errorf("table %s: %w", p.tableName, err)
-	}
-	s.t.blocksRead.Add(1)
-	s.t.rowsScanned.Add(int64(s.dec.rows))
-	if s.byName == nil {
-		s.byName = make(map[string]*decodedCol, len(p.types))
-	}
-	clear(s.byName)
-	for i := range s.dec.n {
-		c := &s.dec.cols[i]
-		c.convert(p.types[c.name], s.dec.rows)
-		s.byName[c.name] = c
-	}
-	timeCol := s.byName[p.timeName]
-	if timeCol == nil {
-		return true, fmt.Errorf("table %s: %w", p.tableName, &CorruptionError{Key: slices.Clone(key), Reason: "block lacks the time column"})
-	}
-	preds := make([]*decodedCol, len(p.preds))
-	for i := range p.preds {
-		preds[i] = s.byName[p.preds[i].name]
-	}
-	outs := make([]*decodedCol, len(p.out))
-	for i := range p.out {
-		outs[i] = s.byName[p.out[i].name]
-	}
-	boxed := false
-	emitted := 0
-	defer func() { s.t.rowsEmitted.Add(int64(emitted)) }()
-rows:
-	for r := range s.dec.rows {
-		if ts := timeCol.ints[r]; ts < p.from || ts >= p.to {
-			continue
-		}
-		for i := range p.preds {
-			if !p.preds[i].match(preds[i], r) {
-				continue rows
-			}
-		}
-		if !boxed { // first matching row of the block
-			boxed = true
-			if len(s.boxes) < len(outs) {
-				s.boxes = make([]boxer, len(outs))
-			}
-			for i, c := range outs {
-				s.boxes[i].reset(c, s.dec.rows)
-			}
-		}
-		for i := range outs {
-			s.vals[i] = s.boxes[i].at(r)
-		}
-		emitted++
-		if err := s.emit(p, s.vals); err != nil {
-			return true, err
-		}
-		s.emitted++
-		if p.limit > 0 && s.emitted >= p.limit {
-			return true, nil
-		}
-	}
-	return false, nil
+	par     *parallelScan // nil: blocks are decoded inline, one at a time
+	inline  blockJob
 }
