@@ -86,12 +86,12 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	cat, err := openCatalog(ctx, &cfg)
+	counters := &Counters{}
+	cat, err := openCatalog(ctx, &cfg, counters)
 	if err != nil {
 		return nil, err
 	}
-	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: &Counters{}}
-	registerCounters(strings.Join(c.ident, "."), c.counters)
+	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters}
 	// A run that crashed after its commit left its rows in both tiers:
 	// finish it before anything queries them.
 	var st Stats
@@ -110,7 +110,6 @@ func (c *Compactor) Identifier() []string { return c.ident }
 
 // Close releases the catalog.
 func (c *Compactor) Close() error {
-	unregisterCounters(strings.Join(c.ident, "."), c.counters)
 	if cl, ok := c.cat.(interface{ Close() error }); ok {
 		return cl.Close()
 	}

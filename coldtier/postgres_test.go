@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/coldtier/catalog"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/table"
@@ -262,32 +263,13 @@ func TestPostgresCatalogErrors(t *testing.T) {
 	for _, uri := range []string{"mysql://u:p@127.0.0.1/db", "sqlite:///tmp/x.db"} {
 		cfg.Catalog.URI = uri
 		_, err := coldtier.Open(ctx, cfg, tb)
-		if !errors.Is(err, coldtier.ErrCatalogURI) || !strings.Contains(err.Error(), "unknown scheme") {
+		if !errors.Is(err, catalog.ErrCatalogURI) || !strings.Contains(err.Error(), "unknown scheme") {
 			t.Errorf("uri %s: %v, want ErrCatalogURI naming the unknown scheme", uri, err)
 		}
 	}
 	cfg.Catalog.URI = "postgres://sluice:s3cret-pw@127.0.0.1:notaport/db"
-	if _, err := coldtier.Open(ctx, cfg, tb); !errors.Is(err, coldtier.ErrCatalogURI) || strings.Contains(err.Error(), "s3cret-pw") {
+	if _, err := coldtier.Open(ctx, cfg, tb); !errors.Is(err, catalog.ErrCatalogURI) || strings.Contains(err.Error(), "s3cret-pw") {
 		t.Errorf("bad port: %v, want ErrCatalogURI without the password", err)
-	}
-}
-
-func TestSQLBackendOf(t *testing.T) {
-	for uri, want := range map[string]coldtier.SQLBackend{
-		"/var/lib/sluice/iceberg-catalog.db":       coldtier.SQLite,
-		"file:/tmp/c.db?_pragma=busy_timeout(100)": coldtier.SQLite,
-		"catalog.db":                              coldtier.SQLite,
-		"postgres://u@db.example.com/iceberg":     coldtier.PostgreSQL,
-		"postgresql:///iceberg":                   coldtier.PostgreSQL,
-		"host=/var/run/postgresql dbname=iceberg": coldtier.PostgreSQL,
-		" dbname = iceberg":                       coldtier.PostgreSQL,
-		"service=lake":                            coldtier.PostgreSQL,
-		"weird=name.db":                           coldtier.SQLite, // not a libpq keyword
-	} {
-		got, err := coldtier.SQLBackendOf(uri)
-		if err != nil || got != want {
-			t.Errorf("%q: %v, %v; want %v", uri, got, err, want)
-		}
 	}
 }
 

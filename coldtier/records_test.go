@@ -45,7 +45,7 @@ func TestRowReaderHoldsTwoBatches(t *testing.T) {
 	if err := cfg.defaults(); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := openCatalog(ctx, &cfg)
+	cat, err := openCatalog(ctx, &cfg, &Counters{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,72 +39,6 @@ type Query struct {
 	ByKey bool
 }
 
-// Op is a predicate operator.
-type Op string
-
-// Predicate operators.
-const (
-	Eq      Op = "="
-	Ne      Op = "!="
-	Lt      Op = "<"
-	Le      Op = "<="
-	Gt      Op = ">"
-	Ge      Op = ">="
-	In      Op = "IN"
-	IsNull  Op = "IS NULL"
-	NotNull Op = "IS NOT NULL"
-)
-
-// ParseOp accepts the operators above case-insensitively, plus "==" and
-// "<>".
-func ParseOp(s string) (Op, error) {
-	switch u := strings.Join(strings.Fields(strings.ToUpper(s)), " "); u {
-	case "=", "==":
-		return Eq, nil
-	case "!=", "<>":
-		return Ne, nil
-	case "<", "<=", ">", ">=", "IN", "IS NULL", "IS NOT NULL":
-		return Op(u), nil
-	}
-	return "", fmt.Errorf("table: unknown operator %q (want =, !=, <, <=, >, >=, IN, IS NULL, IS NOT NULL)", s)
-}
-
-// Predicate is one condition on a column. Comparisons with a null column
-// value are false (as in SQL); use IsNull. Value (or Values, for In) is
-// converted to the column's type.
-type Predicate struct {
-	Column string
-	Op     Op
-	Value  any
-	Values []any
-}
-
-// String writes p as a where clause: `n >= "abc"`, `user IN ("a", "b")`.
-func (p Predicate) String() string {
-	switch p.Op {
-	case IsNull, NotNull:
-		return fmt.Sprintf("%s %s", p.Column, p.Op)
-	case In:
-		vals := make([]string, len(p.Values))
-		for i, v := range p.Values {
-			vals[i] = fmt.Sprintf("%#v", v)
-		}
-		return fmt.Sprintf("%s IN (%s)", p.Column, strings.Join(vals, ", "))
-	}
-	return fmt.Sprintf("%s %s %#v", p.Column, p.Op, p.Value)
-}
-
-// pred is a compiled predicate.
-type pred struct {
-	name   string
-	typ    Type
-	op     Op
-	v      value
-	ints   map[int64]struct{}
-	floats map[float64]struct{}
-	strs   map[string]struct{}
-}
-
 // outCol is one projected column.
 type outCol struct {
 	name string
@@ -119,7 +52,7 @@ type plan struct {
 	timeName   string
 	hashes     []uint64 // nil: all partitions
 	out        []outCol
-	preds      []pred
+	preds      []*Condition
 	types      map[string]Type // schema type of each needed column
 	limit      int
 	empty      bool // nothing can match
@@ -180,7 +113,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		pr, err := compilePred(w, typ)
+		pr, err := w.Compile(typ)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w: where %s: %w", p.tableName, ErrBadQuery, w, err)
 		}
@@ -215,7 +148,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 			return p, nil
 		}
 		typ := schema[i].Type
-		pr, err := compilePred(Predicate{Column: p.hashColumn, Op: In, Values: q.HashIn}, typ)
+		pr, err := Predicate{Column: p.hashColumn, Op: In, Values: q.HashIn}.Compile(typ)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w: hashBy value: %w", p.tableName, ErrBadQuery, err)
 		}
@@ -223,7 +156,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		p.preds = append(p.preds, pr) // hashes collide: check the value
 		seen := map[uint64]bool{}
 		for _, v := range q.HashIn {
-			cv, _ := coerce(v, typ) // checked by compilePred
+			cv, _ := coerce(v, typ) // checked by Compile
 			h := partitionHash(typ, cv, v == nil)
 			if !seen[h] {
 				seen[h] = true
@@ -243,172 +176,6 @@ func next(v int64) int64 {
 		return v
 	}
 	return v + 1
-}
-
-func compilePred(w Predicate, typ Type) (pred, error) {
-	pr := pred{name: w.Column, typ: typ, op: w.Op}
-	switch w.Op {
-	case IsNull, NotNull:
-		return pr, nil
-	case Eq, Ne, Lt, Le, Gt, Ge:
-		if w.Value == nil {
-			return pr, fmt.Errorf("%s with a null value (use IS NULL)", w.Op)
-		}
-		if (typ == JSON || typ == Bool) && w.Op != Eq && w.Op != Ne {
-			return pr, fmt.Errorf("%s is not defined on %v", w.Op, typ)
-		}
-		v, err := coerce(w.Value, typ)
-		if err != nil {
-			return pr, err
-		}
-		pr.v = v
-		return pr, nil
-	case In:
-		switch typ {
-		case Float64:
-			pr.floats = map[float64]struct{}{}
-		case String, JSON:
-			pr.strs = map[string]struct{}{}
-		default:
-			pr.ints = map[int64]struct{}{}
-		}
-		for _, x := range w.Values {
-			if x == nil {
-				continue // null is in no list
-			}
-			v, err := coerce(x, typ)
-			if err != nil {
-				return pr, err
-			}
-			switch {
-			case pr.floats != nil:
-				pr.floats[v.float()] = struct{}{}
-			case pr.strs != nil:
-				pr.strs[v.s] = struct{}{}
-			default:
-				pr.ints[v.i] = struct{}{}
-			}
-		}
-		return pr, nil
-	}
-	return pr, fmt.Errorf("unknown operator %q", w.Op)
-}
-
-// match evaluates p on row r of c (already converted to p.typ).
-func (p *pred) match(c *decodedCol, r int) bool {
-	null := c == nil || c.isNull(r)
-	switch p.op {
-	case IsNull:
-		return null
-	case NotNull:
-		return !null
-	}
-	if null {
-		return false
-	}
-	if p.op == In {
-		var ok bool
-		switch {
-		case p.floats != nil:
-			_, ok = p.floats[c.floats[r]]
-		case p.strs != nil:
-			_, ok = p.strs[c.strs[r]]
-		default:
-			_, ok = p.ints[c.ints[r]]
-		}
-		return ok
-	}
-	var d int
-	switch p.typ {
-	case Float64:
-		f := c.floats[r]
-		switch {
-		case f < p.v.float():
-			d = -1
-		case f > p.v.float():
-			d = 1
-		case f != p.v.float(): // NaN: only != holds
-			return p.op == Ne
-		}
-	case String, JSON:
-		if p.op == Eq || p.op == Ne || p.typ == JSON {
-			d = strings.Compare(c.strs[r], p.v.s)
-		} else {
-			var ok bool
-			if d, ok = CompareText(c.strs[r], p.v.s); !ok {
-				return false
-			}
-		}
-	default:
-		i := c.ints[r]
-		switch {
-		case i < p.v.i:
-			d = -1
-		case i > p.v.i:
-			d = 1
-		}
-	}
-	switch p.op {
-	case Eq:
-		return d == 0
-	case Ne:
-		return d != 0
-	case Lt:
-		return d < 0
-	case Le:
-		return d <= 0
-	case Gt:
-		return d > 0
-	}
-	return d >= 0 // Ge
-}
-
-// CompareText orders value a of a string column against a query's value b
-// for <, <=, > and >=. When b is a decimal number, a is compared as a number
-// (what an int64 or float64 column widened to string holds: "1000" > "900"),
-// and a value that is not one matches no ordering (ok false), as a failed
-// cast would in SQL; otherwise both compare as text. Equality (=, !=, IN)
-// stays exact text, as partition hashes are.
-func CompareText(a, b string) (c int, ok bool) {
-	y, num := decimalNumber(b)
-	if !num {
-		return strings.Compare(a, b), true
-	}
-	x, num := decimalNumber(a)
-	if !num {
-		return 0, false
-	}
-	switch {
-	case x < y:
-		return -1, true
-	case x > y:
-		return 1, true
-	}
-	return 0, true
-}
-
-// decimalNumber parses s when it is a JSON-style decimal number (optional
-// minus, digits, fraction, exponent): not "Inf", "NaN", hex or "1_000",
-// which strconv.ParseFloat would take.
-func decimalNumber(s string) (float64, bool) {
-	if s == "" {
-		return 0, false
-	}
-	digits := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9':
-			digits = true
-		case c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
-		default:
-			return 0, false
-		}
-	}
-	if !digits {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil
 }
 
 // convert turns c into type to (a block written before the column widened).

@@ -66,7 +66,7 @@ func (j *blockJob) run(t *Table, p *plan) {
 	}
 	preds := make([]*decodedCol, len(p.preds))
 	for i := range p.preds {
-		preds[i] = j.byName[p.preds[i].name]
+		preds[i] = j.byName[p.preds[i].Column]
 	}
 rows:
 	for r := range j.dec.rows {

@@ -1,9 +1,10 @@
-package coldtier
+package coldread_test
 
 import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,15 +16,19 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	icat "github.com/apache/iceberg-go/catalog"
 	itable "github.com/apache/iceberg-go/table"
 
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/coldtier/catalog"
+	"github.com/sluicedb/sluice/coldtier/coldread"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
 
 // These tests read a local-directory warehouse (the read path is the same
-// as on S3: the table's file IO) through the internal coldScan, which
-// reports what it read.
+// as on S3: the table's file IO) through coldread.Query, which reports
+// what it read.
 
 var readDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 
@@ -42,20 +47,53 @@ func openReadTable(t *testing.T, dir string, cols []table.Column) (*table.Store,
 	return st, tb
 }
 
-func localCompactor(t *testing.T, dir string, tb *table.Table, rowGroupRows int) *Compactor {
+// coldTable is a compacted table with the test's own connection to its
+// catalog, through which the tests call coldread.Query directly (it
+// reports what it read).
+type coldTable struct {
+	*coldtier.Compactor
+	t   *table.Table
+	cat icat.Catalog
+	uri string // the SQLite catalog's file
+}
+
+func localCompactor(t *testing.T, dir string, tb *table.Table, rowGroupRows int) *coldTable {
 	t.Helper()
-	cfg := Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local", RowGroupRows: rowGroupRows}
-	c, err := Open(context.Background(), cfg, tb)
+	ctx := context.Background()
+	cfg := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local", RowGroupRows: rowGroupRows}
+	c, err := coldtier.Open(ctx, cfg, tb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	loc := catalog.Location{Warehouse: cfg.Warehouse, Catalog: cfg.Catalog}
+	if err := loc.Defaults(dir); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Open(ctx, loc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.(interface{ Close() error }).Close() })
+	return &coldTable{Compactor: c, t: tb, cat: cat, uri: loc.Catalog.URI}
+}
+
+// scan is coldread.Query of the table's current snapshot; no rows before
+// the first run created the table.
+func (c *coldTable) scan(ctx context.Context, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, coldread.Stats, error) {
+	tbl, err := c.cat.LoadTable(ctx, c.Identifier())
+	if errors.Is(err, icat.ErrNoSuchTable) {
+		return 0, coldread.Stats{}, nil
+	}
+	if err != nil {
+		return 0, coldread.Stats{}, err
+	}
+	return coldread.Query(ctx, tbl, c.t, q, cols, emit)
 }
 
 // rowsOf runs q over both tiers (cold first) and returns the rows as
 // column -> value maps (times as unix µs), with what the cold scan read.
-func rowsOf(t *testing.T, c *Compactor, q table.Query) ([]map[string]any, coldScanStats, error) {
+func rowsOf(t *testing.T, c *coldTable, q table.Query) ([]map[string]any, coldread.Stats, error) {
 	t.Helper()
 	var out []map[string]any
 	emit := func(cols []table.Column, vals []any) error {
@@ -73,9 +111,7 @@ func rowsOf(t *testing.T, c *Compactor, q table.Query) ([]map[string]any, coldSc
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.mu.RLock()
-	_, st, err := c.coldScan(context.Background(), q, cols, emit)
-	c.mu.RUnlock()
+	_, st, err := c.scan(context.Background(), q, cols, emit)
 	if err != nil {
 		return out, st, err
 	}
@@ -103,8 +139,8 @@ func TestColdReadPrunesRowGroups(t *testing.T) { inBothReadModes(t, testColdRead
 func inBothReadModes(t *testing.T, test func(*testing.T)) {
 	t.Run("whole-files", test)
 	t.Run("ranges", func(t *testing.T) {
-		defer func(was int64) { wholeFileMax = was }(wholeFileMax)
-		wholeFileMax = 0
+		defer func(was int64) { *coldread.WholeFileMax = was }(*coldread.WholeFileMax)
+		*coldread.WholeFileMax = 0
 		test(t)
 	})
 }
@@ -146,7 +182,7 @@ func testColdReadPrunesRowGroups(t *testing.T) {
 		}
 		want[qc.name] = got
 	}
-	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, qc := range queries {
@@ -187,13 +223,13 @@ func TestColdReadSchemaEvolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := localCompactor(t, dir, tb, 0)
-	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tb.Append(ctx, day1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(name string, q table.Query, keep func(table.Row) bool) {
@@ -234,7 +270,7 @@ func TestColdReadSchemaEvolution(t *testing.T) {
 
 // dataFile returns the local path of the table's only data file whose
 // path contains part.
-func dataFile(t *testing.T, c *Compactor, part string) string {
+func dataFile(t *testing.T, c *coldTable, part string) string {
 	t.Helper()
 	files, err := c.DataFiles(context.Background())
 	if err != nil {
@@ -271,7 +307,7 @@ func testColdReadCorruptFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := localCompactor(t, dir, tb, 0)
-	if _, err := c.Compact(ctx, readDay0.Add(72*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(72*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, err := rowsOf(t, c, table.Query{}); err != nil || len(got) != 900 {
@@ -337,10 +373,10 @@ func TestColdReadDeleteFilesFallBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := localCompactor(t, dir, tb, 0)
-	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	tbl, err := c.cat.LoadTable(ctx, c.Identifier())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +445,7 @@ func TestColdReadSameAsArrowPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := localCompactor(t, dir, tb, 300)
-			if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+			if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), coldtier.Options{Remove: true}); err != nil {
 				t.Fatal(err)
 			}
 			p := func(col string, op table.Op, v any) table.Predicate {
@@ -435,15 +471,15 @@ func TestColdReadSameAsArrowPath(t *testing.T) {
 				"hash-and-pred": {HashIn: hashValues[hashBy][:1], Where: []table.Predicate{p("f", table.Ge, 50)}},
 			}
 			for name, q := range queries {
-				scan := func(arrow bool) ([][]any, coldScanStats) {
-					forceArrow = arrow
-					defer func() { forceArrow = false }()
+				scan := func(arrow bool) ([][]any, coldread.Stats) {
+					*coldread.ForceArrow = arrow
+					defer func() { *coldread.ForceArrow = false }()
 					cols, err := c.t.Columns(q)
 					if err != nil {
 						t.Fatal(err)
 					}
 					var out [][]any
-					_, st, err := c.coldScan(ctx, q, cols, func(_ []table.Column, vals []any) error {
+					_, st, err := c.scan(ctx, q, cols, func(_ []table.Column, vals []any) error {
 						out = append(out, slices.Clone(vals))
 						return nil
 					})
@@ -517,13 +553,13 @@ func TestColdReadFileWithoutFieldIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := localCompactor(t, dir, tb, 0)
-	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	added := filepath.Join(dir, "warehouse", "added.parquet")
 	pyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if out, err := coldtest.RunPython(pyCtx, py, addFilesScript, c.cfg.Catalog.URI, strings.Join(c.ident, "."), added); err != nil {
+	if out, err := coldtest.RunPython(pyCtx, py, addFilesScript, c.uri, strings.Join(c.Identifier(), "."), added); err != nil {
 		t.Fatalf("add_files: %v: %s", err, out)
 	}
 	got, st, err := rowsOf(t, c, table.Query{})
@@ -568,7 +604,7 @@ func TestColdWidenedColumnOrdersNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := localCompactor(t, dir, tb, 0)
-	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), Options{Remove: true}); err != nil {
+	if _, err := c.Compact(ctx, readDay0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
 	hot := []table.Row{

@@ -1,4 +1,4 @@
-package coldtier
+package coldread
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -74,9 +73,9 @@ func (v *colVec) timeAt(r int) time.Time {
 	return time.UnixMicro(v.ints[r]).UTC()
 }
 
-// box is row r's value as the store returns it (nil for null), for the
-// tests the typed paths do not cover (they use the matcher's comparison on
-// boxed values); emitted rows are boxed through slabs (box.go).
+// box is row r's value as the file holds it (nil for null), for the
+// conversions and the tests the typed paths do not cover
+// (table.Condition.Value); emitted rows are boxed through slabs (box.go).
 func (v *colVec) box(r int) any {
 	if v.null(r) {
 		return nil
@@ -470,140 +469,89 @@ func (m *matcher) timeBounds(unit time.Duration) (lo, hi int64, hasHi bool) {
 	return lo, hi, hasHi
 }
 
-// restTests are the hash and predicate tests on decoded columns; with
-// timeTest, a row passes them all iff matcher.match accepts it: typed
-// comparisons where the column's type in the file is the predicate's type
-// (the common case), the matcher's own comparison on boxed values
-// otherwise.
+// restTests are the hash and predicate tests on decoded columns (already
+// converted to their sluice types, colVec.convert); with timeTest, a row
+// passes them all iff matcher.match accepts it.
 func (m *matcher) restTests(hashV *colVec, predV []*colVec) []func(int) bool {
 	var tests []func(int) bool
-	if m.hashText != nil {
-		tests = append(tests, m.hashTest(hashV))
+	if m.hash != nil {
+		tests = append(tests, test(m.hash, hashV))
 	}
-	for i := range m.preds {
-		tests = append(tests, m.preds[i].compile(predV[i]))
+	for i, p := range m.preds {
+		tests = append(tests, test(p, predV[i]))
 	}
 	return tests
 }
 
-func (m *matcher) hashTest(v *colVec) func(int) bool {
-	switch {
-	case v.absent:
-		return func(int) bool { return false }
-	case v.kind == vecString:
-		// text of a string (or JSON) value is the value itself
-		return func(r int) bool { return v.valid[r] && m.hashText[v.strs[r]] }
-	case v.kind == vecInt:
-		set := map[int64]bool{}
-		for h := range m.hashText {
-			if i, err := strconv.ParseInt(h, 10, 64); err == nil && strconv.FormatInt(i, 10) == h {
-				set[i] = true
-			}
-		}
-		return func(r int) bool { return v.valid[r] && set[v.ints[r]] }
-	}
-	return func(r int) bool {
-		h := v.box(r)
-		return h != nil && m.hashText[text(h)]
-	}
-}
-
-// compile returns p's test on column vector v.
-func (p *coldPred) compile(v *colVec) func(int) bool {
-	switch p.op {
-	case table.IsNull:
-		return v.null
-	case table.NotNull:
-		return func(r int) bool { return !v.null(r) }
-	}
+// test returns condition c on the rows of column vector v: the typed
+// entry of table.Condition for v's kind, or its Value on boxed values when
+// the file holds another type than the column's (which convert leaves
+// only for types a column cannot widen to).
+func test(c *table.Condition, v *colVec) func(int) bool {
+	null := c.Null()
 	if v.absent {
-		return func(int) bool { return false } // comparisons with null are false
+		return func(int) bool { return null }
 	}
+	valid := v.valid
 	switch {
-	case v.kind == vecInt && p.typ == table.Int64:
-		return typedTest(p, v.valid, v.ints, func(x, y int64) int { return cmpOrdered(x, y) })
-	case v.kind == vecFloat && p.typ == table.Float64:
-		return typedTest(p, v.valid, v.floats, func(x, y float64) int { return cmpOrdered(x, y) })
-	case v.kind == vecString && (p.typ == table.String || p.typ == table.JSON):
-		if p.typ == table.String && p.op != table.Eq && p.op != table.Ne && p.op != table.In {
-			// Ordered as the hot tier orders it: numbers as numbers.
-			y := text(p.v)
-			return func(r int) bool {
-				if !v.valid[r] {
-					return false
-				}
-				c, ok := table.CompareText(v.strs[r], y)
-				return ok && opHolds(p.op, c)
-			}
-		}
-		return typedTest(p, v.valid, v.strs, strings.Compare)
-	case v.kind == vecTime && p.typ == table.Timestamp:
-		ok := func(c int) bool { return opHolds(p.op, c) }
-		if p.op == table.In {
-			return func(r int) bool {
-				if v.null(r) {
-					return false
-				}
-				t := v.timeAt(r)
-				return slices.ContainsFunc(p.vals, func(x any) bool { y, isT := x.(time.Time); return isT && t.Compare(y) == 0 })
-			}
-		}
-		y, isT := p.v.(time.Time)
-		if !isT {
-			break
-		}
-		return func(r int) bool { return !v.null(r) && ok(v.timeAt(r).Compare(y)) }
-	}
-	// Other pairings (a column whose type in the file differs from the
-	// sluice type): the matcher's comparison on boxed values.
-	return func(r int) bool { return p.test(v.box(r)) }
-}
-
-// typedTest is p on values of one Go type; p.v and p.vals hold that type
-// (convert made them so) or the test falls back to boxed comparison.
-func typedTest[T int64 | float64 | string](p *coldPred, valid []bool, vals []T, cmp func(T, T) int) func(int) bool {
-	if p.op == table.In {
-		set := make([]T, 0, len(p.vals))
-		for _, x := range p.vals {
-			y, ok := x.(T)
-			if !ok {
-				return func(r int) bool { return valid[r] && p.test(any(vals[r])) }
-			}
-			set = append(set, y)
-		}
+	case v.kind == vecInt && c.Type == table.Int64:
+		ints := v.ints
+		return func(r int) bool { return valid[r] && c.Int(ints[r]) || !valid[r] && null }
+	case v.kind == vecFloat && c.Type == table.Float64:
+		floats := v.floats
+		return func(r int) bool { return valid[r] && c.Float(floats[r]) || !valid[r] && null }
+	case v.kind == vecString && (c.Type == table.String || c.Type == table.JSON):
+		strs := v.strs
+		return func(r int) bool { return valid[r] && c.Text(strs[r]) || !valid[r] && null }
+	case v.kind == vecBool && c.Type == table.Bool:
+		bools := v.bools
+		return func(r int) bool { return valid[r] && c.Bool(bools[r]) || !valid[r] && null }
+	case v.kind == vecTime && c.Type == table.Timestamp:
+		// The store's timestamps are unix nanoseconds: a value in the
+		// file's unit converts exactly unless it lies beyond them, which
+		// Condition.Time orders.
+		ns := int64(v.unit)
+		limit := math.MaxInt64 / ns
+		ints := v.ints
 		return func(r int) bool {
 			if !valid[r] {
-				return false
+				return null
 			}
-			x := vals[r]
-			return slices.ContainsFunc(set, func(y T) bool { return cmp(x, y) == 0 })
+			if x := ints[r]; -limit <= x && x <= limit {
+				return c.Int(x * ns)
+			}
+			return c.Time(v.timeAt(r))
 		}
 	}
-	y, ok := p.v.(T)
-	if !ok {
-		return func(r int) bool { return valid[r] && p.test(any(vals[r])) }
-	}
-	op := p.op
-	return func(r int) bool { return valid[r] && opHolds(op, cmp(vals[r], y)) }
+	return func(r int) bool { return c.Value(v.box(r)) }
 }
 
-// opHolds tells whether comparison result c satisfies op.
-func opHolds(op table.Op, c int) bool {
-	switch op {
-	case table.Eq:
-		return c == 0
-	case table.Ne:
-		return c != 0
-	case table.Lt:
-		return c < 0
-	case table.Le:
-		return c <= 0
-	case table.Gt:
-		return c > 0
-	case table.Ge:
-		return c >= 0
+// convert makes v hold values of sluice type to, as the store converts a
+// block written before its column widened (table.Convert): an int64
+// column read as float64, a scalar one as its text. Iceberg's schema
+// evolution follows neither widening (coldtier stops compacting the
+// table), but the files written before still read as the store's rows.
+func (v *colVec) convert(to table.Type) {
+	if v.absent {
+		return
 	}
-	return false
+	rows := len(v.valid)
+	switch {
+	case to == table.Float64 && v.kind == vecInt:
+		v.floats = slices.Grow(v.floats[:0], rows)[:rows]
+		for r, x := range v.ints[:rows] {
+			v.floats[r] = float64(x)
+		}
+		v.kind = vecFloat
+	case to == table.String && v.kind != vecString:
+		strs := make([]string, rows)
+		for r := range rows {
+			if x, err := table.Convert(v.box(r), table.String); err == nil && x != nil {
+				strs[r] = x.(string)
+			}
+		}
+		v.strs, v.kind = strs, vecString
+	}
 }
 
 // coldReader reads planned data files with parquet-go for one query.
@@ -650,7 +598,7 @@ func coldWorkers() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 // pruning, one read of each kept row group's column chunks), workers
 // decode and match row groups, and the caller's goroutine emits each row
 // group's rows in order. arrow reads a task through iceberg-go instead.
-func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *coldScanStats,
+func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *Stats,
 	arrow func(itable.FileScanTask) error, emit func([]any) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -755,7 +703,7 @@ var wholeFileMax int64 = 8 << 20
 // wall at 3M rows where 4 gave 3.1-6.7M, run for run.
 const filesAhead = 8
 
-func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask, st *coldScanStats, units, work chan<- *rgUnit) {
+func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask, st *Stats, units, work chan<- *rgUnit) {
 	// Files open up to filesAhead ahead of the one being dispatched: on
 	// an object store, a file's first bytes are a round trip away, and
 	// the workers would otherwise wait for each in turn.
@@ -874,7 +822,7 @@ func (cr *coldReader) open(task *itable.FileScanTask) (of *openedFile) {
 
 // dispatchFile queues the row groups of an opened data file that the
 // statistics do not rule out.
-func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *coldScanStats, units, work chan<- *rgUnit) (ok bool, err error) {
+func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stats, units, work chan<- *rgUnit) (ok bool, err error) {
 	if of.err != nil {
 		return false, of.err
 	}
@@ -984,7 +932,7 @@ func (cr *coldReader) prune(group parquet.RowGroup, cols []fileColumn) bool {
 			return true
 		}
 	}
-	if m.hashText == nil {
+	if m.hash == nil {
 		return false
 	}
 	hc := find(m.hashC)
@@ -995,25 +943,51 @@ func (cr *coldReader) prune(group parquet.RowGroup, cols []fileColumn) bool {
 	if !ok {
 		return false
 	}
+	// The hash values as the file holds them: text for a string column,
+	// numbers for an int64 one (the text of a string hashBy column that
+	// was int64 when the file was written, when it is one).
 	switch hc.kind {
 	case vecString:
 		minS, maxS := string(lo.ByteArray()), string(hi.ByteArray())
-		for h := range m.hashText {
-			if minS <= h && h <= maxS {
+		for _, h := range m.hashVals {
+			s, ok := textOf(h)
+			if !ok || minS <= s && s <= maxS {
 				return false
 			}
 		}
 		return true
 	case vecInt:
 		minI, maxI := intValue(lo), intValue(hi)
-		for h := range m.hashText {
-			if i, err := strconv.ParseInt(h, 10, 64); err == nil && strconv.FormatInt(i, 10) == h && minI <= i && i <= maxI {
+		for _, h := range m.hashVals {
+			i, ok := h.(int64)
+			if !ok {
+				s, isText := textOf(h)
+				if !isText {
+					return false
+				}
+				var err error
+				if i, err = strconv.ParseInt(s, 10, 64); err != nil || strconv.FormatInt(i, 10) != s {
+					continue // no int64's text: matches no row of this file
+				}
+			}
+			if minI <= i && i <= maxI {
 				return false
 			}
 		}
 		return true
 	}
 	return false
+}
+
+// textOf is the text of a string or JSON value.
+func textOf(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.RawMessage:
+		return string(x), true
+	}
+	return "", false
 }
 
 // chunkBounds are a column chunk's min and max from its statistics.
@@ -1083,6 +1057,7 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 				}
 				return nil, fmt.Errorf("column %q (chunk at byte %d, %d bytes): %w", name, start, meta.TotalCompressedSize, err)
 			}
+			vs[i].convert(cr.types[name])
 			decoded[i] = true
 		}
 		return &vs[i], nil
@@ -1105,14 +1080,14 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 		return nil
 	}
 	hv := absentVec
-	if m.hashText != nil {
+	if m.hash != nil {
 		if hv, err = get(m.hashC); err != nil {
 			return err
 		}
 	}
 	pv := make([]*colVec, len(m.preds))
 	for i, p := range m.preds {
-		if pv[i], err = get(p.col); err != nil {
+		if pv[i], err = get(p.Column); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package coldtier
+package coldread
 
 import (
 	"encoding/json"

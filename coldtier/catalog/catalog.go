@@ -1,4 +1,10 @@
-package coldtier
+// Package catalog opens the Iceberg catalog that registers sluice's cold
+// tables (the SQL catalog on SQLite or PostgreSQL, or the REST catalog
+// protocol) with the file IO of the warehouse their files go to, and
+// creates a sluice table's Iceberg table on first use. It is the part of
+// the cold tier that knows where things live; package coldtier writes the
+// tables, package coldread reads them.
+package catalog
 
 import (
 	"context"
@@ -7,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,46 +20,31 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
+	icat "github.com/apache/iceberg-go/catalog"
 	_ "github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers only the s3:// file IO: gocloud would link the GCS and Azure SDKs too
+	"github.com/apache/iceberg-go/metrics"
 	itable "github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // the SQLite driver of the SQL catalog (pure Go)
 )
 
-// Config says where a table's cold tier lives.
-type Config struct {
+// Location says where sluice's Iceberg tables live: the warehouse their
+// files go to and the catalog that registers them.
+type Location struct {
 	// Warehouse is the root under which tables are written:
 	// "s3://bucket/prefix" or a local directory. A table's data and
 	// metadata go to Warehouse/<namespace>/<table>.
 	Warehouse string
 	// S3 configures the object store when Warehouse is s3://.
 	S3 S3
-	// Catalog is the Iceberg catalog the table is registered in.
-	Catalog Catalog
-	// Node names this writer in the snapshot summaries it commits
-	// (sluice.node); default: the host name. Two nodes writing to the same
-	// Iceberg table must have different names.
-	Node string
-	// StateDir holds the record of a run in flight (pending-<table>.json);
-	// the server uses its storage directory.
-	StateDir string
-	// RowGroupRows bounds the rows of one Parquet row group; default
-	// 131072. A run streams batches of at most 32768 rows into it and
-	// holds two of them (rowReader), whatever this is.
-	RowGroupRows int
-	// Unsorted writes a day's rows in the store's partition-hash order
-	// instead of sorted by the hashBy value, and new tables declare no
-	// sort order. Sorting costs a first pass over each day that reads one
-	// block per key: negligible with blocks of many rows, about half the
-	// compaction speed when nearly every block holds one row (millions of
-	// keys); sorted files let readers skip row groups by key.
-	Unsorted bool
+	// Catalog is the Iceberg catalog the tables are registered in.
+	Catalog Config
 }
 
 // S3 is an S3-compatible endpoint. Credentials come from the AWS SDK's
@@ -68,15 +58,16 @@ type S3 struct {
 	AccessKeyID, SecretAccessKey string
 }
 
-// Catalog is an Iceberg catalog.
-type Catalog struct {
+// Config is an Iceberg catalog.
+type Config struct {
 	// Type is "sql" (default) or "rest".
 	Type string
 	// URI: for sql, a SQLite file path (or "file:..." DSN) or a
 	// PostgreSQL connection string (a postgres:// or postgresql:// URL, or
 	// libpq's keyword/value form "host=... dbname=..."; what it leaves out
 	// comes from the PG* environment variables and ~/.pgpass); for rest,
-	// the catalog's base URL. Default for sql: <StateDir>/iceberg-catalog.db.
+	// the catalog's base URL. Default for sql: <stateDir>/iceberg-catalog.db
+	// (Location.Defaults).
 	URI string
 	// Name is the catalog name stored with each table (default "sluice").
 	Name string
@@ -87,105 +78,138 @@ type Catalog struct {
 	Properties map[string]string
 }
 
-func (c *Config) defaults() error {
-	if c.Warehouse == "" {
+// Defaults fills in what l leaves out and checks it: a SQL catalog
+// without a URI goes to stateDir/iceberg-catalog.db, a local warehouse
+// becomes an absolute path.
+func (l *Location) Defaults(stateDir string) error {
+	if l.Warehouse == "" {
 		return errors.New("coldtier: warehouse is empty")
 	}
-	if c.Catalog.Type == "" {
-		c.Catalog.Type = "sql"
+	if l.Catalog.Type == "" {
+		l.Catalog.Type = "sql"
 	}
-	if c.Catalog.Name == "" {
-		c.Catalog.Name = "sluice"
+	if l.Catalog.Name == "" {
+		l.Catalog.Name = "sluice"
 	}
-	if c.Catalog.Namespace == "" {
-		c.Catalog.Namespace = "sluice"
+	if l.Catalog.Namespace == "" {
+		l.Catalog.Namespace = "sluice"
 	}
-	if c.S3.Region == "" {
-		c.S3.Region = "us-east-1"
+	if l.S3.Region == "" {
+		l.S3.Region = "us-east-1"
 	}
-	if c.Node == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("coldtier: node name: %w", err)
-		}
-		c.Node = h
-	}
-	if c.RowGroupRows <= 0 {
-		c.RowGroupRows = 1 << 17
-	}
-	if c.Catalog.Type == "sql" && c.Catalog.URI == "" {
-		if c.StateDir == "" {
+	if l.Catalog.Type == "sql" && l.Catalog.URI == "" {
+		if stateDir == "" {
 			return errors.New("coldtier: sql catalog: no URI and no state directory")
 		}
-		c.Catalog.URI = filepath.Join(c.StateDir, "iceberg-catalog.db")
+		l.Catalog.URI = filepath.Join(stateDir, "iceberg-catalog.db")
 	}
-	if c.Catalog.Type == "sql" {
-		if _, err := SQLBackendOf(c.Catalog.URI); err != nil {
+	if l.Catalog.Type == "sql" {
+		if _, err := SQLBackendOf(l.Catalog.URI); err != nil {
 			return err
 		}
 	}
-	if !strings.HasPrefix(c.Warehouse, "s3://") {
-		abs, err := filepath.Abs(c.Warehouse)
+	if !strings.HasPrefix(l.Warehouse, "s3://") {
+		abs, err := filepath.Abs(l.Warehouse)
 		if err != nil {
 			return err
 		}
-		c.Warehouse = abs
+		l.Warehouse = abs
 	}
 	return nil
 }
 
 // ioProps are the file IO properties (iceberg-go's io package), passed to
 // the catalog so that every table it loads reads and writes with them.
-func (c *Config) ioProps() iceberg.Properties {
+func (l *Location) ioProps() iceberg.Properties {
 	p := iceberg.Properties{}
-	if strings.HasPrefix(c.Warehouse, "s3://") {
-		p[icebergio.S3Region] = c.S3.Region
-		if c.S3.Endpoint != "" {
-			p[icebergio.S3EndpointURL] = c.S3.Endpoint
+	if strings.HasPrefix(l.Warehouse, "s3://") {
+		p[icebergio.S3Region] = l.S3.Region
+		if l.S3.Endpoint != "" {
+			p[icebergio.S3EndpointURL] = l.S3.Endpoint
 		}
-		p[icebergio.S3ForceVirtualAddressing] = fmt.Sprint(!c.S3.PathStyle)
-		if c.S3.AccessKeyID != "" {
-			p[icebergio.S3AccessKeyID] = c.S3.AccessKeyID
-			p[icebergio.S3SecretAccessKey] = c.S3.SecretAccessKey
+		p[icebergio.S3ForceVirtualAddressing] = fmt.Sprint(!l.S3.PathStyle)
+		if l.S3.AccessKeyID != "" {
+			p[icebergio.S3AccessKeyID] = l.S3.AccessKeyID
+			p[icebergio.S3SecretAccessKey] = l.S3.SecretAccessKey
 		}
 	}
 	return p
 }
 
-// openCatalog opens the configured catalog with the IO properties.
-func openCatalog(ctx context.Context, c *Config) (catalog.Catalog, error) {
+// Open opens the catalog of l (Defaults applied) with the warehouse's file
+// IO. The tables it loads report their commits to reporter, when given:
+// iceberg-go builds a catalog's reporter from a factory registered by name
+// in its own registry, so Open registers reporter under a name of its own
+// for this catalog and the catalog's Close removes it; no registry of
+// sluice's sits between a table and its counters.
+func Open(ctx context.Context, l Location, reporter metrics.Reporter) (icat.Catalog, error) {
 	props := iceberg.Properties{}
-	for k, v := range c.Catalog.Properties {
+	for k, v := range l.Catalog.Properties {
 		props[k] = v
 	}
-	for k, v := range c.ioProps() {
+	for k, v := range l.ioProps() {
 		props[k] = v
 	}
-	props["metrics-reporter-impl"] = reporterName
-	switch c.Catalog.Type {
+	var deregister func() error
+	if reporter != nil {
+		name := "sluice-coldtier-" + uuid.NewString()
+		metrics.Register(name, func(map[string]string) (metrics.Reporter, error) { return reporter, nil })
+		deregister = func() error { metrics.Deregister(name); return nil }
+		props[metrics.ReporterImplKey] = name
+	}
+	cat, err := open(ctx, l, props)
+	if err != nil {
+		if deregister != nil {
+			deregister()
+		}
+		return nil, err
+	}
+	if deregister == nil {
+		return cat, nil
+	}
+	return &reporting{Catalog: cat, deregister: deregister}, nil
+}
+
+func open(ctx context.Context, l Location, props iceberg.Properties) (icat.Catalog, error) {
+	switch l.Catalog.Type {
 	case "sql":
-		backend, err := SQLBackendOf(c.Catalog.URI)
+		backend, err := SQLBackendOf(l.Catalog.URI)
 		if err != nil {
 			return nil, err
 		}
 		if backend == PostgreSQL {
-			return openPostgres(ctx, c, props)
+			return openPostgres(ctx, l.Catalog, props)
 		}
 		props["type"] = "sql"
 		props[sqlcat.DriverKey] = "sqlite"
 		props[sqlcat.DialectKey] = string(sqlcat.SQLite)
-		props["uri"] = sqliteDSN(c.Catalog.URI)
+		props["uri"] = sqliteDSN(l.Catalog.URI)
 	case "rest":
 		props["type"] = "rest"
-		props["uri"] = c.Catalog.URI
+		props["uri"] = l.Catalog.URI
 	default:
-		return nil, fmt.Errorf("coldtier: catalog type %q: want sql or rest", c.Catalog.Type)
+		return nil, fmt.Errorf("coldtier: catalog type %q: want sql or rest", l.Catalog.Type)
 	}
-	cat, err := catalog.Load(ctx, c.Catalog.Name, props)
+	cat, err := icat.Load(ctx, l.Catalog.Name, props)
 	if err != nil {
-		return nil, fmt.Errorf("coldtier: open %s catalog %s: %w", c.Catalog.Type, c.Catalog.URI, err)
+		return nil, fmt.Errorf("coldtier: open %s catalog %s: %w", l.Catalog.Type, l.Catalog.URI, err)
 	}
 	return cat, nil
+}
+
+// reporting is a catalog whose commit reporter Open registered; Close
+// closes the catalog and removes the registration.
+type reporting struct {
+	icat.Catalog
+	deregister func() error
+}
+
+func (r *reporting) Close() error {
+	var err error
+	if cl, ok := r.Catalog.(interface{ Close() error }); ok {
+		err = cl.Close()
+	}
+	return errors.Join(err, r.deregister())
 }
 
 // SQLBackend is the database a SQL catalog lives in.
@@ -241,8 +265,8 @@ const pgConnectTimeout = 10 * time.Second
 // what it leaves out), a ping names the server when it cannot be reached,
 // then iceberg-go's SQL catalog with bun's PostgreSQL dialect creates its
 // tables (iceberg_tables, iceberg_namespace_properties) if they are missing.
-func openPostgres(ctx context.Context, c *Config, props iceberg.Properties) (catalog.Catalog, error) {
-	pgcfg, err := pgx.ParseConfig(c.Catalog.URI)
+func openPostgres(ctx context.Context, c Config, props iceberg.Properties) (icat.Catalog, error) {
+	pgcfg, err := pgx.ParseConfig(c.URI)
 	if err != nil {
 		// pgx redacts the password of the string it quotes.
 		return nil, fmt.Errorf("%w: PostgreSQL connection string: %w", ErrCatalogURI, err)
@@ -259,7 +283,7 @@ func openPostgres(ctx context.Context, c *Config, props iceberg.Properties) (cat
 	props[sqlcat.DialectKey] = string(sqlcat.Postgres)
 	var cat *sqlcat.Catalog
 	for attempt := 1; ; attempt++ {
-		cat, err = sqlcat.NewCatalog(c.Catalog.Name, db, sqlcat.Postgres, props)
+		cat, err = sqlcat.NewCatalog(c.Name, db, sqlcat.Postgres, props)
 		// Two nodes starting together on a new database both run CREATE
 		// TABLE IF NOT EXISTS; PostgreSQL lets one of them fail (see
 		// createRace): the tables exist then, and the next try finds them.
@@ -334,40 +358,40 @@ func sqliteDSN(uri string) string {
 }
 
 // location is where a table's files go.
-func (c *Config) location(name string) string {
-	if strings.HasPrefix(c.Warehouse, "s3://") {
-		return strings.TrimSuffix(c.Warehouse, "/") + "/" + c.Catalog.Namespace + "/" + name
+func (l *Location) location(name string) string {
+	if strings.HasPrefix(l.Warehouse, "s3://") {
+		return strings.TrimSuffix(l.Warehouse, "/") + "/" + l.Catalog.Namespace + "/" + name
 	}
-	return filepath.Join(c.Warehouse, c.Catalog.Namespace, name)
+	return filepath.Join(l.Warehouse, l.Catalog.Namespace, name)
 }
 
-// loadOrCreate loads the Iceberg table of a sluice table, creating the
-// namespace and the table (partitioned by day of the sort column) if they
-// do not exist yet.
+// LoadOrCreate loads the Iceberg table of a sluice table from cat (opened
+// for l), creating the namespace and the table (partitioned by day of the
+// sort column, with the table properties props) if they do not exist yet.
 //
 // The table declares the sort order hashBy ascending, nulls first: a run
 // reads the store with table.Query.ByKey, so each file's rows are sorted
 // by key and its row groups' statistics let readers skip by key.
-func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name string, schema *iceberg.Schema, sortBy, hashBy string) (*itable.Table, error) {
-	ident := itable.Identifier{c.Catalog.Namespace, name}
+func LoadOrCreate(ctx context.Context, cat icat.Catalog, l Location, name string, schema *iceberg.Schema, sortBy, hashBy string, props iceberg.Properties) (*itable.Table, error) {
+	ident := itable.Identifier{l.Catalog.Namespace, name}
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err == nil {
 		return tbl, nil
 	}
-	if !errors.Is(err, catalog.ErrNoSuchTable) {
+	if !errors.Is(err, icat.ErrNoSuchTable) {
 		return nil, fmt.Errorf("coldtier: load table %s: %w", strings.Join(ident, "."), err)
 	}
-	ns := itable.Identifier{c.Catalog.Namespace}
+	ns := itable.Identifier{l.Catalog.Namespace}
 	if ok, err := cat.CheckNamespaceExists(ctx, ns); err != nil {
-		return nil, fmt.Errorf("coldtier: namespace %s: %w", c.Catalog.Namespace, err)
+		return nil, fmt.Errorf("coldtier: namespace %s: %w", l.Catalog.Namespace, err)
 	} else if !ok {
-		if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, icat.ErrNamespaceAlreadyExists) {
 			// Another node created it at the same time. iceberg-go tells
 			// that case by re-reading inside its failed transaction, which
 			// under SERIALIZABLE or REPEATABLE READ still does not see
 			// the winner: look again in a new one.
 			if ok, cerr := cat.CheckNamespaceExists(ctx, ns); cerr != nil || !ok {
-				return nil, fmt.Errorf("coldtier: create namespace %s: %w", c.Catalog.Namespace, err)
+				return nil, fmt.Errorf("coldtier: create namespace %s: %w", l.Catalog.Namespace, err)
 			}
 		}
 	}
@@ -378,18 +402,7 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
 		SourceIDs: []int{sortField.ID}, FieldID: 1000, Name: sortBy + "_day", Transform: iceberg.DayTransform{},
 	})
-	props := iceberg.Properties{
-		// Conflicts with another node's commit are retried by iceberg-go
-		// (reload the table, re-check, rebuild the manifest list).
-		itable.CommitNumRetriesKey:        "20",
-		itable.CommitMinRetryWaitMsKey:    "20",
-		itable.CommitMaxRetryWaitMsKey:    "2000",
-		"write.parquet.compression-codec": "zstd",
-	}
-	for k, v := range writeProps(c.RowGroupRows) {
-		props[k] = v
-	}
-	opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&spec), catalog.WithLocation(c.location(name)), catalog.WithProperties(props)}
+	opts := []icat.CreateTableOpt{icat.WithPartitionSpec(&spec), icat.WithLocation(l.location(name)), icat.WithProperties(props)}
 	if hashField, ok := schema.FindFieldByName(hashBy); ok && hashBy != "" {
 		order, err := itable.NewSortOrder(1, []itable.SortField{{
 			SourceIDs: []int{hashField.ID}, Transform: iceberg.IdentityTransform{},
@@ -398,7 +411,7 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		if err != nil {
 			return nil, fmt.Errorf("coldtier: table %s: sort order: %w", name, err)
 		}
-		opts = append(opts, catalog.WithSortOrder(order))
+		opts = append(opts, icat.WithSortOrder(order))
 	}
 	// Two nodes creating the table at once: the loser gets
 	// ErrTableAlreadyExists, or, on SQLite in WAL mode, SQLITE_BUSY at once
@@ -410,7 +423,7 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *Config, name stri
 		if err == nil {
 			return tbl, nil
 		}
-		if errors.Is(err, catalog.ErrTableAlreadyExists) { // another node created it first
+		if errors.Is(err, icat.ErrTableAlreadyExists) { // another node created it first
 			return cat.LoadTable(ctx, ident)
 		}
 		if loaded, lerr := cat.LoadTable(ctx, ident); lerr == nil {
