@@ -90,12 +90,15 @@ type Server struct {
 
 // tableState is one configured table and what serves it.
 type tableState struct {
-	cfg    config.Table
-	table  *table.Table
-	pipe   *ingest.Pipeline
-	proc   *compute.Processor // nil when the table has no computed columns or filters
-	schema map[string]compute.Type
-	policy ingest.Policy
+	cfg config.Table
+	// compute is cfg's computed columns and filters as package compute
+	// takes them (options.go).
+	compute compute.Config
+	table   *table.Table
+	pipe    *ingest.Pipeline
+	proc    *compute.Processor // nil when the table has no computed columns or filters
+	schema  map[string]compute.Type
+	policy  ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
 	// degraded, when not empty, is why the table's computed columns or
@@ -114,7 +117,7 @@ type tableState struct {
 // columns and filters, reporting every problem at once. Nothing listens
 // until Serve.
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, tables: map[string]*tableState{}, startedAt: time.Now(), reloadSignals: opts.ReloadSignals}
@@ -197,7 +200,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 }
 
 func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, error) {
-	ts := &tableState{cfg: tc, schema: map[string]compute.Type{}}
+	ts := &tableState{cfg: tc, compute: computeConfig(tc), schema: map[string]compute.Type{}}
 	ts.policy, _ = ingest.ParsePolicy(tc.OnBadLine) // validated
 	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL}
 	for _, c := range tc.Schema {
@@ -223,7 +226,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
 		if err != nil {
 			// The config is valid (checked before), so this is a script
 			// or plugin that does not load: a file changed since the last
@@ -248,7 +251,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if tc.UsesDeadLetter() || len(tc.Sources) > 0 {
+	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 {
 		// The dead-letter output of a table is the table <name>_deadletter
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).
@@ -535,7 +538,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // (compiling scripts, opening plugins, fetching URLs) without opening the
 // store, reporting every problem at once: `sluice serve --check`.
 func Check(ctx context.Context, cfg *config.Config) error {
-	if err := cfg.Validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		return err
 	}
 	lua := luavm.NewManager(luavm.Options{})
@@ -545,7 +548,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue
 		}
-		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
+		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
 			continue
