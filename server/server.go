@@ -90,15 +90,12 @@ type Server struct {
 
 // tableState is one configured table and what serves it.
 type tableState struct {
-	cfg config.Table
-	// compute is cfg's computed columns and filters as package compute
-	// takes them (options.go).
-	compute compute.Config
-	table   *table.Table
-	pipe    *ingest.Pipeline
-	proc    *compute.Processor // nil when the table has no computed columns or filters
-	schema  map[string]compute.Type
-	policy  ingest.Policy
+	cfg    config.Table
+	table  *table.Table
+	pipe   *ingest.Pipeline
+	proc   *compute.Processor // nil when the table has no computed columns or filters
+	schema map[string]compute.Type
+	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
 	// degraded, when not empty, is why the table's computed columns or
@@ -111,6 +108,10 @@ type tableState struct {
 	compactRows                            atomic.Int64
 	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
 	cold                                   coldapi.Tier // nil: compaction to compact.dir, or none
+
+	// compute is cfg's computed columns and filters as package compute
+	// takes them (options.go).
+	compute compute.Config
 }
 
 // New opens the store and every table of cfg and loads their computed
