@@ -3,6 +3,13 @@
 // compaction), the storage directory and the listen addresses. Every field
 // can be overridden by an environment variable (SLUICE_...), and Validate
 // reports every problem at once so that one start shows all of them.
+//
+// It describes and validates only: plain structs, and the checks it can make
+// alone. The packages that run a config own their options (stream's
+// KafkaOptions, compute's Config, rdbtool's FilterSpec, coldapi's Config);
+// package server builds them from these structs and reports the problems
+// only they can find (docs/architecture.md). Of sluice it imports coltype
+// alone (TestDescribesOnly).
 package config
 
 import (
@@ -20,7 +27,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicedb/sluice/coltype"
-	"github.com/sluicedb/sluice/compute"
 )
 
 // Config is the whole server configuration.
@@ -110,8 +116,10 @@ type Table struct {
 	// default: nothing of the batch is stored) or "skip" (the line is
 	// reported and the rest stored).
 	OnBadLine string `yaml:"on_bad_line"`
-	// Computed columns and filters, as in `sluice compute`.
-	compute.Config `yaml:",inline"`
+	// Computed columns, evaluated in this order, and filters, run before
+	// them: as in `sluice compute` (config/compute.go).
+	Computed []ComputedColumn `yaml:"computed"`
+	Filters  []Filter         `yaml:"filters"`
 	// Reload polls the script files and URLs of the computed columns and
 	// filters this often and swaps changed versions in between batches
 	// (0 = never; a version that fails to load is logged and the old one
@@ -294,7 +302,11 @@ func (c *Config) Table(name string) (*Table, bool) {
 	return nil, false
 }
 
-// Validate checks the whole config and reports every problem at once.
+// Validate checks the whole config and reports every problem at once: every
+// problem it can find alone. What only the packages that run a config can
+// check (a computed column's error policy and func, an RDB filter's key
+// types and glob) is checked as the server builds their options from it
+// (server.ValidateOptions).
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -366,9 +378,6 @@ func (c *Config) Validate() error {
 		}
 		if t.OnBadLine != "reject" && t.OnBadLine != "skip" {
 			add("%s: on_bad_line %q: want reject or skip", where, t.OnBadLine)
-		}
-		if err := t.Config.Validate(); err != nil {
-			add("%s: %w", where, err)
 		}
 		cp := t.Compact
 		if cp.Interval < 0 || cp.After < 0 {

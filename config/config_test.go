@@ -49,7 +49,7 @@ func TestParseGood(t *testing.T) {
 		t.Fatalf("events = %+v", ev)
 	}
 	if len(ev.Computed) != 1 || ev.Computed[0].Name != "double" || len(ev.Filters) != 1 {
-		t.Fatalf("compute config not embedded: %+v", ev.Config)
+		t.Fatalf("computed columns and filters not read: %+v %+v", ev.Computed, ev.Filters)
 	}
 	if ev.Compact.Interval != time.Minute || ev.Compact.After != DefaultCompactAfter || ev.OnBadLine != "reject" {
 		t.Fatalf("compact/defaults = %+v %q", ev.Compact, ev.OnBadLine)
@@ -111,8 +111,11 @@ tables:
 	msg := err.Error()
 	for _, want := range []string{
 		`listen.http "nocolon"`, "limits.max_inflight", `hashBy "missing"`, `schema[0] "x"`, `unknown type "complex"`,
-		`on_bad_line "maybe"`, "ttl: negative", `unknown type "nosuchtype"`, "compact.dir: required",
+		`on_bad_line "maybe"`, "ttl: negative", "compact.dir: required",
 		"duplicate table name", `"bad/name"`, "SLUICE_LIMITS_READ_TIMEOUT",
+		// the computed column's unknown type is package compute's to find
+		// (server.ValidateOptions): cmd/internal/cli's
+		// TestValidateReportsEveryLayersProblems runs this config whole
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not mention %q:\n%s", want, msg)

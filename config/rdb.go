@@ -1,12 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"regexp"
-
-	"github.com/sluicedb/sluice/rdb"
-	"github.com/sluicedb/sluice/rdbtool"
-)
+import "fmt"
 
 // RDB are a table's defaults for the Redis RDB snapshots sent to it
 // (`sluice ingest --format rdb`, application/x-redis-rdb bodies): the
@@ -36,18 +30,10 @@ type RDB struct {
 // MaxRDBBatch bounds RDB.Batch and a request's batch parameter.
 const MaxRDBBatch = 1_000_000
 
-// Filter is r's filter for rdbtool (r validated).
-func (r *RDB) Filter() rdbtool.Filter {
-	f := rdbtool.Filter{DBs: r.DB, Prefixes: r.Prefix, Pattern: r.Pattern, Regex: r.Regex, MinSize: r.MinSize}
-	for _, name := range r.Type {
-		if t, err := rdbtool.ParseType(name); err == nil {
-			f.Types = append(f.Types, t)
-		}
-	}
-	return f
-}
-
-// validate returns r's problems, each prefixed with where.
+// validate returns r's problems, each prefixed with where: those it can
+// find alone. The type names, the glob and the regular expression are
+// checked where the filter is built (rdbtool.NewFilter, from the server's
+// ValidateOptions), with the same prefix.
 func (r *RDB) validate(where string) []error {
 	var errs []error
 	add := func(format string, args ...any) {
@@ -58,24 +44,9 @@ func (r *RDB) validate(where string) []error {
 			add("db[%d]: negative database number %d", i, db)
 		}
 	}
-	for i, name := range r.Type {
-		if _, err := rdbtool.ParseType(name); err != nil {
-			add("type[%d] %q: want string, list, set, zset, hash, stream or module", i, name)
-		}
-	}
 	for i, p := range r.Prefix {
 		if p == "" {
 			add("prefix[%d]: empty (it would keep every key)", i)
-		}
-	}
-	if r.Pattern != "" {
-		if _, err := rdb.KeyPattern(r.Pattern); err != nil {
-			add("pattern: %v", err)
-		}
-	}
-	if r.Regex != "" {
-		if _, err := regexp.Compile(r.Regex); err != nil {
-			add("regex %q: %v", r.Regex, err)
 		}
 	}
 	if r.MinSize < 0 {

@@ -30,7 +30,7 @@ type TableInfo struct {
 func (s *Server) info(ts *tableState) TableInfo {
 	ti := TableInfo{
 		Name: ts.cfg.Name, HashBy: ts.cfg.HashBy, SortBy: ts.cfg.SortBy, Static: len(ts.cfg.Schema) > 0,
-		Schema: ts.table.Schema(), Computed: ts.cfg.Computed, Filters: ts.cfg.Filters, Stats: ts.table.Stats(),
+		Schema: ts.table.Schema(), Computed: ts.compute.Computed, Filters: ts.compute.Filters, Stats: ts.table.Stats(),
 		Degraded: ts.degraded,
 	}
 	if ts.cfg.TTL > 0 {

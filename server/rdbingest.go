@@ -165,7 +165,7 @@ func (a stagedAppender) Append(ctx context.Context, rows []ingest.Row) error {
 // the table's when the request gives them. A request that asks for keys
 // the table's section excludes is an error, not an empty result.
 func withTableRDB(req ingest.RDBOptions, table config.RDB) (ingest.RDBOptions, error) {
-	def := table.Filter()
+	def, _ := rdbFilter(table) // checked by New (ValidateOptions)
 	out := req
 	var errs []error
 	if len(def.DBs) > 0 {

@@ -115,13 +115,17 @@ type tableState struct {
 	compactRows                            atomic.Int64
 	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
 	cold                                   coldapi.Tier // nil: compaction to compact.dir, or none
+
+	// compute is cfg's computed columns and filters as package compute
+	// takes them (options.go).
+	compute compute.Config
 }
 
 // New opens the store and every table of cfg and loads their computed
 // columns and filters, reporting every problem at once. Nothing listens
 // until Serve.
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, tables: map[string]*tableState{}, startedAt: time.Now(), reloadSignals: opts.ReloadSignals}
@@ -211,7 +215,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 }
 
 func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, error) {
-	ts := &tableState{cfg: tc, schema: map[string]compute.Type{}}
+	ts := &tableState{cfg: tc, compute: computeConfig(tc), schema: map[string]compute.Type{}}
 	ts.policy, _ = ingest.ParsePolicy(tc.OnBadLine) // validated
 	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL}
 	for _, c := range tc.Schema {
@@ -237,7 +241,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
 		if err != nil {
 			// The config is valid (checked before), so this is a script
 			// or plugin that does not load: a file changed since the last
@@ -262,7 +266,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if tc.UsesDeadLetter() || len(tc.Sources) > 0 {
+	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 {
 		// The dead-letter output of a table is the table <name>_deadletter
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).
@@ -550,7 +554,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // (compiling scripts, opening plugins, fetching URLs) without opening the
 // store, reporting every problem at once: `sluice serve --check`.
 func Check(ctx context.Context, cfg *config.Config) error {
-	if err := cfg.Validate(); err != nil {
+	if err := validate(cfg); err != nil {
 		return err
 	}
 	lua := luavm.NewManager(luavm.Options{})
@@ -560,7 +564,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue
 		}
-		p, err := compute.New(ctx, tc.Config, compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
+		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
 			continue

@@ -46,9 +46,9 @@ func (s *Server) openSources() error {
 			var err error
 			switch {
 			case sc.Kafka != nil:
-				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, *sc.Kafka)
+				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, kafkaOptions(*sc.Kafka))
 			case sc.NATS != nil:
-				src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, *sc.NATS)
+				src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, natsOptions(*sc.NATS))
 			default:
 				err = errors.New("neither kafka nor nats")
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -37,10 +36,88 @@ var kafkaFields = map[string]metaField{
 // commitInterval is how often stored offsets are committed to the group.
 const commitInterval = 250 * time.Millisecond
 
+// KafkaOptions are what a Kafka source consumes and how: a table's
+// sources[].kafka section as the server translates it (docs/streams.md).
+// Zero fields get their defaults (EnsureDefaults).
+type KafkaOptions struct {
+	// Brokers are seed brokers, host:port.
+	Brokers []string
+	// Topics are consumed in full (every partition the group assigns).
+	Topics []string
+	// Group is the consumer group: nodes with the same group split the
+	// partitions.
+	Group string
+	// Format of each message body: FormatNDJSON (default), FormatJSON,
+	// FormatCSV or FormatParquet; gzip bodies are detected.
+	Format string
+	// Start is where a partition with neither a stored nor a committed
+	// position begins: StartEarliest (default) or StartLatest.
+	Start string
+	// Metadata names message fields added to every row before the
+	// computed columns run: key (_key), headers (_headers, a JSON object),
+	// topic (_topic), partition (_partition), offset (_offset), timestamp
+	// (_timestamp).
+	Metadata []string
+	// MaxPollRecords bounds the messages handled per poll (default
+	// DefaultMaxPollRecords).
+	MaxPollRecords int
+	// FetchMaxBytes bounds what one fetch buffers (default
+	// DefaultFetchMaxBytes, at most 2 MiB a partition): with
+	// MaxPollRecords it bounds a source's memory.
+	FetchMaxBytes int32
+	// SessionTimeout is how long the group waits for a silent node before
+	// giving its partitions to the others; 0 leaves the client's default
+	// (45s) and its heartbeat interval.
+	SessionTimeout time.Duration
+	// InstanceID turns on static membership: a node restarted with the
+	// same id within SessionTimeout gets its partitions back without a
+	// rebalance.
+	InstanceID string
+}
+
+// The defaults of KafkaOptions and NATSOptions.
+const (
+	DefaultMaxPollRecords = 5000
+	DefaultFetchMaxBytes  = 8 << 20
+	DefaultMaxBatch       = 5000
+	DefaultFetchWait      = 500 * time.Millisecond
+)
+
+// The message formats and start positions of a source.
+const (
+	FormatNDJSON  = "ndjson"
+	FormatJSON    = "json"
+	FormatCSV     = "csv"
+	FormatParquet = "parquet"
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o
+// (a new KafkaOptions when o is nil).
+func (o *KafkaOptions) EnsureDefaults() *KafkaOptions {
+	if o == nil {
+		o = &KafkaOptions{}
+	}
+	if o.Format == "" {
+		o.Format = FormatNDJSON
+	}
+	if o.Start == "" {
+		o.Start = StartEarliest
+	}
+	if o.MaxPollRecords == 0 {
+		o.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if o.FetchMaxBytes == 0 {
+		o.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	return o
+}
+
 // Kafka consumes a table's Kafka source in a consumer group.
 type Kafka struct {
 	table    string
-	cfg      config.KafkaSource
+	opts     KafkaOptions // defaults ensured
 	w        *Writer
 	store    *table.Store
 	log      *slog.Logger
@@ -67,15 +144,20 @@ type tp struct {
 	partition int32
 }
 
-// NewKafka makes the Kafka source cfg of table t.
-func NewKafka(t Target, tableName string, cfg config.KafkaSource) (*Kafka, error) {
-	k := &Kafka{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, ids: map[string][16]byte{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
+// NewKafka makes the Kafka source of table t that opts describe (their
+// zero fields take the defaults). It connects to nothing: Run does.
+func NewKafka(t Target, tableName string, opts KafkaOptions) (*Kafka, error) {
+	opts.EnsureDefaults()
+	if err := checkStart(opts.Start); err != nil {
+		return nil, err
+	}
+	k := &Kafka{table: tableName, opts: opts, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, ids: map[string][16]byte{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
-	k.log = k.log.With("table", tableName, "source", "kafka", "group", cfg.Group)
+	k.log = k.log.With("table", tableName, "source", "kafka", "group", opts.Group)
 	t.Log = k.log
-	w, err := newWriter(t, cfg.Format, cfg.Metadata, kafkaFields, func(m *Message) string {
+	w, err := newWriter(t, opts.Format, opts.Metadata, kafkaFields, func(m *Message) string {
 		return fmt.Sprintf("kafka %s/%d@%d", m.Topic, m.Partition, m.Offset)
 	})
 	if err != nil {
@@ -86,7 +168,7 @@ func NewKafka(t Target, tableName string, cfg config.KafkaSource) (*Kafka, error
 }
 
 // Name implements Source.
-func (k *Kafka) Name() string { return fmt.Sprintf("kafka %s%v", k.cfg.Group, k.cfg.Topics) }
+func (k *Kafka) Name() string { return fmt.Sprintf("kafka %s%v", k.opts.Group, k.opts.Topics) }
 
 // Counters implements Source.
 func (k *Kafka) Counters() *Counters { return k.counters }
@@ -412,19 +494,13 @@ var errPastEnd = errors.New("stored position past the partition's end offset")
 var errRecreated = errors.New("topic deleted and recreated")
 
 func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
-	maxPoll := k.cfg.MaxPollRecords
-	if maxPoll == 0 {
-		maxPoll = 5000
-	}
-	fetchMax := k.cfg.FetchMaxBytes
-	if fetchMax == 0 {
-		fetchMax = 8 << 20
-	}
+	maxPoll := k.opts.MaxPollRecords
+	fetchMax := k.opts.FetchMaxBytes
 	reset := kgo.NewOffset().AtStart()
-	if k.cfg.Start == "latest" {
+	if k.opts.Start == StartLatest {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.Brokers...), kgo.ClientID("sluice-admin"))
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(k.opts.Brokers...), kgo.ClientID("sluice-admin"))
 	if err != nil {
 		return false, fmt.Errorf("stream: kafka admin client: %w", err)
 	}
@@ -439,9 +515,9 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	// them), so that the offsets committed on leaving cover it.
 	workCtx := context.WithoutCancel(ctx)
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(k.cfg.Brokers...),
-		kgo.ConsumerGroup(k.cfg.Group),
-		kgo.ConsumeTopics(k.cfg.Topics...),
+		kgo.SeedBrokers(k.opts.Brokers...),
+		kgo.ConsumerGroup(k.opts.Group),
+		kgo.ConsumeTopics(k.opts.Topics...),
 		kgo.ConsumeResetOffset(reset),
 		// Offsets go to the broker only for lag tools (and so that a node
 		// taking a partition over after this one died starts near what
@@ -474,11 +550,11 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 		kgo.WithHooks(connectHook{k.counters}),
 		kgo.ClientID("sluice"),
 	}
-	if k.cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(k.cfg.SessionTimeout), kgo.HeartbeatInterval(max(k.cfg.SessionTimeout/5, 500*time.Millisecond)))
+	if k.opts.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(k.opts.SessionTimeout), kgo.HeartbeatInterval(max(k.opts.SessionTimeout/5, 500*time.Millisecond)))
 	}
-	if k.cfg.InstanceID != "" {
-		opts = append(opts, kgo.InstanceID(k.cfg.InstanceID))
+	if k.opts.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(k.opts.InstanceID))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -642,7 +718,7 @@ func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client, endSession conte
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, lagInterval)
-		ends, err := adm.ListEndOffsets(rctx, k.cfg.Topics...)
+		ends, err := adm.ListEndOffsets(rctx, k.opts.Topics...)
 		cancel()
 		if err != nil {
 			continue

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -23,28 +22,82 @@ var natsFields = map[string]metaField{
 	"timestamp": {"_timestamp", func(m *Message) any { return m.Time }},
 }
 
+// NATSOptions are what a NATS JetStream source consumes and how: a table's
+// sources[].nats section as the server translates it (docs/streams.md).
+// Zero fields get their defaults (EnsureDefaults).
+type NATSOptions struct {
+	// URL is the server's, nats://host:port.
+	URL string
+	// Stream is the JetStream stream; Subject, when set, filters it.
+	Stream  string
+	Subject string
+	// Durable is the consumer's name; the source (re)creates it at the
+	// stored position on every connection.
+	Durable string
+	// Format of each message body, as for Kafka (default FormatNDJSON).
+	Format string
+	// Start is where a table with no stored position begins:
+	// StartEarliest (default) or StartLatest.
+	Start string
+	// Metadata: subject (_subject), headers (_headers), sequence
+	// (_sequence), timestamp (_timestamp).
+	Metadata []string
+	// MaxBatch bounds the messages fetched at once (default
+	// DefaultMaxBatch).
+	MaxBatch int
+	// FetchWait is how long a fetch waits for messages (default
+	// DefaultFetchWait).
+	FetchWait time.Duration
+}
+
+// EnsureDefaults fills o's zero fields with their defaults and returns o
+// (a new NATSOptions when o is nil).
+func (o *NATSOptions) EnsureDefaults() *NATSOptions {
+	if o == nil {
+		o = &NATSOptions{}
+	}
+	if o.Format == "" {
+		o.Format = FormatNDJSON
+	}
+	if o.Start == "" {
+		o.Start = StartEarliest
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.FetchWait == 0 {
+		o.FetchWait = DefaultFetchWait
+	}
+	return o
+}
+
 // NATS consumes a table's JetStream source through a durable pull
 // consumer that it recreates, on every (re)connection, at the sequence after
 // the one stored with the table's rows.
 type NATS struct {
 	table    string
-	cfg      config.NATSSource
+	opts     NATSOptions // defaults ensured
 	w        *Writer
 	store    *table.Store
 	log      *slog.Logger
 	counters *Counters
 }
 
-// NewNATS makes the NATS source cfg of table t.
-func NewNATS(t Target, tableName string, cfg config.NATSSource) (*NATS, error) {
-	n := &NATS{table: tableName, cfg: cfg, store: t.Store, log: t.Log, counters: newCounters(tableName, "nats")}
+// NewNATS makes the NATS source of table t that opts describe (their zero
+// fields take the defaults). It connects to nothing: Run does.
+func NewNATS(t Target, tableName string, opts NATSOptions) (*NATS, error) {
+	opts.EnsureDefaults()
+	if err := checkStart(opts.Start); err != nil {
+		return nil, err
+	}
+	n := &NATS{table: tableName, opts: opts, store: t.Store, log: t.Log, counters: newCounters(tableName, "nats")}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
-	n.log = n.log.With("table", tableName, "source", "nats", "stream", cfg.Stream, "durable", cfg.Durable)
+	n.log = n.log.With("table", tableName, "source", "nats", "stream", opts.Stream, "durable", opts.Durable)
 	t.Log = n.log
-	w, err := newWriter(t, cfg.Format, cfg.Metadata, natsFields, func(m *Message) string {
-		return fmt.Sprintf("nats %s %s#%d", cfg.Stream, m.Topic, m.Offset)
+	w, err := newWriter(t, opts.Format, opts.Metadata, natsFields, func(m *Message) string {
+		return fmt.Sprintf("nats %s %s#%d", opts.Stream, m.Topic, m.Offset)
 	})
 	if err != nil {
 		return nil, err
@@ -54,7 +107,7 @@ func NewNATS(t Target, tableName string, cfg config.NATSSource) (*NATS, error) {
 }
 
 // Name implements Source.
-func (n *NATS) Name() string { return fmt.Sprintf("nats %s/%s", n.cfg.Stream, n.cfg.Durable) }
+func (n *NATS) Name() string { return fmt.Sprintf("nats %s/%s", n.opts.Stream, n.opts.Durable) }
 
 // Counters implements Source.
 func (n *NATS) Counters() *Counters { return n.counters }
@@ -121,22 +174,22 @@ const streamCheckInterval = 2 * time.Second
 // session consumes over one connection until it fails; reached says
 // whether it got as far as a fetch (which resets the reconnection backoff).
 func (n *NATS) session(ctx context.Context) (reached bool, err error) {
-	nc, err := nats.Connect(n.cfg.URL, nats.Name("sluice"), nats.MaxReconnects(0), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(n.opts.URL, nats.Name("sluice"), nats.MaxReconnects(0), nats.Timeout(5*time.Second))
 	if err != nil {
-		return false, fmt.Errorf("nats: connect %s: %w", n.cfg.URL, err)
+		return false, fmt.Errorf("nats: connect %s: %w", n.opts.URL, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return false, err
 	}
-	str, err := js.Stream(ctx, n.cfg.Stream)
+	str, err := js.Stream(ctx, n.opts.Stream)
 	if err != nil {
-		return false, fmt.Errorf("nats: stream %s: %w", n.cfg.Stream, err)
+		return false, fmt.Errorf("nats: stream %s: %w", n.opts.Stream, err)
 	}
 	info := str.CachedInfo()
 	created := info.Created.UTC()
-	posName := NATSPositionName(n.table, n.cfg.Stream, n.cfg.Subject)
+	posName := NATSPositionName(n.table, n.opts.Stream, n.opts.Subject)
 	v, err := n.store.Position(posName)
 	if err != nil {
 		return false, err
@@ -163,8 +216,8 @@ func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 	}
 	stored := pos.seq
 	cc := jetstream.ConsumerConfig{
-		Durable:       n.cfg.Durable,
-		FilterSubject: n.cfg.Subject,
+		Durable:       n.opts.Durable,
+		FilterSubject: n.opts.Subject,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       5 * time.Minute,
 		MaxAckPending: -1,
@@ -172,31 +225,24 @@ func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 	switch {
 	case stored > 0:
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, stored+1
-	case n.cfg.Start == "latest" && len(v) == 0:
+	case n.opts.Start == StartLatest && len(v) == 0:
 		cc.DeliverPolicy = jetstream.DeliverNewPolicy
 	default:
 		cc.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
 	// The broker's view of the consumer never drives delivery: the stored
 	// sequence does. Recreate the durable there.
-	if err := js.DeleteConsumer(ctx, n.cfg.Stream, n.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false, fmt.Errorf("nats: delete consumer %s: %w", n.cfg.Durable, err)
+	if err := js.DeleteConsumer(ctx, n.opts.Stream, n.opts.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, fmt.Errorf("nats: delete consumer %s: %w", n.opts.Durable, err)
 	}
-	cons, err := js.CreateConsumer(ctx, n.cfg.Stream, cc)
+	cons, err := js.CreateConsumer(ctx, n.opts.Stream, cc)
 	if err != nil {
-		return false, fmt.Errorf("nats: create consumer %s on %s: %w", n.cfg.Durable, n.cfg.Stream, err)
+		return false, fmt.Errorf("nats: create consumer %s on %s: %w", n.opts.Durable, n.opts.Stream, err)
 	}
 	n.counters.ok()
 	n.counters.Rebalances.Add(1)
 	n.log.Info("consuming", "from_sequence", stored+1)
-	maxBatch := n.cfg.MaxBatch
-	if maxBatch == 0 {
-		maxBatch = 5000
-	}
-	wait := n.cfg.FetchWait
-	if wait == 0 {
-		wait = 500 * time.Millisecond
-	}
+	maxBatch, wait := n.opts.MaxBatch, n.opts.FetchWait
 	lastCheck := time.Now()
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(maxBatch, jetstream.FetchMaxWait(wait))
@@ -258,17 +304,17 @@ func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 			if err := last.Ack(); err != nil {
 				n.log.Warn("ack (for lag tools only)", "error", err)
 			}
-			n.counters.SetLag(n.cfg.Stream, 0, int64(pending))
+			n.counters.SetLag(n.opts.Stream, 0, int64(pending))
 		} else if time.Since(lastCheck) >= streamCheckInterval {
 			// Idle: a deleted (and perhaps recreated) stream looks just
 			// like an idle one to a fetch. Ask.
 			lastCheck = time.Now()
 			info, err := str.Info(ctx)
 			if err != nil {
-				return reached, fmt.Errorf("nats: stream %s: %w", n.cfg.Stream, err)
+				return reached, fmt.Errorf("nats: stream %s: %w", n.opts.Stream, err)
 			}
 			if !info.Created.Equal(created) {
-				return reached, fmt.Errorf("nats: stream %s was deleted and recreated (created %s, consumed since %s)", n.cfg.Stream, info.Created.UTC().Format(time.RFC3339Nano), created.Format(time.RFC3339Nano))
+				return reached, fmt.Errorf("nats: stream %s was deleted and recreated (created %s, consumed since %s)", n.opts.Stream, info.Created.UTC().Format(time.RFC3339Nano), created.Format(time.RFC3339Nano))
 			}
 		}
 	}

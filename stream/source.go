@@ -25,6 +25,15 @@ type Source interface {
 	Counters() *Counters
 }
 
+// checkStart refuses a start position other than StartEarliest and
+// StartLatest: a typo must not consume a topic from its beginning.
+func checkStart(start string) error {
+	if start != StartEarliest && start != StartLatest {
+		return fmt.Errorf("stream: start %q: want %s or %s", start, StartEarliest, StartLatest)
+	}
+	return nil
+}
+
 // Counters are a source's totals and gauges, read by /metrics and /readyz.
 type Counters struct {
 	Table, Kind string

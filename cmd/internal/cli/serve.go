@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,8 +80,18 @@ func serveCmd() *cobra.Command {
 }
 
 // loadServerConfig loads the config and applies the flags that override it.
+// What only the packages that run a config can check (a computed column's
+// error policy, an RDB filter's key types) is reported with what config
+// found, at the same place (path: tables[i] ...): one run shows every
+// problem.
 func loadServerConfig(path, listen string, pprof, pprofSet bool) (*config.Config, error) {
 	cfg, err := config.Load(path)
+	if cfg == nil {
+		return nil, err // unreadable, or not YAML
+	}
+	if more := server.ValidateOptions(cfg); more != nil {
+		err = errors.Join(err, fmt.Errorf("%s: %w", path, more))
+	}
 	if err != nil {
 		return nil, err
 	}

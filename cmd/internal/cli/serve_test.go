@@ -123,6 +123,94 @@ func TestValidateServerConfig(t *testing.T) {
 	}
 }
 
+// TestValidateReportsEveryLayersProblems: package config checks what it can
+// alone; a computed column's type and an rdb: section's type names, glob
+// and regex are checked by the packages that build them (compute,
+// rdbtool; server.ValidateOptions). `sluice validate` and `serve --check`
+// report both kinds in one run, each at its place in the file, with the
+// messages config gave when it checked them all (these are config's
+// TestEveryProblemReported and TestRDBSectionProblemsReported, run whole).
+func TestValidateReportsEveryLayersProblems(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{{
+		name: "tables.yaml",
+		yaml: `
+listen: {http: "nocolon"}
+limits: {max_inflight: -1}
+tables:
+  - name: a
+    hashBy: missing
+    schema: [{name: x, type: complex}]
+    on_bad_line: maybe
+    ttl: -1h
+    computed:
+      - {name: c, type: nosuchtype, func: "function main(r) return 1 end"}
+    compact: {interval: 1m}
+  - name: a
+  - name: "bad/name"
+`,
+		want: []string{
+			`listen.http "nocolon"`, "limits.max_inflight", `hashBy "missing"`, `schema[0] "x"`, `unknown type "complex"`,
+			`on_bad_line "maybe"`, "ttl: negative", "compact.dir: required", "duplicate table name", `"bad/name"`,
+			`tables.yaml: tables[0] "a": computed[0] "c": unknown type "nosuchtype"`,
+		},
+	}, {
+		name: "rdb.yaml",
+		yaml: `
+tables:
+  - name: keys
+    ttl: -1h
+    rdb:
+      db: [0, -2]
+      type: [hash, tree]
+      prefix: [""]
+      pattern: "user:[a"
+      regex: "(unclosed"
+      min_size: -1
+      batch: 2000000
+  - name: more
+    rdb: {batch: -5}
+`,
+		want: []string{
+			`tables[0] "keys": ttl: negative`,
+			`tables[0] "keys": rdb.db[1]: negative database number -2`,
+			`tables[0] "keys": rdb.type[1] "tree": want string, list, set, zset, hash, stream or module`,
+			`tables[0] "keys": rdb.prefix[0]: empty`,
+			`tables[0] "keys": rdb.pattern: rdb: key pattern "user:[a"`,
+			`tables[0] "keys": rdb.regex "(unclosed": error parsing regexp`,
+			`tables[0] "keys": rdb.min_size: negative`,
+			`tables[0] "keys": rdb.batch: 2000000`,
+			`tables[1] "more": rdb.batch: -5`,
+		},
+	}} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"validate", "--config", path}, {"serve", "--check", "--config", path}} {
+			cmd := map[string]func() *cobra.Command{"validate": validateCmd, "serve": serveCmd}[args[0]]()
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(args[1:])
+			err := cmd.Execute()
+			if err == nil {
+				t.Fatalf("sluice %s: accepted", strings.Join(args, " "))
+			}
+			if !strings.HasPrefix(err.Error(), path+": ") {
+				t.Errorf("sluice %s: the error does not start with the file: %v", strings.Join(args, " "), err)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("sluice %s: the error lacks %q:\n%v", strings.Join(args, " "), want, err)
+				}
+			}
+		}
+	}
+}
+
 // TestServeSIGHUPReloads runs `sluice serve` as a child process and sends it
 // SIGHUP: it must log the reload and keep serving (SIGHUP's default action
 // ended it at once, without a log line), then stop cleanly on SIGTERM.

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/rdb"
+	"github.com/sluicedb/sluice/rdbtool"
+)
+
+// fillEvery sets every settable leaf of v (a struct, or a slice of one element)
+// to a value of its own that is not zero.
+func fillEvery(t *testing.T, v reflect.Value, n *int) {
+	t.Helper()
+	*n++
+	switch {
+	case v.Type() == reflect.TypeOf(time.Duration(0)):
+		v.SetInt(int64(*n) * int64(time.Second))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			fillEvery(t, v.Field(i), n)
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillEvery(t, v.Elem(), n)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fillEvery(t, v.Index(0), n)
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", *n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(*n))
+	default:
+		t.Fatalf("fillEvery: a %s (%s): teach it this kind", v.Type(), v.Kind())
+	}
+}
+
+// zeroLeaves names the leaves of v that are zero.
+func zeroLeaves(v reflect.Value, path string) []string {
+	switch v.Kind() {
+	case reflect.Struct:
+		var out []string
+		for i := 0; i < v.NumField(); i++ {
+			out = append(out, zeroLeaves(v.Field(i), path+"."+v.Type().Field(i).Name)...)
+		}
+		return out
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return []string{path}
+		}
+		var out []string
+		for i := 0; i < v.Len(); i++ {
+			out = append(out, zeroLeaves(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	}
+	if v.IsZero() {
+		return []string{path}
+	}
+	return nil
+}
+
+// TestComputeConfigCopiesEveryField: a table's computed: and filters: are
+// exactly `sluice compute`'s config (docs/server.md says so): the YAML of
+// config's description, every field set, decodes into package compute's
+// config with no field unknown and none left unset, and computeConfig
+// gives that same config.
+func TestComputeConfigCopiesEveryField(t *testing.T) {
+	var tc config.Table
+	n := 0
+	fillEvery(t, reflect.ValueOf(&tc.Computed).Elem(), &n)
+	fillEvery(t, reflect.ValueOf(&tc.Filters).Elem(), &n)
+	data, err := yaml.Marshal(struct {
+		Computed []config.ComputedColumn `yaml:"computed"`
+		Filters  []config.Filter         `yaml:"filters"`
+	}{tc.Computed, tc.Filters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want compute.Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&want); err != nil {
+		t.Fatalf("config's computed columns and filters have a field compute's lack: %v\n%s", err, data)
+	}
+	if zero := zeroLeaves(reflect.ValueOf(want), "compute.Config"); len(zero) > 0 {
+		t.Fatalf("compute's config has fields config's description lacks: %v\n%s", zero, data)
+	}
+	if got := computeConfig(tc); !reflect.DeepEqual(got, want) {
+		t.Fatalf("computeConfig = %+v\nwant %+v", got, want)
+	}
+}
+
+// TestStreamOptionsCopyEveryField: every option of a Kafka or NATS source
+// comes from its config section, under the same name (max_message_bytes
+// goes to the target: TestMessageBound).
+func TestStreamOptionsCopyEveryField(t *testing.T) {
+	var k config.KafkaSource
+	var nc config.NATSSource
+	n := 0
+	fillEvery(t, reflect.ValueOf(&k).Elem(), &n)
+	fillEvery(t, reflect.ValueOf(&nc).Elem(), &n)
+	for _, c := range []struct {
+		from, to any
+	}{{k, kafkaOptions(k)}, {nc, natsOptions(nc)}} {
+		to := reflect.ValueOf(c.to)
+		if zero := zeroLeaves(to, to.Type().Name()); len(zero) > 0 {
+			t.Errorf("options not set from the config: %v", zero)
+		}
+		from := reflect.ValueOf(c.from)
+		for i := 0; i < to.NumField(); i++ {
+			name := to.Type().Field(i).Name
+			if f := from.FieldByName(name); !f.IsValid() || !reflect.DeepEqual(f.Interface(), to.Field(i).Interface()) {
+				t.Errorf("%s.%s = %v, not the config's %v", to.Type().Name(), name, to.Field(i), f)
+			}
+		}
+	}
+}
+
+// TestRDBFilterOfTheSection: a table's rdb: section is rdbtool's filter,
+// types by name; a table without one selects every key.
+func TestRDBFilterOfTheSection(t *testing.T) {
+	f, err := rdbFilter(config.RDB{DB: []int{1, 2}, Type: []string{"hash", "zset"}, Prefix: []string{"user:", "a,b:"},
+		Pattern: "user:*", Regex: `^user:\d+$`, MinSize: 100000, Batch: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.DBs, []int{1, 2}) || !slices.Equal(f.Types, []rdb.Type{rdb.Hash, rdb.ZSet}) ||
+		!slices.Equal(f.Prefixes, []string{"user:", "a,b:"}) || f.Pattern != "user:*" || f.Regex != `^user:\d+$` ||
+		f.MinSize != 100000 {
+		t.Fatalf("filter %+v", f)
+	}
+	if f, err := rdbFilter(config.RDB{}); err != nil || !reflect.DeepEqual(f, rdbtool.Filter{}) {
+		t.Fatalf("no rdb section: %+v, %v", f, err)
+	}
+}
+
+// TestValidateOptionsLocatesProblems: what only compute and rdbtool can
+// check is refused by New and Check, each problem at its place in the
+// config, as config.Validate locates its own; a config that config.Validate
+// refused does not trip it.
+func TestValidateOptionsLocatesProblems(t *testing.T) {
+	const bad = `
+tables:
+  - name: events
+    computed:
+      - {name: ok, type: int64, func: "function main(r) return 1 end"}
+      - {name: c, type: int64, func: "function main(r) return 1 end", on_error: explode}
+    filters:
+      - {name: f, func: "s3://bucket/f.lua", engine: v8}
+  - name: keys
+    rdb: {type: [hash, tree], pattern: "user:[a", regex: "(x"}
+`
+	cfg, err := config.Parse([]byte(bad), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config found a problem that is not its own: %v", err)
+	}
+	wants := []string{
+		`tables[0] "events": computed[1] "c": unknown on_error "explode" for a column`,
+		`tables[0] "events": filters[0] "f": bad func: "s3://bucket/f.lua": unsupported scheme`,
+		`tables[0] "events": filters[0] "f": unknown engine "v8"`,
+		`tables[1] "keys": rdb.type[1] "tree": want string, list, set, zset, hash, stream or module`,
+		`tables[1] "keys": rdb.pattern: rdb: key pattern "user:[a"`,
+		`tables[1] "keys": rdb.regex "(x": error parsing regexp`,
+	}
+	errs := map[string]error{"ValidateOptions": ValidateOptions(cfg), "Check": Check(context.Background(), cfg)}
+	_, errs["New"] = New(context.Background(), cfg, Options{StorageDir: t.TempDir()})
+	for name, err := range errs {
+		if err == nil {
+			t.Fatalf("%s accepted the config", name)
+		}
+		for _, want := range wants {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error lacks %q:\n%v", name, want, err)
+			}
+		}
+	}
+
+	broken, err := config.Parse([]byte("tables: [{name: a, sources: [{}], rdb: {db: [-1], type: [tree]}, computed: [{name: x}]}]"), func(string) (string, bool) { return "", false })
+	if err == nil {
+		t.Fatal("config accepted a source with neither kafka nor nats")
+	}
+	if err := ValidateOptions(broken); err == nil || !strings.Contains(err.Error(), `rdb.type[0] "tree"`) || !strings.Contains(err.Error(), `func is empty`) {
+		t.Fatalf("ValidateOptions of a config config refused: %v", err)
+	}
+}
