@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicedb/sluice/luajit"
 )
 
@@ -65,8 +65,8 @@ func (l luajitEngine) Compile(name, code string, cfg EngineConfig) (BatchScript,
 
 func (l luajitEngine) Close() error { return l.e.Close() }
 
-// WriteMetrics writes the engine's per-script counters (Prometheus text).
-func (l luajitEngine) WriteMetrics(w io.Writer) error { return l.e.WriteMetrics(w) }
+// Collector is the engine's per-script counters, for the server's registry.
+func (l luajitEngine) Collector() prometheus.Collector { return l.e.Collector() }
 
 // checkEngine validates `engine:`.
 func checkEngine(where, engine string) []error {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"github.com/sluicedb/sluice/internal/jsonw"
 	"github.com/sluicedb/sluice/luavm"
 )
@@ -388,6 +390,10 @@ func TestConcurrentBatches(t *testing.T) {
 	}
 }
 
+// TestMetrics: the engine's collector reads Stats at scrape time, one series
+// per script name; two scripts loaded under one source name (two tables
+// running one file) are summed, since a registry refuses a second series
+// with the same labels.
 func TestMetrics(t *testing.T) {
 	e, _ := New()
 	defer e.Close()
@@ -396,13 +402,26 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, s, map[string]any{}, map[string]any{"spin": true}, map[string]any{"bad": true}, map[string]any{})
-	var b strings.Builder
-	if err := e.WriteMetrics(&b); err != nil {
+	again, err := e.Load("m again", `function main(row) return 2 end`, Config{SourceName: "m.lua"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, again, map[string]any{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var b strings.Builder
+	for _, f := range families {
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, want := range []string{
-		`luajit_batches_total{script="m.lua"} 1`, `luajit_rows_total{script="m.lua"} 4`, `luajit_errors_total{script="m.lua"} 2`,
-		`luajit_timeouts_total{script="m.lua"} 1`, `luajit_vms_alive{script="m.lua"} 1`, `luajit_vms_created_total{script="m.lua"} 1`,
+		`luajit_batches_total{script="m.lua"} 2`, `luajit_rows_total{script="m.lua"} 5`, `luajit_errors_total{script="m.lua"} 2`,
+		`luajit_timeouts_total{script="m.lua"} 1`, `luajit_vms_alive{script="m.lua"} 2`, `luajit_vms_created_total{script="m.lua"} 2`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("metrics lack %q:\n%s", want, b.String())

@@ -3,13 +3,11 @@
 package luajit
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // counters of one script, updated with atomics.
@@ -51,37 +49,73 @@ func (e *Engine) Stats() []ScriptStats {
 	return out
 }
 
-// WriteMetrics writes Stats in the Prometheus text format, labelled by
-// script, as luavm's WriteMetrics does for gopher-lua.
-func (e *Engine) WriteMetrics(w io.Writer) error {
-	stats := e.Stats()
-	bw := bufio.NewWriter(w)
-	family := func(name, kind, help string, value func(ScriptStats) string) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-		for _, s := range stats {
-			fmt.Fprintf(bw, "%s{script=%s} %s\n", name, quoteLabel(s.Script), value(s))
-		}
-	}
-	u := func(f func(ScriptStats) uint64) func(ScriptStats) string {
-		return func(s ScriptStats) string { return strconv.FormatUint(f(s), 10) }
-	}
-	i := func(f func(ScriptStats) int) func(ScriptStats) string {
-		return func(s ScriptStats) string { return strconv.Itoa(f(s)) }
-	}
-	family("luajit_batches_total", "counter", "Batches run on LuaJIT (one cgo crossing each).", u(func(s ScriptStats) uint64 { return s.Batches }))
-	family("luajit_rows_total", "counter", "Rows run on LuaJIT.", u(func(s ScriptStats) uint64 { return s.Rows }))
-	family("luajit_errors_total", "counter", "Rows that failed.", u(func(s ScriptStats) uint64 { return s.Errors }))
-	family("luajit_timeouts_total", "counter", "Rows stopped at their timeout.", u(func(s ScriptStats) uint64 { return s.Timeouts }))
-	family("luajit_memory_stops_total", "counter", "Rows stopped at the VM memory limit.", u(func(s ScriptStats) uint64 { return s.MemoryStops }))
-	family("luajit_vms_alive", "gauge", "VMs alive.", i(func(s ScriptStats) int { return s.VMsAlive }))
-	family("luajit_vms_idle", "gauge", "VMs idle in the pool.", i(func(s ScriptStats) int { return s.VMsIdle }))
-	family("luajit_vms_created_total", "counter", "VMs created.", u(func(s ScriptStats) uint64 { return s.VMsCreated }))
-	family("luajit_vms_closed_total", "counter", "VMs closed.", u(func(s ScriptStats) uint64 { return s.VMsClosed }))
-	family("luajit_waits_total", "counter", "Acquisitions that waited for a VM.", u(func(s ScriptStats) uint64 { return s.Waits }))
-	return bw.Flush()
+// Collector returns a prometheus.Collector of Stats, labelled by script,
+// as luavm's Manager.Collector is for gopher-lua: it reads the counters at
+// each scrape, for whoever owns the registry (the server's /metrics).
+func (e *Engine) Collector() prometheus.Collector { return collector{e} }
+
+type collector struct{ e *Engine }
+
+// statFamily is one family of Stats: its description and how to read it.
+type statFamily struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(ScriptStats) float64
 }
 
-func quoteLabel(v string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return `"` + r.Replace(v) + `"`
+func newStatFamily(name, help string, kind prometheus.ValueType, value func(ScriptStats) float64) statFamily {
+	return statFamily{prometheus.NewDesc(name, help, []string{"script"}, nil), kind, value}
+}
+
+var statFamilies = []statFamily{
+	newStatFamily("luajit_batches_total", "Batches run on LuaJIT (one cgo crossing each).", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Batches) }),
+	newStatFamily("luajit_rows_total", "Rows run on LuaJIT.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Rows) }),
+	newStatFamily("luajit_errors_total", "Rows that failed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Errors) }),
+	newStatFamily("luajit_timeouts_total", "Rows stopped at their timeout.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Timeouts) }),
+	newStatFamily("luajit_memory_stops_total", "Rows stopped at the VM memory limit.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.MemoryStops) }),
+	newStatFamily("luajit_vms_alive", "VMs alive.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsAlive) }),
+	newStatFamily("luajit_vms_idle", "VMs idle in the pool.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsIdle) }),
+	newStatFamily("luajit_vms_created_total", "VMs created.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsCreated) }),
+	newStatFamily("luajit_vms_closed_total", "VMs closed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsClosed) }),
+	newStatFamily("luajit_waits_total", "Acquisitions that waited for a VM.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Waits) }),
+}
+
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range statFamilies {
+		ch <- f.desc
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	stats := mergeByScript(c.e.Stats())
+	for _, f := range statFamilies {
+		for _, s := range stats {
+			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, f.value(s), s.Script)
+		}
+	}
+}
+
+// mergeByScript sums the stats of scripts loaded under one name (two tables
+// running the same file, a reload's old and new version): a registry takes
+// one series per label value. stats is sorted by name.
+func mergeByScript(stats []ScriptStats) []ScriptStats {
+	out := stats[:0]
+	for _, s := range stats {
+		if n := len(out); n > 0 && out[n-1].Script == s.Script {
+			m := &out[n-1]
+			m.Batches += s.Batches
+			m.Rows += s.Rows
+			m.Errors += s.Errors
+			m.Timeouts += s.Timeouts
+			m.MemoryStops += s.MemoryStops
+			m.VMsAlive += s.VMsAlive
+			m.VMsIdle += s.VMsIdle
+			m.VMsCreated += s.VMsCreated
+			m.VMsClosed += s.VMsClosed
+			m.Waits += s.Waits
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }

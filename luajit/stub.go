@@ -4,9 +4,9 @@ package luajit
 
 import (
 	"context"
-	"io"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -42,8 +42,13 @@ func (*Engine) Close() error { return nil }
 // Stuck reports nothing in this build.
 func (*Engine) Stuck() []luavm.StuckCall { return nil }
 
-// WriteMetrics writes nothing in this build.
-func (*Engine) WriteMetrics(io.Writer) error { return nil }
+// Collector collects nothing in this build.
+func (*Engine) Collector() prometheus.Collector { return noCollector{} }
+
+type noCollector struct{}
+
+func (noCollector) Describe(chan<- *prometheus.Desc) {}
+func (noCollector) Collect(chan<- prometheus.Metric) {}
 
 // Values is never reached in this build.
 func (*Script) Values(context.Context, []map[string]any, []any, []error) error {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -467,19 +469,29 @@ func TestReusedRow(t *testing.T) {
 	}
 }
 
-func TestWriteMetrics(t *testing.T) {
+// TestCollector: the Manager's collector reads Stats at scrape time, one
+// series per script, label values escaped, help and type given.
+func TestCollector(t *testing.T) {
 	m := newTestManager(t, Options{})
 	if err := m.Load(`a"b.lua`, `function ok() return 1 end function bad() error("x") end`, ScriptConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	m.Invoke(context.Background(), `a"b.lua`, "ok", 1)
 	m.Invoke(context.Background(), `a"b.lua`, "bad", 1)
-	var buf strings.Builder
-	if err := m.WriteMetrics(&buf); err != nil {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.Collector())
+	families, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
+	var buf strings.Builder
+	for _, f := range families {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, want := range []string{
-		"# TYPE luavm_calls_total counter\n",
+		"# HELP luavm_calls_total Lua function calls.\n# TYPE luavm_calls_total counter\n",
 		`luavm_calls_total{script="a\"b.lua"} 2` + "\n",
 		`luavm_errors_total{script="a\"b.lua"} 1` + "\n",
 		`luavm_vms_core{script="a\"b.lua"} 1` + "\n",
@@ -488,5 +500,8 @@ func TestWriteMetrics(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, buf.String())
 		}
+	}
+	if len(families) != len(statFamilies) {
+		t.Errorf("%d families, want %d:\n%s", len(families), len(statFamilies), buf.String())
 	}
 }

@@ -1,50 +1,50 @@
 package luavm
 
-import (
-	"bufio"
-	"fmt"
-	"io"
-	"strconv"
-	"strings"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
-// WriteMetrics writes Stats in the Prometheus text exposition format (no
-// client library needed): one family per counter or gauge, labelled by
-// script.
-func (m *Manager) WriteMetrics(w io.Writer) error {
-	stats := m.Stats()
-	bw := bufio.NewWriter(w)
-	family := func(name, kind, help string, value func(ScriptStats) string) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-		for _, s := range stats {
-			fmt.Fprintf(bw, "%s{script=%s} %s\n", name, quoteLabel(s.Script), value(s))
-		}
-	}
-	u := func(f func(ScriptStats) uint64) func(ScriptStats) string {
-		return func(s ScriptStats) string { return strconv.FormatUint(f(s), 10) }
-	}
-	i := func(f func(ScriptStats) int) func(ScriptStats) string {
-		return func(s ScriptStats) string { return strconv.Itoa(f(s)) }
-	}
-	family("luavm_calls_total", "counter", "Lua function calls.", u(func(s ScriptStats) uint64 { return s.Calls }))
-	family("luavm_errors_total", "counter", "Lua calls that failed.", u(func(s ScriptStats) uint64 { return s.Errors }))
-	family("luavm_timeouts_total", "counter", "Calls stopped at their deadline.", u(func(s ScriptStats) uint64 { return s.Timeouts }))
-	family("luavm_vms_core", "gauge", "Resident VMs alive.", i(func(s ScriptStats) int { return s.VMsCore }))
-	family("luavm_vms_noncore", "gauge", "VMs alive beyond the core.", i(func(s ScriptStats) int { return s.VMsNonCore }))
-	family("luavm_vms_idle", "gauge", "VMs idle in the pool.", i(func(s ScriptStats) int { return s.VMsIdle }))
-	family("luavm_vms_created_total", "counter", "VMs created.", u(func(s ScriptStats) uint64 { return s.VMsCreated }))
-	family("luavm_vms_closed_total", "counter", "VMs closed.", u(func(s ScriptStats) uint64 { return s.VMsClosed }))
-	family("luavm_waits_total", "counter", "Acquisitions that waited for a VM.", u(func(s ScriptStats) uint64 { return s.Waits }))
-	family("luavm_wait_seconds_total", "counter", "Time spent waiting for a VM.", func(s ScriptStats) string {
-		return strconv.FormatFloat(s.WaitTime.Seconds(), 'g', -1, 64)
-	})
-	family("luavm_pool_exhausted_total", "counter", "Waits that ended in ErrPoolExhausted.", u(func(s ScriptStats) uint64 { return s.Exhausted }))
-	return bw.Flush()
+// Collector returns a prometheus.Collector of Stats, labelled by script:
+// it reads the counters at each scrape (nothing is copied between scrapes),
+// for whoever owns the registry (the server's /metrics) to register.
+func (m *Manager) Collector() prometheus.Collector { return collector{m} }
+
+type collector struct{ m *Manager }
+
+// statFamily is one family of Stats: its description and how to read it.
+type statFamily struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(ScriptStats) float64
 }
 
-// quoteLabel quotes a label value as the text format wants: backslash,
-// double quote and newline escaped.
-func quoteLabel(v string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return `"` + r.Replace(v) + `"`
+func newStatFamily(name, help string, kind prometheus.ValueType, value func(ScriptStats) float64) statFamily {
+	return statFamily{prometheus.NewDesc(name, help, []string{"script"}, nil), kind, value}
+}
+
+var statFamilies = []statFamily{
+	newStatFamily("luavm_calls_total", "Lua function calls.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Calls) }),
+	newStatFamily("luavm_errors_total", "Lua calls that failed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Errors) }),
+	newStatFamily("luavm_timeouts_total", "Calls stopped at their deadline.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Timeouts) }),
+	newStatFamily("luavm_vms_core", "Resident VMs alive.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsCore) }),
+	newStatFamily("luavm_vms_noncore", "VMs alive beyond the core.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsNonCore) }),
+	newStatFamily("luavm_vms_idle", "VMs idle in the pool.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsIdle) }),
+	newStatFamily("luavm_vms_created_total", "VMs created.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsCreated) }),
+	newStatFamily("luavm_vms_closed_total", "VMs closed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsClosed) }),
+	newStatFamily("luavm_waits_total", "Acquisitions that waited for a VM.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Waits) }),
+	newStatFamily("luavm_wait_seconds_total", "Time spent waiting for a VM.", prometheus.CounterValue, func(s ScriptStats) float64 { return s.WaitTime.Seconds() }),
+	newStatFamily("luavm_pool_exhausted_total", "Waits that ended in ErrPoolExhausted.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Exhausted) }),
+}
+
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range statFamilies {
+		ch <- f.desc
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	stats := c.m.Stats()
+	for _, f := range statFamilies {
+		for _, s := range stats {
+			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, f.value(s), s.Script)
+		}
+	}
 }

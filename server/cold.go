@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -274,22 +273,4 @@ type CompactResult struct {
 	Snapshot  int64     `json:"snapshot,omitempty"`
 	Recovered bool      `json:"recovered,omitempty"`
 	Watermark time.Time `json:"watermark"`
-}
-
-// writeColdMetrics adds the cold tier's families.
-func (s *Server) writeColdMetrics(bw *bufio.Writer) {
-	family := func(name, kind, help string, v func(coldapi.Counters) int64) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-		for _, n := range s.names {
-			if c := s.tables[n].cold; c != nil {
-				fmt.Fprintf(bw, "%s{table=%s} %d\n", name, quote(n), v(c.Counters()))
-			}
-		}
-	}
-	family("sluice_coldtier_bytes_uploaded_total", "counter", "Parquet bytes committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.BytesUploaded })
-	family("sluice_coldtier_files_total", "counter", "Data files committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Files })
-	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Rows })
-	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries })
-	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles })
-	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries })
 }

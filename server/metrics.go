@@ -1,111 +1,231 @@
 package server
 
 import (
-	"bufio"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicedb/sluice/internal/coldapi"
+	"github.com/sluicedb/sluice/luavm"
 )
 
-// The metrics are written in the Prometheus text format by hand, as luavm's
-// are, from the atomic counters the packages own. TestMetricsParseAsPrometheusText
-// reads the page back with Prometheus's parser (prometheus/common/expfmt), so a
-// line a scraper would reject fails a test.
+// /metrics is client_golang's handler over a registry the server owns (no
+// package-global one): the server's collector below and the collectors of
+// the packages it runs (luavm, luajit, stream), each reading its own atomic
+// counters at scrape time and emitting const metrics, so there is no
+// second copy of a counter to keep in step. The cold tier's counters come
+// through coldapi.Tier.Counters, a snapshot the server's collector reads.
+// TestMetricsParseAsPrometheusText reads the page back with Prometheus's
+// parser and compares its families with docs/server.md's table.
 
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
-	family := func(name, kind, help string) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+// metricsHandler makes the server's registry, registers the collectors and
+// serves them; New calls it once s.sources is set. A collector's error (a
+// duplicate series) costs that series and a log line, not the page.
+func (s *Server) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(serverCollector{s}, s.lua.Collector(), s.sources.Collector())
+	if j, ok := s.jit.(interface{ Collector() prometheus.Collector }); ok {
+		reg.MustRegister(j.Collector())
 	}
-	perTable := func(name, kind, help string, v func(*tableState) int64) {
-		family(name, kind, help)
-		for _, n := range s.names {
-			fmt.Fprintf(bw, "%s{table=%s} %d\n", name, quote(n), v(s.tables[n]))
-		}
-	}
-	perTable("sluice_ingest_rows_total", "counter", "Rows decoded from ingest requests and files.", func(t *tableState) int64 { return t.pipe.Counters().Rows.Load() })
-	perTable("sluice_ingest_rows_accepted_total", "counter", "Rows stored (acknowledged).", func(t *tableState) int64 { return t.pipe.Counters().Accepted.Load() })
-	perTable("sluice_ingest_rows_filtered_total", "counter", "Rows dropped by filters or drop policies.", func(t *tableState) int64 { return t.pipe.Counters().Filtered.Load() })
-	perTable("sluice_ingest_rows_failed_total", "counter", "Bad lines, dead letters and rows of rejected batches.", func(t *tableState) int64 { return t.pipe.Counters().Failed.Load() })
-	perTable("sluice_ingest_bytes_total", "counter", "Bytes of ingest input (after gzip decoding).", func(t *tableState) int64 { return t.pipe.Counters().Bytes.Load() })
-	perTable("sluice_ingest_batches_total", "counter", "Batches computed and appended.", func(t *tableState) int64 { return t.pipe.Counters().Batches.Load() })
-	perTable("sluice_ingest_batches_rejected_total", "counter", "Batches rejected as a whole.", func(t *tableState) int64 { return t.pipe.Counters().RejectedBatches.Load() })
-	family("sluice_ingest_throttled_total", "counter", "Ingest requests answered 429 because the queue was full.")
-	fmt.Fprintf(bw, "sluice_ingest_throttled_total %d\n", s.throttled.Load())
-	family("sluice_ingest_inflight", "gauge", "Ingest batches in flight.")
-	fmt.Fprintf(bw, "sluice_ingest_inflight %d\n", s.queue.Len())
-	family("sluice_ingest_inflight_limit", "gauge", "Bound on ingest batches in flight.")
-	fmt.Fprintf(bw, "sluice_ingest_inflight_limit %d\n", s.queue.Cap())
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      metricsErrorLog{s.log},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
 
-	family("sluice_compute_errors_total", "counter", "Computed column and filter failures, whatever the policy did.")
-	for _, n := range s.names {
-		if p := s.tables[n].proc; p != nil {
-			for _, st := range p.Stats() {
-				fmt.Fprintf(bw, "sluice_compute_errors_total{table=%s,column=%s,loader=%s,filter=\"%t\"} %d\n", quote(n), quote(st.Name), quote(st.Loader), st.Filter, st.Errors)
-			}
-		}
-	}
-	family("sluice_compute_calls_total", "counter", "Rows evaluated by each computed column and filter.")
-	for _, n := range s.names {
-		if p := s.tables[n].proc; p != nil {
-			for _, st := range p.Stats() {
-				fmt.Fprintf(bw, "sluice_compute_calls_total{table=%s,column=%s,loader=%s,filter=\"%t\"} %d\n", quote(n), quote(st.Name), quote(st.Loader), st.Filter, st.Calls)
-			}
-		}
-	}
-	perTable("sluice_table_rows_appended_total", "counter", "Rows appended to the store.", func(t *tableState) int64 { return t.table.Stats().RowsAppended })
-	perTable("sluice_table_bytes_written_total", "counter", "Block bytes written to the store.", func(t *tableState) int64 { return t.table.Stats().BytesWritten })
-	perTable("sluice_table_queries_total", "counter", "Queries run.", func(t *tableState) int64 { return t.table.Stats().Queries })
-	perTable("sluice_table_rows_scanned_total", "counter", "Rows scanned by queries.", func(t *tableState) int64 { return t.table.Stats().RowsScanned })
-	perTable("sluice_table_rows_emitted_total", "counter", "Rows returned by queries.", func(t *tableState) int64 { return t.table.Stats().RowsEmitted })
-	perTable("sluice_compaction_runs_total", "counter", "Compaction runs that succeeded.", func(t *tableState) int64 { return t.compactRuns.Load() })
-	perTable("sluice_compaction_errors_total", "counter", "Compaction runs that failed.", func(t *tableState) int64 { return t.compactErrors.Load() })
-	perTable("sluice_compaction_rows_total", "counter", "Rows written to Parquet by compaction.", func(t *tableState) int64 { return t.compactRows.Load() })
-	family("sluice_compaction_lag_seconds", "gauge", "Age of the newest data compacted to Parquet (now minus the last watermark); absent before the first run.")
-	now := s.now()
-	for _, n := range s.names {
-		if last := s.tables[n].lastCompact.Load(); last != 0 {
-			fmt.Fprintf(bw, "sluice_compaction_lag_seconds{table=%s} %s\n", quote(n), strconv.FormatFloat(now.Sub(unixNano(last)).Seconds(), 'f', 3, 64))
-		}
-	}
-	family("sluice_store_size_bytes", "gauge", "Estimated disk usage of the store.")
-	if size, err := s.store.DiskUsage(); err == nil {
-		fmt.Fprintf(bw, "sluice_store_size_bytes %d\n", size)
-	}
-	family("sluice_table_size_bytes", "gauge", "Estimated disk usage of each table.")
-	for _, n := range s.names {
-		if size, err := s.tables[n].table.DiskUsage(); err == nil {
-			fmt.Fprintf(bw, "sluice_table_size_bytes{table=%s} %d\n", quote(n), size)
-		}
-	}
-	s.writeColdMetrics(bw)
-	s.writeDiskMetrics(bw)
-	family("sluice_ready", "gauge", "1 when the server accepts ingest.")
-	ready := 0
-	if s.ready.Load() {
-		ready = 1
-	}
-	fmt.Fprintf(bw, "sluice_ready %d\n", ready)
-	perTable("sluice_table_degraded", "gauge", "1 when the table's computed columns or filters did not load at start (it refuses writes).", func(t *tableState) int64 {
+type metricsErrorLog struct{ log *slog.Logger }
+
+func (l metricsErrorLog) Println(v ...any) {
+	l.log.Error("/metrics: " + strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+}
+
+// serverCollector reads the server's, its tables' and its store's counters.
+type serverCollector struct{ s *Server }
+
+// tableFamily is a family with one series per table.
+type tableFamily struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*tableState) int64
+}
+
+func newTableFamily(name, help string, kind prometheus.ValueType, value func(*tableState) int64) tableFamily {
+	return tableFamily{prometheus.NewDesc(name, help, []string{"table"}, nil), kind, value}
+}
+
+var tableFamilies = []tableFamily{
+	newTableFamily("sluice_ingest_rows_total", "Rows decoded from ingest requests and files.", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Rows.Load() }),
+	newTableFamily("sluice_ingest_rows_accepted_total", "Rows stored (acknowledged).", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Accepted.Load() }),
+	newTableFamily("sluice_ingest_rows_filtered_total", "Rows dropped by filters or drop policies.", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Filtered.Load() }),
+	newTableFamily("sluice_ingest_rows_failed_total", "Bad lines, dead letters and rows of rejected batches.", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Failed.Load() }),
+	newTableFamily("sluice_ingest_bytes_total", "Bytes of ingest input (after gzip decoding).", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Bytes.Load() }),
+	newTableFamily("sluice_ingest_batches_total", "Batches computed and appended.", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().Batches.Load() }),
+	newTableFamily("sluice_ingest_batches_rejected_total", "Batches rejected as a whole.", prometheus.CounterValue, func(t *tableState) int64 { return t.pipe.Counters().RejectedBatches.Load() }),
+	newTableFamily("sluice_table_rows_appended_total", "Rows appended to the store.", prometheus.CounterValue, func(t *tableState) int64 { return t.table.Stats().RowsAppended }),
+	newTableFamily("sluice_table_bytes_written_total", "Block bytes written to the store.", prometheus.CounterValue, func(t *tableState) int64 { return t.table.Stats().BytesWritten }),
+	newTableFamily("sluice_table_queries_total", "Queries run.", prometheus.CounterValue, func(t *tableState) int64 { return t.table.Stats().Queries }),
+	newTableFamily("sluice_table_rows_scanned_total", "Rows scanned by queries.", prometheus.CounterValue, func(t *tableState) int64 { return t.table.Stats().RowsScanned }),
+	newTableFamily("sluice_table_rows_emitted_total", "Rows returned by queries.", prometheus.CounterValue, func(t *tableState) int64 { return t.table.Stats().RowsEmitted }),
+	newTableFamily("sluice_compaction_runs_total", "Compaction runs that succeeded.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactRuns.Load() }),
+	newTableFamily("sluice_compaction_errors_total", "Compaction runs that failed.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactErrors.Load() }),
+	newTableFamily("sluice_compaction_rows_total", "Rows written to Parquet by compaction.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactRows.Load() }),
+	newTableFamily("sluice_table_degraded", "1 when the table's computed columns or filters did not load at start (it refuses writes).", prometheus.GaugeValue, func(t *tableState) int64 {
 		if t.degraded != "" {
 			return 1
 		}
 		return 0
-	})
-	s.sources.WriteMetrics(bw)
-	s.writeStuckMetrics(bw, s.stuckCalls())
-	bw.Flush()
-	_ = s.lua.WriteMetrics(w)
-	if m, ok := s.jit.(interface{ WriteMetrics(io.Writer) error }); ok {
-		_ = m.WriteMetrics(w)
+	}),
+}
+
+// coldFamily is a family with one series per table with a cold tier.
+type coldFamily struct {
+	desc  *prometheus.Desc
+	value func(coldapi.Counters) int64
+}
+
+func newColdFamily(name, help string, value func(coldapi.Counters) int64) coldFamily {
+	return coldFamily{prometheus.NewDesc(name, help, []string{"table"}, nil), value}
+}
+
+var coldFamilies = []coldFamily{
+	newColdFamily("sluice_coldtier_bytes_uploaded_total", "Parquet bytes committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.BytesUploaded }),
+	newColdFamily("sluice_coldtier_files_total", "Data files committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Files }),
+	newColdFamily("sluice_coldtier_rows_total", "Rows committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Rows }),
+	newColdFamily("sluice_coldtier_commit_retries_total", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries }),
+	newColdFamily("sluice_coldtier_orphan_files_deleted_total", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles }),
+	newColdFamily("sluice_coldtier_recovered_runs_total", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries }),
+}
+
+var (
+	computeLabels     = []string{"table", "column", "loader", "filter"}
+	computeErrorsDesc = prometheus.NewDesc("sluice_compute_errors_total", "Computed column and filter failures, whatever the policy did.", computeLabels, nil)
+	computeCallsDesc  = prometheus.NewDesc("sluice_compute_calls_total", "Rows evaluated by each computed column and filter.", computeLabels, nil)
+	throttledDesc     = prometheus.NewDesc("sluice_ingest_throttled_total", "Ingest requests answered 429 because the queue was full.", nil, nil)
+	inflightDesc      = prometheus.NewDesc("sluice_ingest_inflight", "Ingest batches in flight.", nil, nil)
+	inflightLimitDesc = prometheus.NewDesc("sluice_ingest_inflight_limit", "Bound on ingest batches in flight.", nil, nil)
+	compactionLagDesc = prometheus.NewDesc("sluice_compaction_lag_seconds", "Age of the newest data compacted to Parquet (now minus the last watermark); absent before the first run.", []string{"table"}, nil)
+	storeSizeDesc     = prometheus.NewDesc("sluice_store_size_bytes", "Estimated disk usage of the store.", nil, nil)
+	tableSizeDesc     = prometheus.NewDesc("sluice_table_size_bytes", "Estimated disk usage of each table.", []string{"table"}, nil)
+	readyDesc         = prometheus.NewDesc("sluice_ready", "1 when the server accepts ingest.", nil, nil)
+	stuckCallsDesc    = prometheus.NewDesc("sluice_compute_stuck_calls", fmt.Sprintf("Script calls told to stop (timeout) that still run after %v: a partition or ingest slot they hold makes no progress.", luavm.DefaultStuckAfter), []string{"table"}, nil)
+	stuckSecondsDesc  = prometheus.NewDesc("sluice_compute_stuck_seconds", "Since when each stuck script call was told to stop.", []string{"table", "script"}, nil)
+
+	// the store's disk space (diskfull.go)
+	diskFreeDesc      = prometheus.NewDesc("sluice_store_disk_free_bytes", "Bytes available on the store's filesystem.", nil, nil)
+	diskMinFreeDesc   = prometheus.NewDesc("sluice_store_disk_min_free_bytes", "Free space writes must leave (storage.min_free_bytes; 0: no guard).", nil, nil)
+	diskReserveDesc   = prometheus.NewDesc("sluice_store_disk_reserve_bytes", "Size of the reserve file in place (0 while it is released).", nil, nil)
+	diskFullDesc      = prometheus.NewDesc("sluice_store_disk_full", "1 while writes are refused for lack of disk space (ingest answers 507, sources retry).", nil, nil)
+	readOnlyDesc      = prometheus.NewDesc("sluice_store_read_only", "1 while the store is open read-only (it started on a disk too full to replay its log).", nil, nil)
+	writesRefusedDesc = prometheus.NewDesc("sluice_store_writes_refused_total", "Writes refused for lack of disk space.", nil, nil)
+)
+
+func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range tableFamilies {
+		ch <- f.desc
+	}
+	for _, f := range coldFamilies {
+		ch <- f.desc
+	}
+	for _, d := range []*prometheus.Desc{computeErrorsDesc, computeCallsDesc, throttledDesc, inflightDesc, inflightLimitDesc,
+		compactionLagDesc, storeSizeDesc, tableSizeDesc, readyDesc, stuckCallsDesc, stuckSecondsDesc,
+		diskFreeDesc, diskMinFreeDesc, diskReserveDesc, diskFullDesc, readOnlyDesc, writesRefusedDesc} {
+		ch <- d
 	}
 }
 
-func quote(v string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return `"` + r.Replace(v) + `"`
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	metric := func(d *prometheus.Desc, kind prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, kind, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) { metric(d, prometheus.GaugeValue, v, labels...) }
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		metric(d, prometheus.CounterValue, v, labels...)
+	}
+
+	now := s.now()
+	for _, n := range s.names {
+		t := s.tables[n]
+		for _, f := range tableFamilies {
+			metric(f.desc, f.kind, float64(f.value(t)), n)
+		}
+		if t.proc != nil {
+			for _, st := range t.proc.Stats() {
+				filter := strconv.FormatBool(st.Filter)
+				counter(computeErrorsDesc, float64(st.Errors), n, st.Name, st.Loader, filter)
+				counter(computeCallsDesc, float64(st.Calls), n, st.Name, st.Loader, filter)
+			}
+		}
+		if last := t.lastCompact.Load(); last != 0 {
+			gauge(compactionLagDesc, now.Sub(unixNano(last)).Round(time.Millisecond).Seconds(), n)
+		}
+		if size, err := t.table.DiskUsage(); err == nil {
+			gauge(tableSizeDesc, float64(size), n)
+		}
+		if t.cold != nil {
+			cc := t.cold.Counters()
+			for _, f := range coldFamilies {
+				counter(f.desc, float64(f.value(cc)), n)
+			}
+		}
+	}
+	counter(throttledDesc, float64(s.throttled.Load()))
+	gauge(inflightDesc, float64(s.queue.Len()))
+	gauge(inflightLimitDesc, float64(s.queue.Cap()))
+	if size, err := s.store.DiskUsage(); err == nil {
+		gauge(storeSizeDesc, float64(size))
+	}
+	gauge(readyDesc, boolValue(s.ready.Load()))
+
+	space := s.store.SpaceStatus()
+	gauge(diskFreeDesc, float64(space.Free))
+	gauge(diskMinFreeDesc, float64(space.MinFree))
+	held := uint64(0)
+	if space.ReserveHeld {
+		held = space.Reserve
+	}
+	gauge(diskReserveDesc, float64(held))
+	gauge(diskFullDesc, boolValue(space.Full != nil))
+	gauge(readOnlyDesc, boolValue(space.ReadOnly))
+	counter(writesRefusedDesc, float64(space.Refused))
+
+	perTable, oldest := stuckSeries(s.stuckCalls())
+	for _, n := range s.names {
+		gauge(stuckCallsDesc, float64(perTable[n]), n)
+	}
+	for key, seconds := range oldest {
+		gauge(stuckSecondsDesc, seconds, key.table, key.script)
+	}
+}
+
+// stuckKey labels a sluice_compute_stuck_seconds series.
+type stuckKey struct{ table, script string }
+
+// stuckSeries counts the stuck calls per table and keeps, per table (the
+// tables running the script, joined with ",") and script, the age of the
+// oldest: a registry takes one series per label set, and the oldest says
+// since when a partition or slot has been held.
+func stuckSeries(stuck []stuckCall) (perTable map[string]int, oldest map[stuckKey]float64) {
+	perTable, oldest = map[string]int{}, map[stuckKey]float64{}
+	for _, c := range stuck {
+		for _, t := range c.Tables {
+			perTable[t]++
+		}
+		key := stuckKey{strings.Join(c.Tables, ","), c.Source}
+		oldest[key] = max(oldest[key], c.For.Seconds())
+	}
+	return perTable, oldest
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

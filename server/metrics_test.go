@@ -1,24 +1,54 @@
 package server
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/sluicedb/sluice/internal/freeport"
+	"github.com/sluicedb/sluice/luajit"
+	"github.com/sluicedb/sluice/luavm"
 )
 
-// TestMetricsParseAsPrometheusText: /metrics is written by hand (server,
-// luavm, the cold tier), so it is read back with Prometheus's own parser
-// (prometheus/common/expfmt), the one a scraper uses: every family parses,
-// appears once with its HELP and TYPE, and the counters a test drove carry
-// the values they should, labels unescaped. A table compacts into Iceberg
-// so the cold tier's families are in the page too.
+// TestMetricsParseAsPrometheusText: /metrics is read back with Prometheus's
+// own parser (prometheus/common/expfmt), the one a scraper uses: every
+// family parses, appears once with its HELP and TYPE, and the counters a
+// test drove carry the values they should, labels unescaped. The families
+// are those of docs/server.md's table, with its types and labels: the
+// server has a computed column and a filter, compacts into Iceberg, has a
+// Kafka source (at a port nobody listens on: its counters exist all the
+// same) and, built with LuaJIT, a LuaJIT column, so every family has series
+// but the lag of partitions held and the age of stuck calls.
 func TestMetricsParseAsPrometheusText(t *testing.T) {
+	documented := documentedMetrics(t)
+	notHere := []string{"sluice_source_lag_messages", "sluice_compute_stuck_seconds"}
+	if !luajit.Available {
+		for name := range documented {
+			if strings.HasPrefix(name, "luajit_") {
+				notHere = append(notHere, name)
+			}
+		}
+	}
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatal(err)
+	}
 	wh := t.TempDir()
 	cfg := strings.Replace(testConfig, "    on_bad_line: reject\n", "    on_bad_line: reject\n"+
 		"    compact:\n      after: 1h\n      iceberg:\n        warehouse: "+wh+"\n", 1)
+	cfg = strings.Replace(cfg, "  - name: loose\n", fmt.Sprintf("  - name: loose\n    sources:\n      - kafka: {brokers: [\"127.0.0.1:%d\"], topics: [t], group: g}\n", port), 1)
+	if luajit.Available {
+		cfg = strings.Replace(cfg, "        type: int64\n", "        type: int64\n        engine: luajit\n", 1)
+	}
 	s := startServer(t, cfg, "")
 	nd := `{"user":"ann","ts":"2024-05-01T10:00:00Z","n":1}
 {"user":"test","ts":"2024-05-01T11:30:00Z","n":3}
@@ -106,9 +136,104 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", want.name, want.labels, got, want.value)
 		}
 	}
-	for _, name := range []string{"sluice_compaction_lag_seconds", "sluice_table_size_bytes", "luavm_calls_total"} {
-		if _, ok := families[name]; !ok {
-			t.Errorf("family %s missing", name)
+
+	// The page against docs/server.md: the same families, types and labels.
+	for name, doc := range documented {
+		f, ok := families[name]
+		switch {
+		case slices.Contains(notHere, name):
+			if ok {
+				t.Errorf("%s: in the page, though this test does not make it (a stuck call, a partition held, a LuaJIT script)", name)
+			}
+		case !ok:
+			t.Errorf("%s: in docs/server.md's table, not in /metrics", name)
+		case strings.ToLower(f.GetType().String()) != doc.kind:
+			t.Errorf("%s: type %s, docs/server.md says %s", name, f.GetType(), doc.kind)
+		default:
+			for _, m := range f.Metric {
+				var labels []string
+				for _, l := range m.Label {
+					labels = append(labels, l.GetName())
+				}
+				slices.Sort(labels)
+				if !slices.Equal(labels, doc.labels) {
+					t.Errorf("%s: labels %v, docs/server.md says %v", name, labels, doc.labels)
+					break
+				}
+			}
 		}
+	}
+	for name := range families {
+		if _, ok := documented[name]; !ok {
+			t.Errorf("%s: in /metrics, not in docs/server.md's table", name)
+		}
+	}
+}
+
+// documentedMetric is a row of docs/server.md's table of families.
+type documentedMetric struct {
+	kind   string   // counter, gauge
+	labels []string // sorted
+}
+
+// documentedMetrics reads the table of docs/server.md's "### Metrics":
+// `| names | type | labels | what |`.
+func documentedMetrics(t *testing.T) map[string]documentedMetric {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/server.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n### Metrics\n")
+	if !ok {
+		t.Fatal(`docs/server.md has no "### Metrics" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	code := regexp.MustCompile("`([a-z_]+)`")
+	names := func(cell string) []string {
+		var out []string
+		for _, m := range code.FindAllStringSubmatch(cell, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	out := map[string]documentedMetric{}
+	for line := range strings.Lines(section) {
+		cells := strings.Split(line, "|") // "", names, type, labels, what, "\n"
+		if !strings.HasPrefix(line, "| `") || len(cells) < 5 {
+			continue
+		}
+		labels := names(cells[3])
+		slices.Sort(labels)
+		for _, name := range names(cells[1]) {
+			if _, dup := out[name]; dup {
+				t.Errorf("docs/server.md lists %s twice", name)
+			}
+			out[name] = documentedMetric{kind: strings.TrimSpace(cells[2]), labels: labels}
+		}
+	}
+	if len(out) < 50 {
+		t.Fatalf("docs/server.md's table of metrics has %d families: not read right", len(out))
+	}
+	return out
+}
+
+// TestStuckSeries: stuck calls are counted per table, and two stuck calls of
+// one script give one sluice_compute_stuck_seconds series, the oldest's age
+// (a second series with the same labels would be refused by the registry).
+func TestStuckSeries(t *testing.T) {
+	call := func(source string, age time.Duration, tables ...string) stuckCall {
+		return stuckCall{StuckCall: luavm.StuckCall{Script: source + "@1", Source: source, For: age}, Tables: tables}
+	}
+	perTable, oldest := stuckSeries([]stuckCall{
+		call("m", 9*time.Second, "events"),
+		call("m", 6*time.Second, "events"),
+		call("shared.lua", 7*time.Second, "a", "b"),
+	})
+	if want := map[string]int{"events": 2, "a": 1, "b": 1}; !maps.Equal(perTable, want) {
+		t.Errorf("per table %v, want %v", perTable, want)
+	}
+	if want := map[stuckKey]float64{{"events", "m"}: 9, {"a,b", "shared.lua"}: 7}; !maps.Equal(oldest, want) {
+		t.Errorf("oldest %v, want %v", oldest, want)
 	}
 }

@@ -69,6 +69,8 @@ type Server struct {
 	queue *ingest.Queue
 	// sources are the tables' stream sources (streams.go).
 	sources *stream.Runner
+	// metrics serves /metrics from the server's registry (metrics.go).
+	metrics http.Handler
 
 	tables map[string]*tableState // immutable after New
 	names  []string               // sorted table names
@@ -211,6 +213,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.metrics = s.metricsHandler()
 	return s, nil
 }
 
@@ -327,7 +330,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
 	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
-	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	if s.cfg.Listen.Pprof {

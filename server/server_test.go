@@ -228,7 +228,7 @@ func TestIngestAndQueryEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		`sluice_ingest_rows_accepted_total{table="events"} 5`,
 		`sluice_ingest_rows_filtered_total{table="events"} 1`,
-		`sluice_compute_errors_total{table="events",column="double",loader="lua",filter="false"} 0`,
+		`sluice_compute_errors_total{column="double",filter="false",loader="lua",table="events"} 0`,
 		"luavm_calls_total{script=", "sluice_store_size_bytes ", `sluice_table_size_bytes{table="events"} `,
 	} {
 		if !strings.Contains(body, want) {

@@ -2,8 +2,6 @@ package server
 
 import (
 	"fmt"
-	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -73,25 +71,4 @@ func (s *Server) stuckCalls() []stuckCall {
 		out = append(out, sc)
 	}
 	return out
-}
-
-// writeStuckMetrics writes sluice_compute_stuck_calls per table (0 when
-// none) and the age of each stuck call.
-func (s *Server) writeStuckMetrics(w io.Writer, stuck []stuckCall) {
-	perTable := map[string]int{}
-	for _, c := range stuck {
-		for _, t := range c.Tables {
-			perTable[t]++
-		}
-	}
-	fmt.Fprintf(w, "# HELP sluice_compute_stuck_calls Script calls told to stop (timeout) that still run after %v: a partition or ingest slot they hold makes no progress.\n# TYPE sluice_compute_stuck_calls gauge\n", luavm.DefaultStuckAfter)
-	for _, n := range s.names {
-		fmt.Fprintf(w, "sluice_compute_stuck_calls{table=%s} %d\n", quote(n), perTable[n])
-	}
-	fmt.Fprintf(w, "# HELP sluice_compute_stuck_seconds Since when each stuck script call was told to stop.\n# TYPE sluice_compute_stuck_seconds gauge\n")
-	sort.Slice(stuck, func(i, j int) bool { return stuck[i].Source < stuck[j].Source })
-	for _, c := range stuck {
-		table := strings.Join(c.Tables, ",")
-		fmt.Fprintf(w, "sluice_compute_stuck_seconds{table=%s,script=%s} %.3f\n", quote(table), quote(c.Source), c.For.Seconds())
-	}
 }

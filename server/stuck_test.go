@@ -118,7 +118,7 @@ func testStuckScript(t *testing.T, engine string) {
 		t.Errorf("/readyz does not name the stuck column: %q", ready)
 	}
 	_, metrics := get(t, url+"/metrics")
-	if !strings.Contains(metrics, `sluice_compute_stuck_calls{table="events"} 1`) || !strings.Contains(metrics, `sluice_compute_stuck_seconds{table="events",script="m"}`) {
+	if !strings.Contains(metrics, `sluice_compute_stuck_calls{table="events"} 1`) || !strings.Contains(metrics, `sluice_compute_stuck_seconds{script="m",table="events"}`) {
 		t.Errorf("/metrics lacks the stuck call:\n%s", metrics)
 	}
 	took, exit := sigterm(t, cmd, 15*time.Second)

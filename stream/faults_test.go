@@ -63,11 +63,16 @@ func lagSeries(t *testing.T, n *node, topic string) map[string]float64 {
 	defer resp.Body.Close()
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
-	prefix := fmt.Sprintf(`sluice_source_lag_messages{table="events",topic=%q,partition="`, topic)
+	// client_golang writes the labels sorted by name
+	prefix := `sluice_source_lag_messages{partition="`
+	suffix := fmt.Sprintf(`",table="events",topic=%q} `, topic)
 	for sc.Scan() {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, prefix); ok {
-			p, val, _ := strings.Cut(rest, `"} `)
+			p, val, ok := strings.Cut(rest, suffix)
+			if !ok {
+				continue
+			}
 			var v float64
 			fmt.Sscan(val, &v)
 			out[p] = v

@@ -49,7 +49,7 @@ func TestKafkaExactlyOnceUnderKill(t *testing.T) {
 	// every 2 s from the end offsets) and count the rebalances.
 	deadline := time.Now().Add(10 * time.Second)
 	for p := 0; p < 4; {
-		v, ok := nd.metric("sluice_source_lag_messages", fmt.Sprintf(`table="events",topic=%q,partition="%d"`, topic, p))
+		v, ok := nd.metric("sluice_source_lag_messages", fmt.Sprintf(`partition="%d",table="events",topic=%q`, p, topic))
 		if ok && v == 0 {
 			p++
 			continue

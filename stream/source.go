@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,55 +193,6 @@ func (r *Runner) Ready() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// WriteMetrics writes the sources' metrics in the Prometheus text format.
-func (r *Runner) WriteMetrics(w io.Writer) {
-	if len(r.sources) == 0 {
-		return
-	}
-	family := func(name, kind, help string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-	}
-	counter := func(name, help string, v func(*Counters) int64) {
-		family(name, "counter", help)
-		for _, s := range r.sources {
-			c := s.Counters()
-			fmt.Fprintf(w, "%s{table=%q,source=%q} %d\n", name, c.Table, s.Name(), v(c))
-		}
-	}
-	counter("sluice_source_messages_total", "Messages consumed from the source.", func(c *Counters) int64 { return c.Messages.Load() })
-	counter("sluice_source_rows_total", "Rows decoded from the source's messages.", func(c *Counters) int64 { return c.Rows.Load() })
-	counter("sluice_source_rows_accepted_total", "Rows stored (committed with their position).", func(c *Counters) int64 { return c.Accepted.Load() })
-	counter("sluice_source_rows_filtered_total", "Rows dropped by filters or drop policies.", func(c *Counters) int64 { return c.Filtered.Load() })
-	counter("sluice_source_dead_letters_total", "Dead letters written (poison messages, bad lines, deadletter policies).", func(c *Counters) int64 { return c.DeadLetters.Load() })
-	counter("sluice_source_poison_messages_total", "Messages routed away as a whole.", func(c *Counters) int64 { return c.Poison.Load() })
-	counter("sluice_source_batches_total", "Batches committed.", func(c *Counters) int64 { return c.Batches.Load() })
-	counter("sluice_source_errors_total", "Failures retried (broker unreachable, store errors).", func(c *Counters) int64 { return c.Errors.Load() })
-	counter("sluice_source_rebalances_total", "Partition assignments received.", func(c *Counters) int64 { return c.Rebalances.Load() })
-	counter("sluice_source_position_resets_total", "Stored positions given up because the topic or stream was recreated (or truncated): consumed again from the new log's beginning.", func(c *Counters) int64 { return c.Resets.Load() })
-	family("sluice_source_lag_messages", "gauge", "Messages in the partition (or stream) not yet stored by this node.")
-	for _, s := range r.sources {
-		c := s.Counters()
-		lag := c.Lag()
-		keys := make([]string, 0, len(lag))
-		for k := range lag {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			i := strings.LastIndexByte(k, '/')
-			fmt.Fprintf(w, "sluice_source_lag_messages{table=%q,topic=%q,partition=%q} %d\n", c.Table, k[:i], k[i+1:], lag[k])
-		}
-	}
-	family("sluice_source_up", "gauge", "1 when the source reaches its server.")
-	for _, s := range r.sources {
-		up := 1
-		if since, _ := s.Counters().Failing(); !since.IsZero() {
-			up = 0
-		}
-		fmt.Fprintf(w, "sluice_source_up{table=%q,source=%q} %d\n", s.Counters().Table, s.Name(), up)
-	}
 }
 
 // reconnect runs session again and again until ctx is done, backing off
