@@ -33,6 +33,16 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// processCPU is the CPU time of the whole process (all threads), for the
+// parallel benchmarks: wall time on a shared machine says little.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // cpuTimer reports cpu-ns/op for the loop between start and stop.
 type cpuTimer struct{ t0 time.Duration }
 
@@ -247,6 +257,52 @@ func BenchmarkRow(b *testing.B) {
 			})
 			if err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkPoolContended is the pool under more callers than it may have
+// VMs: 4000 goroutines (as `sluice bench pool`) on a pool bounded at
+// 2 x GOMAXPROCS VMs, so that goroutines preempted in the middle of a call
+// hold VMs and others must wait, as the default does once its bound is
+// reached (1024 VMs at 16 CPUs). Run it with -cpu 2,4,8,16: on a machine
+// with fewer cores than Ps this shows contention, not scaling. default is
+// the default strategy, bounded only when the load reaches its bound.
+func BenchmarkPoolContended(b *testing.B) {
+	for _, name := range []string{"default", "bounded"} {
+		b.Run(name, func(b *testing.B) {
+			cfg := ScriptConfig{}
+			if name == "bounded" {
+				p := runtime.GOMAXPROCS(0)
+				cfg.Pool = PoolConfig{Strategy: StrategyCore, Core: p, MaxNonCore: p}
+			}
+			m := benchManager(b, cfg)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(max(4000/runtime.GOMAXPROCS(0), 1))
+			b.ResetTimer()
+			cpu0 := processCPU()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					err := m.Do(ctx, "bench.lua", func(vm *VM) error {
+						fn, err := vm.Func("helloLua")
+						if err != nil {
+							return err
+						}
+						_, err = vm.Call1(fn, lua.LNumber(1))
+						return err
+					})
+					if err != nil {
+						panic(err)
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			if st := m.Stats(); len(st) == 1 {
+				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
+				b.ReportMetric(float64(st[0].VMsCreated), "vms")
 			}
 		})
 	}

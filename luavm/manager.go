@@ -734,6 +734,7 @@ func (m *Manager) watchdog() {
 	defer tick.Stop()
 	nextReap := now() + int64(m.opts.IdleCheck)
 	var pools []*pool
+	var vms []*VM
 	var fired []firedVM
 	var calls callHeap
 	for {
@@ -762,8 +763,13 @@ func (m *Manager) watchdog() {
 		fired = fired[:0]
 		calls.begin()
 		for _, p := range pools {
-			p.mu.Lock()
-			for vm := range p.all {
+			// A VM kept in a slot while callers wait may have been the
+			// last release for a while: hand it over (pool.serveWaiters).
+			p.serveWaiters()
+			// Scan a copy of the pool's VMs: holding a lock over hundreds
+			// of them would hold up the callers' slow paths.
+			vms = p.snapshot(vms[:0])
+			for _, vm := range vms {
 				d := vm.deadline.Load()
 				switch {
 				case d == deadlineFired:
@@ -782,7 +788,7 @@ func (m *Manager) watchdog() {
 					calls.see(vm, d, t, p.script.cfg.memoryLimit(), heap)
 				}
 			}
-			p.mu.Unlock()
+			clear(vms)
 		}
 		m.stuck.update(t, fired)
 		clear(fired)
