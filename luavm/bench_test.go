@@ -283,6 +283,7 @@ func BenchmarkPoolContended(b *testing.B) {
 			b.SetParallelism(max(4000/runtime.GOMAXPROCS(0), 1))
 			b.ResetTimer()
 			cpu0 := processCPU()
+			locks0 := m.Stats()[0].PoolLocks
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					err := m.Do(ctx, "bench.lua", func(vm *VM) error {
@@ -303,6 +304,7 @@ func BenchmarkPoolContended(b *testing.B) {
 			if st := m.Stats(); len(st) == 1 {
 				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
 				b.ReportMetric(float64(st[0].VMsCreated), "vms")
+				b.ReportMetric(float64(st[0].PoolLocks-locks0)/float64(b.N), "locks/op")
 			}
 		})
 	}

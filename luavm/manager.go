@@ -237,6 +237,7 @@ type counters struct {
 	waits, waitNanos          atomic.Uint64
 	created, closed           atomic.Uint64
 	closedCalls, closedErrors atomic.Uint64
+	locks                     atomic.Uint64 // callers' trips through a pool's lock
 }
 
 // NewManager starts a Manager and its watchdog goroutine; Close stops them.
@@ -696,6 +697,12 @@ type ScriptStats struct {
 	Waits                   uint64        // acquisitions that had to wait
 	WaitTime                time.Duration // total time spent waiting
 	Exhausted               uint64        // waits that ended in ErrPoolExhausted
+	// PoolLocks counts the acquisitions and releases that took the pool's
+	// lock: the others used the VM kept for the caller's P. A few per
+	// thousand calls at most once the pool is warm, even at its bound;
+	// more means the pool is contended (BenchmarkPoolContended reports it
+	// per call).
+	PoolLocks uint64
 }
 
 // Stats returns the counters of every loaded script, sorted by name.
@@ -719,6 +726,7 @@ func (m *Manager) Stats() []ScriptStats {
 			Waits:      st.waits.Load(),
 			WaitTime:   time.Duration(st.waitNanos.Load()),
 			Exhausted:  st.exhausted.Load(),
+			PoolLocks:  st.locks.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Script < out[j].Script })

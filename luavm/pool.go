@@ -329,7 +329,7 @@ func (p *pool) acquire(deadline int64) (*VM, error) {
 
 // acquireSlow is acquire when the caller's slot is empty.
 func (p *pool) acquireSlow(deadline int64) (*VM, error) {
-	p.mu.Lock()
+	p.lockSlow()
 	if p.retired {
 		p.mu.Unlock()
 		return nil, errRetired
@@ -390,7 +390,7 @@ func (p *pool) wait(w *waiter, first bool, deadline int64) (*VM, error) {
 		select {
 		case g = <-w.ch:
 		case <-timeout:
-			p.mu.Lock()
+			p.lockSlow()
 			queued := w.queued
 			if queued {
 				p.dequeue(w)
@@ -438,7 +438,7 @@ func (p *pool) wait(w *waiter, first bool, deadline int64) (*VM, error) {
 // leave takes w, which found vm itself, off the queue, and passes on a
 // grant made to it meanwhile. It returns vm.
 func (p *pool) leave(w *waiter, vm *VM) *VM {
-	p.mu.Lock()
+	p.lockSlow()
 	queued := w.queued
 	if queued {
 		p.dequeue(w)
@@ -491,13 +491,21 @@ func (p *pool) wakeScanner() {
 	if p.woken.Load() || !p.woken.CompareAndSwap(false, true) {
 		return
 	}
-	p.mu.Lock()
+	p.lockSlow()
 	if w := p.queue.head; w != nil {
 		w.ch <- grant{look: true}
 	} else {
 		p.woken.Store(false)
 	}
 	p.mu.Unlock()
+}
+
+// lockSlow takes mu for a caller's slow path and counts it (Stats'
+// PoolLocks): how often calls leave the per-P slots is what decides whether
+// the pool scales with CPUs.
+func (p *pool) lockSlow() {
+	p.mu.Lock()
+	p.script.stats.locks.Add(1)
 }
 
 // dequeue takes w off the queue. REQUIRES mu.
@@ -523,7 +531,7 @@ func (p *pool) giveBack(g grant) {
 	case g.vm != nil:
 		p.release(g.vm)
 	case g.create:
-		p.mu.Lock()
+		p.lockSlow()
 		if p.retired || !p.handOff(g) {
 			p.total--
 		}
@@ -536,7 +544,7 @@ func (p *pool) giveBack(g grant) {
 func (p *pool) create(ctx context.Context) (*VM, error) {
 	vm, err := newVM(ctx, p)
 	if err != nil {
-		p.mu.Lock()
+		p.lockSlow()
 		if p.retired || !p.handOff(grant{create: true}) {
 			p.total--
 		}
@@ -605,7 +613,7 @@ func (p *pool) release(vm *VM) {
 			}
 		}
 	}
-	p.mu.Lock()
+	p.lockSlow()
 	if vm.broken || p.retired || p.strategy == StrategyNone {
 		// Its place in total goes to the oldest waiter, who creates a VM.
 		if p.retired || !p.handOff(grant{create: true}) {

@@ -401,3 +401,31 @@ func TestLocalSlotSize(t *testing.T) {
 		t.Fatalf("localSlot is %d bytes, want 128 (its own pair of cache lines)", n)
 	}
 }
+
+// TestPoolLocksCountsSlowPaths: calls one after another on one goroutine
+// find the VM kept for their P and do not take the pool's lock; Stats'
+// PoolLocks counts the ones that do.
+func TestPoolLocksCountsSlowPaths(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("s", `function ok(n) return n end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	call := func() {
+		if _, err := m.InvokeScriptFunc("s", "ok", time.Second, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call() // the VM Load made is on the shared list: one trip through the lock
+	before := stats(t, m, "s").PoolLocks
+	if before < 1 {
+		t.Fatalf("PoolLocks = %d after the first call, want >= 1", before)
+	}
+	const calls = 1000
+	for range calls {
+		call()
+	}
+	// The goroutine may move between Ps a few times (each a trip or two).
+	if got := stats(t, m, "s").PoolLocks - before; got > calls/20 {
+		t.Fatalf("%d of %d calls took the pool's lock: the per-P slots are not used", got, calls)
+	}
+}

@@ -50,7 +50,10 @@ type Result struct {
 	// Waits is the share of calls that had to wait for a VM and VMs the VMs
 	// the pool created (luavm's strategies only; the benchmark's waits/op
 	// and vms metrics).
-	Waits       float64 `json:"waits_per_op"`
+	Waits float64 `json:"waits_per_op"`
+	// Locks is the share of acquisitions and releases that took the pool's
+	// lock instead of a P's slot (luavm.ScriptStats.PoolLocks per call).
+	Locks       float64 `json:"locks_per_op"`
 	VMs         float64 `json:"vms"`
 	BytesPerOp  int64   `json:"bytes_per_op"`
 	AllocsPerOp int64   `json:"allocs_per_op"`
@@ -118,6 +121,7 @@ func RunChild(cell Cell, w io.Writer) error {
 		CPUNsPerOp:  med.cpuNs,
 		PBusy:       med.busy,
 		Waits:       med.r.Extra["waits/op"],
+		Locks:       med.r.Extra["locks/op"],
 		VMs:         med.r.Extra["vms"],
 		BytesPerOp:  med.r.AllocedBytesPerOp(),
 		AllocsPerOp: med.r.AllocsPerOp(),
@@ -289,11 +293,11 @@ func Grid(strategies []string, modes []Mode, goroutines, cpus []int, d time.Dura
 }
 
 // Header are the table's columns, the report's plus ours.
-var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "calls per CPU-s", "P busy %", "est. idle ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB", "waits/op", "VMs"}
+var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "calls per CPU-s", "P busy %", "est. idle ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB", "waits/op", "locks/op", "VMs"}
 
 func (r Result) row() []string {
 	if r.Err != "" {
-		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", "", "", "", "", "", ""}
+		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", "", "", "", "", "", "", ""}
 	}
 	return []string{
 		r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines),
@@ -308,6 +312,7 @@ func (r Result) row() []string {
 		strconv.FormatFloat(r.CPUPeak, 'f', 0, 64),
 		strconv.FormatFloat(float64(r.MaxRSS)/(1<<20), 'f', 1, 64),
 		strconv.FormatFloat(r.Waits, 'f', 4, 64),
+		strconv.FormatFloat(r.Locks, 'f', 4, 64),
 		strconv.FormatFloat(r.VMs, 'f', 0, 64),
 	}
 }
