@@ -2,6 +2,7 @@ package luavm
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -272,7 +273,9 @@ func BenchmarkRow(b *testing.B) {
 func BenchmarkPoolContended(b *testing.B) {
 	for _, name := range []string{"default", "bounded"} {
 		b.Run(name, func(b *testing.B) {
-			cfg := ScriptConfig{}
+			// The report's 30 s: with 4000 goroutines a goroutine
+			// preempted mid-call may wait seconds for its next turn.
+			cfg := ScriptConfig{Timeout: 30 * time.Second}
 			if name == "bounded" {
 				p := runtime.GOMAXPROCS(0)
 				cfg.Pool = PoolConfig{Strategy: StrategyCore, Core: p, MaxNonCore: p}
@@ -281,6 +284,7 @@ func BenchmarkPoolContended(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.SetParallelism(max(4000/runtime.GOMAXPROCS(0), 1))
+			steady := steadyProfiles()
 			b.ResetTimer()
 			cpu0 := processCPU()
 			locks0 := m.Stats()[0].PoolLocks
@@ -300,6 +304,7 @@ func BenchmarkPoolContended(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			steady()
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 			if st := m.Stats(); len(st) == 1 {
 				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
@@ -307,5 +312,28 @@ func BenchmarkPoolContended(b *testing.B) {
 				b.ReportMetric(float64(st[0].PoolLocks-locks0)/float64(b.N), "locks/op")
 			}
 		})
+	}
+}
+
+// steadyProfiles, with LUAVM_STEADY_PROFILE=1 (and go test's -mutexprofile
+// or -blockprofile), turns the mutex and block profiles off for the first
+// half second of a run and back on after it: 4000 goroutines starting at
+// once each queue on the pool's lock once, which is otherwise most of the
+// profile and says nothing about the steady state. The returned func turns
+// them off again at the end of the run.
+func steadyProfiles() (stop func()) {
+	if os.Getenv("LUAVM_STEADY_PROFILE") == "" {
+		return func() {}
+	}
+	runtime.SetMutexProfileFraction(0)
+	runtime.SetBlockProfileRate(0)
+	t := time.AfterFunc(500*time.Millisecond, func() {
+		runtime.SetMutexProfileFraction(1)
+		runtime.SetBlockProfileRate(1)
+	})
+	return func() {
+		t.Stop()
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
 	}
 }
