@@ -429,3 +429,75 @@ func TestPoolLocksCountsSlowPaths(t *testing.T) {
 		t.Fatalf("%d of %d calls took the pool's lock: the per-P slots are not used", got, calls)
 	}
 }
+
+// TestPoolReloadUnderContention reloads a script while many goroutines wait
+// for its few VMs: the waiters of a retired version are sent on to the new
+// one, every call is answered by one version or the next, and the old
+// versions' VMs are all closed once returned.
+func TestPoolReloadUnderContention(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	m := newTestManager(t, Options{IdleCheck: 10 * time.Millisecond})
+	cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 2}, Timeout: 20 * time.Second}
+	src := func(v int) string { return fmt.Sprintf(`function ok(n) return n + %d end`, v*1000000) }
+	if err := m.Load("s", src(0), cfg); err != nil {
+		t.Fatal(err)
+	}
+	const workers, calls, versions = 128, 50, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				n := w*calls + i
+				err := m.Do(context.Background(), "s", func(vm *VM) error {
+					fn, err := vm.Func("ok")
+					if err != nil {
+						return err
+					}
+					runtime.Gosched()
+					res, err := vm.Call1(fn, lua.LNumber(n))
+					if err == nil && (int(res.(lua.LNumber))-n)%1000000 != 0 {
+						err = fmt.Errorf("call %d: got %v, from no version", n, res)
+					}
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(stop)
+		for v := 1; v <= versions; v++ {
+			// Retire the version while callers wait for it (if any still
+			// call).
+			for deadline := time.Now().Add(time.Second); m.lookup("s").pool.waiting.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Microsecond)
+			}
+			if err := m.Load("s", src(v), cfg); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-stop
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retired versions' VMs closed", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.pools) == 1
+	})
+	st := stats(t, m, "s")
+	if alive := st.VMsCore + st.VMsNonCore; alive > 2 || st.VMsCreated-st.VMsClosed != uint64(alive) {
+		t.Fatalf("%+v: more VMs than the bound, or VMs of old versions not closed", st)
+	}
+}
