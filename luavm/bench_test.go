@@ -2,6 +2,7 @@ package luavm
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -28,6 +29,16 @@ end
 func threadCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processCPU is the CPU time of the whole process (all threads), for the
+// parallel benchmarks: wall time on a shared machine says little.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -249,5 +260,80 @@ func BenchmarkRow(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkPoolContended is the pool under more callers than it may have
+// VMs: 4000 goroutines (as `sluice bench pool`) on a pool bounded at
+// 2 x GOMAXPROCS VMs, so that goroutines preempted in the middle of a call
+// hold VMs and others must wait, as the default does once its bound is
+// reached (1024 VMs at 16 CPUs). Run it with -cpu 2,4,8,16: on a machine
+// with fewer cores than Ps this shows contention, not scaling. default is
+// the default strategy, bounded only when the load reaches its bound.
+func BenchmarkPoolContended(b *testing.B) {
+	for _, name := range []string{"default", "bounded"} {
+		b.Run(name, func(b *testing.B) {
+			// The report's 30 s: with 4000 goroutines a goroutine
+			// preempted mid-call may wait seconds for its next turn.
+			cfg := ScriptConfig{Timeout: 30 * time.Second}
+			if name == "bounded" {
+				p := runtime.GOMAXPROCS(0)
+				cfg.Pool = PoolConfig{Strategy: StrategyCore, Core: p, MaxNonCore: p}
+			}
+			m := benchManager(b, cfg)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(max(4000/runtime.GOMAXPROCS(0), 1))
+			steady := steadyProfiles()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			locks0 := m.Stats()[0].PoolLocks
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					err := m.Do(ctx, "bench.lua", func(vm *VM) error {
+						fn, err := vm.Func("helloLua")
+						if err != nil {
+							return err
+						}
+						_, err = vm.Call1(fn, lua.LNumber(1))
+						return err
+					})
+					if err != nil {
+						panic(err)
+					}
+				}
+			})
+			b.StopTimer()
+			steady()
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			if st := m.Stats(); len(st) == 1 {
+				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
+				b.ReportMetric(float64(st[0].VMsCreated), "vms")
+				b.ReportMetric(float64(st[0].PoolLocks-locks0)/float64(b.N), "locks/op")
+			}
+		})
+	}
+}
+
+// steadyProfiles, with LUAVM_STEADY_PROFILE=1 (and go test's -mutexprofile
+// or -blockprofile), turns the mutex and block profiles off for the first
+// half second of a run and back on after it: 4000 goroutines starting at
+// once each queue on the pool's lock once, which is otherwise most of the
+// profile and says nothing about the steady state. The returned func turns
+// them off again at the end of the run.
+func steadyProfiles() (stop func()) {
+	if os.Getenv("LUAVM_STEADY_PROFILE") == "" {
+		return func() {}
+	}
+	runtime.SetMutexProfileFraction(0)
+	runtime.SetBlockProfileRate(0)
+	t := time.AfterFunc(500*time.Millisecond, func() {
+		runtime.SetMutexProfileFraction(1)
+		runtime.SetBlockProfileRate(1)
+	})
+	return func() {
+		t.Stop()
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
 	}
 }

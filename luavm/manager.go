@@ -237,6 +237,7 @@ type counters struct {
 	waits, waitNanos          atomic.Uint64
 	created, closed           atomic.Uint64
 	closedCalls, closedErrors atomic.Uint64
+	locks                     atomic.Uint64 // callers' trips through a pool's lock
 }
 
 // NewManager starts a Manager and its watchdog goroutine; Close stops them.
@@ -696,6 +697,12 @@ type ScriptStats struct {
 	Waits                   uint64        // acquisitions that had to wait
 	WaitTime                time.Duration // total time spent waiting
 	Exhausted               uint64        // waits that ended in ErrPoolExhausted
+	// PoolLocks counts the acquisitions and releases that took the pool's
+	// lock: the others used the VM kept for the caller's P. A few per
+	// thousand calls at most once the pool is warm, even at its bound;
+	// more means the pool is contended (BenchmarkPoolContended reports it
+	// per call).
+	PoolLocks uint64
 }
 
 // Stats returns the counters of every loaded script, sorted by name.
@@ -719,6 +726,7 @@ func (m *Manager) Stats() []ScriptStats {
 			Waits:      st.waits.Load(),
 			WaitTime:   time.Duration(st.waitNanos.Load()),
 			Exhausted:  st.exhausted.Load(),
+			PoolLocks:  st.locks.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Script < out[j].Script })
@@ -734,6 +742,7 @@ func (m *Manager) watchdog() {
 	defer tick.Stop()
 	nextReap := now() + int64(m.opts.IdleCheck)
 	var pools []*pool
+	var vms []*VM
 	var fired []firedVM
 	var calls callHeap
 	for {
@@ -762,8 +771,13 @@ func (m *Manager) watchdog() {
 		fired = fired[:0]
 		calls.begin()
 		for _, p := range pools {
-			p.mu.Lock()
-			for vm := range p.all {
+			// A VM kept in a slot while callers wait may have been the
+			// last release for a while: hand it over (pool.serveWaiters).
+			p.serveWaiters()
+			// Scan a copy of the pool's VMs: holding a lock over hundreds
+			// of them would hold up the callers' slow paths.
+			vms = p.snapshot(vms[:0])
+			for _, vm := range vms {
 				d := vm.deadline.Load()
 				switch {
 				case d == deadlineFired:
@@ -782,7 +796,7 @@ func (m *Manager) watchdog() {
 					calls.see(vm, d, t, p.script.cfg.memoryLimit(), heap)
 				}
 			}
-			p.mu.Unlock()
+			clear(vms)
 		}
 		m.stuck.update(t, fired)
 		clear(fired)

@@ -102,6 +102,20 @@ func ParsePool(s string) (PoolConfig, error) {
 var errRetired = errors.New("luavm: pool retired")
 
 // pool holds the VMs of one version of one script.
+//
+// The hot path touches no shared lock and no shared written cache line: a VM
+// released on a P goes to that P's slot (local) and the next acquire on the
+// same P takes it back with one atomic swap, as sync.Pool does. Everything
+// else (the shared free list, the count against the bound, the queue of
+// callers waiting for a VM) is under mu, on the slow path: a P whose slot is
+// empty or full. While callers wait, the slots stay in use: the first
+// release on each P in each watchdog tick hands its VM to the oldest waiter
+// (localSlot.due), the others keep it in the slot for the goroutine running
+// on that P and wake one waiter to look into the slots (woken), which finds
+// the VM if that goroutine does not come back for it. Before (one path
+// through mu for every call as soon as one caller waited) the pool fell into
+// a convoy on mu once its bound was reached, at 1017 ns per call on 16 CPUs
+// against 78 for sync.Pool: docs/pool.md.
 type pool struct {
 	script *script
 
@@ -111,58 +125,130 @@ type pool struct {
 	nonCoreIdle int64 // ns
 	idleTimeout int64 // ns; 0 = never
 
-	mu sync.Mutex
-	// free is a LIFO of idle VMs: the top is the warmest, the bottom the
-	// longest idle, which the reaper closes first. REQUIRES mu.
-	free []*VM
-	// total counts VMs alive (idle + in use + being created). REQUIRES mu.
-	total int
-	// all is every VM alive, for the watchdog and Stats. REQUIRES mu.
-	all map[*VM]struct{}
-	// waiters counts callers blocked in acquire. Changed under mu; read
-	// without it by release's fast path.
-	waiters atomic.Int32
-	retired bool // no new VMs; returned VMs are closed. REQUIRES mu.
+	// local is one slot per P (GOMAXPROCS when the pool was made). nil for
+	// StrategyNone. VMs in slots are idle and counted in total.
+	local []localSlot
+	_     [64]byte // keep waiting off the line of the fields above
+
+	// waiting mirrors the length of queue (changed under mu) for the
+	// lock-free paths; on a line of its own, as it changes on slow paths
+	// that the hot path must not pay for.
+	waiting atomic.Int32
 	// retiredFlag mirrors retired for the lock-free paths.
 	retiredFlag atomic.Bool
+	// woken: one waiter has been told to look into the slots and has not
+	// done so yet; until it has, releases that keep their VM in a slot do
+	// not wake another (one scanner at a time, so that a busy pool does
+	// not wake a waiter per call for nothing).
+	woken atomic.Bool
+	_     [56]byte
 
-	// local is one slot per P (GOMAXPROCS when the pool was made), as in
-	// sync.Pool: a VM released on a P is parked in that P's slot and the
-	// next acquire on the same P takes it back with one atomic swap, without
-	// the mutex and without touching a cache line another CPU writes (with
-	// two CPUs in parallel, one shared free list let VMs wander between the
-	// CPUs and callers wait; see docs/pool.md). Slots are skipped whenever
-	// callers wait (those only
-	// look at free), and waiters look into every slot before they park (the
-	// release and the wait store then load in opposite orders, so one of the
-	// two always sees the other). nil for StrategyNone. VMs in slots are
-	// idle and counted in total.
-	local []localSlot
-	// woken: a waiter has been signalled and has not looked at the pool
-	// yet. While it is set, releases do not signal again: otherwise, with
-	// thousands parked, every release would wake one more waiter that
-	// finds nothing and parks again (a wake-up storm that costs a park and
-	// an unpark per call). As with sync.Mutex, callers that are running
-	// take a returned VM before the woken waiter does, which keeps hot
-	// VMs on running goroutines. REQUIRES mu.
-	woken bool
-
-	// wake carries the one signal to the waiters (capacity 1).
-	wake chan struct{}
+	mu sync.Mutex
+	// free is a LIFO of idle VMs: the top is the warmest, the bottom the
+	// longest idle, which the reaper closes first. Empty while callers
+	// wait (a VM coming back goes to the oldest of them). REQUIRES mu.
+	free []*VM
+	// total counts VMs alive (idle + in use + being created + granted to
+	// a waiter to create). It never exceeds limit. REQUIRES mu.
+	total int
+	// queue holds the callers waiting for a VM, oldest first. REQUIRES mu.
+	queue   waiterQueue
+	retired bool // no new VMs; returned VMs are closed. REQUIRES mu.
 
 	lastUse atomic.Int64 // coarse clock of the last release, for IdleTimeout
+
+	// all is every VM alive, for the watchdog and Stats. Under its own
+	// lock so that the watchdog's scan of hundreds of VMs every tick does
+	// not hold up acquire and release (it held mu and made a third of the
+	// pool's lock contention at 16 CPUs). REQUIRES allMu.
+	allMu sync.Mutex
+	all   map[*VM]struct{}
 }
 
-// localSlot is padded to its own cache line.
+// localSlot is one P's VM, padded to 128 bytes (two cache lines, as the
+// CPU may fetch lines in pairs) so that Ps do not share lines.
 type localSlot struct {
 	vm atomic.Pointer[VM]
-	_  [56]byte
+	// handoffClock is the coarse clock of this P's last handoff: see due.
+	handoffClock atomic.Int64
+	_            [128 - 16]byte
+}
+
+// due reports whether this release, made while callers wait, must hand its
+// VM to the oldest waiter: the first one on each P in each watchdog tick.
+// The others keep the VM in the P's slot for the goroutine running there.
+// A handoff costs two trips through mu, a park and a wake-up (the releaser
+// waits at its next call), so it must stay rare: one every 128 releases,
+// tried first, is ~800 000 trips a second through one lock at 16 Ps. Once
+// per tick and P, a queue of thousands moves within seconds, about the time
+// thousands of CPU-bound goroutines take to get a turn on the Ps anyway;
+// and a release that finds its P's slot full hands its VM over too.
+func (s *localSlot) due(clock int64) bool {
+	if s.handoffClock.Load() == clock {
+		return false
+	}
+	s.handoffClock.Store(clock)
+	return true
+}
+
+// grant is what a waiter is handed: a VM, or leave to create one (its place
+// in total is already counted), or look: a VM was kept in a slot (the
+// waiter stays queued), or none of them: look at the pool again (it was
+// retired).
+type grant struct {
+	vm     *VM
+	create bool
+	look   bool
+}
+
+// waiter is a caller parked in acquire. Reused through waiterPool.
+type waiter struct {
+	// ch has room for the one grant that dequeues the waiter and one look
+	// (there is at most one look out at a time: woken), so sending under
+	// mu never blocks.
+	ch         chan grant
+	timer      *time.Timer
+	prev, next *waiter
+	queued     bool // REQUIRES pool.mu
+}
+
+var waiterPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &waiter{ch: make(chan grant, 2), timer: t}
+}}
+
+// waiterQueue is a FIFO of waiters, linked through them (no allocation).
+type waiterQueue struct{ head, tail *waiter }
+
+func (q *waiterQueue) push(w *waiter) {
+	w.prev, w.next, w.queued = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+}
+
+func (q *waiterQueue) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.queued = nil, nil, false
 }
 
 func newPool(s *script) *pool {
 	cfg := s.cfg.Pool
 	hard := s.mgr.opts.HardMaxVMs
-	p := &pool{script: s, strategy: cfg.Strategy, all: make(map[*VM]struct{}), wake: make(chan struct{}, 1)}
+	p := &pool{script: s, strategy: cfg.Strategy, all: make(map[*VM]struct{})}
 	p.nonCoreIdle = int64(cfg.NonCoreIdle)
 	if cfg.IdleTimeout > 0 {
 		p.idleTimeout = int64(cfg.IdleTimeout)
@@ -227,7 +313,16 @@ func (p *pool) acquire(deadline int64) (*VM, error) {
 			return vm, nil
 		}
 	}
-	p.mu.Lock()
+	return p.acquireSlow(deadline)
+}
+
+// acquireSlow is acquire when the caller's slot is empty.
+func (p *pool) acquireSlow(deadline int64) (*VM, error) {
+	p.lockSlow()
+	if p.retired {
+		p.mu.Unlock()
+		return nil, errRetired
+	}
 	if n := len(p.free); n > 0 {
 		vm := p.free[n-1]
 		p.free[n-1] = nil
@@ -235,33 +330,40 @@ func (p *pool) acquire(deadline int64) (*VM, error) {
 		p.mu.Unlock()
 		return vm, nil
 	}
-	if p.retired {
-		p.mu.Unlock()
-		return nil, errRetired
-	}
 	if p.total < p.limit {
 		p.total++
 		p.mu.Unlock()
 		return p.create(nil)
 	}
-	if vm := p.takeLocal(); vm != nil {
-		p.mu.Unlock()
-		return vm, nil
+	// At the bound. VMs idle in other Ps' slots are taken only while no one
+	// waits: once callers queue, they come first, and taking slots would
+	// send the Ps running there to this lock in turn.
+	first := p.queue.head == nil
+	if first {
+		if vm := p.takeLocal(); vm != nil {
+			p.mu.Unlock()
+			return vm, nil
+		}
 	}
-	return p.wait(deadline)
+	w := waiterPool.Get().(*waiter)
+	p.queue.push(w)
+	p.waiting.Add(1)
+	p.mu.Unlock()
+	return p.wait(w, first, deadline)
 }
 
-// wait blocks for a VM. REQUIRES mu held on entry; returns with it released.
-func (p *pool) wait(deadline int64) (*VM, error) {
-	p.waiters.Add(1)
-	p.mu.Unlock()
-	// A release may have parked a VM in a slot just before it could see
-	// this waiter: look once more before parking.
-	if vm := p.takeLocal(); vm != nil {
-		p.mu.Lock()
-		p.waiters.Add(-1)
-		p.mu.Unlock()
-		return vm, nil
+// wait parks w, queued, until it is granted a VM or deadline passes. first:
+// no one waited before w, so a release may have put a VM in a slot just
+// before it could see w (release stores the VM and then loads waiting, w
+// was counted in waiting before this loads the slots, so one of the two
+// sees the other). Later, VMs come by handoff (release, localSlot.due), or
+// w is told to look into the slots (wakeScanner), or the watchdog's sweep
+// hands over what it finds in them (serveWaiters).
+func (p *pool) wait(w *waiter, first bool, deadline int64) (*VM, error) {
+	if first {
+		if vm := p.takeLocal(); vm != nil {
+			return p.leave(w, vm), nil
+		}
 	}
 	st := p.script.stats
 	st.waits.Add(1)
@@ -269,91 +371,173 @@ func (p *pool) wait(deadline int64) (*VM, error) {
 	defer func() { st.waitNanos.Add(uint64(now() - start)) }()
 	var timeout <-chan time.Time
 	if deadline > 0 {
-		t := time.NewTimer(time.Duration(deadline - start))
-		defer t.Stop()
-		timeout = t.C
+		w.timer.Reset(time.Duration(deadline - start))
+		timeout = w.timer.C
 	}
 	for {
+		var g grant
 		select {
-		case <-p.wake:
+		case g = <-w.ch:
 		case <-timeout:
-			p.mu.Lock()
-			p.waiters.Add(-1)
-			w := p.needWake() // a signal may have been meant for us
-			p.mu.Unlock()
-			if w {
-				p.signal()
+			p.lockSlow()
+			queued := w.queued
+			if queued {
+				p.dequeue(w)
 			}
-			st.exhausted.Add(1)
-			return nil, fmt.Errorf("luavm: script %s: no VM free within the deadline (%d VMs busy): %w", p.script.name, p.limit, ErrPoolExhausted)
-		}
-		p.mu.Lock()
-		p.woken = false
-		if n := len(p.free); n > 0 {
-			vm := p.free[n-1]
-			p.free[n-1] = nil
-			p.free = p.free[:n-1]
-			p.waiters.Add(-1)
-			w := len(p.free) > 0 && p.needWake()
 			p.mu.Unlock()
-			if w {
-				p.signal()
+			if queued {
+				p.putWaiter(w)
+				st.exhausted.Add(1)
+				return nil, fmt.Errorf("luavm: script %s: no VM free within the deadline (%d VMs busy): %w", p.script.name, p.limit, ErrPoolExhausted)
+			}
+			g = p.granted(w) // granted as the deadline passed: take it
+		}
+		if g.look {
+			// Told that a release kept its VM in a slot: take it if its
+			// P's goroutine has not come back for it. Then clear woken
+			// and look once more: a release that saw woken still set
+			// did not wake anyone.
+			vm := p.takeLocal()
+			p.woken.Store(false)
+			if vm == nil {
+				vm = p.takeLocal()
+			}
+			if vm == nil {
+				continue // still queued (or granted meanwhile: next receive)
+			}
+			vm = p.leave(w, vm)
+			if p.waiting.Load() > 0 && p.anyLocal() {
+				p.wakeScanner() // more VMs kept in slots: pass the word on
 			}
 			return vm, nil
 		}
-		if p.retired {
-			p.waiters.Add(-1)
-			w := p.needWake() // pass the news on to the next waiter
-			p.mu.Unlock()
-			if w {
-				p.signal()
-			}
-			return nil, errRetired
-		}
-		if p.total < p.limit {
-			p.total++
-			p.waiters.Add(-1)
-			p.mu.Unlock()
+		w.timer.Stop()
+		p.putWaiter(w)
+		switch {
+		case g.vm != nil:
+			return g.vm, nil
+		case g.create:
 			return p.create(nil)
+		default:
+			return p.acquireSlow(deadline)
 		}
-		if vm := p.takeLocal(); vm != nil {
-			p.waiters.Add(-1)
-			p.mu.Unlock()
-			return vm, nil
+	}
+}
+
+// leave takes w, which found vm itself, off the queue, and passes on a
+// grant made to it meanwhile. It returns vm.
+func (p *pool) leave(w *waiter, vm *VM) *VM {
+	p.lockSlow()
+	queued := w.queued
+	if queued {
+		p.dequeue(w)
+	}
+	p.mu.Unlock()
+	if !queued {
+		p.giveBack(p.granted(w))
+	}
+	w.timer.Stop()
+	p.putWaiter(w)
+	return vm
+}
+
+// granted receives the grant that took w off the queue (sent under mu
+// before w.queued was cleared), skipping a look.
+func (p *pool) granted(w *waiter) grant {
+	for {
+		g := <-w.ch
+		if !g.look {
+			return g
+		}
+		p.woken.Store(false)
+	}
+}
+
+// putWaiter recycles w once it is off the queue and its grant taken. A look
+// still in its channel is dropped, and woken cleared for it.
+func (p *pool) putWaiter(w *waiter) {
+	select {
+	case <-w.ch:
+		p.woken.Store(false)
+	default:
+	}
+	waiterPool.Put(w)
+}
+
+// anyLocal reports whether a slot holds a VM.
+func (p *pool) anyLocal() bool {
+	for i := range p.local {
+		if p.local[i].vm.Load() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeScanner tells the oldest waiter to look into the slots, unless one is
+// already told.
+func (p *pool) wakeScanner() {
+	if p.woken.Load() || !p.woken.CompareAndSwap(false, true) {
+		return
+	}
+	p.lockSlow()
+	if w := p.queue.head; w != nil {
+		w.ch <- grant{look: true}
+	} else {
+		p.woken.Store(false)
+	}
+	p.mu.Unlock()
+}
+
+// lockSlow takes mu for a caller's slow path and counts it (Stats'
+// PoolLocks): how often calls leave the per-P slots is what decides whether
+// the pool scales with CPUs.
+func (p *pool) lockSlow() {
+	p.mu.Lock()
+	p.script.stats.locks.Add(1)
+}
+
+// dequeue takes w off the queue. REQUIRES mu.
+func (p *pool) dequeue(w *waiter) {
+	p.queue.remove(w)
+	p.waiting.Add(-1)
+}
+
+// handOff gives g to the oldest waiter, if any. REQUIRES mu.
+func (p *pool) handOff(g grant) bool {
+	w := p.queue.head
+	if w == nil {
+		return false
+	}
+	p.dequeue(w)
+	w.ch <- g
+	return true
+}
+
+// giveBack returns a grant its waiter does not need.
+func (p *pool) giveBack(g grant) {
+	switch {
+	case g.vm != nil:
+		p.release(g.vm)
+	case g.create:
+		p.lockSlow()
+		if p.retired || !p.handOff(g) {
+			p.total--
 		}
 		p.mu.Unlock()
 	}
 }
 
-// needWake reports whether a waiter must be signalled, and marks it
-// signalled. REQUIRES mu.
-func (p *pool) needWake() bool {
-	if p.waiters.Load() == 0 || p.woken {
-		return false
-	}
-	p.woken = true
-	return true
-}
-
-func (p *pool) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// create makes a VM for a slot already counted in total. ctx, if not nil,
+// create makes a VM for a place already counted in total. ctx, if not nil,
 // can stop its main chunk (LoadContext).
 func (p *pool) create(ctx context.Context) (*VM, error) {
 	vm, err := newVM(ctx, p)
 	if err != nil {
-		p.mu.Lock()
-		p.total--
-		w := p.needWake()
-		p.mu.Unlock()
-		if w {
-			p.signal()
+		p.lockSlow()
+		if p.retired || !p.handOff(grant{create: true}) {
+			p.total--
 		}
+		p.mu.Unlock()
 		return nil, err
 	}
 	p.script.stats.created.Add(1)
@@ -361,15 +545,20 @@ func (p *pool) create(ctx context.Context) (*VM, error) {
 }
 
 func (p *pool) register(vm *VM) {
-	p.mu.Lock()
+	p.allMu.Lock()
 	p.all[vm] = struct{}{}
-	p.mu.Unlock()
+	p.allMu.Unlock()
 }
 
-func (p *pool) unregister(vm *VM) {
-	p.mu.Lock()
-	delete(p.all, vm)
-	p.mu.Unlock()
+func (p *pool) unregister(vms ...*VM) {
+	if len(vms) == 0 {
+		return
+	}
+	p.allMu.Lock()
+	for _, vm := range vms {
+		delete(p.all, vm)
+	}
+	p.allMu.Unlock()
 }
 
 // release takes a VM back after a call: cleaned and kept, or closed when it
@@ -384,40 +573,69 @@ func (p *pool) release(vm *VM) {
 	}
 	vm.published.calls.Store(vm.calls)
 	vm.published.errs.Store(vm.errs)
-	if n := len(p.local); n > 0 && !vm.broken && p.waiters.Load() == 0 && !p.retiredFlag.Load() {
+	if n := len(p.local); n > 0 && !vm.broken && !p.retiredFlag.Load() {
 		vm.lastUsed = clock
-		slot := &p.local[procID()%n].vm
-		if slot.CompareAndSwap(nil, vm) {
-			if p.waiters.Load() == 0 && !p.retiredFlag.Load() {
+		slot := &p.local[procID()%n]
+		if p.waiting.Load() == 0 {
+			if slot.vm.CompareAndSwap(nil, vm) {
+				if p.waiting.Load() == 0 && !p.retiredFlag.Load() {
+					return
+				}
+				// A caller started waiting (or the pool retired)
+				// meanwhile: take the VM back and go the slow way, which
+				// hands it over. If it is gone, someone took it, which is
+				// as good.
+				if !slot.vm.CompareAndSwap(vm, nil) {
+					return
+				}
+			}
+		} else if !slot.due(clock) && slot.vm.CompareAndSwap(nil, vm) {
+			// Kept for this P although callers wait (see localSlot.due);
+			// a waiter looks for it in case this P's goroutine does not
+			// come back for it.
+			if !p.retiredFlag.Load() {
+				p.wakeScanner()
 				return
 			}
-			// A caller started waiting (or the pool retired) meanwhile: take
-			// the VM back and go the slow way, which wakes it. If it is gone,
-			// someone took it, which is as good.
-			if !slot.CompareAndSwap(vm, nil) {
+			if !slot.vm.CompareAndSwap(vm, nil) {
 				return
 			}
 		}
 	}
-	p.mu.Lock()
+	p.lockSlow()
 	if vm.broken || p.retired || p.strategy == StrategyNone {
-		p.total--
-		delete(p.all, vm)
-		w := p.needWake()
-		p.mu.Unlock()
-		p.closeVM(vm)
-		if w {
-			p.signal()
+		// Its place in total goes to the oldest waiter, who creates a VM.
+		if p.retired || !p.handOff(grant{create: true}) {
+			p.total--
 		}
+		p.mu.Unlock()
+		p.unregister(vm)
+		p.closeVM(vm)
 		return
 	}
 	vm.lastUsed = clock
-	p.free = append(p.free, vm)
-	w := p.needWake()
-	p.mu.Unlock()
-	if w {
-		p.signal()
+	if !p.handOff(grant{vm: vm}) {
+		p.free = append(p.free, vm)
 	}
+	p.mu.Unlock()
+}
+
+// serveWaiters hands the VMs idle in slots to waiters. The watchdog calls
+// it every tick: a release that kept its VM in a slot while callers waited
+// (see localSlot.due) may have been the last one for a while.
+func (p *pool) serveWaiters() {
+	if p.waiting.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	for p.queue.head != nil && !p.retired {
+		vm := p.takeLocal()
+		if vm == nil {
+			break
+		}
+		p.handOff(grant{vm: vm})
+	}
+	p.mu.Unlock()
 }
 
 func (p *pool) closeVM(vm *VM) {
@@ -429,25 +647,20 @@ func (p *pool) closeVM(vm *VM) {
 }
 
 // retire stops the pool: idle VMs are closed now, VMs in use when they come
-// back, waiters are woken to look the script up again.
+// back, waiters are sent to look the script up again.
 func (p *pool) retire() {
 	p.mu.Lock()
 	p.retired = true
 	p.retiredFlag.Store(true)
 	idle := p.drainLocal(p.free)
 	p.free = nil
-	for _, vm := range idle {
-		delete(p.all, vm)
-	}
 	p.total -= len(idle)
-	w := p.waiters.Load() > 0
-	p.woken = w
+	for p.handOff(grant{}) {
+	}
 	p.mu.Unlock()
+	p.unregister(idle...)
 	for _, vm := range idle {
 		p.closeVM(vm)
-	}
-	if w {
-		p.signal()
 	}
 }
 
@@ -474,26 +687,36 @@ func (p *pool) reap(clock int64) (gone bool) {
 			p.free = p.free[:rest]
 		}
 	}
-	for _, vm := range victims {
-		delete(p.all, vm)
-	}
 	p.total -= len(victims)
 	gone = p.retired && p.total == 0
 	p.mu.Unlock()
+	p.unregister(victims...)
 	for _, vm := range victims {
 		p.closeVM(vm)
 	}
 	return gone
 }
 
+// snapshot appends every VM alive to into, for the watchdog's scan.
+func (p *pool) snapshot(into []*VM) []*VM {
+	p.allMu.Lock()
+	for vm := range p.all {
+		into = append(into, vm)
+	}
+	p.allMu.Unlock()
+	return into
+}
+
 // counts reports VMs alive, idle, and the calls/errors of live VMs.
 func (p *pool) counts() (alive, idle int, calls, errs uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.allMu.Lock()
 	for vm := range p.all {
 		calls += vm.published.calls.Load()
 		errs += vm.published.errs.Load()
 	}
+	p.allMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	idle = len(p.free)
 	for i := range p.local {
 		if p.local[i].vm.Load() != nil {

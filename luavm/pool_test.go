@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -253,5 +255,249 @@ func TestPoolStress(t *testing.T) {
 				t.Fatalf("%+v (bound %d): VMs over the bound or not all idle", st, bound)
 			}
 		})
+	}
+}
+
+// TestPoolBoundUnderContention runs many more goroutines than the pool may
+// have VMs, with calls that yield while they hold a VM (as a goroutine
+// preempted mid-call does) and calls that panic (their VM is closed and its
+// place goes to a waiter, who creates a fresh one): the VMs in use never
+// exceed the bound, every caller is served before its deadline although the
+// Ps keep their VMs while callers wait (the handoffs and the watchdog's
+// sweep of the slots must move the queue), and Stats add up.
+func TestPoolBoundUnderContention(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	for _, spec := range []string{"core1+block", "core2+max2+block", "default", "variable"} {
+		t.Run(spec, func(t *testing.T) {
+			// HardMaxVMs 6 bounds default and variable well below the
+			// goroutine count, so they wait too.
+			m := newTestManager(t, Options{HardMaxVMs: 6})
+			pc, err := ParsePool(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Load("s", `function ok(n) return n end`, ScriptConfig{Pool: pc, Timeout: 20 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			bound := m.lookup("s").pool.limit
+			const workers, calls, panicEvery = 256, 40, 97
+			var inUse, maxInUse, panics atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range calls {
+						n := w*calls + i
+						err := func() (err error) {
+							defer func() {
+								if r := recover(); r != nil {
+									panics.Add(1)
+								}
+							}()
+							return m.Do(context.Background(), "s", func(vm *VM) error {
+								defer inUse.Add(-1)
+								now := inUse.Add(1)
+								for old := maxInUse.Load(); now > old && !maxInUse.CompareAndSwap(old, now); old = maxInUse.Load() {
+								}
+								fn, err := vm.Func("ok")
+								if err != nil {
+									return err
+								}
+								if n%3 == 0 {
+									runtime.Gosched() // descheduled while holding the VM
+								}
+								if n%panicEvery == 0 {
+									panic("boom")
+								}
+								res, err := vm.Call1(fn, lua.LNumber(n))
+								if err == nil && res != lua.LNumber(n) {
+									err = fmt.Errorf("got %v, want %d", res, n)
+								}
+								return err
+							})
+						}()
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if got := maxInUse.Load(); got > int64(bound) {
+				t.Fatalf("%d VMs in use at once, bound %d", got, bound)
+			}
+			st := stats(t, m, "s")
+			alive := st.VMsCore + st.VMsNonCore
+			if st.Calls != uint64(workers*calls)-uint64(panics.Load()) || alive > bound || st.VMsIdle != alive ||
+				st.VMsCreated-st.VMsClosed != uint64(alive) || st.VMsClosed < uint64(panics.Load()) {
+				t.Fatalf("%+v (bound %d, %d panics): calls not all counted, VMs over the bound, not all idle, or broken VMs not closed", st, bound, panics.Load())
+			}
+			t.Logf("%s: bound %d, %d waits, %d VMs created", spec, bound, st.Waits, st.VMsCreated)
+		})
+	}
+}
+
+// TestWaiterServedFromSlot: a release made while callers wait may keep its
+// VM in its P's slot (localSlot.due: one handoff per P and watchdog tick).
+// If the goroutine there does not come back for it, the waiter told to look
+// (wakeScanner) takes it; and if none is told, the watchdog's sweep
+// (serveWaiters) hands it over. The clock is frozen (a watchdog interval of
+// an hour) so that the release is not due and no tick sweeps; the sweep is
+// called as the watchdog does every tick.
+func TestWaiterServedFromSlot(t *testing.T) {
+	for _, woken := range []bool{false, true} {
+		name := "scanner"
+		if woken {
+			name = "sweep"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := newTestManager(t, Options{WatchdogInterval: time.Hour})
+			release := holdVMs(t, m, "c", 1, ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 1}})
+			p := m.lookup("c").pool
+			waiter := make(chan error, 1)
+			go func() { _, err := m.Invoke(context.Background(), "c", "ok", 1, 1); waiter <- err }()
+			waitFor(t, "a caller waiting", func() bool { return stats(t, m, "c").Waits > 0 })
+			clock := m.clock.Load()
+			for i := range p.local {
+				p.local[i].handoffClock.Store(clock) // this tick's handoff is done
+			}
+			if woken {
+				p.woken.Store(true) // as if a waiter were told to look and not yet run
+			}
+			release()
+			if woken {
+				select {
+				case err := <-waiter:
+					t.Fatalf("the waiter was served by a release that was not due (%v): the test does not test the sweep", err)
+				case <-time.After(50 * time.Millisecond):
+				}
+				if st := stats(t, m, "c"); st.VMsIdle != 1 {
+					t.Fatalf("%+v: want the VM idle in a slot", st)
+				}
+				p.woken.Store(false)
+				p.serveWaiters()
+			}
+			select {
+			case err := <-waiter:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not get the VM kept in a slot")
+			}
+		})
+	}
+}
+
+func TestLocalSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(localSlot{}); n != 128 {
+		t.Fatalf("localSlot is %d bytes, want 128 (its own pair of cache lines)", n)
+	}
+}
+
+// TestPoolLocksCountsSlowPaths: calls one after another on one goroutine
+// find the VM kept for their P and do not take the pool's lock; Stats'
+// PoolLocks counts the ones that do.
+func TestPoolLocksCountsSlowPaths(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.Load("s", `function ok(n) return n end`, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	call := func() {
+		if _, err := m.InvokeScriptFunc("s", "ok", time.Second, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call() // the VM Load made is on the shared list: one trip through the lock
+	before := stats(t, m, "s").PoolLocks
+	if before < 1 {
+		t.Fatalf("PoolLocks = %d after the first call, want >= 1", before)
+	}
+	const calls = 1000
+	for range calls {
+		call()
+	}
+	// The goroutine may move between Ps a few times (each a trip or two).
+	if got := stats(t, m, "s").PoolLocks - before; got > calls/20 {
+		t.Fatalf("%d of %d calls took the pool's lock: the per-P slots are not used", got, calls)
+	}
+}
+
+// TestPoolReloadUnderContention reloads a script while many goroutines wait
+// for its few VMs: the waiters of a retired version are sent on to the new
+// one, every call is answered by one version or the next, and the old
+// versions' VMs are all closed once returned.
+func TestPoolReloadUnderContention(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	m := newTestManager(t, Options{IdleCheck: 10 * time.Millisecond})
+	cfg := ScriptConfig{Pool: PoolConfig{Strategy: StrategyCore, Core: 2}, Timeout: 20 * time.Second}
+	src := func(v int) string { return fmt.Sprintf(`function ok(n) return n + %d end`, v*1000000) }
+	if err := m.Load("s", src(0), cfg); err != nil {
+		t.Fatal(err)
+	}
+	const workers, calls, versions = 128, 50, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	stop := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				n := w*calls + i
+				err := m.Do(context.Background(), "s", func(vm *VM) error {
+					fn, err := vm.Func("ok")
+					if err != nil {
+						return err
+					}
+					runtime.Gosched()
+					res, err := vm.Call1(fn, lua.LNumber(n))
+					if err == nil && (int(res.(lua.LNumber))-n)%1000000 != 0 {
+						err = fmt.Errorf("call %d: got %v, from no version", n, res)
+					}
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(stop)
+		for v := 1; v <= versions; v++ {
+			// Retire the version while callers wait for it (if any still
+			// call).
+			for deadline := time.Now().Add(time.Second); m.lookup("s").pool.waiting.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Microsecond)
+			}
+			if err := m.Load("s", src(v), cfg); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-stop
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retired versions' VMs closed", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.pools) == 1
+	})
+	st := stats(t, m, "s")
+	if alive := st.VMsCore + st.VMsNonCore; alive > 2 || st.VMsCreated-st.VMsClosed != uint64(alive) {
+		t.Fatalf("%+v: more VMs than the bound, or VMs of old versions not closed", st)
 	}
 }

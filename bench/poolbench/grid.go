@@ -46,7 +46,15 @@ type Result struct {
 	// PBusy is the share of the Go scheduler's P time that was not idle
 	// during the measured run (runtime/metrics): how well the strategy keeps
 	// GOMAXPROCS busy, whatever share of the machine the OS gave the child.
-	PBusy       float64 `json:"p_busy"`
+	PBusy float64 `json:"p_busy"`
+	// Waits is the share of calls that had to wait for a VM and VMs the VMs
+	// the pool created (luavm's strategies only; the benchmark's waits/op
+	// and vms metrics).
+	Waits float64 `json:"waits_per_op"`
+	// Locks is the share of acquisitions and releases that took the pool's
+	// lock instead of a P's slot (luavm.ScriptStats.PoolLocks per call).
+	Locks       float64 `json:"locks_per_op"`
+	VMs         float64 `json:"vms"`
 	BytesPerOp  int64   `json:"bytes_per_op"`
 	AllocsPerOp int64   `json:"allocs_per_op"`
 	Ops         int     `json:"ops"`
@@ -112,6 +120,9 @@ func RunChild(cell Cell, w io.Writer) error {
 		NsPerOp:     float64(med.r.T.Nanoseconds()) / float64(med.r.N),
 		CPUNsPerOp:  med.cpuNs,
 		PBusy:       med.busy,
+		Waits:       med.r.Extra["waits/op"],
+		Locks:       med.r.Extra["locks/op"],
+		VMs:         med.r.Extra["vms"],
 		BytesPerOp:  med.r.AllocedBytesPerOp(),
 		AllocsPerOp: med.r.AllocsPerOp(),
 		Ops:         med.r.N,
@@ -282,16 +293,17 @@ func Grid(strategies []string, modes []Mode, goroutines, cpus []int, d time.Dura
 }
 
 // Header are the table's columns, the report's plus ours.
-var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "P busy %", "est. idle ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB"}
+var Header = []string{"strategy", "mode", "cpus", "goroutines", "ns/op", "CPU ns/op", "calls per CPU-s", "P busy %", "est. idle ns/op", "B/op", "allocs/op", "CPU avg %", "CPU peak %", "peak RSS MB", "waits/op", "locks/op", "VMs"}
 
 func (r Result) row() []string {
 	if r.Err != "" {
-		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", "", "", ""}
+		return []string{r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines), "error: " + strings.ReplaceAll(firstLine(r.Err), "|", "/"), "", "", "", "", "", "", "", "", "", "", "", ""}
 	}
 	return []string{
 		r.Strategy, string(r.Mode), strconv.Itoa(r.CPUs), strconv.Itoa(r.Goroutines),
 		strconv.FormatFloat(r.NsPerOp, 'f', 0, 64),
 		strconv.FormatFloat(r.CPUNsPerOp, 'f', 0, 64),
+		strconv.FormatFloat(r.CallsPerCPUSecond(), 'f', 0, 64),
 		strconv.FormatFloat(r.PBusy, 'f', 0, 64),
 		strconv.FormatFloat(r.EstNsPerOp(), 'f', 0, 64),
 		strconv.FormatInt(r.BytesPerOp, 10),
@@ -299,7 +311,21 @@ func (r Result) row() []string {
 		strconv.FormatFloat(r.CPUAvg, 'f', 0, 64),
 		strconv.FormatFloat(r.CPUPeak, 'f', 0, 64),
 		strconv.FormatFloat(float64(r.MaxRSS)/(1<<20), 'f', 1, 64),
+		strconv.FormatFloat(r.Waits, 'f', 4, 64),
+		strconv.FormatFloat(r.Locks, 'f', 4, 64),
+		strconv.FormatFloat(r.VMs, 'f', 0, 64),
 	}
+}
+
+// CallsPerCPUSecond is how many calls (rows, in compute) one second of CPU
+// time served: 1e9 / CPU ns/op. Unlike ns/op it does not improve when more
+// CPUs run, so a drop from one CPU count to the next is work lost to
+// contention.
+func (r Result) CallsPerCPUSecond() float64 {
+	if r.CPUNsPerOp <= 0 {
+		return 0
+	}
+	return 1e9 / r.CPUNsPerOp
 }
 
 // EstNsPerOp estimates the wall ns/op the cell would show on an idle

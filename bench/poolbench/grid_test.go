@@ -46,6 +46,9 @@ func TestRunCell(t *testing.T) {
 		if res.Ops < 1 || res.NsPerOp <= 0 || res.CPUNsPerOp <= 0 || res.MaxRSS < 1<<20 || res.Strategy != strategy {
 			t.Fatalf("implausible result %+v", res)
 		}
+		if strategy == "default" && res.VMs < 1 {
+			t.Fatalf("default: no VM count in %+v", res)
+		}
 	}
 	_, err = RunCell(context.Background(), exe, []string{"-test.run=^$"}, Cell{Strategy: "core0+nonsense", Mode: ModeHot, Goroutines: 1, CPUs: 1, Duration: time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "core0+nonsense") {
@@ -55,7 +58,7 @@ func TestRunCell(t *testing.T) {
 
 func TestTables(t *testing.T) {
 	results := []Result{
-		{Cell: Cell{Strategy: "default", Mode: ModeHot, Goroutines: 4000, CPUs: 2}, NsPerOp: 200, CPUNsPerOp: 390, PBusy: 97, BytesPerOp: 3, CPUAvg: 199, CPUPeak: 200, MaxRSS: 40 << 20},
+		{Cell: Cell{Strategy: "default", Mode: ModeHot, Goroutines: 4000, CPUs: 2}, NsPerOp: 200, CPUNsPerOp: 390, PBusy: 97, Waits: 0.00125, Locks: 0.0002, VMs: 93, BytesPerOp: 3, CPUAvg: 199, CPUPeak: 200, MaxRSS: 40 << 20},
 		{Cell: Cell{Strategy: "none", Mode: ModeHot, Goroutines: 4000, CPUs: 2}, Err: "boom|x\nmore"},
 	}
 	var md, csv bytes.Buffer
@@ -65,11 +68,11 @@ func TestTables(t *testing.T) {
 	if err := WriteCSV(&csv, results); err != nil {
 		t.Fatal(err)
 	}
-	wantMD := "| default | hot | 2 | 4000 | 200 | 390 | 97 | 201 | 3 | 0 | 199 | 200 | 40.0 |\n| none | hot | 2 | 4000 | error: boom/x |"
+	wantMD := "| default | hot | 2 | 4000 | 200 | 390 | 2564103 | 97 | 201 | 3 | 0 | 199 | 200 | 40.0 | 0.0013 | 0.0002 | 93 |\n| none | hot | 2 | 4000 | error: boom/x |"
 	if !strings.Contains(md.String(), wantMD) {
 		t.Fatalf("markdown:\n%s\nwant it to contain\n%s", md.String(), wantMD)
 	}
-	if !strings.Contains(csv.String(), "default,hot,2,4000,200,390,97,201,3,0,199,200,40.0\n") {
+	if !strings.Contains(csv.String(), "default,hot,2,4000,200,390,2564103,97,201,3,0,199,200,40.0,0.0013,0.0002,93\n") {
 		t.Fatalf("csv:\n%s", csv.String())
 	}
 }

@@ -86,6 +86,7 @@ func Bench(strategy string, mode Mode, goroutines int) (func(b *testing.B), erro
 			if st := m.Stats(); len(st) == 1 {
 				b.ReportMetric(float64(st[0].Waits)/float64(b.N), "waits/op")
 				b.ReportMetric(float64(st[0].VMsCreated), "vms")
+				b.ReportMetric(float64(st[0].PoolLocks)/float64(b.N), "locks/op")
 			}
 		}()
 		defer reportCPU(b)()

@@ -23,7 +23,11 @@ var benchPoolCmd = &cobra.Command{
 	Short: "Benchmark the Lua VM pool strategies (the published report's grid), one child process per cell",
 	Long: `Runs the report's script (helloLua calling a Go function, precompiled) through every pool
 strategy and the simple baseline pools, at each parallelism (goroutines) and CPU count, each cell
-in its own child process, and prints ns/op, B/op, allocs/op, CPU and peak RSS per cell.
+in its own child process (GOMAXPROCS = the cell's CPUs), and prints per cell ns/op, CPU ns/op and
+calls per CPU-second (1e9 / CPU ns/op: it stays flat as CPUs are added unless they contend), B/op,
+allocs/op, CPU use, peak RSS, and for luavm's strategies the share of calls that waited for a VM
+and the VMs created. --cpus 2,4,8,16 gives the scaling table; on a machine with fewer cores, the
+counts above its core count show contention, not scaling.
 
 The default run takes a couple of minutes; --long runs the full grid (1000/2000/4000 goroutines,
 5s per cell, median of 3).`,
