@@ -39,8 +39,12 @@ func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, e
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	emitted := 0
+	var tbl *itable.Table
 	if cold {
-		if emitted, err = c.coldValues(ctx, q, cols, emit); err != nil {
+		if tbl, err = c.loadForQuery(ctx); err != nil {
+			return err
+		}
+		if emitted, _, err = c.coldScanTable(ctx, tbl, q, cols, emit); err != nil {
 			return err
 		}
 		if q.Limit > 0 {
@@ -50,7 +54,7 @@ func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, e
 			q.Limit -= emitted
 		}
 	}
-	return c.t.QueryValues(ctx, q, emit)
+	return c.hotValues(ctx, q, cols, cold, tbl, emit) // hot.go
 }
 
 // errLimit ends a cold scan at the query's limit.
@@ -76,16 +80,30 @@ func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.
 // Parquet, or without Parquet field ids is read through iceberg-go's Arrow
 // path instead, which applies deletes and name mapping.
 func (c *Compactor) coldScan(ctx context.Context, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, coldScanStats, error) {
-	var st coldScanStats
-	name := strings.Join(c.ident, ".")
+	tbl, err := c.loadForQuery(ctx)
+	if err != nil {
+		return 0, coldScanStats{}, err
+	}
+	return c.coldScanTable(ctx, tbl, q, cols, emit)
+}
+
+// loadForQuery loads the Iceberg table (nil when there is none yet).
+func (c *Compactor) loadForQuery(ctx context.Context) (*itable.Table, error) {
 	tbl, err := c.cat.LoadTable(ctx, c.ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		return 0, st, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, st, fmt.Errorf("coldtier: load %s: %w", name, err)
+		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
 	}
-	if tbl.CurrentSnapshot() == nil {
+	return tbl, nil
+}
+
+// coldScanTable is coldScan on the loaded table tbl (nil: no rows).
+func (c *Compactor) coldScanTable(ctx context.Context, tbl *itable.Table, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, coldScanStats, error) {
+	var st coldScanStats
+	name := strings.Join(c.ident, ".")
+	if tbl == nil || tbl.CurrentSnapshot() == nil {
 		return 0, st, nil
 	}
 	types := map[string]table.Type{}

@@ -56,6 +56,7 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 			Catalog: coldapi.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
 				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
 			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
+			Continuous: ic.Continuous,
 		}
 		c, err := coldapi.Open(ctx, cfg, ts.table)
 		if err != nil {

@@ -2,9 +2,14 @@ package table
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,3 +201,174 @@ func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(ke
 	}
 	return nil
 }
+
+// Source columns. A row a stream source stored carries where it came from,
+// so that the cold tier can commit each message's rows once across nodes
+// whose stores overlap (docs/cold-tier.md, "Each row once across nodes"):
+//
+//   - SourceBatchColumn: "<source>@<first>-<end>", the source partition
+//     (e.g. "kafka/events/3/<topic id>") and the offsets [first, end) of the
+//     stored batch the row came from (one Pebble batch with its position);
+//   - SourceOffsetColumn: the offset (Kafka) or stream sequence (NATS) of
+//     the row's message.
+//
+// Columns whose name starts with HiddenPrefix are hidden: a query that
+// names no columns does not return them, a static schema takes them
+// without listing them, and the cold tier does not write them to Iceberg.
+const (
+	HiddenPrefix       = "_sluice_"
+	SourceBatchColumn  = HiddenPrefix + "batch"
+	SourceOffsetColumn = HiddenPrefix + "offset"
+)
+
+// Hidden reports whether the column name is one of sluice's own (see
+// HiddenPrefix).
+func Hidden(name string) bool { return strings.HasPrefix(name, HiddenPrefix) }
+
+// keepHidden is schema (a static schema from the config) with the hidden
+// columns of stored added at its end: the rows already stored keep them.
+func keepHidden(schema, stored []Column) []Column {
+	for _, c := range stored {
+		if Hidden(c.Name) && !slices.ContainsFunc(schema, func(s Column) bool { return s.Name == c.Name }) {
+			schema = append(schema, c)
+		}
+	}
+	return schema
+}
+
+// addHidden adds the hidden column name (with v's type) to a static schema
+// (cloned once: changed says whether it is a copy already).
+func addHidden(table string, schema []Column, changed bool, row int, name string, v any) ([]Column, bool, error) {
+	if v == nil || slices.ContainsFunc(schema, func(s Column) bool { return s.Name == name }) {
+		return schema, changed, nil
+	}
+	vt, ok := inferType(v)
+	if !ok {
+		return nil, false, &SchemaError{Table: table, Row: row, Column: name, Reason: fmt.Sprintf("unsupported value type %T", v)}
+	}
+	if !changed {
+		schema = slices.Clone(schema)
+	}
+	return append(schema, Column{Name: name, Type: vt}), true, nil
+}
+
+// committedPrefix keys a table's committed-sequence mark: 0x01 'c' name.
+const committedPrefix = "\x01c"
+
+// CommittedSeq returns the table's committed-sequence mark: every block
+// with a lower sequence is in the cold tier (0: none recorded). A cold tier
+// that commits by sequence (continuous) keeps blocks after their commit
+// and uses the mark to leave them out of the hot side of a query.
+func (t *Table) CommittedSeq() (uint64, error) {
+	release, err := t.store.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	v, closer, err := t.store.db.Get([]byte(committedPrefix + t.name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("table %s: read committed sequence: %w", t.name, err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, &CorruptionError{Key: []byte(committedPrefix + t.name), Reason: "committed sequence is not 8 bytes"}
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// SetCommittedSeq records (synced) the committed-sequence mark.
+func (t *Table) SetCommittedSeq(ctx context.Context, mark uint64) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.store.setSync([]byte(committedPrefix+t.name), binary.BigEndian.AppendUint64(nil, mark), true); err != nil {
+		return fmt.Errorf("table %s: record committed sequence: %w", t.name, err)
+	}
+	return nil
+}
+
+// SeqRange is BlockRange by sequence: after waiting for the appends in
+// flight (as BlockRange does), it returns the first and last time bucket
+// of the blocks with a sequence of at least from, and limit, one past the
+// highest sequence handed out at the call (blocks written later have one at
+// least that). blocks is 0 when there are none. It reads keys only.
+func (t *Table) SeqRange(ctx context.Context, from uint64) (first, last time.Time, limit uint64, blocks int, err error) {
+	limit, err = t.store.waitSeqs(ctx)
+	if err != nil {
+		return first, last, 0, 0, err
+	}
+	minTime, maxTime := int64(math.MaxInt64), int64(math.MinInt64)
+	err = t.eachBlockBefore(ctx, time.Unix(0, math.MaxInt64), func(key []byte, seq uint64) error {
+		if seq < from || seq >= limit {
+			return nil
+		}
+		_, _, mt, _, _ := parseBlockKey(key)
+		minTime, maxTime = min(minTime, mt), max(maxTime, mt)
+		blocks++
+		return nil
+	})
+	if blocks > 0 {
+		first = time.Unix(0, floorTime(minTime, t.span)).UTC()
+		last = time.Unix(0, floorTime(maxTime, t.span)+t.span).UTC()
+	}
+	return first, last, limit, blocks, err
+}
+
+// QueryValuesSeqs is QueryValues over the blocks whose sequence is at
+// least seqFrom and below seqLimit (0: no upper bound).
+func (t *Table) QueryValuesSeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64, emit func(cols []Column, vals []any) error) error {
+	var cols []Column
+	return t.querySeqs(ctx, q, seqFrom, seqLimit, func(p *plan, vals []any) error {
+		if cols == nil {
+			cols = make([]Column, len(p.out))
+			for i, c := range p.out {
+				cols[i] = Column{Name: c.name, Type: c.typ}
+			}
+		}
+		return emit(cols, vals)
+	})
+}
+
+// writerKey keys the store's writer id: 0x01 'w'.
+const writerKey = "\x01w"
+
+// WriterID returns the store's writer id, made (random, synced) on first
+// use: it names this store in the cold tier's claims of source offsets, so
+// a store wiped and started again is another writer.
+func (s *Store) WriterID() (string, error) {
+	release, err := s.use()
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	s.seqMu.Lock() // one id even when two tables ask at once
+	defer s.seqMu.Unlock()
+	v, closer, err := s.db.Get([]byte(writerKey))
+	if err == nil {
+		defer closer.Close()
+		return string(v), nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return "", fmt.Errorf("table: read writer id: %w", err)
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	if err := s.setSync([]byte(writerKey), []byte(id), false); err != nil {
+		return "", fmt.Errorf("table: record writer id: %w", err)
+	}
+	return id, nil
+}
+
+// Store returns the store t belongs to.
+func (t *Table) Store() *Store { return t.store }

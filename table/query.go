@@ -130,6 +130,7 @@ type plan struct {
 	hasHash    bool // the schema has the hashBy column (some row had a value)
 	byKey      bool
 	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
+	seqFrom    uint64 // blocks with a sequence below it are skipped
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -162,6 +163,9 @@ func (t *Table) plan(q Query) (*plan, error) {
 	}
 	if len(q.Columns) == 0 {
 		for _, c := range schema {
+			if Hidden(c.Name) {
+				continue // named in Columns only (see Hidden)
+			}
 			p.out = append(p.out, outCol{c.Name, c.Type})
 		}
 	}
@@ -505,6 +509,12 @@ func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) erro
 // queryBelow is query limited to the blocks whose sequence is below
 // seqLimit (0: no limit).
 func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit func(*plan, []any) error) error {
+	return t.querySeqs(ctx, q, 0, seqLimit, emit)
+}
+
+// querySeqs is query limited to the blocks whose sequence is at least
+// seqFrom and below seqLimit (0: no upper bound).
+func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -515,7 +525,7 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 	if err != nil || p.empty {
 		return err
 	}
-	p.seqLimit = seqLimit
+	p.seqLimit, p.seqFrom = seqLimit, seqFrom
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -599,7 +609,7 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 			it.SeekGE(partitionKey(p.tableID, h, lowKey))
 			continue
 		case minTime >= p.to:
-		case p.seqLimit != 0 && seq >= p.seqLimit:
+		case p.seqLimit != 0 && seq >= p.seqLimit, seq < p.seqFrom:
 			it.Next()
 			continue
 		default:
@@ -682,8 +692,8 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 		return true, err
 	}
 	p := s.p
-	if p.seqLimit != 0 {
-		if _, _, _, seq, _ := parseBlockKey(key); seq >= p.seqLimit {
+	if p.seqLimit != 0 || p.seqFrom != 0 {
+		if _, _, _, seq, _ := parseBlockKey(key); (p.seqLimit != 0 && seq >= p.seqLimit) || seq < p.seqFrom {
 			return false, nil
 		}
 	}

@@ -137,6 +137,7 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 			}
 		}
 		schema = slices.Clone(cfg.Columns)
+		schema = keepHidden(schema, m.Schema) // a static schema keeps the source columns (cold.go)
 	}
 	old, _ := json.Marshal(t.meta)
 	m.Schema = schema
@@ -403,13 +404,19 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 	schema = t.meta.Schema
 	if t.meta.Static {
 		for r, row := range rows {
-			for k := range row {
+			for k, v := range row {
 				if _, ok := t.colIndex[k]; !ok {
+					if Hidden(k) { // added to any schema (cold.go)
+						if schema, changed, err = addHidden(t.name, schema, changed, r, k, v); err != nil {
+							return nil, false, err
+						}
+						continue
+					}
 					return nil, false, &SchemaError{Table: t.name, Row: r, Column: k, Reason: "column not in the static schema"}
 				}
 			}
 		}
-		return schema, false, nil
+		return schema, changed, nil
 	}
 	var added map[string]Type
 	limit := t.columnLimit()

@@ -46,6 +46,8 @@ type Config struct {
 	StateDir     string // the storage directory: the catalog's default and the record of a run in flight
 	RowGroupRows int
 	Unsorted     bool
+	// Continuous commits by sequence (coldtier.Options.Continuous).
+	Continuous bool
 }
 
 // S3 is an S3-compatible endpoint (coldtier.S3).
