@@ -451,4 +451,3 @@ func count(t *testing.T, catalog string) readers {
 	}
 	return r
 }
-
