@@ -189,8 +189,10 @@ func (c claims) foreign(source, writer string) spans {
 // property is the claims property value of source.
 func (c claims) property(source string) string {
 	writers := make([]string, 0, len(c[source]))
-	for w := range c[source] {
-		writers = append(writers, w)
+	for w, s := range c[source] {
+		if len(s) > 0 {
+			writers = append(writers, w)
+		}
 	}
 	slices.Sort(writers)
 	var b strings.Builder
