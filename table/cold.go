@@ -157,11 +157,6 @@ func (t *Table) DeleteBlocks(ctx context.Context, before time.Time, maxSeq uint6
 // eachBlockBefore calls f with the key and sequence of every block whose
 // bucket ends at or before before, partition by partition (a skip scan).
 func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(key []byte, seq uint64) error) error {
-	release, err := t.store.use()
-	if err != nil {
-		return err
-	}
-	defer release()
 	if before.Year() < 1678 {
 		return nil
 	}
@@ -169,7 +164,18 @@ func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(ke
 	if before.Year() < 2262 {
 		ns = before.UnixNano()
 	}
-	cut := floorTime(ns, t.span)
+	return t.eachBlockBetween(ctx, math.MinInt64, floorTime(ns, t.span), f)
+}
+
+// eachBlockBetween calls f with the key and sequence of every block whose
+// first event time is in [from, cut), partition by partition (a skip scan
+// seeking to from in each).
+func (t *Table) eachBlockBetween(ctx context.Context, from, cut int64, f func(key []byte, seq uint64) error) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
 	lo, hi := tableBounds(t.id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -184,6 +190,10 @@ func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(ke
 		if !ok {
 			return &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a block key"}
 		}
+		if minTime < from {
+			it.SeekGE(partitionKey(t.id, h, from))
+			continue
+		}
 		if minTime < cut {
 			if err := f(slices.Clone(it.Key()), seq); err != nil {
 				return err
@@ -197,7 +207,7 @@ func (t *Table) eachBlockBefore(ctx context.Context, before time.Time, f func(ke
 		it.SeekGE(partitionKey(t.id, h+1, math.MinInt64))
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("table %s: scan blocks before %v: %w", t.name, before, err)
+		return fmt.Errorf("table %s: scan blocks: %w", t.name, err)
 	}
 	return nil
 }
@@ -295,18 +305,96 @@ func (t *Table) SetCommittedSeq(ctx context.Context, mark uint64) error {
 	return nil
 }
 
+// recentWrites remembers, per table, where the blocks written by this
+// process went (the first sequence and the earliest event time of each
+// append), so that SeqRange finds the blocks of a continuous cold tier's
+// next run by seeking to their time in each partition instead of reading
+// the key of every block the hot store keeps (its retention).
+type recentWrites struct {
+	mu sync.Mutex
+	// known: every block with a sequence of at least known was noted
+	// (valid once a full scan set it).
+	known  uint64
+	valid  bool
+	writes []noted
+}
+
+type noted struct {
+	seq     uint64
+	minTime int64
+}
+
+var recentOf sync.Map // *Table → *recentWrites
+
+func (t *Table) recent() *recentWrites {
+	r, _ := recentOf.LoadOrStore(t, &recentWrites{})
+	return r.(*recentWrites)
+}
+
+// noteWrite records an append's first block sequence and earliest event
+// time (before its commit: SeqRange waits for the commit).
+func (t *Table) noteWrite(first uint64, cols []colData) {
+	minTime := int64(math.MaxInt64)
+	for _, c := range cols {
+		if c.name == t.sortBy {
+			for _, v := range c.vals {
+				minTime = min(minTime, v.i)
+			}
+		}
+	}
+	r := t.recent()
+	r.mu.Lock()
+	r.writes = append(r.writes, noted{first, minTime})
+	r.mu.Unlock()
+}
+
+// noteUnknown says that blocks below upTo were written without noteWrite
+// (a Stage numbers its blocks at publish): SeqRange scans every key until
+// its from passes upTo.
+func (t *Table) noteUnknown(upTo uint64) {
+	r := t.recent()
+	r.mu.Lock()
+	r.known = max(r.known, upTo)
+	r.mu.Unlock()
+}
+
 // SeqRange is BlockRange by sequence: after waiting for the appends in
 // flight (as BlockRange does), it returns the first and last time bucket
 // of the blocks with a sequence of at least from, and limit, one past the
 // highest sequence handed out at the call (blocks written later have one at
-// least that). blocks is 0 when there are none. It reads keys only.
+// least that). blocks is 0 when there are none. It reads keys only: of
+// every block the first time after the table is opened (or when from is
+// below what this process wrote), and afterwards only those from the
+// earliest event time written since from on, in each partition.
 func (t *Table) SeqRange(ctx context.Context, from uint64) (first, last time.Time, limit uint64, blocks int, err error) {
 	limit, err = t.store.waitSeqs(ctx)
 	if err != nil {
 		return first, last, 0, 0, err
 	}
+	r := t.recent()
+	r.mu.Lock()
+	fast := r.valid && from >= r.known
+	low := int64(math.MaxInt64)
+	kept := r.writes[:0]
+	for _, w := range r.writes {
+		if w.seq >= from {
+			kept = append(kept, w)
+			if w.seq < limit {
+				low = min(low, w.minTime)
+			}
+		}
+	}
+	r.writes = kept
+	r.mu.Unlock()
+	if fast && low == math.MaxInt64 {
+		return first, last, limit, 0, nil // nothing written since from
+	}
+	scanFrom := int64(math.MinInt64)
+	if fast {
+		scanFrom = floorTime(low, t.span)
+	}
 	minTime, maxTime := int64(math.MaxInt64), int64(math.MinInt64)
-	err = t.eachBlockBefore(ctx, time.Unix(0, math.MaxInt64), func(key []byte, seq uint64) error {
+	err = t.eachBlockBetween(ctx, scanFrom, math.MaxInt64, func(key []byte, seq uint64) error {
 		if seq < from || seq >= limit {
 			return nil
 		}
@@ -318,6 +406,13 @@ func (t *Table) SeqRange(ctx context.Context, from uint64) (first, last time.Tim
 	if blocks > 0 {
 		first = time.Unix(0, floorTime(minTime, t.span)).UTC()
 		last = time.Unix(0, floorTime(maxTime, t.span)+t.span).UTC()
+	}
+	if err == nil && !fast {
+		// Every block below limit was seen; those at or above it will be
+		// noted as they are written.
+		r.mu.Lock()
+		r.known, r.valid = max(r.known, limit), true
+		r.mu.Unlock()
 	}
 	return first, last, limit, blocks, err
 }

@@ -577,7 +577,16 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 // block per group in b.
 // h is the hold of the batch b belongs to (see seqHold).
 func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks, bytes int, err error) {
-	return t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) { return t.store.nextSeqs(n, h) })
+	var first uint64
+	blocks, bytes, err = t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) {
+		s, err := t.store.nextSeqs(n, h)
+		first = s
+		return s, err
+	})
+	if err == nil && blocks > 0 {
+		t.noteWrite(first, cols) // cold.go: where a continuous cold tier's next run looks
+	}
+	return blocks, bytes, err
 }
 
 // writeBlocksNumbered is writeBlocks with the block sequence numbers taken

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -60,6 +61,7 @@ func BenchmarkFreshness(b *testing.B) {
 		cfg, _ := os.ReadFile(n.cfg)
 		cfg = []byte(strings.Replace(string(cfg), "interval: 1s", fmt.Sprintf("interval: %ds", interval), 1))
 		cfg = []byte(strings.Replace(string(cfg), "after: 2s", "after: 1h", 1))
+		cfg = []byte(strings.Replace(string(cfg), `listen: {http:`, `listen: {pprof: true, http:`, 1))
 		if err := os.WriteFile(n.cfg, cfg, 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -114,6 +116,20 @@ func BenchmarkFreshness(b *testing.B) {
 
 	cpuBefore := nodesCPU(nodes)
 	start := time.Now()
+	if path := os.Getenv("SLUICE_FRESHNESS_PROFILE"); path != "" {
+		// node-0's CPU profile over the middle of the run.
+		go func() {
+			time.Sleep(time.Duration(seconds) * time.Second / 4)
+			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", nodes[0].url, seconds/2))
+			if err != nil {
+				b.Logf("profile: %v", err)
+				return
+			}
+			defer resp.Body.Close()
+			buf, _ := io.ReadAll(resp.Body)
+			os.WriteFile(path, buf, 0o644)
+		}()
+	}
 	var produced, failed atomic.Int64
 	sent := map[int64]time.Time{}
 	ctx := context.Background()
