@@ -62,6 +62,9 @@ func BenchmarkFreshness(b *testing.B) {
 		cfg = []byte(strings.Replace(string(cfg), "interval: 1s", fmt.Sprintf("interval: %ds", interval), 1))
 		cfg = []byte(strings.Replace(string(cfg), "after: 2s", "after: 1h", 1))
 		cfg = []byte(strings.Replace(string(cfg), `listen: {http:`, `listen: {pprof: true, http:`, 1))
+		if span := os.Getenv("SLUICE_FRESHNESS_BLOCK_SPAN"); span != "" {
+			cfg = []byte(strings.Replace(string(cfg), "    hashBy: user", "    block_span: "+span+"\n    hashBy: user", 1))
+		}
 		if err := os.WriteFile(n.cfg, cfg, 0o644); err != nil {
 			b.Fatal(err)
 		}
