@@ -206,7 +206,7 @@ func BenchmarkFreshness(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-s")
 	b.ReportMetric(float64(produced.Load())/offered.Seconds(), "rows/s-offered")
 	b.Logf("rate %d rows/s offered (%d rows in %.1f s, %d produce errors), interval %d s: %d probes, %d not seen; "+
-		"produce→DuckDB p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s; %d snapshots, %d rows in the table; "+
+		"produce→DuckDB p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s; %d snapshots, %d rows in the table when the last probe was seen; "+
 		"nodes' CPU %.1f s (%.0f rows per CPU-second)",
 		rate, produced.Load(), offered.Seconds(), failed.Load(), interval, len(sent), missing,
 		pct(0.5), pct(0.9), pct(0.99), pct(1), r.Snapshots, r.PyIceberg.Rows, cpu, float64(produced.Load())/cpu)
