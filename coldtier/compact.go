@@ -72,6 +72,9 @@ type Counters struct {
 	Runs, Rows, BytesUploaded, Files, CommitRetries, Recoveries atomic.Int64
 	// OrphanFiles counts files deleted by DeleteOrphanFiles.
 	OrphanFiles atomic.Int64
+	// Skipped counts the rows runs left out because another store had
+	// committed their source offsets (claims.go).
+	Skipped atomic.Int64
 	// LastWatermark is the unix ns of the newest watermark committed.
 	LastWatermark atomic.Int64
 }
@@ -316,6 +319,10 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			// Nothing to commit: no snapshot, only the local step (nothing
 			// was read that is not in the Iceberg table already: blocks
 			// without rows in range, or rows other writers committed).
+			if sel.claims != nil {
+				st.Skipped = sel.claims.skipped
+				c.counters.Skipped.Add(st.Skipped)
+			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return st, c.finish(ctx, p)
@@ -334,6 +341,7 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 		fault("after-commit")
 		if sel.claims != nil {
 			st.Skipped = sel.claims.skipped
+			c.counters.Skipped.Add(st.Skipped)
 		}
 		c.account(&st, committed, p.Run)
 		return st, c.finish(ctx, p)

@@ -42,5 +42,6 @@ func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (co
 func (t tier) Counters() coldapi.Counters {
 	c := t.Compactor.Counters()
 	return coldapi.Counters{BytesUploaded: c.BytesUploaded.Load(), Files: c.Files.Load(), Rows: c.Rows.Load(),
-		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load()}
+		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load(),
+		RowsSkipped: c.Skipped.Load()}
 }

@@ -295,4 +295,5 @@ func (s *Server) writeColdMetrics(bw *bufio.Writer) {
 	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries })
 	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles })
 	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries })
+	family("sluice_coldtier_rows_skipped_total", "counter", "Stream rows left out of a commit because another store had committed their source offsets (docs/cold-tier.md).", func(c coldapi.Counters) int64 { return c.RowsSkipped })
 }

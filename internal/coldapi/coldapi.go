@@ -73,6 +73,8 @@ type Stats struct {
 // Counters are a tier's totals, read at scrape time (coldtier.Counters).
 type Counters struct {
 	BytesUploaded, Files, Rows, CommitRetries, OrphanFiles, Recoveries int64
+	// RowsSkipped: rows left out because another store committed them.
+	RowsSkipped int64
 }
 
 // Opener opens a table's cold tier.
