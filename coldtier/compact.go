@@ -41,8 +41,16 @@ const FaultEnv = "SLUICE_COLDTIER_FAULT"
 type Options struct {
 	// Remove deletes the compacted blocks from the hot store after the
 	// commit. Without it the rows stay and the table's compacted-through
-	// watermark moves, so each row is compacted once.
+	// watermark moves, so each row is compacted once. With Continuous it
+	// is the hot store's retention: committed blocks are deleted once
+	// their time bucket ends before the watermark.
 	Remove bool
+	// Continuous commits by sequence instead of by time: a run commits
+	// every block stored before it started that no run committed yet,
+	// whatever the rows' event time, and moves the table's
+	// committed-sequence mark (table.CommittedSeq) past them. The
+	// watermark then only says which committed blocks Remove deletes.
+	Continuous bool
 }
 
 // Stats describe one run.
@@ -54,6 +62,9 @@ type Stats struct {
 	SnapshotID    int64     // the committed snapshot (0: nothing to commit)
 	Recovered     bool      // this run finished a crashed run's local step first
 	RecoveredRows int64     // rows of that crashed run's snapshot
+	// Skipped counts the rows left out because another store committed
+	// their source offsets (claims.go).
+	Skipped int64
 }
 
 // Counters are a Compactor's running totals, for /metrics.
@@ -61,6 +72,9 @@ type Counters struct {
 	Runs, Rows, BytesUploaded, Files, CommitRetries, Recoveries atomic.Int64
 	// OrphanFiles counts files deleted by DeleteOrphanFiles.
 	OrphanFiles atomic.Int64
+	// Skipped counts the rows runs left out because another store had
+	// committed their source offsets (claims.go).
+	Skipped atomic.Int64
 	// LastWatermark is the unix ns of the newest watermark committed.
 	LastWatermark atomic.Int64
 }
@@ -78,6 +92,8 @@ type Compactor struct {
 	runMu    sync.Mutex
 	mu       sync.RWMutex
 	counters *Counters
+	// writer names the store in the claims of source offsets (claims.go).
+	writer string
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
@@ -91,7 +107,14 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters}
+	writer, err := t.Store().WriterID()
+	if err != nil {
+		if cl, ok := cat.(interface{ Close() error }); ok {
+			cl.Close()
+		}
+		return nil, err
+	}
+	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters, writer: writer}
 	// A run that crashed after its commit left its rows in both tiers:
 	// finish it before anything queries them.
 	var st Stats
@@ -124,6 +147,11 @@ type pending struct {
 	Watermark int64  `json:"watermark"` // unix ns
 	MaxSeq    uint64 `json:"max_seq"`
 	Remove    bool   `json:"remove"`
+	// Continuous: the run committed the blocks with sequence <= MaxSeq
+	// (from the committed-sequence mark on); its local step moves the mark
+	// to MaxSeq+1 and, with Remove, deletes the committed blocks before
+	// Watermark.
+	Continuous bool `json:"continuous,omitempty"`
 }
 
 func (c *Compactor) pendingPath() string {
@@ -162,6 +190,15 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	span := c.t.BlockSpan()
 	wm := time.Unix(0, floorNs(watermark.UnixNano(), int64(span))).UTC()
 	st.Watermark = wm
+	// Blocks below the committed-sequence mark are in the Iceberg table
+	// already (committed by a continuous run).
+	mark, err := c.t.CommittedSeq()
+	if err != nil {
+		return st, err
+	}
+	if opts.Continuous {
+		return c.compactSeqs(ctx, wm, mark, opts, st)
+	}
 	var from time.Time
 	if !opts.Remove {
 		from = c.t.CompactedThrough()
@@ -182,58 +219,142 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	// With Remove the run reads (and later deletes) exactly the blocks with
 	// sequence <= maxSeq; in keep mode the watermark alone says what is
 	// done and every block in range is read.
-	var seqLimit uint64
+	sel := rowSel{seqFrom: mark}
 	if opts.Remove {
-		seqLimit = maxSeq + 1
+		sel.seqLimit = maxSeq + 1
 	}
 	from = later(from, first)
 	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: maxSeq, Remove: opts.Remove}
+	return c.run(ctx, p, from, wm, sel, st)
+}
+
+// compactSeqs is Compact with Options.Continuous: it commits the blocks
+// with a sequence from mark up to the last one handed out when it starts,
+// whatever their time, then moves the mark past them and (with Remove)
+// deletes the committed blocks before wm.
+func (c *Compactor) compactSeqs(ctx context.Context, wm time.Time, mark uint64, opts Options, st Stats) (Stats, error) {
+	st.Watermark = time.Now().UTC() // what is committed: everything stored before now
+	first, last, limit, blocks, err := c.t.SeqRange(ctx, mark)
+	if err != nil {
+		return st, err
+	}
+	if blocks == 0 {
+		return st, c.retain(ctx, wm, mark, opts.Remove)
+	}
+	p := pending{Run: uuid.NewString(), Watermark: wm.UnixNano(), MaxSeq: limit - 1, Remove: opts.Remove, Continuous: true}
+	return c.run(ctx, p, first, last, rowSel{seqFrom: mark, seqLimit: limit}, st)
+}
+
+// retain is the hot store's retention of a continuous table: with remove,
+// it deletes the committed blocks (sequence below mark) whose time bucket
+// ends before wm. It is idempotent.
+func (c *Compactor) retain(ctx context.Context, wm time.Time, mark uint64, remove bool) error {
+	if !remove || mark == 0 {
+		return nil
+	}
+	if _, err := c.t.DeleteBlocks(ctx, wm, mark-1); err != nil {
+		return fmt.Errorf("coldtier: remove committed rows of %s: %w", c.t.Name(), err)
+	}
+	return nil
+}
+
+// errRewrite: another writer committed, since the run read the claims,
+// offsets of a batch the run wrote; its files must be written again.
+var errRewrite = errors.New("another writer claimed offsets this run wrote")
+
+// maxRewrites bounds how often a run writes its files again after
+// errRewrite (each time another writer committed overlapping offsets
+// first: two nodes that both hold a message and commit at once).
+const maxRewrites = 5
+
+// run is Compact from the run's record on: it records p, writes the rows
+// of [from, to) that sel selects, commits them with their claims, and does
+// the local step.
+func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel rowSel, st Stats) (Stats, error) {
 	cols := c.t.Schema()
-	tx, err := c.begin(ctx, p, cols)
-	if err != nil {
-		return st, err
-	}
-	props := iceberg.Properties{
-		propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
-		propMaxSeq: strconv.FormatUint(maxSeq, 10),
-	}
-	files, err := c.writeFiles(ctx, tx, cols, from, wm, seqLimit, &st)
-	if err != nil {
-		return st, err
-	}
-	if len(files) > 0 {
-		// The files are new (their names carry fresh UUIDs): checking them
-		// against every file of the table would read all its manifests.
-		if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
-			return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
+	written := visible(cols)
+	for attempt := 0; ; attempt++ {
+		tx, tbl, err := c.begin(ctx, p, written)
+		if err != nil {
+			return st, err
 		}
-	}
-	fault("after-upload")
-	if st.Rows == 0 {
-		// Nothing to commit: no snapshot, only the local step (nothing to
-		// remove either: every block before the watermark was empty of
-		// rows in range).
+		if hasSourceColumns(cols) {
+			// Skip what other writers committed, and commit only if no
+			// one committed anything meanwhile (commit then decides).
+			known, err := readClaims(tbl.Properties())
+			if err != nil {
+				return st, err
+			}
+			sel.claims = newRunClaims(c.writer, known)
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+			}
+		}
+		props := iceberg.Properties{
+			propRun: p.Run, propNode: c.cfg.Node, propWatermark: strconv.FormatInt(p.Watermark, 10),
+			propMaxSeq: strconv.FormatUint(p.MaxSeq, 10),
+		}
+		st.Rows = 0
+		files, err := c.writeFiles(ctx, tx, written, from, to, sel, &st)
+		if err != nil {
+			return st, err
+		}
+		if sel.claims != nil && st.Rows > 0 {
+			now, _ := readClaims(tbl.Properties())
+			update, _ := sel.claims.update(now)
+			if err := tx.SetProperties(update); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: claims: %w", c.t.Name(), err)
+			}
+		}
+		if len(files) > 0 {
+			// The files are new (their names carry fresh UUIDs): checking them
+			// against every file of the table would read all its manifests.
+			if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
+			}
+		}
+		fault("after-upload")
+		if st.Rows == 0 {
+			// Nothing to commit: no snapshot, only the local step (nothing
+			// was read that is not in the Iceberg table already: blocks
+			// without rows in range, or rows other writers committed).
+			if sel.claims != nil {
+				st.Skipped = sel.claims.skipped
+				c.counters.Skipped.Add(st.Skipped)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return st, c.finish(ctx, p)
+		}
+		c.mu.Lock()
+		committed, err := c.commit(ctx, tx, written, props, files, sel.claims)
+		if errors.Is(err, errRewrite) && attempt < maxRewrites {
+			c.mu.Unlock()
+			c.counters.CommitRetries.Add(1)
+			continue // the uploaded files are orphans now
+		}
+		defer c.mu.Unlock()
+		if err != nil {
+			return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
+		}
+		fault("after-commit")
+		if sel.claims != nil {
+			st.Skipped = sel.claims.skipped
+			c.counters.Skipped.Add(st.Skipped)
+		}
+		c.account(&st, committed, p.Run)
 		return st, c.finish(ctx, p)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	committed, err := c.commit(ctx, tx, cols, props, files)
-	if err != nil {
-		return st, fmt.Errorf("coldtier: table %s: commit: %w", c.t.Name(), err)
-	}
-	fault("after-commit")
-	c.account(&st, committed, p.Run)
-	return st, c.finish(ctx, p)
 }
 
 // begin is steps 2 and 3 of Compact: it loads (or creates) the Iceberg
 // table, records the run p in the state dir (fsynced) and opens the run's
 // transaction with the schema evolved to cols and the writer properties
 // brought up to date.
-func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, error) {
+func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, *itable.Table, error) {
 	schema, err := newSchema(cols)
 	if err != nil {
-		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+		return nil, nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
 	sortKey := c.t.HashBy()
 	if c.cfg.Unsorted {
@@ -241,28 +362,28 @@ func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (
 	}
 	tbl, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), sortKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := writeFileSync(c.pendingPath(), p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tx := tbl.NewTransaction()
 	if _, err := evolve(tx, tbl.Schema(), cols); err != nil {
-		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+		return nil, nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
 	// The writer settings come from the table's properties: a table
 	// created by an older version, or before row_group_rows changed, gets
 	// the current ones in this run's commit.
 	if stale := staleProps(tbl.Properties(), writeProps(c.cfg.RowGroupRows)); len(stale) > 0 {
 		if err := tx.SetProperties(stale); err != nil {
-			return nil, fmt.Errorf("coldtier: table %s: writer properties: %w", c.t.Name(), err)
+			return nil, nil, fmt.Errorf("coldtier: table %s: writer properties: %w", c.t.Name(), err)
 		}
 	}
-	return tx, nil
+	return tx, tbl, nil
 }
 
 // writeFiles is step 4 of Compact up to the commit: it writes the rows in
-// [from, wm) of the blocks with sequence below seqLimit (0: every block)
+// [from, wm) of the blocks sel selects
 // into Parquet files of the staged table, adding the rows to st.Rows.
 //
 // The run's files are written day by day (one day partition each) with
@@ -271,7 +392,7 @@ func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (
 // read in key order) and the memory of a run is one batch and one row
 // group, not one per fanout worker and per buffered batch. The files are
 // staged as one snapshot and committed by the caller.
-func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols []table.Column, from, wm time.Time, seqLimit uint64, st *Stats) ([]iceberg.DataFile, error) {
+func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols []table.Column, from, wm time.Time, sel rowSel, st *Stats) ([]iceberg.DataFile, error) {
 	staged, err := tx.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
@@ -279,7 +400,7 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 	var files []iceberg.DataFile
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
 		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		if files, err = c.writeDay(ctx, staged.Table, cols, lo, hi, seqLimit, files, st); err != nil {
+		if files, err = c.writeDay(ctx, staged.Table, cols, lo, hi, sel, files, st); err != nil {
 			return nil, err
 		}
 	}
@@ -288,8 +409,8 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 
 // writeDay writes the rows in [lo, hi) (within one day) to files of tbl,
 // appending them to files and adding the rows to st.Rows.
-func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, seqLimit uint64, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
-	rdr := newRowReader(ctx, c.t, cols, lo, hi, seqLimit, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
+func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
 	defer rdr.Release()
 	if !rdr.Empty() {
 		for df, err := range itable.WriteRecords(ctx, tbl, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
@@ -365,6 +486,21 @@ func (c *Compactor) recover(ctx context.Context, st *Stats) error {
 // finish is the local step of a committed run.
 func (c *Compactor) finish(ctx context.Context, p pending) error {
 	wm := time.Unix(0, p.Watermark).UTC()
+	if p.Continuous {
+		mark, err := c.t.CommittedSeq()
+		if err != nil {
+			return err
+		}
+		if mark <= p.MaxSeq {
+			if mark, err = p.MaxSeq+1, c.t.SetCommittedSeq(ctx, p.MaxSeq+1); err != nil {
+				return err
+			}
+		}
+		if err := c.retain(ctx, wm, mark, p.Remove); err != nil {
+			return err
+		}
+		return removeSync(c.pendingPath())
+	}
 	if p.Remove {
 		if _, err := c.t.DeleteBlocks(ctx, wm, p.MaxSeq); err != nil {
 			return fmt.Errorf("coldtier: remove compacted rows of %s: %w", c.t.Name(), err)
@@ -526,7 +662,7 @@ const maxCommitAttempts = 30
 // compare-and-swap itself (commit.retry.* properties), but a snapshot
 // requirement that already fails when the catalog loads the table comes
 // back as a plain error: that is the case handled here.
-func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile) (*itable.Table, error) {
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile, rc *runClaims) (*itable.Table, error) {
 	for attempt := 1; ; attempt++ {
 		committed, err := tx.Commit(ctx)
 		if err == nil {
@@ -549,6 +685,24 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 		tx = fresh.NewTransaction()
 		if _, err := evolve(tx, fresh.Schema(), cols); err != nil {
 			return nil, err
+		}
+		if rc != nil {
+			// The claims may have grown: the run's files stand only if no
+			// one claimed an offset of a batch they hold.
+			now, err := readClaims(fresh.Properties())
+			if err != nil {
+				return nil, err
+			}
+			update, overlap := rc.update(now)
+			if overlap {
+				return nil, errRewrite
+			}
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return nil, err
+			}
+			if err := tx.SetProperties(update); err != nil {
+				return nil, err
+			}
 		}
 		if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
 			return nil, fmt.Errorf("retry with the uploaded files: %w", err)

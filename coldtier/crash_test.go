@@ -25,6 +25,8 @@ import (
 const (
 	childEnv       = "SLUICE_COLDTIER_CHILD"
 	childConfigEnv = "SLUICE_COLDTIER_CHILD_CONFIG"
+	// childContinuousEnv makes the child's run a continuous one.
+	childContinuousEnv = "SLUICE_COLDTIER_CHILD_CONTINUOUS"
 )
 
 func runChild(dir string) int {
@@ -50,7 +52,8 @@ func runChild(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), coldtier.Options{Remove: true}); err != nil {
+	opts := coldtier.Options{Remove: true, Continuous: os.Getenv(childContinuousEnv) != ""}
+	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -202,5 +205,73 @@ func checkOnce(t *testing.T, when string, hot, cold []map[string]any, want int) 
 	}
 	if len(seen) != want {
 		t.Errorf("%s: %d distinct rows in both tiers, want %d (hot %d, cold %d)", when, len(seen), want, len(hot), len(cold))
+	}
+}
+
+// TestKill9ContinuousAfterCommit kills a continuous run after its commit
+// and before its local step (the committed-sequence mark): the restart
+// moves the mark, so the two-tier query returns each row once although the
+// hot store keeps the committed rows, and the next run commits only the
+// late row that arrived meanwhile.
+func TestKill9ContinuousAfterCommit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "crash-continuous")
+	st, tb := openTable(t, dir, staticSchema)
+	fill(t, tb, 0, 2000, 3)
+	st.Close()
+
+	t.Setenv(childContinuousEnv, "1")
+	killAt(t, dir, cfg, "after-commit")
+
+	st, tb = openTable(t, dir, staticSchema)
+	defer st.Close()
+	ctx := context.Background()
+	if v := readIceberg(t, cfg, "events"); len(v.PyIceberg) != 2000 {
+		t.Fatalf("kill after the commit: %d rows in Iceberg, want 2000", len(v.PyIceberg))
+	}
+	fill(t, tb, 5000, 1, 1) // a late row before the restart
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	both := func(when string) {
+		t.Helper()
+		seen := map[int64]int{}
+		err := c.QueryValues(ctx, table.Query{Columns: []string{"n"}}, true, func(_ []table.Column, vals []any) error {
+			seen[vals[0].(int64)]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		twice := 0
+		for _, k := range seen {
+			if k != 1 {
+				twice++
+			}
+		}
+		if twice != 0 || len(seen) != 2001 {
+			t.Errorf("%s: the two-tier query holds %d distinct rows (%d more than once), want 2001 once", when, len(seen), twice)
+		}
+	}
+	both("after the restart")
+	// The recovered local step also applied the retention (Remove): the
+	// committed blocks before the watermark are gone, the late row stays.
+	if hot := normRows(t, tb, table.Query{}); len(hot) != 1 {
+		t.Fatalf("the hot store keeps %d rows after the restart, want the late row only", len(hot))
+	}
+	stats, err := c.Compact(ctx, day0.Add(72*time.Hour), coldtier.Options{Remove: true, Continuous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Rows != 1 {
+		t.Errorf("the next continuous run committed %d rows, want the late row only", stats.Rows)
+	}
+	both("after the next run")
+	v := readIceberg(t, cfg, "events")
+	checkOnce(t, "after the next run", nil, v.PyIceberg, 2001)
+	if hot := normRows(t, tb, table.Query{}); len(hot) != 0 {
+		t.Errorf("the hot store keeps %d rows after the next run, want none (all committed, before the watermark)", len(hot))
 	}
 }

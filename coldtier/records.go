@@ -49,14 +49,26 @@ type rowReader struct {
 // only keeps a leaked reference from stopping a run.
 var releaseWait = time.Minute
 
-// newRowReader starts the query of rows [from, to) in the blocks with
-// sequence below seqLimit (0: all), columns cols, in that order.
-func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, seqLimit uint64, batchRows int, byKey bool) *rowReader {
+// rowSel selects the rows of a run besides their time range: the blocks
+// with a sequence in [seqFrom, seqLimit) (seqLimit 0: no bound), and, with
+// claims, the rows whose source offset no other writer committed.
+type rowSel struct {
+	seqFrom, seqLimit uint64
+	claims            *runClaims
+}
+
+// newRowReader starts the query of rows [from, to) of the blocks sel
+// selects, columns cols, in that order.
+func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, sel rowSel, batchRows int, byKey bool) *rowReader {
 	fields := make([]arrow.Field, len(cols))
-	names := make([]string, len(cols))
+	names := make([]string, len(cols), len(cols)+2)
 	for i, c := range cols {
 		fields[i] = arrow.Field{Name: c.Name, Type: arrowType(c.Type), Nullable: true}
 		names[i] = c.Name
+	}
+	if sel.claims != nil {
+		// The source columns are read after the written ones, to filter.
+		names = append(names, table.SourceBatchColumn, table.SourceOffsetColumn)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &rowReader{schema: arrow.NewSchema(fields, nil), ch: make(chan arrow.RecordBatch, 1), errCh: make(chan error, 1), cancel: cancel}
@@ -113,7 +125,13 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 				return ctx.Err()
 			}
 		}
-		err := t.QueryValuesBelow(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, seqLimit, func(_ []table.Column, vals []any) error {
+		err := t.QueryValuesSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey, Serial: true}, sel.seqFrom, sel.seqLimit, func(_ []table.Column, vals []any) error {
+			if sel.claims != nil {
+				if !sel.claims.keep(vals[len(cols)], vals[len(cols)+1]) {
+					return nil // committed by another writer
+				}
+				vals = vals[:len(cols)]
+			}
 			if b == nil {
 				if err := start(); err != nil {
 					return err

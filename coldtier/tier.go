@@ -23,15 +23,18 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return tier{c}, nil
+		return tier{c, cfg.Continuous}, nil
 	})
 }
 
 // tier is a Compactor as a coldapi.Tier.
-type tier struct{ *Compactor }
+type tier struct {
+	*Compactor
+	continuous bool
+}
 
 func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (coldapi.Stats, error) {
-	st, err := t.Compactor.Compact(ctx, watermark, Options{Remove: remove})
+	st, err := t.Compactor.Compact(ctx, watermark, Options{Remove: remove, Continuous: t.continuous})
 	return coldapi.Stats{Rows: st.Rows, Bytes: st.Bytes, Files: st.Files, Watermark: st.Watermark,
 		SnapshotID: st.SnapshotID, Recovered: st.Recovered}, err
 }
@@ -39,5 +42,6 @@ func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (co
 func (t tier) Counters() coldapi.Counters {
 	c := t.Compactor.Counters()
 	return coldapi.Counters{BytesUploaded: c.BytesUploaded.Load(), Files: c.Files.Load(), Rows: c.Rows.Load(),
-		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load()}
+		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load(),
+		RowsSkipped: c.Skipped.Load()}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/iceberg-go/catalog"
+	itable "github.com/apache/iceberg-go/table"
 
 	"github.com/sluicedb/sluice/coldtier/coldread"
 	"github.com/sluicedb/sluice/table"
@@ -30,10 +31,16 @@ func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, e
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	var tbl *itable.Table
 	if cold {
-		emitted, err := c.coldValues(ctx, q, cols, emit)
-		if err != nil {
+		if tbl, err = c.loadForQuery(ctx); err != nil {
 			return err
+		}
+		emitted := 0
+		if tbl != nil {
+			if emitted, _, err = coldread.Query(ctx, tbl, c.t, q, cols, emit); err != nil {
+				return err
+			}
 		}
 		if q.Limit > 0 {
 			if emitted >= q.Limit {
@@ -42,21 +49,21 @@ func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, e
 			q.Limit -= emitted
 		}
 	}
-	return c.t.QueryValues(ctx, q, emit)
+	return c.hotValues(ctx, q, cols, cold, tbl, emit) // hot.go
 }
 
-// coldValues emits the Iceberg table's rows matching q; none before the
-// first run created the table.
-func (c *Compactor) coldValues(ctx context.Context, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, error) {
+// loadForQuery loads the Iceberg table (nil when there is none yet): the
+// cold side of a query reads its current snapshot and the hot side its
+// claims (hot.go), from the one load.
+func (c *Compactor) loadForQuery(ctx context.Context) (*itable.Table, error) {
 	tbl, err := c.cat.LoadTable(ctx, c.ident)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		return 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
+		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
 	}
-	n, _, err := coldread.Query(ctx, tbl, c.t, q, cols, emit)
-	return n, err
+	return tbl, nil
 }
 
 // DataFiles lists the data files of the Iceberg table's current snapshot

@@ -32,6 +32,11 @@ type Iceberg struct {
 	// the hashBy value (faster compaction for tables of millions of keys;
 	// see docs/cold-tier.md).
 	Unsorted bool `yaml:"unsorted"`
+	// Continuous commits by sequence: each compact.interval, every row
+	// stored since the last commit, whatever its event time; compact.after
+	// and remove then only say how long committed rows stay in the hot
+	// store (docs/cold-tier.md, "Freshness").
+	Continuous bool `yaml:"continuous"`
 	// OrphanInterval is how often the server deletes orphan files: data
 	// files of runs killed between their upload and their commit, which no
 	// snapshot references (default 24h; negative: never). Each pass lists

@@ -109,6 +109,12 @@ type Table struct {
 	Schema []Column `yaml:"schema"`
 	// TTL drops data older than this (0 keeps it forever).
 	TTL time.Duration `yaml:"ttl"`
+	// BlockSpan is the time bucket of the store's blocks (default 1h; at
+	// least 1s, dividing 24h; fixed when the table is created): the unit
+	// of TTL, of a time-mode compaction's cut and of the hot retention,
+	// and what a continuous cold tier's run reads keys of
+	// (docs/cold-tier.md, "Freshness").
+	BlockSpan time.Duration `yaml:"block_span"`
 	// MaxColumns bounds an inferred schema (0: table.DefaultMaxColumns,
 	// 1000); a row that would pass it goes to the dead-letter table.
 	MaxColumns int `yaml:"max_columns"`
@@ -378,6 +384,9 @@ func (c *Config) Validate() error {
 		}
 		if t.OnBadLine != "reject" && t.OnBadLine != "skip" {
 			add("%s: on_bad_line %q: want reject or skip", where, t.OnBadLine)
+		}
+		if t.BlockSpan != 0 && (t.BlockSpan < time.Second || (24*time.Hour)%t.BlockSpan != 0) {
+			add("%s: block_span %v: must be at least 1s and divide 24h", where, t.BlockSpan)
 		}
 		cp := t.Compact
 		if cp.Interval < 0 || cp.After < 0 {

@@ -55,6 +55,7 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 			Catalog: coldapi.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
 				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
 			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
+			Continuous: ic.Continuous,
 		}
 		c, err := coldapi.Open(ctx, cfg, ts.table)
 		if err != nil {
@@ -79,6 +80,7 @@ func (s *Server) closeColdTiers() []error {
 // compactCold is compact for a table with a cold tier.
 func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldapi.Stats, error) {
 	watermark := s.now().Add(-ts.cfg.Compact.After)
+	start := time.Now()
 	st, err := ts.cold.Compact(ctx, watermark, ts.cfg.Compact.Remove)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -92,7 +94,8 @@ func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldapi.Stats
 	ts.lastCompact.Store(st.Watermark.UnixNano())
 	if st.Rows > 0 || st.Recovered {
 		s.log.Info("compacted to iceberg", "table", ts.cfg.Name, "rows", st.Rows, "bytes", st.Bytes,
-			"snapshot", st.SnapshotID, "watermark", st.Watermark, "recovered_run", st.Recovered)
+			"snapshot", st.SnapshotID, "watermark", st.Watermark, "recovered_run", st.Recovered,
+			"seconds", time.Since(start).Seconds())
 	}
 	return st, nil
 }

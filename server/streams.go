@@ -37,7 +37,8 @@ func (s *Server) openSources() error {
 			s.log.Error("table degraded: its sources are not started", "table", n, "sources", len(ts.cfg.Sources))
 			continue
 		}
-		target := stream.Target{Store: s.store, Table: ts.table, Compute: ts.proc, Schema: ts.schema, Policy: ts.policy, Log: s.log}
+		target := stream.Target{Store: s.store, Table: ts.table, Compute: ts.proc, Schema: ts.schema, Policy: ts.policy, Log: s.log,
+			SourceColumns: ts.cfg.Compact.Iceberg != nil} // the cold tier commits each message once (docs/cold-tier.md)
 		if ts.deadLetter != nil {
 			target.DeadLetters = ts.deadLetter.table
 		}

@@ -621,6 +621,7 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 	id := k.ids[p.Topic]
 	k.mu.Unlock()
 	msgs := make([]Message, 0, len(p.Records))
+	source := fmt.Sprintf("kafka/%s/%d/%x", p.Topic, p.Partition, id[:8])
 	last := int64(-1) // the last offset of the batch, control records too
 	for _, r := range p.Records {
 		if known && r.Offset < next {
@@ -630,7 +631,7 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 		if r.Attrs.IsControl() {
 			continue // a transaction marker: no rows, the position moves past it
 		}
-		m := Message{Body: r.Value, Key: r.Key, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp}
+		m := Message{Body: r.Value, Key: r.Key, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp, Source: source}
 		if len(r.Headers) > 0 {
 			m.Headers = make([]Header, len(r.Headers))
 			for i, h := range r.Headers {

@@ -190,6 +190,7 @@ func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 	info := str.CachedInfo()
 	created := info.Created.UTC()
 	posName := NATSPositionName(n.table, n.opts.Stream, n.opts.Subject)
+	source := fmt.Sprintf("nats/%s/%s/%d", n.opts.Stream, n.opts.Subject, created.UnixNano())
 	v, err := n.store.Position(posName)
 	if err != nil {
 		return false, err
@@ -261,7 +262,7 @@ func (n *NATS) session(ctx context.Context) (reached bool, err error) {
 			if meta.Sequence.Stream <= stored {
 				continue // stored already (a redelivery)
 			}
-			msg := Message{Body: m.Data(), Topic: m.Subject(), Offset: int64(meta.Sequence.Stream), Time: meta.Timestamp}
+			msg := Message{Body: m.Data(), Topic: m.Subject(), Offset: int64(meta.Sequence.Stream), Time: meta.Timestamp, Source: source}
 			for k, vs := range m.Headers() {
 				for _, v := range vs {
 					msg.Headers = append(msg.Headers, Header{Key: k, Value: []byte(v)})

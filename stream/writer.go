@@ -26,6 +26,12 @@ import (
 type Target struct {
 	Store *table.Store
 	Table *table.Table
+	// SourceColumns adds to every row the hidden source columns
+	// table.SourceBatchColumn and table.SourceOffsetColumn (where the
+	// row came from), which the cold tier needs to commit each message's
+	// rows once across nodes (docs/cold-tier.md). The server sets it for
+	// tables with compact.iceberg.
+	SourceColumns bool
 	// DeadLetters receives undecodable (poison) messages and the rows a
 	// deadletter policy routes away, each with its origin; nil: they are
 	// logged and counted only.
@@ -67,6 +73,11 @@ type Message struct {
 	// Offset is the Kafka offset or the JetStream stream sequence.
 	Offset int64
 	Time   time.Time
+	// Source names the source partition and its incarnation, the space
+	// Offset counts in: "kafka/<topic>/<partition>/<topic id>",
+	// "nats/<stream>/<subject filter>/<creation time>" (the rows'
+	// table.SourceBatchColumn).
+	Source string
 
 	// unpacked: Body is gzip-decoded already (or bodyErr says why it
 	// cannot be); see Writer.unpack.
@@ -178,6 +189,7 @@ type decoded struct {
 func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position) (Result, error) {
 	res := Result{Messages: len(msgs)}
 	d := w.decode(msgs)
+	w.addSource(msgs, &d)
 	res.Rows = len(d.rows)
 	res.BadLines = d.badLines
 	for range 1 + len(msgs) { // each round poisons one message more, at most
@@ -584,5 +596,21 @@ func (w *Writer) addMeta(msgs []Message, d *decoded) {
 				r[f.column] = v
 			}
 		}
+	}
+}
+
+// addSource adds the hidden source columns to the rows of msgs (one Write,
+// stored in one batch): the batch's source and offsets [first, last+1),
+// and each row's message offset. The cold tier claims the batch's range
+// once it commits its rows, and skips a row whose offset another store
+// claimed (coldtier/claims.go).
+func (w *Writer) addSource(msgs []Message, d *decoded) {
+	if !w.target.SourceColumns || len(msgs) == 0 || msgs[0].Source == "" {
+		return
+	}
+	batch := msgs[0].Source + "@" + strconv.FormatInt(msgs[0].Offset, 10) + "-" + strconv.FormatInt(msgs[len(msgs)-1].Offset+1, 10)
+	for i, r := range d.rows {
+		r[table.SourceBatchColumn] = batch
+		r[table.SourceOffsetColumn] = msgs[d.msgOf[i]].Offset
 	}
 }

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,5 +197,128 @@ func TestShrinkCache(t *testing.T) {
 	restore2()
 	if size := readAll(); size < 3*keep {
 		t.Fatalf("block cache holds %d bytes after restore, want the data read (several MB)", size)
+	}
+}
+
+// TestSourceColumnsAndSequences: hidden source columns enter a static
+// schema without being listed, stay in it across a reopen with the same
+// config, and are returned only when named; SeqRange and QueryValuesSeqs
+// select the blocks from a sequence mark on (a continuous cold tier's
+// runs), CommittedSeq keeps the mark and WriterID the store's id across a
+// reopen.
+func TestSourceColumnsAndSequences(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Name: "t", HashBy: "k", SortBy: "ts", Columns: []Column{{Name: "k", Type: String}, {Name: "ts", Type: Timestamp}}}
+	s := openStore(t, dir)
+	tb, err := s.Table(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	row := func(k string, off int64) Row {
+		return Row{"k": k, "ts": t0.Add(time.Duration(off) * time.Hour), SourceBatchColumn: "kafka/x/0/id@0-10", SourceOffsetColumn: off}
+	}
+	if err := tb.Append(ctx, []Row{row("a", 0), row("b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, []Row{{"k": "a", "ts": t0, "other": 1}}); err == nil {
+		t.Fatal("a column the static schema lacks was taken")
+	}
+	_, _, limit, blocks, err := tb.SeqRange(ctx, 0)
+	if err != nil || blocks != 2 {
+		t.Fatalf("SeqRange from 0: %d blocks, %v; want 2", blocks, err)
+	}
+	if err := tb.SetCommittedSeq(ctx, limit); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, []Row{row("c", 30)}); err != nil {
+		t.Fatal(err)
+	}
+	// A late row (an event time before every other): SeqRange, which now
+	// seeks to the earliest time written since the mark, finds it.
+	late := row("d", 31)
+	late["ts"] = t0.Add(-5 * time.Hour)
+	if err := tb.Append(ctx, []Row{late}); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _, blocks, err := tb.SeqRange(ctx, limit)
+	if err != nil || blocks != 2 || !first.Equal(t0.Add(-5*time.Hour)) {
+		t.Fatalf("SeqRange from the mark (seeking): %d blocks from %v, %v; want 2 from t0-5h", blocks, first, err)
+	}
+	id, err := s.WriterID()
+	if err != nil || len(id) != 12 {
+		t.Fatalf("WriterID %q, %v", id, err)
+	}
+	s.Close()
+
+	s = openStore(t, dir)
+	defer s.Close()
+	if tb, err = s.Table(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.WriterID(); again != id {
+		t.Errorf("WriterID %q after a reopen, was %q", again, id)
+	}
+	if mark, err := tb.CommittedSeq(); err != nil || mark != limit {
+		t.Fatalf("CommittedSeq %d, %v; want %d", mark, err, limit)
+	}
+	var names []string
+	for _, c := range tb.Schema() {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "k,ts,"+SourceBatchColumn+","+SourceOffsetColumn {
+		t.Fatalf("schema after a reopen: %s", got)
+	}
+	cols, _ := tb.Columns(Query{})
+	if len(cols) != 2 {
+		t.Errorf("a query naming no columns returns %v, want k and ts only", cols)
+	}
+	first, _, _, blocks, err = tb.SeqRange(ctx, limit)
+	if err != nil || blocks != 2 || !first.Equal(t0.Add(-5*time.Hour)) {
+		t.Fatalf("SeqRange from the mark (full scan): %d blocks from %v, %v; want the two appended after it", blocks, first, err)
+	}
+	var offs []string
+	err = tb.QueryValuesSeqs(ctx, Query{Columns: []string{"k", SourceOffsetColumn}}, limit, 0, func(_ []Column, vals []any) error {
+		offs = append(offs, vals[0].(string)+strconv.FormatInt(vals[1].(int64), 10))
+		return nil
+	})
+	slices.Sort(offs)
+	if err != nil || strings.Join(offs, ",") != "c30,d31" {
+		t.Fatalf("rows from the mark on: %v, %v; want c30,d31", offs, err)
+	}
+}
+
+// BenchmarkAppendSourceColumns: what the two hidden source columns a
+// stream adds for a cold tier cost an append of 5000 five-field rows (one
+// Kafka poll of one partition).
+func BenchmarkAppendSourceColumns(b *testing.B) {
+	for _, withSource := range []bool{false, true} {
+		b.Run("source="+strconv.FormatBool(withSource), func(b *testing.B) {
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "t", HashBy: "user", SortBy: "ts"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows := make([]Row, 5000)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				tag := "kafka/events/3/0f1e2d3c4b5a6978@" + strconv.Itoa(i*len(rows)) + "-" + strconv.Itoa((i+1)*len(rows))
+				for r := range rows {
+					id := int64(i*len(rows) + r)
+					rows[r] = Row{"user": "u" + strconv.Itoa(r%10), "ts": t0.Add(time.Duration(id) * time.Millisecond),
+						"id": id, "amount": float64(r) / 3, "note": "some text"}
+					if withSource {
+						rows[r][SourceBatchColumn] = tag
+						rows[r][SourceOffsetColumn] = id
+					}
+				}
+				if err := tb.Append(context.Background(), rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := tb.Stats()
+			b.ReportMetric(float64(st.BytesWritten)/float64(st.RowsAppended), "bytes/row")
+		})
 	}
 }

@@ -37,6 +37,10 @@ type Query struct {
 	// key per partition; the compaction uses it so that the files it
 	// writes are sorted by key and readers can skip row groups by key.
 	ByKey bool
+	// Serial decodes the blocks one at a time on the caller's goroutine
+	// instead of on up to GOMAXPROCS workers (scan.go): for a reader that
+	// bounds its memory rather than its time (a compaction run).
+	Serial bool
 }
 
 // outCol is one projected column.
@@ -63,6 +67,8 @@ type plan struct {
 	hasHash    bool // the schema has the hashBy column (some row had a value)
 	byKey      bool
 	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
+	seqFrom    uint64 // blocks with a sequence below it are skipped
+	serial     bool   // Query.Serial
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -95,6 +101,9 @@ func (t *Table) plan(q Query) (*plan, error) {
 	}
 	if len(q.Columns) == 0 {
 		for _, c := range schema {
+			if Hidden(c.Name) {
+				continue // named in Columns only (see Hidden)
+			}
 			p.out = append(p.out, outCol{c.Name, c.Type})
 		}
 	}
@@ -138,6 +147,7 @@ func (t *Table) plan(q Query) (*plan, error) {
 		p.hashType, p.hasHash = schema[i].Type, true
 	}
 	p.byKey = q.ByKey && p.hasHash
+	p.serial = q.Serial
 	if len(q.HashIn) > 0 {
 		if p.hashColumn == "" {
 			return nil, fmt.Errorf("table %s: %w: HashIn given but the table has no hashBy column", p.tableName, ErrBadQuery)
@@ -272,6 +282,12 @@ func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) erro
 // queryBelow is query limited to the blocks whose sequence is below
 // seqLimit (0: no limit).
 func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit func(*plan, []any) error) error {
+	return t.querySeqs(ctx, q, 0, seqLimit, emit)
+}
+
+// querySeqs is query limited to the blocks whose sequence is at least
+// seqFrom and below seqLimit (0: no upper bound).
+func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64, emit func(*plan, []any) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -282,7 +298,7 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 	if err != nil || p.empty {
 		return err
 	}
-	p.seqLimit = seqLimit
+	p.seqLimit, p.seqFrom = seqLimit, seqFrom
 	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
 	return s.finish(t.scanBlocks(ctx, p, &s))
 }
@@ -371,7 +387,7 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 			it.SeekGE(partitionKey(p.tableID, h, lowKey))
 			continue
 		case minTime >= p.to:
-		case p.seqLimit != 0 && seq >= p.seqLimit:
+		case p.seqLimit != 0 && seq >= p.seqLimit, seq < p.seqFrom:
 			it.Next()
 			continue
 		default:

@@ -39,8 +39,8 @@ type blockJob struct {
 func (j *blockJob) run(t *Table, p *plan) {
 	j.rows = j.rows[:0]
 	j.err = nil
-	if p.seqLimit != 0 {
-		if _, _, _, seq, _ := parseBlockKey(j.key); seq >= p.seqLimit {
+	if p.seqLimit != 0 || p.seqFrom != 0 {
+		if _, _, _, seq, _ := parseBlockKey(j.key); (p.seqLimit != 0 && seq >= p.seqLimit) || seq < p.seqFrom {
 			return
 		}
 	}
@@ -98,7 +98,7 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
-	if s.par == nil && scanWorkers() > 1 {
+	if s.par == nil && !s.p.serial && scanWorkers() > 1 {
 		s.par = newParallelScan(s.t, s.p)
 	}
 	if s.par == nil {

@@ -235,6 +235,9 @@ func (st *Stage) Publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, x := range st.tables {
+		x.t.noteUnknown(base + st.next) // cold.go: blocks SeqRange must find by a full scan
+	}
 	paths, err := st.writeTables(ctx, base)
 	if err != nil {
 		return err

@@ -137,6 +137,7 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 			}
 		}
 		schema = slices.Clone(cfg.Columns)
+		schema = keepHidden(schema, m.Schema) // a static schema keeps the source columns (cold.go)
 	}
 	old, _ := json.Marshal(t.meta)
 	m.Schema = schema
@@ -403,13 +404,26 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 	schema = t.meta.Schema
 	if t.meta.Static {
 		for r, row := range rows {
-			for k := range row {
+			for k, v := range row {
 				if _, ok := t.colIndex[k]; !ok {
+					if Hidden(k) { // added to any schema (cold.go)
+						if schema, changed, err = addHidden(t.name, schema, changed, r, k, v); err != nil {
+							return nil, false, err
+						}
+						continue
+					}
 					return nil, false, &SchemaError{Table: t.name, Row: r, Column: k, Reason: "column not in the static schema"}
 				}
 			}
 		}
-		return schema, false, nil
+		if changed {
+			// The hidden columns were added in the rows' map order: sort
+			// them by name, as inferred columns are, so that the schema
+			// does not depend on it.
+			added := schema[len(t.meta.Schema):]
+			slices.SortFunc(added, func(a, b Column) int { return cmp.Compare(a.Name, b.Name) })
+		}
+		return schema, changed, nil
 	}
 	var added map[string]Type
 	limit := t.columnLimit()
@@ -570,7 +584,16 @@ func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string
 // block per group in b.
 // h is the hold of the batch b belongs to (see seqHold).
 func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks, bytes int, err error) {
-	return t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) { return t.store.nextSeqs(n, h) })
+	var first uint64
+	blocks, bytes, err = t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) {
+		s, err := t.store.nextSeqs(n, h)
+		first = s
+		return s, err
+	})
+	if err == nil && blocks > 0 {
+		t.noteWrite(first, cols) // cold.go: where a continuous cold tier's next run looks
+	}
+	return blocks, bytes, err
 }
 
 // writeBlocksNumbered is writeBlocks with the block sequence numbers taken

@@ -46,6 +46,8 @@ type Config struct {
 	StateDir     string // the storage directory: the catalog's default and the record of a run in flight
 	RowGroupRows int
 	Unsorted     bool
+	// Continuous commits by sequence (coldtier.Options.Continuous).
+	Continuous bool
 }
 
 // S3 is an S3-compatible endpoint (coldtier.S3).
@@ -71,6 +73,8 @@ type Stats struct {
 // Counters are a tier's totals, read at scrape time (coldtier.Counters).
 type Counters struct {
 	BytesUploaded, Files, Rows, CommitRetries, OrphanFiles, Recoveries int64
+	// RowsSkipped: rows left out because another store committed them.
+	RowsSkipped int64
 }
 
 // Opener opens a table's cold tier.
