@@ -36,12 +36,24 @@ import (
 // database (a crash leaves it behind; the next NewStage of the store
 // removes it). A part that needs a wider schema widens the table's schema at
 // once, as an Appender does; Publish persists it before the blocks.
+//
+// The store's free-space guard (space.go) admits what a Stage writes, as it
+// does the store's own writes: each Append needs room for its blocks twice
+// (the scratch database, then Publish's sstables) and for the copy Publish
+// will make of everything staged before it, beyond the minimum free space;
+// Publish needs room for that copy. Refused, they return a *DiskFullError
+// (errors.Is ErrDiskFull) having staged or published nothing, so a snapshot
+// too large for the disk fails on the batch that would fill it, not in
+// Publish after the whole input was read, and the scratch database never
+// meets ENOSPC (a failed flush of it would stall the ingest, a failed
+// MANIFEST write end the process).
 type Stage struct {
 	s       *Store
 	release func()
 	dir     string
 	db      *pebble.DB
 	next    uint64 // the next local block number
+	staged  int64  // bytes of blocks staged: what Publish copies
 	tables  []*stagedTable
 	done    bool
 }
@@ -182,17 +194,36 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 		return seq, nil
 	})
 	if err == nil {
-		err = b.Commit(pebble.NoSync)
+		err = st.commit(b)
 	}
 	if err != nil {
 		st.next = first // the numbers are free again: nothing was staged
 		return fmt.Errorf("table %s: stage %d rows: %w", t.name, len(rows), err)
 	}
+	st.staged += int64(bytes)
 	x := st.table(t)
 	x.rows += len(rows)
 	x.blocks += blocks
 	x.bytes += bytes
 	return nil
+}
+
+// commit writes b to the scratch database once the store's space guard
+// admits it: b twice (here, then in Publish's sstables), the copy Publish
+// will make of what is staged already, and what of that is still in the
+// scratch database's memtable (its flush takes it from the disk later).
+func (st *Stage) commit(b *pebble.Batch) error {
+	done, err := st.s.space.admitBytes(2*int64(b.Len())+st.staged+st.unflushed(), false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return b.Commit(pebble.NoSync)
+}
+
+// unflushed is about how many staged bytes are not on disk yet.
+func (st *Stage) unflushed() int64 {
+	return max(st.staged-int64(st.db.Metrics().DiskSpaceUsage()), 0)
 }
 
 // Rows returns how many rows are staged for t.
@@ -235,6 +266,14 @@ func (st *Stage) Publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Room for the sstables, which writeTables copies the staged blocks
+	// into (Ingest links them into the store: no third copy), and for a
+	// flush of the scratch database's memtable that may be under way.
+	done, err := st.s.space.admitBytes(st.staged+st.unflushed(), false)
+	if err != nil {
+		return fmt.Errorf("table: publish the stage: %w", err)
+	}
+	defer done()
 	paths, err := st.writeTables(ctx, base)
 	if err != nil {
 		return err
