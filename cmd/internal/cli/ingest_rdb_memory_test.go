@@ -69,7 +69,7 @@ func bigValueRDB(t *testing.T) string {
 // processes of their own: `sluice ingest --format rdb` straight into a store
 // (atomic and stream mode) and `sluice serve` receiving it over HTTP, and
 // bounds each one's peak resident memory (VmHWM, as the issue measured
-// it) with a literal bound: 3.5 times the value for the CLI, 6 for the
+// it) with a literal bound: 3.5 times the value for the CLI, 5.5 for the
 // server. Issue 19 measured 2.96 GB (CLI) and 1.43 GB (HTTP) for such a
 // value. Run without -race (buildSluice).
 func TestIngestRDBPeakMemory(t *testing.T) {
@@ -93,7 +93,7 @@ func TestIngestRDBPeakMemory(t *testing.T) {
 	// row's JSON (200 MiB each), plus the binary's own pages; the server,
 	// with the runtime's default GOGC, also holds garbage of the copies
 	// Pebble makes (its batch, the memtable flush, a compaction).
-	const cliBoundMB, serveBoundMB = 700, 1200
+	const cliBoundMB, serveBoundMB = 700, 1100
 	check := func(what string, hwm, anon int64, boundMB int64) {
 		t.Helper()
 		t.Logf("%s: VmHWM %.0f MiB, peak RssAnon %.0f MiB (bound %d MiB for a %d MiB value)", what, float64(hwm)/(1<<20), float64(anon)/(1<<20), boundMB, bigValueMB)
