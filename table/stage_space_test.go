@@ -55,7 +55,8 @@ func fillStage(t *testing.T, st *Stage, tb *Table) int {
 // free space and for Publish's copy of the stage is refused with
 // ErrDiskFull having staged nothing, and closing the Stage gives the space
 // back. A Publish the disk has no room for is refused too, storing nothing;
-// once the space is back the same rows are published.
+// once the space is back the same rows are published. While a stage is open
+// the room of its Publish is held from the store's other writes.
 func TestStageDiskFull(t *testing.T) {
 	ctx := context.Background()
 	dir := smallfs.Mount(t, 64<<20)
@@ -135,4 +136,18 @@ func TestStageDiskFull(t *testing.T) {
 	}
 	st.Close()
 	checkBatches(t, tb, 30)
+
+	// An open stage holds the room of its Publish: the store's other
+	// writes that would eat into it are refused, and admitted once the
+	// stage is closed.
+	st = stage()
+	hog = smallfs.Fill(t, dir, 8<<20+st.staged/2)
+	if err := tb.Append(ctx, spaceBatch(30)); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("an append into the room an open stage holds: want ErrDiskFull, got %v", err)
+	}
+	st.Close()
+	if err := tb.Append(ctx, spaceBatch(30)); err != nil {
+		t.Fatalf("the same append once the stage is closed: %v", err)
+	}
+	checkBatches(t, tb, 31)
 }
