@@ -3,6 +3,7 @@ package luavm
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,7 +23,9 @@ function small() local t = {} for i = 1, 1000 do t[i] = i end return #t end`
 	for _, fn := range []string{"doubling", "grow"} {
 		start := time.Now()
 		_, err := m.Invoke(context.Background(), "mem.lua", fn, 0)
-		if !errors.Is(err, ErrMemoryLimit) {
+		// The doubling string may be refused by the concatenation's own
+		// check first (TestConcatLimit).
+		if !errors.Is(err, ErrMemoryLimit) && (fn != "doubling" || !errors.Is(err, ErrStringLimit)) {
 			t.Errorf("%s: %v after %v, want ErrMemoryLimit", fn, err, time.Since(start))
 		}
 		if took := time.Since(start); took > 40*time.Second {
@@ -34,5 +37,36 @@ function small() local t = {} for i = 1, 1000 do t[i] = i end return #t end`
 	}
 	if res, err := m.Invoke(context.Background(), "mem.lua", "small", 1); err != nil || res[0] != int64(1000) {
 		t.Errorf("small: %v, %v", res, err)
+	}
+}
+
+// TestConcatLimit: a concatenation with .. whose result would be over the
+// call's string limit (its MemoryLimit here) fails with ErrStringLimit
+// before it is built, so a doubling string never allocates past the limit
+// (the watchdog alone let one more doubling through: issue 19); one up to
+// the limit is built.
+func TestConcatLimit(t *testing.T) {
+	// No heap budget and a long timeout: only the concat check can stop it.
+	m := newTestManager(t, Options{WatchdogInterval: time.Hour, HeapLimit: NoHeapLimit, MaxStringSize: -1})
+	// doubling stops by itself at 64 MiB: without the check it returns.
+	src := `function doubling() local s = "x" while #s < 64 * 1048576 do s = s .. s end return #s end
+function three(n) local s = string.rep("x", n) local t = s .. "-" .. s return #t end
+function number(n) local s = string.rep("x", n) return #(s .. 1) end`
+	if err := m.Load("concat.lua", src, ScriptConfig{Timeout: time.Hour, MemoryLimit: 8 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Invoke(context.Background(), "concat.lua", "doubling", 0)
+	var ce *CallError
+	if !errors.Is(err, ErrStringLimit) || !errors.As(err, &ce) || !strings.Contains(ce.Msg, "a string of 16777216 bytes") {
+		t.Fatalf("doubling: %v, want ErrStringLimit refusing the 16 MiB string", err)
+	}
+	if res, err := m.Invoke(context.Background(), "concat.lua", "three", 1, 4<<20-1); err != nil || res[0] != int64(8<<20-1) {
+		t.Errorf("three parts up to the limit: %v, %v", res, err)
+	}
+	if _, err := m.Invoke(context.Background(), "concat.lua", "three", 1, 4<<20); !errors.Is(err, ErrStringLimit) {
+		t.Errorf("three parts over the limit: %v, want ErrStringLimit", err)
+	}
+	if _, err := m.Invoke(context.Background(), "concat.lua", "number", 1, 8<<20); !errors.Is(err, ErrStringLimit) {
+		t.Errorf("a string and a number over the limit: %v, want ErrStringLimit", err)
 	}
 }

@@ -130,7 +130,7 @@ func newVM(ctx context.Context, p *pool) (*VM, error) {
 	})
 	vm := &VM{L: L, pool: p, funcs: make(map[string]*lua.LFunction)}
 	if err := vm.openLibs(); err != nil {
-		L.Close()
+		vm.close()
 		return nil, err
 	}
 	vm.base = L.G.Global
@@ -181,7 +181,7 @@ func newVM(ctx context.Context, p *pool) (*VM, error) {
 	}
 	if err != nil || fired {
 		p.unregister(vm)
-		L.Close()
+		vm.close()
 		if err == nil {
 			err = fmt.Errorf("main chunk: %w", ErrTimeout)
 		}
@@ -545,6 +545,7 @@ func deadlineAfter(d time.Duration) int64 {
 }
 
 func (vm *VM) close() {
+	concatLimits.Delete(vm.L)
 	vm.L.Close()
 }
 
@@ -558,8 +559,8 @@ const stringLimitMsg = "over the string size limit"
 // is not interruptible, so the watchdog cannot stop it once started.
 // string.gsub is replaced by a linear, interruptible one that checks the
 // size as it builds (gsub.go). Concatenation with .. is an instruction of
-// the interpreter, without a hook: it is bounded by the heap budget between
-// instructions (see docs/pool.md).
+// the interpreter: its size is checked against the same limit before it
+// joins its operands by a wrapper of the instruction (concat.go).
 func (vm *VM) limitStrings(g *lua.LTable) {
 	L := vm.L
 	limit := vm.pool.script.mgr.opts.MaxStringSize
@@ -578,6 +579,7 @@ func (vm *VM) limitStrings(g *lua.LTable) {
 	if limit == math.MaxInt64 {
 		return
 	}
+	concatLimits.Store(L, limit) // .. (concat.go)
 	tooLong := func(L *lua.LState, fn string, size float64) {
 		L.RaiseError("%s: a string of %.0f bytes is %s of %d bytes (the script's memory limit or luavm.Options.MaxStringSize)", fn, size, stringLimitMsg, limit)
 	}

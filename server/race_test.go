@@ -3,5 +3,6 @@
 package server
 
 // raceEnabled: the race detector multiplies memory, so memory bounds are
-// checked without it (scripts/test runs TestIngestMemoryBound apart).
+// checked without it (scripts/test runs TestIngestMemoryBound and
+// TestScriptMemoryGopherLua apart).
 const raceEnabled = true

@@ -51,30 +51,7 @@ func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(cols)))
 	var vals []byte
 	for _, c := range cols {
-		dst = binary.AppendUvarint(dst, uint64(len(c.name)))
-		dst = append(dst, c.name...)
-		dst = append(dst, byte(c.typ))
-		present := 0
-		for _, r := range idx {
-			if !c.null[r] {
-				present++
-			}
-		}
-		switch present {
-		case len(idx):
-			dst = append(dst, 0)
-		case 0:
-			dst = append(dst, 2)
-		default:
-			dst = append(dst, 1)
-			start := len(dst)
-			dst = append(dst, make([]byte, (len(idx)+7)/8)...)
-			for j, r := range idx {
-				if !c.null[r] {
-					dst[start+j/8] |= 1 << (j % 8)
-				}
-			}
-		}
+		dst = appendColumnHead(dst, c, idx)
 		if c.typ == String || c.typ == JSON {
 			// The values' length is known beforehand: they are written
 			// straight into dst, not copied there from vals (wide text
@@ -94,6 +71,36 @@ func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
 		vals = encodeValues(vals[:0], c, idx)
 		dst = binary.AppendUvarint(dst, uint64(len(vals)))
 		dst = append(dst, vals...)
+	}
+	return dst
+}
+
+// appendColumnHead appends the column's name, type, nulls byte and bitmap
+// (rows idx) to dst: what comes before its values' length.
+func appendColumnHead(dst []byte, c colData, idx []int) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(c.name)))
+	dst = append(dst, c.name...)
+	dst = append(dst, byte(c.typ))
+	present := 0
+	for _, r := range idx {
+		if !c.null[r] {
+			present++
+		}
+	}
+	switch present {
+	case len(idx):
+		dst = append(dst, 0)
+	case 0:
+		dst = append(dst, 2)
+	default:
+		dst = append(dst, 1)
+		start := len(dst)
+		dst = append(dst, make([]byte, (len(idx)+7)/8)...)
+		for j, r := range idx {
+			if !c.null[r] {
+				dst[start+j/8] |= 1 << (j % 8)
+			}
+		}
 	}
 	return dst
 }

@@ -166,6 +166,17 @@ func (g *spaceGuard) free() (avail, total uint64, ok bool) {
 // watermark): it needs only half the minimum free space. Call done once
 // the write committed or failed.
 func (g *spaceGuard) admit(n int64, freeing bool) (done func(), err error) {
+	if n >= g.largeBatch && g.largeBatch > 0 {
+		// Pebble writes a large batch to the WAL and then flushes it as a
+		// table of its own: it takes its size twice until the WAL goes.
+		n *= 2
+	}
+	return g.admitBytes(n, freeing)
+}
+
+// admitBytes is admit for a write that takes exactly n bytes (files
+// written directly, as a Stage's: no WAL copy).
+func (g *spaceGuard) admitBytes(n int64, freeing bool) (done func(), err error) {
 	if g.readOnly.Load() {
 		g.refused.Add(1)
 		avail, _, _ := g.free()
@@ -176,11 +187,6 @@ func (g *spaceGuard) admit(n int64, freeing bool) (done func(), err error) {
 	}
 	if g.reserve > 0 && !g.held.Load() && !freeing {
 		g.makeReserve() // when the space allows; writes wait for it
-	}
-	if n >= g.largeBatch && g.largeBatch > 0 {
-		// Pebble writes a large batch to the WAL and then flushes it as a
-		// table of its own: it takes its size twice until the WAL goes.
-		n *= 2
 	}
 	cur := g.inflight.Add(n)
 	done = func() { g.inflight.Add(-n) }

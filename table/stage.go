@@ -36,12 +36,27 @@ import (
 // database (a crash leaves it behind; the next NewStage of the store
 // removes it). A part that needs a wider schema widens the table's schema at
 // once, as an Appender does; Publish persists it before the blocks.
+//
+// The store's free-space guard (space.go) admits what a Stage writes, as it
+// does the store's own writes: each Append needs room for its blocks twice
+// (the scratch database, then Publish's sstables) and for the copy Publish
+// will make of everything staged before it, beyond the minimum free space;
+// Publish needs room for that copy. The copy stays counted among the
+// store's writes in flight while the Stage is open, so the store's other
+// writes leave room for it (they are refused first, not the Publish of a
+// snapshot read to its end). Refused, they return a *DiskFullError
+// (errors.Is ErrDiskFull) having staged or published nothing, so a snapshot
+// too large for the disk fails on the batch that would fill it, not in
+// Publish after the whole input was read, and the scratch database never
+// meets ENOSPC (a failed flush of it would stall the ingest, a failed
+// MANIFEST write end the process).
 type Stage struct {
 	s       *Store
 	release func()
 	dir     string
 	db      *pebble.DB
 	next    uint64 // the next local block number
+	staged  int64  // bytes of blocks staged: what Publish copies, held in the space guard's in-flight bytes until Close
 	tables  []*stagedTable
 	done    bool
 }
@@ -182,17 +197,38 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 		return seq, nil
 	})
 	if err == nil {
-		err = b.Commit(pebble.NoSync)
+		err = st.commit(b)
 	}
 	if err != nil {
 		st.next = first // the numbers are free again: nothing was staged
 		return fmt.Errorf("table %s: stage %d rows: %w", t.name, len(rows), err)
 	}
+	st.staged += int64(bytes)
+	st.s.space.inflight.Add(int64(bytes)) // Publish's copy, held until Close
 	x := st.table(t)
 	x.rows += len(rows)
 	x.blocks += blocks
 	x.bytes += bytes
 	return nil
+}
+
+// commit writes b to the scratch database once the store's space guard
+// admits it: b twice (here, then in Publish's sstables) and what of the
+// stage is still in the scratch database's memtable (its flush takes it
+// from the disk later), beyond the writes in flight, which hold Publish's
+// copy of what is staged already.
+func (st *Stage) commit(b *pebble.Batch) error {
+	done, err := st.s.space.admitBytes(2*int64(b.Len())+st.unflushed(), false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return b.Commit(pebble.NoSync)
+}
+
+// unflushed is about how many staged bytes are not on disk yet.
+func (st *Stage) unflushed() int64 {
+	return max(st.staged-int64(st.db.Metrics().DiskSpaceUsage()), 0)
 }
 
 // Rows returns how many rows are staged for t.
@@ -238,6 +274,15 @@ func (st *Stage) Publish(ctx context.Context) error {
 	for _, x := range st.tables {
 		x.t.noteUnknown(base + st.next) // cold.go: blocks SeqRange must find by a full scan
 	}
+	// Room for the sstables, which writeTables copies the staged blocks
+	// into (Ingest links them into the store: no third copy), held since
+	// Append, and for a flush of the scratch database's memtable that may
+	// be under way.
+	done, err := st.s.space.admitBytes(st.unflushed(), false)
+	if err != nil {
+		return fmt.Errorf("table: publish the stage: %w", err)
+	}
+	defer done()
 	paths, err := st.writeTables(ctx, base)
 	if err != nil {
 		return err
@@ -351,6 +396,7 @@ func (st *Stage) Close() error {
 		return nil
 	}
 	st.done = true
+	st.s.space.inflight.Add(-st.staged) // Publish's copy: written or dropped
 	err := st.db.Close()
 	st.db = nil
 	if rerr := os.RemoveAll(st.dir); err == nil {

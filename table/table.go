@@ -646,9 +646,17 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 	for i, g := range order {
 		idx := groups[g]
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
+		key = blockKey(key[:0], t.id, g.hash, times[idx[0]].i, seq+uint64(i))
+		if textBytes(cols, idx) >= hugeBlockBytes {
+			n, err := setHugeBlock(b, key, cols, idx) // hugeblock.go: no payload, no copy
+			if err != nil {
+				return 0, 0, err
+			}
+			bytes += len(key) + n
+			continue
+		}
 		payload = encodeBlock(payload[:0], cols, idx)
 		val = compressBlock(val[:0], payload)
-		key = blockKey(key[:0], t.id, g.hash, times[idx[0]].i, seq+uint64(i))
 		if err := b.Set(key, val, nil); err != nil {
 			return 0, 0, err
 		}
