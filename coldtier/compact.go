@@ -78,6 +78,7 @@ type Compactor struct {
 	runMu    sync.Mutex
 	mu       sync.RWMutex
 	counters *Counters
+	maint    maintenance // Maintain (maintain.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
