@@ -291,5 +291,9 @@ func (s *Server) writeColdMetrics(bw *bufio.Writer) {
 	family("sluice_coldtier_rows_total", "counter", "Rows committed to the Iceberg table.", func(c coldapi.Counters) int64 { return c.Rows })
 	family("sluice_coldtier_commit_retries_total", "counter", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries })
 	family("sluice_coldtier_orphan_files_deleted_total", "counter", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles })
+	family("sluice_coldtier_maintain_runs_total", "counter", "Maintenance passes (small files rewritten, manifests merged, snapshots expired).", func(c coldapi.Counters) int64 { return c.MaintainRuns })
+	family("sluice_coldtier_files_rewritten_total", "counter", "Small data files replaced by the maintenance's rewrite.", func(c coldapi.Counters) int64 { return c.FilesRewritten })
+	family("sluice_coldtier_snapshots_expired_total", "counter", "Snapshots expired by the maintenance.", func(c coldapi.Counters) int64 { return c.SnapshotsExpired })
+	family("sluice_coldtier_expired_files_deleted_total", "counter", "Files only expired snapshots referenced, deleted by the maintenance.", func(c coldapi.Counters) int64 { return c.ExpiredFilesDeleted })
 	family("sluice_coldtier_recovered_runs_total", "counter", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries })
 }

@@ -308,6 +308,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tables/{table}/schema", s.handleSchema)
 	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
 	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
+	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
