@@ -96,10 +96,17 @@ func checkRowsOnce(t *testing.T, when string, cfg coldtier.Config, c *coldtier.C
 	if err != nil {
 		t.Fatalf("%s: sluice query: %v", when, err)
 	}
-	for _, r := range []struct {
+	readers := []struct {
 		reader string
 		rows   []map[string]any
-	}{{"pyiceberg", v.PyIceberg}, {"duckdb", v.DuckDB}, {"sluice", sluice}} {
+	}{{"pyiceberg", v.PyIceberg}, {"duckdb", v.DuckDB}, {"sluice", sluice}}
+	if scan := icebergScan(t, cfg); scan != nil {
+		readers = append(readers, struct {
+			reader string
+			rows   []map[string]any
+		}{"duckdb iceberg_scan", scan})
+	}
+	for _, r := range readers {
 		seen := map[int]int{}
 		for _, row := range r.rows {
 			seen[int(row["n"].(float64))]++
@@ -114,6 +121,43 @@ func checkRowsOnce(t *testing.T, when string, cfg coldtier.Config, c *coldtier.C
 		}
 	}
 	return v
+}
+
+// icebergScan reads column n of the table with DuckDB's iceberg_scan
+// (metadata, manifests and data over S3; testdata/iceberg_scan.py), or
+// returns nil, logging why, when the duckdb-extension-iceberg, -avro and
+// -httpfs wheels are not in the readers' venv.
+func icebergScan(t *testing.T, cfg coldtier.Config) []map[string]any {
+	t.Helper()
+	script, err := os.ReadFile("testdata/iceberg_scan.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := coldtest.RunPython(ctx, python, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint,
+		coldtest.AccessKey, coldtest.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Available bool
+		Why       string
+		N         []int64
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("iceberg_scan.py output: %v: %.500s", err, out)
+	}
+	if !res.Available {
+		t.Logf("DuckDB iceberg_scan not run: %s", res.Why)
+		return nil
+	}
+	t.Logf("DuckDB iceberg_scan read %d rows", len(res.N))
+	rows := make([]map[string]any, len(res.N))
+	for i, n := range res.N {
+		rows[i] = map[string]any{"n": float64(n)}
+	}
+	return rows
 }
 
 func rowSet(ranges ...[2]int) map[int]bool {
