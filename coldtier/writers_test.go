@@ -44,7 +44,10 @@ func BenchmarkWriters(b *testing.B) {
 				case "postgres":
 					cfg = pgConfig(b, dir, "writers-"+strconv.Itoa(n), "writers")
 				case "rest":
-					rest, err := coldtest.StartREST(dir)
+					// The fixture's default backend, an in-memory SQLite
+					// database, fails concurrent requests
+					// (UncheckedSQLException); a file serves them.
+					rest, err := coldtest.StartREST(dir, "CATALOG_URI=jdbc:sqlite:file:"+filepath.Join(dir, "rest-catalog.db"))
 					coldtest.Require(b, err)
 					defer rest.Stop()
 					cfg = coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), Catalog: coldtier.Catalog{Type: "rest", URI: rest.URI}}
