@@ -273,9 +273,14 @@ func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res it
 			return committed, nil
 		}
 		if !conflict(err) || attempt >= maxCommitAttempts {
-			if strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), "not found") {
-				// iceberg-go's replay found a replaced file gone.
-				if fresh, lerr := c.cat.LoadTable(ctx, c.ident); lerr == nil && !liveFiles(ctx, fresh, res.OldDataFiles) {
+			// The commit may have happened all the same (iceberg-go:
+			// any error but ErrCommitFailed leaves it unknown), or
+			// iceberg-go's replay found a replaced file gone: look.
+			if fresh, lerr := c.cat.LoadTable(ctx, c.ident); lerr == nil {
+				if snapshotWith(fresh, propRewrite, props[propRewrite]) != nil {
+					return fresh, nil
+				}
+				if !liveFiles(ctx, fresh, res.OldDataFiles) {
 					return nil, errRewriteStale
 				}
 			}

@@ -507,3 +507,46 @@ func TestMaintainKeepsPendingRun(t *testing.T) {
 		t.Errorf("%d distinct rows, want %d", len(seen), 2000+4*50)
 	}
 }
+
+// TestMaintainTwoNodesAtOnce: two nodes compact into one table, then both
+// run Maintain at the same time: the rewrites of one day race, one wins per
+// group and the other drops its files; every row is read once.
+func TestMaintainTwoNodesAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	shared := testConfig(t, dir, "maintain-two")
+	ctx := context.Background()
+	var nodes [2]*coldtier.Compactor
+	for i := range nodes {
+		nodeDir := filepath.Join(dir, fmt.Sprintf("node%d", i))
+		st, tb := openTable(t, nodeDir, staticSchema)
+		defer st.Close()
+		cfg := shared
+		cfg.Node, cfg.StateDir = fmt.Sprintf("node%d", i), nodeDir
+		c, err := coldtier.Open(ctx, cfg, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		nodes[i] = c
+		smallCommits(t, tb, c, i*100000, 5, 60, 3)
+	}
+	errs := make(chan error, 2)
+	for _, c := range nodes {
+		go func() {
+			ms, err := c.Maintain(ctx, coldtier.MaintainOptions{})
+			t.Logf("%+v", ms)
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := checkRowsOnce(t, "after two passes at once", shared, nodes[0], rowSet([2]int{0, 300}, [2]int{100000, 100300}))
+	for day, n := range perDay(v.Files) {
+		if n > 2 {
+			t.Errorf("day %s: %d files after the passes, want at most 2", day, n)
+		}
+	}
+}
