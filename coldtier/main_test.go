@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
 	}
+	if child := os.Getenv(maintainChildEnv); child != "" {
+		os.Exit(runMaintainChild(child))
+	}
 	dir, err := os.MkdirTemp("", "coldtier-s3-")
 	if err != nil {
 		panic(err)

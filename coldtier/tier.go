@@ -40,8 +40,15 @@ func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (co
 }
 
 func (t tier) Counters() coldapi.Counters {
-	c := t.Compactor.Counters()
+	c, m := t.Compactor.Counters(), t.Compactor.MaintainCounters()
 	return coldapi.Counters{BytesUploaded: c.BytesUploaded.Load(), Files: c.Files.Load(), Rows: c.Rows.Load(),
 		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load(),
-		RowsSkipped: c.Skipped.Load()}
+		RowsSkipped: c.Skipped.Load(),
+		MaintainRuns: m.Runs, FilesRewritten: m.FilesRewritten, SnapshotsExpired: m.SnapshotsExpired,
+		ExpiredFilesDeleted: m.FilesDeleted}
+}
+
+func (t tier) Maintain(ctx context.Context, o coldapi.MaintainOptions) (coldapi.MaintainStats, error) {
+	st, err := t.Compactor.Maintain(ctx, MaintainOptions(o))
+	return coldapi.MaintainStats(st), err
 }

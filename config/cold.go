@@ -47,6 +47,49 @@ type Iceberg struct {
 	// any node writing to the table: a younger unreferenced file may be
 	// another node's upload about to be committed.
 	OrphanAge time.Duration `yaml:"orphan_age"`
+	// Maintain is the table's maintenance: small files rewritten into
+	// large ones, manifests merged, old snapshots expired
+	// (docs/cold-tier.md, "Maintenance").
+	Maintain IcebergMaintain `yaml:"maintain"`
+}
+
+// IcebergMaintain configures the maintenance of a table's Iceberg table;
+// zero fields take the defaults below.
+type IcebergMaintain struct {
+	// Interval is how often the server runs it (default 1h; negative:
+	// never; `sluice compact --maintain` and POST
+	// /v1/tables/{t}/maintain run it on demand).
+	Interval time.Duration `yaml:"interval"`
+	// TargetFileBytes is the size of the files the rewrite writes (default
+	// 128 MiB); a file under 3/4 of it is small.
+	TargetFileBytes int64 `yaml:"target_file_bytes"`
+	// MinInputFiles: a day partition is rewritten once it has this many
+	// small files (default 2).
+	MinInputFiles int `yaml:"min_input_files"`
+	// KeepSnapshots is how many of the newest snapshots are always kept
+	// (default 100).
+	KeepSnapshots int `yaml:"keep_snapshots"`
+	// SnapshotAge: an older snapshot is kept while it was the current one
+	// less than this long ago (default 1h): longer than any reader's scan.
+	SnapshotAge time.Duration `yaml:"snapshot_age"`
+	// MetadataVersions is how many earlier metadata files are kept
+	// (default 100).
+	MetadataVersions int `yaml:"metadata_versions"`
+}
+
+// Defaults of the maintenance (the others are coldtier's).
+const DefaultMaintainInterval = time.Hour
+
+// MaintainInterval is the maintenance's interval with the default applied
+// (0: never).
+func (m *IcebergMaintain) MaintainInterval() time.Duration {
+	switch {
+	case m.Interval < 0:
+		return 0
+	case m.Interval == 0:
+		return DefaultMaintainInterval
+	}
+	return m.Interval
 }
 
 // Defaults of the orphan cleanup.
@@ -113,6 +156,21 @@ func (i *Iceberg) validate(where string) []error {
 	}
 	if i.OrphanAge < 0 {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.orphan_age: negative", where))
+	}
+	m := i.Maintain
+	for _, f := range []struct {
+		key string
+		bad bool
+	}{
+		{"target_file_bytes", m.TargetFileBytes < 0 || (m.TargetFileBytes > 0 && m.TargetFileBytes < 1<<20)},
+		{"min_input_files", m.MinInputFiles < 0},
+		{"keep_snapshots", m.KeepSnapshots < 0},
+		{"snapshot_age", m.SnapshotAge < 0},
+		{"metadata_versions", m.MetadataVersions < 0},
+	} {
+		if f.bad {
+			errs = append(errs, fmt.Errorf("%s: compact.iceberg.maintain.%s: negative (or, for target_file_bytes, under 1 MiB)", where, f.key))
+		}
 	}
 	if i.RowGroupRows < 0 {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.row_group_rows: negative", where))

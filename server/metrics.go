@@ -100,6 +100,10 @@ var coldFamilies = []coldFamily{
 	newColdFamily("sluice_coldtier_commit_retries_total", "Commits retried after another writer committed first.", func(c coldapi.Counters) int64 { return c.CommitRetries }),
 	newColdFamily("sluice_coldtier_orphan_files_deleted_total", "Unreferenced files (uploads of runs killed before their commit) deleted by the orphan cleanup.", func(c coldapi.Counters) int64 { return c.OrphanFiles }),
 	newColdFamily("sluice_coldtier_recovered_runs_total", "Runs found committed but not finished locally (a crash) and finished.", func(c coldapi.Counters) int64 { return c.Recoveries }),
+	newColdFamily("sluice_coldtier_maintain_runs_total", "Maintenance passes (small files rewritten, manifests merged, snapshots expired).", func(c coldapi.Counters) int64 { return c.MaintainRuns }),
+	newColdFamily("sluice_coldtier_files_rewritten_total", "Small data files replaced by the maintenance's rewrite.", func(c coldapi.Counters) int64 { return c.FilesRewritten }),
+	newColdFamily("sluice_coldtier_snapshots_expired_total", "Snapshots expired by the maintenance.", func(c coldapi.Counters) int64 { return c.SnapshotsExpired }),
+	newColdFamily("sluice_coldtier_expired_files_deleted_total", "Files only expired snapshots referenced, deleted by the maintenance.", func(c coldapi.Counters) int64 { return c.ExpiredFilesDeleted }),
 	newColdFamily("sluice_coldtier_rows_skipped_total", "Stream rows left out of a commit because another store had committed their source offsets (docs/cold-tier.md).", func(c coldapi.Counters) int64 { return c.RowsSkipped }),
 }
 

@@ -31,6 +31,7 @@ func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
 					every(ctx, interval, func() { s.deleteOrphans(ctx, ts, age) })
 				}()
 			}
+			s.startMaintain(ctx, wg, ts) // server/maintain.go
 		}
 		if ts.proc != nil && ts.cfg.Reload > 0 {
 			wg.Add(1)

@@ -330,6 +330,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
 	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
+	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
 	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)

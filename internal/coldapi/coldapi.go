@@ -29,6 +29,9 @@ type Tier interface {
 	Compact(ctx context.Context, watermark time.Time, remove bool) (Stats, error)
 	// DeleteOrphanFiles deletes the unreferenced files older than olderThan.
 	DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error)
+	// Maintain rewrites small files, merges manifests and expires old
+	// snapshots of the Iceberg table (coldtier.Compactor.Maintain).
+	Maintain(ctx context.Context, opts MaintainOptions) (MaintainStats, error)
 	// QueryValues answers q from both tiers; cold says the compacted rows
 	// were removed from the hot store (compact.remove).
 	QueryValues(ctx context.Context, q table.Query, cold bool, emit func([]table.Column, []any) error) error
@@ -75,6 +78,29 @@ type Counters struct {
 	BytesUploaded, Files, Rows, CommitRetries, OrphanFiles, Recoveries int64
 	// RowsSkipped: rows left out because another store committed them.
 	RowsSkipped int64
+	// The maintenance's totals (coldtier.MaintainCounters).
+	MaintainRuns, FilesRewritten, SnapshotsExpired, ExpiredFilesDeleted int64
+}
+
+// MaintainOptions configure one maintenance pass (coldtier.MaintainOptions;
+// zero fields take its defaults).
+type MaintainOptions struct {
+	TargetFileBytes                  int64
+	MinInputFiles                    int
+	KeepSnapshots                    int
+	SnapshotAge                      time.Duration
+	MetadataVersions                 int
+	NoRewrite, NoManifests, NoExpire bool
+}
+
+// MaintainStats say what a maintenance pass did (coldtier.MaintainStats).
+type MaintainStats struct {
+	Partitions, FilesRewritten, FilesWritten int
+	RowsRewritten                            int64
+	BytesRewritten, BytesWritten             int64
+	ManifestsMerged, ManifestsNew            int
+	SnapshotsExpired, FilesDeleted           int
+	Snapshots, DataFiles, Manifests          int
 }
 
 // Opener opens a table's cold tier.

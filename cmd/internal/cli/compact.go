@@ -20,7 +20,7 @@ func init() {
 
 func compactCmd() *cobra.Command {
 	var configPath, data, serverURL, tableName string
-	var orphans bool
+	var orphans, maintain bool
 	var olderThan time.Duration
 	cmd := &cobra.Command{
 		Use:   "compact --table T",
@@ -32,13 +32,19 @@ func compactCmd() *cobra.Command {
 			if tableName == "" {
 				return errors.New("--table is required")
 			}
+			if maintain && orphans {
+				return errors.New("--maintain and --orphans: choose one")
+			}
 			var res any
 			var err error
 			if serverURL != "" {
 				client := &server.Client{URL: serverURL}
-				if orphans {
+				switch {
+				case maintain:
+					res, err = client.Maintain(ctx, tableName)
+				case orphans:
 					res, err = client.DeleteOrphans(ctx, tableName, olderThan)
-				} else {
+				default:
 					res, err = client.Compact(ctx, tableName)
 				}
 			} else {
@@ -51,9 +57,12 @@ func compactCmd() *cobra.Command {
 					return serr
 				}
 				defer s.Close()
-				if orphans {
+				switch {
+				case maintain:
+					res, err = s.MaintainNow(ctx, tableName)
+				case orphans:
 					res, err = s.DeleteOrphansNow(ctx, tableName, olderThan)
-				} else {
+				default:
 					res, err = s.CompactNow(ctx, tableName)
 				}
 			}
@@ -69,6 +78,7 @@ func compactCmd() *cobra.Command {
 	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server; empty = straight on the store (the server must not be running)")
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (YAML), without --server")
 	cmd.Flags().BoolVar(&orphans, "orphans", false, "instead of compacting, delete the Iceberg table's orphan files (uploads of runs killed before their commit)")
+	cmd.Flags().BoolVar(&maintain, "maintain", false, "instead of compacting, run the Iceberg table's maintenance: rewrite small files, merge manifests, expire old snapshots (compact.iceberg.maintain)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "with --orphans: only files older than this (default: the table's compact.iceberg.orphan_age, 72h)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (overrides storage.dir), without --server")
 	return cmd
