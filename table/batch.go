@@ -75,9 +75,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	t.mu.Lock()
-	schema, static := t.meta.Schema, t.meta.Static
-	t.mu.Unlock()
+	schema, static := t.current()
 	cols, fits, err := t.coerce(rows, schema, !static, nil)
 	if err != nil {
 		return err
@@ -92,7 +90,8 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 			return err
 		}
 		if changed {
-			t.setSchema(schema) // kept locked until Commit or Close
+			// Kept locked, and unpublished, until Commit or Close.
+			t.setSchemaUnpublished(schema)
 		} else {
 			t.mu.Unlock()
 		}
@@ -128,7 +127,9 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	n := len(rows)
 	b.finish = append(b.finish, func(ok bool) {
 		if changed {
-			if !ok {
+			if ok {
+				t.publishSchema()
+			} else {
 				t.setSchema(oldSchema)
 			}
 			t.mu.Unlock()

@@ -43,6 +43,10 @@ type Table struct {
 	schemaDirty bool           // meta.Schema is wider than the persisted one
 	// maxColumns bounds an inferred schema (SetMaxColumns); read under mu.
 	maxColumns int
+	// view is meta.Schema and meta.Static as of the last setSchema, read
+	// without mu by appends (every part of every batch read them under mu
+	// before: one lock per part shared by every writer of the table).
+	view atomic.Pointer[schemaView]
 
 	appends, rowsAppended, blocksWritten, bytesWritten atomic.Int64
 	queries, rowsScanned, rowsEmitted, blocksRead      atomic.Int64
@@ -105,13 +109,43 @@ func (t *Table) columnLimit() int {
 	return t.maxColumns
 }
 
+// schemaView is a schema as appends read it: replaced, never changed.
+type schemaView struct {
+	schema []Column
+	static bool
+}
+
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
+	t.setSchemaUnpublished(schema)
+	t.publishSchema()
+}
+
+// setSchemaUnpublished installs schema for the holder of mu only: appends
+// that read the schema without mu keep seeing the old one until
+// publishSchema. A Batch holds mu from the widening to its commit: a
+// concurrent append must not take a column of a schema that may still be
+// rolled back. REQUIRES: mu held.
+func (t *Table) setSchemaUnpublished(schema []Column) {
 	t.meta.Schema = schema
 	t.colIndex = make(map[string]int, len(schema))
 	for i, c := range schema {
 		t.colIndex[c.Name] = i
 	}
+}
+
+// publishSchema makes meta's schema the one appends read. REQUIRES: mu
+// held (or t not yet shared).
+func (t *Table) publishSchema() {
+	t.view.Store(&schemaView{schema: t.meta.Schema, static: t.meta.Static})
+}
+
+// current returns the schema in force and whether it is static, without
+// taking mu. A widening (under mu) publishes a new slice, so the one
+// returned never changes.
+func (t *Table) current() ([]Column, bool) {
+	v := t.view.Load()
+	return v.schema, v.static
 }
 
 // reconfigure applies cfg to an open table and persists what changed.
@@ -255,9 +289,7 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 	// every value fits it without widening and that no row has a column
 	// the schema lacks. Only otherwise take mu and widen (or, for a static
 	// schema, find the offending column).
-	t.mu.Lock()
-	schema, static := t.meta.Schema, t.meta.Static
-	t.mu.Unlock()
+	schema, static := t.current()
 	cols, fits, err := t.coerce(rows, schema, !static, trusted)
 	if err != nil {
 		return err
@@ -277,6 +309,11 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 			return err
 		}
 	}
+	return b.addCols(cols, len(rows))
+}
+
+// addCols adds a part converted to columns to the pending ones.
+func (b *Appender) addCols(cols []colData, rows int) error {
 	// Blocks record their own column types: parts encoded before a later
 	// part widened a column are read back converted, like older blocks.
 	if b.pending != nil && !sameColumns(b.pending, cols) {
@@ -292,8 +329,8 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 			b.pending[i].null = append(b.pending[i].null, c.null...)
 		}
 	}
-	b.pendingRows += len(rows)
-	b.rows += len(rows)
+	b.pendingRows += rows
+	b.rows += rows
 	if b.pendingRows >= flushRows {
 		return b.flush()
 	}
