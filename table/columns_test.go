@@ -1,0 +1,161 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
+)
+
+// byColumns is rows held by column, as ingest.DecodeColumns gives them.
+func byColumns(rows []Row) *colbatch.Batch {
+	cb := new(colbatch.Batch)
+	for i, row := range rows {
+		r := cb.AddRow(i + 1)
+		for k, v := range row {
+			cb.Set(cb.ColumnOf(k), r, v)
+		}
+	}
+	return cb
+}
+
+// TestAddColumnsMatchesAdd: parts added by column store what Add stores
+// and fail with Add's error (row, column, reason), for a static schema
+// (conversions, values that do not fit, a column it lacks) and an inferred
+// one (widening, new columns, null-only columns, the column limit).
+func TestAddColumnsMatchesAdd(t *testing.T) {
+	ctx := context.Background()
+	static := []Column{{"ts", Timestamp}, {"k", String}, {"n", Int64}, {"f", Float64}, {"b", Bool}, {"j", JSON}, {"s", String}}
+	good := []Row{
+		{"ts": t0.Format(time.RFC3339Nano), "k": "a", "n": int64(1), "f": 1.5, "b": true, "j": map[string]any{"x": int64(1)}, "s": "x"},
+		{"ts": t0.Unix(), "k": int64(7), "n": 2.0, "f": int64(3), "b": "false", "j": `{"y":[1]}`, "s": 2.5},
+		{"ts": float64(t0.Unix()) + 0.25, "k": "a", "n": nil, "f": json.Number("4.5"), "b": false, "j": nil, "s": true},
+		{"k": "b", "n": int64(-3), "s": int64(9)},
+	}
+	cases := []struct {
+		name    string
+		columns []Column
+		limit   int
+		parts   [][]Row
+	}{
+		{"static", static, 0, [][]Row{
+			good,
+			{{"ts": t0, "k": "a", "n": 2.5}},            // not a whole int64
+			{{"ts": t0, "k": "a"}, {"ts": "never"}},     // no time
+			{{"ts": t0, "k": "a", "n": "12"}, {"x": 1}}, // a column the schema lacks
+			{{"ts": t0, "k": "a", "x": nil}},            // even null
+			{{"ts": t0, "k": "a", "b": int64(1)}},       // not a bool
+			{{"ts": t0, "k": "a", "j": "{"}},            // not JSON
+			{{"ts": int64(1e18), "k": "a", "f": "1e3"}, {"ts": "2026-03-01T10:00:00Z", "n": json.Number("9223372036854775808")}},
+		}},
+		{"inferred", nil, 0, [][]Row{
+			{{"ts": t0, "k": "a", "n": int64(1)}, {"ts": t0, "k": "b", "n": int64(2), "z": nil}},
+			{{"ts": t0, "k": "a", "n": int64(3)}},
+			{{"ts": t0, "k": "a", "n": 2.5, "new": "x"}},
+			{{"ts": t0, "k": "a", "n": "text"}},
+			{{"ts": t0, "k": int64(5), "n": 1.0, "new": int64(1), "o": map[string]any{"a": "b"}}},
+			{{"ts": "bad", "k": "a"}},
+			{{"ts": t0, "k": "c", "n": json.Number("12345678901234567890")}},
+		}},
+		{"limit", nil, 4, [][]Row{
+			{{"ts": t0, "k": "a", "n": int64(1)}},
+			{{"ts": t0, "k": "a", "n": int64(1), "x": 1.5, "y": 2.5}, {"ts": t0, "k": "a", "x": 1.5}},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var tables [2]*Table
+			for i := range tables {
+				s := openStore(t, t.TempDir())
+				t.Cleanup(func() { s.Close() })
+				tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts", Columns: tc.columns})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tb.SetMaxColumns(tc.limit)
+				tables[i] = tb
+			}
+			for p, part := range tc.parts {
+				var errs [2]string
+				for i, tb := range tables {
+					a, err := tb.NewAppender()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if i == 0 {
+						err = a.Add(ctx, part)
+					} else {
+						err = a.AddColumns(ctx, byColumns(part))
+					}
+					if err == nil {
+						err = a.Commit(ctx)
+					}
+					a.Close()
+					errs[i] = fmt.Sprint(err)
+				}
+				if errs[0] != errs[1] {
+					t.Fatalf("part %d: AddColumns: %s\nAdd: %s", p, errs[1], errs[0])
+				}
+			}
+			want, got := collect(t, tables[0], Query{}), collect(t, tables[1], Query{})
+			if len(want) == 0 || fmt.Sprint(sortedRows(got)) != fmt.Sprint(sortedRows(want)) {
+				t.Fatalf("stored by column:\n%v\nby Add:\n%v", sortedRows(got), sortedRows(want))
+			}
+			if fmt.Sprint(tables[0].Schema()) != fmt.Sprint(tables[1].Schema()) {
+				t.Fatalf("schema by column %v, by Add %v", tables[1].Schema(), tables[0].Schema())
+			}
+		})
+	}
+}
+
+func sortedRows(rows []Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = fmt.Sprint(r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBatchPublishesItsWideningAtCommit: appends read the schema without
+// the table's lock, so a Batch that widened it (and holds the lock until it
+// ends) must not show the wider schema before it commits: an append taking
+// its new column would store blocks of a column a rollback removes.
+func TestBatchPublishesItsWideningAtCommit(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string) bool {
+		schema, _ := tb.current()
+		return slices.ContainsFunc(schema, func(c Column) bool { return c.Name == name })
+	}
+	for _, commit := range []bool{false, true} {
+		b, err := s.NewBatch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(tb, []Row{{"ts": t0, "k": "a", "w": int64(1)}}); err != nil {
+			t.Fatal(err)
+		}
+		early := has("w")
+		if commit {
+			if err := b.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Close() // before any Fatal: an open Batch holds the table (Close of the store waits)
+		if early {
+			t.Fatalf("the widening was visible before the batch ended")
+		}
+		if has("w") != commit {
+			t.Fatalf("committed %v: the schema has w: %v", commit, has("w"))
+		}
+	}
+}
