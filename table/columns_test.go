@@ -44,8 +44,8 @@ func TestAddColumnsMatchesAdd(t *testing.T) {
 	}{
 		{"static", static, 0, [][]Row{
 			good,
-			{{"ts": t0, "k": "a", "n": 2.5}},            // not a whole int64
-			{{"ts": t0, "k": "a"}, {"ts": "never"}},     // no time
+			{{"ts": t0, "k": "a", "n": 2.5}},        // not a whole int64
+			{{"ts": t0, "k": "a"}, {"ts": "never"}}, // no time
 			{{"ts": t0, "k": "a", "n": "12"}, {"x": 1}}, // a column the schema lacks
 			{{"ts": t0, "k": "a", "x": nil}},            // even null
 			{{"ts": t0, "k": "a", "b": int64(1)}},       // not a bool
