@@ -68,7 +68,9 @@ func TestAddColumnsMatchesAdd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var tables [2]*Table
+			// 0: Appender.Add, 1: Appender.AddColumns, 2: Batch.Append, 3: Batch.AppendColumns.
+			var tables [4]*Table
+			var stores [4]*Store
 			for i := range tables {
 				s := openStore(t, t.TempDir())
 				t.Cleanup(func() { s.Close() })
@@ -77,36 +79,55 @@ func TestAddColumnsMatchesAdd(t *testing.T) {
 					t.Fatal(err)
 				}
 				tb.SetMaxColumns(tc.limit)
-				tables[i] = tb
+				tables[i], stores[i] = tb, s
 			}
 			for p, part := range tc.parts {
-				var errs [2]string
+				var errs [4]string
 				for i, tb := range tables {
-					a, err := tb.NewAppender()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if i == 0 {
-						err = a.Add(ctx, part)
+					var err error
+					if i < 2 {
+						a, aerr := tb.NewAppender()
+						if aerr != nil {
+							t.Fatal(aerr)
+						}
+						if i == 0 {
+							err = a.Add(ctx, part)
+						} else {
+							err = a.AddColumns(ctx, byColumns(part))
+						}
+						if err == nil {
+							err = a.Commit(ctx)
+						}
+						a.Close()
 					} else {
-						err = a.AddColumns(ctx, byColumns(part))
+						b, berr := stores[i].NewBatch()
+						if berr != nil {
+							t.Fatal(berr)
+						}
+						if i == 2 {
+							err = b.Append(tb, part)
+						} else {
+							err = b.AppendColumns(tb, byColumns(part))
+						}
+						if err == nil {
+							err = b.Commit(ctx)
+						}
+						b.Close()
 					}
-					if err == nil {
-						err = a.Commit(ctx)
-					}
-					a.Close()
 					errs[i] = fmt.Sprint(err)
 				}
-				if errs[0] != errs[1] {
-					t.Fatalf("part %d: AddColumns: %s\nAdd: %s", p, errs[1], errs[0])
+				if errs[0] != errs[1] || errs[2] != errs[3] {
+					t.Fatalf("part %d:\nAddColumns: %s\nAdd:        %s\nBatch.AppendColumns: %s\nBatch.Append:        %s", p, errs[1], errs[0], errs[3], errs[2])
 				}
 			}
-			want, got := collect(t, tables[0], Query{}), collect(t, tables[1], Query{})
-			if len(want) == 0 || fmt.Sprint(sortedRows(got)) != fmt.Sprint(sortedRows(want)) {
-				t.Fatalf("stored by column:\n%v\nby Add:\n%v", sortedRows(got), sortedRows(want))
-			}
-			if fmt.Sprint(tables[0].Schema()) != fmt.Sprint(tables[1].Schema()) {
-				t.Fatalf("schema by column %v, by Add %v", tables[1].Schema(), tables[0].Schema())
+			for _, pair := range [][2]int{{0, 1}, {2, 3}} {
+				want, got := collect(t, tables[pair[0]], Query{}), collect(t, tables[pair[1]], Query{})
+				if len(want) == 0 || fmt.Sprint(sortedRows(got)) != fmt.Sprint(sortedRows(want)) {
+					t.Fatalf("stored by column:\n%v\nas maps:\n%v", sortedRows(got), sortedRows(want))
+				}
+				if fmt.Sprint(tables[pair[0]].Schema()) != fmt.Sprint(tables[pair[1]].Schema()) {
+					t.Fatalf("schema by column %v, as maps %v", tables[pair[1]].Schema(), tables[pair[0]].Schema())
+				}
 			}
 		})
 	}
