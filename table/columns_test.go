@@ -180,3 +180,30 @@ func TestBatchPublishesItsWideningAtCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestOneBlockPerGroup: an append writes one block per (partition, time
+// bucket), whether its rows alternate between few partitions (found by a
+// scan) or many (found by a map).
+func TestOneBlockPerGroup(t *testing.T) {
+	for _, parts := range []int{1, 10, 40} {
+		s := openStore(t, t.TempDir())
+		tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []Row
+		for i := range 1000 {
+			rows = append(rows, Row{"ts": t0.Add(time.Duration(i) * time.Millisecond), "k": int64(i % parts), "n": int64(i)})
+		}
+		if err := tb.Append(context.Background(), rows); err != nil {
+			t.Fatal(err)
+		}
+		if got := tb.Stats().BlocksWritten; got != int64(parts) {
+			t.Errorf("%d partitions: %d blocks", parts, got)
+		}
+		if got := len(collect(t, tb, Query{})); got != 1000 {
+			t.Errorf("%d partitions: %d rows back", parts, got)
+		}
+		s.Close()
+	}
+}

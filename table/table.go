@@ -629,27 +629,65 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		bucket int64
 	}
 	n := len(cols[timeCol].vals)
-	groups := map[groupKey][]int{}
-	var order []groupKey
+	// The groups in order of first row, and their rows. A batch has few
+	// groups (its partitions times its time buckets): they are found by
+	// the last one hit, then a scan, and a map only past smallGroups (a map
+	// lookup per row was a quarter of this function).
+	const smallGroups = 16
+	var keys []groupKey
+	var rowsOf [][]int
+	var index map[groupKey]int
+	last := -1
 	for r := range n {
 		g := groupKey{bucket: floorTime(cols[timeCol].vals[r].i, span)}
 		if hashCol >= 0 {
 			c := &cols[hashCol]
 			g.hash = partitionHash(c.typ, c.vals[r], c.null[r])
 		}
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
+		at := -1
+		switch {
+		case last >= 0 && keys[last] == g:
+			at = last
+		case index != nil:
+			if i, ok := index[g]; ok {
+				at = i
+			}
+		default:
+			for i := range keys {
+				if keys[i] == g {
+					at = i
+					break
+				}
+			}
 		}
-		groups[g] = append(groups[g], r)
+		if at < 0 {
+			at = len(keys)
+			keys = append(keys, g)
+			rowsOf = append(rowsOf, nil)
+			if index != nil {
+				index[g] = at
+			} else if len(keys) > smallGroups {
+				index = make(map[groupKey]int, 2*len(keys))
+				for i, k := range keys {
+					index[k] = i
+				}
+			}
+		}
+		rowsOf[at] = append(rowsOf[at], r)
+		last = at
 	}
 	// Keys in order: Pebble's memtable inserter reuses the previous
 	// insertion's splice, so a sorted batch costs less skiplist search
 	// (with one-row blocks the search was the top of the profile).
-	slices.SortFunc(order, func(a, b groupKey) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(keys[a].hash, keys[b].hash); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.bucket, b.bucket)
+		return cmp.Compare(keys[a].bucket, keys[b].bucket)
 	})
 	seq, err := seqs(len(order))
 	if err != nil {
@@ -657,8 +695,8 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 	}
 	times := cols[timeCol].vals
 	var payload, val, key []byte
-	for i, g := range order {
-		idx := groups[g]
+	for i, gi := range order {
+		g, idx := keys[gi], rowsOf[gi]
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
 		payload = encodeBlock(payload[:0], cols, idx)
 		val = compressBlock(val[:0], payload)
