@@ -46,7 +46,8 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	if ts.degraded != "" {
 		return res, ts.degradedError()
 	}
-	zr, err := ingest.MaybeGunzip(r)
+	zr, releaseReader, err := ingest.MaybeGunzipPooled(r)
+	defer releaseReader()
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}

@@ -126,7 +126,9 @@ func (b *Batch) AppendColumns(t *Table, cb *colbatch.Batch) error {
 		return nil
 	}
 	schema, static := t.current()
-	cols, fits, err := t.coerceColumns(cb, schema, !static, nil)
+	sl := getSlab(len(schema) * cb.Len)
+	defer putSlab(sl) // stage encodes the values before it returns
+	cols, fits, err := t.coerceColumns(cb, schema, !static, nil, sl)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"github.com/sluicedb/sluice/internal/colbatch"
@@ -32,7 +33,11 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 	}
 	trusted := trustedJSON(ctx)
 	schema, static := b.t.current()
-	cols, fits, err := b.t.coerceColumns(cb, schema, !static, trusted)
+	sl := getSlab(len(schema) * cb.Len)
+	cols, fits, err := b.t.coerceColumns(cb, schema, !static, trusted, sl)
+	if err != nil || !fits {
+		putSlab(sl)
+	}
 	if err != nil {
 		b.failed = true
 		return err
@@ -40,6 +45,9 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 	if !fits {
 		return b.Add(ctx, cb.Rows())
 	}
+	// The slab is reused once its values are encoded (flush) or the
+	// batch is abandoned.
+	b.slabs = append(b.slabs, sl)
 	if err := b.addCols(cols, cb.Len); err != nil {
 		b.failed = true
 		return err
@@ -50,12 +58,11 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 // coerceColumns is coerce for a colbatch.Batch: the same conversions in
 // the same order (column by column of the schema, row by row), so that
 // the first error is the one coerce would give for cb.Rows().
-func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, trusted []string) (cols []colData, fits bool, err error) {
+func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
 	n := cb.Len
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
-	vals := make([]value, len(schema)*n)
-	nulls := make([]bool, len(schema)*n)
+	vals, nulls := sl.vals, sl.nulls
 	used := 0 // columns of cb that are in the schema
 	for c, col := range schema {
 		cd := colData{name: col.Name, typ: col.Type,
@@ -108,6 +115,40 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 		}
 	}
 	return cols, true, nil
+}
+
+// colSlab is the memory of one part's typed columns (every column's values
+// and nulls in one array each), reused across batches: allocating it per
+// batch was half the ingest's allocated bytes, and so of its garbage
+// collections.
+type colSlab struct {
+	vals  []value
+	nulls []bool
+}
+
+var slabPool sync.Pool
+
+// maxPooledSlab bounds the values of a slab kept for reuse (24 bytes each).
+const maxPooledSlab = 1 << 20
+
+// getSlab returns a slab of n zero values and nulls.
+func getSlab(n int) *colSlab {
+	sl, _ := slabPool.Get().(*colSlab)
+	if sl == nil || cap(sl.vals) < n {
+		return &colSlab{vals: make([]value, n), nulls: make([]bool, n)}
+	}
+	sl.vals, sl.nulls = sl.vals[:n], sl.nulls[:n]
+	return sl
+}
+
+// putSlab gives sl back for reuse; nothing may use its values after.
+func putSlab(sl *colSlab) {
+	if sl == nil || cap(sl.vals) > maxPooledSlab {
+		return
+	}
+	clear(sl.vals[:cap(sl.vals)]) // no strings kept alive, zero for the next
+	clear(sl.nulls[:cap(sl.nulls)])
+	slabPool.Put(sl)
 }
 
 // cellType is inferType of a cell's value.

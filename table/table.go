@@ -242,6 +242,9 @@ type Appender struct {
 	bytes        int
 	failed, done bool
 	hold         seqHold
+	// slabs hold the pending columns of AddColumns parts, reused after
+	// they are encoded.
+	slabs []*colSlab
 }
 
 // flushRows is how many rows of an Appender are held as columns before they
@@ -360,6 +363,7 @@ func (b *Appender) flush() error {
 		return fmt.Errorf("table %s: append %d rows: %w", b.t.name, b.pendingRows, err)
 	}
 	b.pending, b.pendingRows = nil, 0
+	b.releaseSlabs()
 	b.blocks += nblocks
 	b.bytes += nbytes
 	return nil
@@ -421,6 +425,15 @@ func (t *Table) commit(pb *pebble.Batch) error {
 	return nil
 }
 
+// releaseSlabs gives back the slabs of parts no longer pending.
+func (b *Appender) releaseSlabs() {
+	for _, sl := range b.slabs {
+		putSlab(sl)
+	}
+	clear(b.slabs)
+	b.slabs = b.slabs[:0]
+}
+
 // Close releases the batch; one not committed stores nothing.
 func (b *Appender) Close() {
 	if b.pb == nil {
@@ -429,6 +442,7 @@ func (b *Appender) Close() {
 	b.pb.Close()
 	b.t.store.releaseSeqs(&b.hold)
 	b.pb, b.pending = nil, nil
+	b.releaseSlabs()
 	b.release()
 }
 
