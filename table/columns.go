@@ -45,10 +45,7 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 	if !fits {
 		return b.Add(ctx, cb.Rows())
 	}
-	// The slab is reused once its values are encoded (flush) or the
-	// batch is abandoned.
-	b.slabs = append(b.slabs, sl)
-	if err := b.addCols(cols, cb.Len); err != nil {
+	if err := b.addCols(cols, cb.Len, sl); err != nil {
 		b.failed = true
 		return err
 	}

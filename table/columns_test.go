@@ -207,3 +207,55 @@ func TestOneBlockPerGroup(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestPartsAcrossAWidening: an Appender whose parts are converted with
+// different schemas (another append widened it between them) encodes the
+// earlier parts first and keeps every value of the later one (each part's
+// columns live in a pooled slab until encoded), by column and as maps.
+func TestPartsAcrossAWidening(t *testing.T) {
+	ctx := context.Background()
+	for _, byCol := range []bool{false, true} {
+		s := openStore(t, t.TempDir())
+		tb, err := s.Table(Config{Name: "t", HashBy: "k", SortBy: "ts"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Append(ctx, []Row{{"ts": t0, "k": "a", "v": int64(1)}}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := tb.NewAppender()
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(rows []Row) {
+			t.Helper()
+			if byCol {
+				err = a.AddColumns(ctx, byColumns(rows))
+			} else {
+				err = a.Add(ctx, rows)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		add([]Row{{"ts": t0, "k": "a", "v": int64(10)}})
+		if err := tb.Append(ctx, []Row{{"ts": t0, "k": "b", "w": "x"}}); err != nil { // widens
+			t.Fatal(err)
+		}
+		add([]Row{{"ts": t0, "k": "a", "v": int64(20), "w": "y"}, {"ts": t0, "k": "a", "v": int64(30)}})
+		if err := a.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		got := sortedRows(collect(t, tb, Query{}))
+		want := sortedRows([]Row{
+			{"ts": t0, "k": "a", "v": int64(1), "w": nil}, {"ts": t0, "k": "a", "v": int64(10), "w": nil},
+			{"ts": t0, "k": "b", "v": nil, "w": "x"}, {"ts": t0, "k": "a", "v": int64(20), "w": "y"},
+			{"ts": t0, "k": "a", "v": int64(30), "w": nil},
+		})
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("by column %v:\n%v\nwant\n%v", byCol, got, want)
+		}
+		s.Close()
+	}
+}

@@ -293,7 +293,11 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 	// the schema lacks. Only otherwise take mu and widen (or, for a static
 	// schema, find the offending column).
 	schema, static := t.current()
-	cols, fits, err := t.coerce(rows, schema, !static, trusted)
+	sl := getSlab(len(schema) * len(rows))
+	cols, fits, err := t.coerceInto(rows, schema, !static, trusted, sl)
+	if err != nil || !fits {
+		putSlab(sl)
+	}
 	if err != nil {
 		return err
 	}
@@ -308,22 +312,29 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 		if err != nil {
 			return err
 		}
-		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
+		sl = getSlab(len(widened) * len(rows))
+		if cols, _, err = t.coerceInto(rows, widened, false, trusted, sl); err != nil {
+			putSlab(sl)
 			return err
 		}
 	}
-	return b.addCols(cols, len(rows))
+	return b.addCols(cols, len(rows), sl)
 }
 
-// addCols adds a part converted to columns to the pending ones.
-func (b *Appender) addCols(cols []colData, rows int) error {
+// addCols adds a part converted to columns (in sl) to the pending ones. sl
+// is reused once the part is encoded (flush) or the batch abandoned.
+func (b *Appender) addCols(cols []colData, rows int, sl *colSlab) error {
 	// Blocks record their own column types: parts encoded before a later
 	// part widened a column are read back converted, like older blocks.
 	if b.pending != nil && !sameColumns(b.pending, cols) {
 		if err := b.flush(); err != nil {
+			putSlab(sl)
 			return err
 		}
 	}
+	// Only now: the flush above gives back the slabs of the parts it
+	// encoded, not this one.
+	b.slabs = append(b.slabs, sl)
 	if b.pending == nil {
 		b.pending = cols // a batch of one part is encoded without a copy
 	} else {
@@ -564,11 +575,18 @@ func firstNewColumn(row Row, have map[string]int, added map[string]Type, sortBy 
 // values of the json columns named in trusted are taken as they are
 // (TrustJSON).
 func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string) (cols []colData, fits bool, err error) {
+	n := len(schema) * len(rows)
+	return t.coerceInto(rows, schema, check, trusted, &colSlab{vals: make([]value, n), nulls: make([]bool, n)})
+}
+
+// coerceInto is coerce into the values and nulls of sl (len(schema) ×
+// len(rows) of each, zero).
+func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
-	// One slab for all columns: two allocations per batch, not two per column.
-	vals := make([]value, len(schema)*len(rows))
-	nulls := make([]bool, len(schema)*len(rows))
+	// One slab for all columns: two allocations per batch (none when
+	// sl comes from the pool), not two per column.
+	vals, nulls := sl.vals, sl.nulls
 	found := make([]int32, len(rows)) // keys of each row that are columns
 	for c, col := range schema {
 		cd := colData{name: col.Name, typ: col.Type,
