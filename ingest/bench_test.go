@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // tenFieldRows is the ingest benchmark's row shape: a timestamp, four
@@ -26,6 +28,20 @@ func BenchmarkDecodeNDJSON(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
 		if _, err := Decode(bytes.NewReader(data), DecodeOptions{}, func([]Row, []int) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkDecodeColumns is BenchmarkDecodeNDJSON by column (what a table
+// without computed columns or filters takes).
+func BenchmarkDecodeColumns(b *testing.B) {
+	data := tenFieldRows(1000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := DecodeColumns(bytes.NewReader(data), DecodeOptions{}, func(*colbatch.Batch) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

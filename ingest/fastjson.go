@@ -3,10 +3,12 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // rowDecoder decodes JSON objects into rows. Flat objects of plain values
@@ -139,105 +141,183 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // fast scans a flat object; ok is false when the slow path must decide.
 func (d *rowDecoder) fast(b []byte) (Row, bool) {
+	row := make(Row, max(len(d.order), 8))
+	ok := scanFlat(b, func(field int, key []byte, v flatValue) {
+		k := d.keyAt(field, key)
+		switch v.kind {
+		case colbatch.String:
+			row[k] = d.stringValue(field, v.s)
+		case colbatch.Int:
+			row[k] = v.i
+		case colbatch.Float:
+			row[k] = math.Float64frombits(uint64(v.i))
+		case colbatch.Bool:
+			row[k] = v.i != 0
+		default:
+			row[k] = nil
+		}
+	})
+	if !ok {
+		return nil, false
+	}
+	return row, true
+}
+
+// flatValue is one scalar of a flat object: kind is colbatch.String (s
+// the bytes between the quotes), Int, Float (i its bits), Bool or Null.
+type flatValue struct {
+	s    []byte
+	i    int64
+	kind colbatch.Kind
+}
+
+// scanFlat scans a flat object of plain values, calling field for each of
+// its fields in order (field is its position); ok is false when the slow
+// path must decide (fields may have been reported by then). Both decoders
+// (rows as maps, rows as columns) share it, so they take and refuse the
+// same inputs.
+func scanFlat(b []byte, field func(j int, key []byte, v flatValue)) bool {
 	i, n := 0, len(b)
-	skip := func() {
+	for i < n && isSpace(b[i]) {
+		i++
+	}
+	if i >= n || b[i] != '{' {
+		return false
+	}
+	i++
+	for i < n && isSpace(b[i]) {
+		i++
+	}
+	if i < n && b[i] == '}' {
+		i++
 		for i < n && isSpace(b[i]) {
 			i++
 		}
+		return i == n
 	}
-	skip()
-	if i >= n || b[i] != '{' {
-		return nil, false
-	}
-	i++
-	row := make(Row, max(len(d.order), 8))
-	skip()
-	if i < n && b[i] == '}' {
-		i++
-		skip()
-		return row, i == n
-	}
-	for field := 0; ; field++ {
-		skip()
+	for j := 0; ; j++ {
+		for i < n && isSpace(b[i]) {
+			i++
+		}
 		ks, ke, ok := plainString(b, i)
 		if !ok {
-			return nil, false
+			return false
 		}
-		key := d.keyAt(field, b[ks:ke])
 		i = ke + 1
-		skip()
+		for i < n && isSpace(b[i]) {
+			i++
+		}
 		if i >= n || b[i] != ':' {
-			return nil, false
+			return false
 		}
 		i++
-		skip()
-		if i >= n {
-			return nil, false
+		for i < n && isSpace(b[i]) {
+			i++
 		}
+		if i >= n {
+			return false
+		}
+		var v flatValue
 		switch c := b[i]; {
 		case c == '"':
 			vs, ve, ok := plainString(b, i)
 			if !ok {
-				return nil, false
+				return false
 			}
-			row[key] = d.stringValue(field, b[vs:ve])
+			v = flatValue{kind: colbatch.String, s: b[vs:ve]}
 			i = ve + 1
 		case c == 't':
 			if n-i < 4 || string(b[i:i+4]) != "true" {
-				return nil, false
+				return false
 			}
-			row[key] = true
+			v = flatValue{kind: colbatch.Bool, i: 1}
 			i += 4
 		case c == 'f':
 			if n-i < 5 || string(b[i:i+5]) != "false" {
-				return nil, false
+				return false
 			}
-			row[key] = false
+			v = flatValue{kind: colbatch.Bool}
 			i += 5
 		case c == 'n':
 			if n-i < 4 || string(b[i:i+4]) != "null" {
-				return nil, false
+				return false
 			}
-			row[key] = nil
+			v = flatValue{kind: colbatch.Null}
 			i += 4
 		case c == '-' || c >= '0' && c <= '9':
 			end, isInt, ok := scanNumber(b, i)
 			if !ok {
-				return nil, false
+				return false
 			}
 			s := b[i:end]
 			if isInt && string(s) != "-0" {
-				v, err := strconv.ParseInt(string(s), 10, 64)
-				if err != nil {
-					return nil, false // beyond int64: json.Number on the slow path
+				x, ok := parseInt(s)
+				if !ok {
+					return false // beyond int64: json.Number on the slow path
 				}
-				row[key] = v
+				v = flatValue{kind: colbatch.Int, i: x}
 			} else {
-				v, err := strconv.ParseFloat(string(s), 64)
+				x, err := strconv.ParseFloat(string(s), 64)
 				if err != nil {
-					return nil, false
+					return false
 				}
-				row[key] = v
+				v = flatValue{kind: colbatch.Float, i: int64(math.Float64bits(x))}
 			}
 			i = end
 		default:
-			return nil, false // objects, arrays, garbage
+			return false // objects, arrays, garbage
 		}
-		skip()
+		field(j, b[ks:ke], v)
+		for i < n && isSpace(b[i]) {
+			i++
+		}
 		if i >= n {
-			return nil, false
+			return false
 		}
 		if b[i] == ',' {
 			i++
 			continue
 		}
 		if b[i] != '}' {
-			return nil, false
+			return false
 		}
 		i++
-		skip()
-		return row, i == n
+		for i < n && isSpace(b[i]) {
+			i++
+		}
+		return i == n
 	}
+}
+
+// parseInt parses the digits of a JSON integer (scanNumber checked the
+// grammar); ok is false beyond int64.
+func parseInt(s []byte) (int64, bool) {
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	if len(s) > 18 {
+		// Might not fit: let strconv decide.
+		x, err := strconv.ParseInt(string(s), 10, 64)
+		if neg && err != nil && string(s) == "9223372036854775808" {
+			return math.MinInt64, true
+		}
+		if err != nil {
+			return 0, false
+		}
+		if neg {
+			x = -x
+		}
+		return x, true
+	}
+	var x int64
+	for _, c := range s {
+		x = x*10 + int64(c-'0')
+	}
+	if neg {
+		x = -x
+	}
+	return x, true
 }
 
 // plainString returns the bounds of the contents of the string starting at

@@ -8,10 +8,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 var fastSeeds = []string{
-	`{"a":1,"b":-2.5,"c":"x","d":true,"e":false,"f":null}`,
+	`{"a":1,"b":-2.5,"c":"x","d":true,"e":false,"f":null,"g":-42}`,
 	` { "a" : 9223372036854775807 , "b":9223372036854775808, "c": -0, "d": 1e3, "e": 0.1 } `,
 	`{"s":"caf\u00e9","t":"tab\there"}`,
 	`{"n":{"x":1},"l":[1,2]}`,
@@ -46,6 +47,31 @@ func checkFastRow(t *testing.T, b []byte) {
 	want, werr := compute.DecodeRow(b)
 	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: fast %#v %v, slow %#v %v", b, got, gerr, want, werr)
+	}
+	checkColumnRow(t, b, got, gerr)
+}
+
+// checkColumnRow: the column decoder takes and refuses what the map
+// decoder does, and its row is the same (after a row of other keys, so
+// that columns absent from b are present in the batch).
+func checkColumnRow(t *testing.T, b []byte, want Row, werr error) {
+	cd := &colDecoder{b: new(colbatch.Batch)}
+	cd.fieldFn = cd.field
+	if err := cd.decode([]byte(`{"zz":1,"a":"x"}`), 1); err != nil {
+		t.Fatal(err)
+	}
+	err := cd.decode(b, 2)
+	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+		t.Fatalf("%q: columns error %v, rows error %v", b, err, werr)
+	}
+	if err != nil {
+		if cd.b.Len != 1 {
+			t.Fatalf("%q: a bad line left a row", b)
+		}
+		return
+	}
+	if got := cd.b.Rows()[1]; cd.b.Len != 2 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: columns %#v, rows %#v", b, got, want)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // Appender stores a batch of rows durably and atomically (table.Table).
@@ -289,6 +290,106 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 	}
 	b.pending += len(rows)
 	return nil
+}
+
+// ColumnBatch is an AppendBatch that also takes rows by column
+// (table.Appender: AddColumns).
+type ColumnBatch interface {
+	AddColumns(ctx context.Context, cb *colbatch.Batch) error
+}
+
+// Columnar reports whether rows by column (DecodeColumns) reach the table
+// as they are: no computed columns or filters (those take rows as maps)
+// and a table that takes columns. Otherwise AddColumns makes the maps.
+func (p *Pipeline) Columnar() bool {
+	if p.Compute != nil {
+		return false
+	}
+	_, ok := p.Table.(BatchAppender)
+	return ok
+}
+
+// AddColumns is Add for rows by column (cb.Lines their input lines): the
+// same results, counters and errors. cb is used only during the call.
+func (b *Batch) AddColumns(ctx context.Context, cb *colbatch.Batch, res *Result) error {
+	if !b.p.Columnar() {
+		return b.Add(ctx, cb.Rows(), cb.Lines, res)
+	}
+	if b.failed {
+		return fmt.Errorf("%w: the batch already failed", ErrRejected)
+	}
+	if err := b.addColumns(ctx, cb, res); err != nil {
+		b.fail(res)
+		return err
+	}
+	return nil
+}
+
+func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result) error {
+	p := b.p
+	n := cb.Len
+	p.counters.Rows.Add(int64(n))
+	offset := b.decoded
+	b.decoded += n
+	if n == 0 {
+		return nil
+	}
+	if b.tb == nil {
+		tb, err := p.Table.(BatchAppender).NewBatch()
+		if err != nil {
+			p.countFailed(n, res)
+			return err
+		}
+		b.tb = tb
+	}
+	cbat, ok := b.tb.(ColumnBatch)
+	if !ok {
+		// Not a column taker after all: the rows as maps, as Add does.
+		b.decoded -= n
+		p.counters.Rows.Add(-int64(n))
+		return b.add(ctx, cb.Rows(), cb.Lines, res)
+	}
+	err := cbat.AddColumns(ctx, cb)
+	var lo leftOut
+	if err != nil && p.DeadLetters != nil && errors.As(err, &lo) {
+		// Rows over the column limit: as in add, with the rows as maps.
+		rows := cb.Rows()
+		kept, derr := b.deadLetterLeftOut(ctx, lo, rows, rows, cb.Lines, res)
+		if err = derr; err == nil && len(kept) > 0 {
+			err = b.tb.Add(ctx, kept)
+		}
+		if err != nil {
+			p.countFailed(len(kept), res)
+			if p.RowOf != nil {
+				if k, ok := p.RowOf(err); ok && k >= 0 && k < len(kept) {
+					return locateRow(offset, inputIndex(rows, kept, k), cb.Lines, err)
+				}
+			}
+			return err
+		}
+		b.pending += len(kept)
+		return nil
+	}
+	if err != nil {
+		p.countFailed(n, res)
+		if p.RowOf != nil {
+			if k, ok := p.RowOf(err); ok && k >= 0 && k < n {
+				return locateRow(offset, k, cb.Lines, err)
+			}
+		}
+		return err
+	}
+	b.pending += n
+	return nil
+}
+
+// locateRow is the *RowError of input row offset+i (line lines[i]).
+func locateRow(offset, i int, lines []int, err error) error {
+	re := &RowError{Row: offset + i, Line: -1, Err: err}
+	if i >= 0 && i < len(lines) {
+		re.Line = lines[i]
+	}
+	return re
 }
 
 // Commit stores the batch's kept rows durably.

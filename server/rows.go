@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -45,7 +46,8 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	if ts.degraded != "" {
 		return res, ts.degradedError()
 	}
-	zr, err := ingest.MaybeGunzip(r)
+	zr, releaseReader, err := ingest.MaybeGunzipPooled(r)
+	defer releaseReader()
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}
@@ -55,17 +57,34 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	counted := &countingReader{r: zr}
 	dopts := ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows}
 	var d ingest.Decoded
-	if opts.BatchRows > 0 {
+	// Without computed columns or filters, rows go from the decoder to the
+	// table by column, without a map per row (ingest.DecodeColumns).
+	columnar := ts.pipe.Columnar()
+	switch {
+	case opts.BatchRows > 0 && columnar:
+		d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
+			b := ts.pipe.Begin()
+			defer b.Close()
+			if err := b.AddColumns(ctx, cb, &res); err != nil {
+				return err
+			}
+			return b.Commit(ctx, &res)
+		})
+	case opts.BatchRows > 0:
 		// Every BatchRows rows are a batch of their own, durable on return.
 		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
-	} else {
+	default:
 		// One atomic batch, decoded and encoded into the table's pending
 		// batch partRows rows at a time: its memory is the encoded blocks,
 		// not a map per row of the whole input.
 		b := ts.pipe.Begin()
 		defer b.Close()
 		dopts.BatchRows = partRows
-		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+		if columnar {
+			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
+		} else {
+			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+		}
 		if err == nil {
 			err = b.Commit(ctx, &res)
 		} else {

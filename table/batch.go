@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // Batch stages appends to one or more tables together with source
@@ -75,9 +77,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	t.mu.Lock()
-	schema, static := t.meta.Schema, t.meta.Static
-	t.mu.Unlock()
+	schema, static := t.current()
 	cols, fits, err := t.coerce(rows, schema, !static, nil)
 	if err != nil {
 		return err
@@ -92,7 +92,8 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 			return err
 		}
 		if changed {
-			t.setSchema(schema) // kept locked until Commit or Close
+			// Kept locked, and unpublished, until Commit or Close.
+			t.setSchemaUnpublished(schema)
 		} else {
 			t.mu.Unlock()
 		}
@@ -104,6 +105,43 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 			return err
 		}
 	}
+	return b.stage(t, cols, len(rows), changed, oldSchema)
+}
+
+// AppendColumns is Append for rows held by column, as Appender.AddColumns
+// is Add's: the same conversions and errors, without a map per row. A part
+// that needs the schema widened (or has a column a static schema lacks)
+// goes through Append as cb.Rows(). cb need not outlive the call.
+func (b *Batch) AppendColumns(t *Table, cb *colbatch.Batch) error {
+	if b.done {
+		return errors.New("table: batch already committed or closed")
+	}
+	if t.store != b.s {
+		return fmt.Errorf("table %s: belongs to another store", t.name)
+	}
+	if slices.Contains(b.tables, t) {
+		return fmt.Errorf("table %s: %w", t.name, ErrTableTwice)
+	}
+	if cb.Len == 0 {
+		return nil
+	}
+	schema, static := t.current()
+	sl := getSlab(len(schema) * cb.Len)
+	defer putSlab(sl) // stage encodes the values before it returns
+	cols, fits, err := t.coerceColumns(cb, schema, !static, nil, sl)
+	if err != nil {
+		return err
+	}
+	if !fits {
+		return b.Append(t, cb.Rows())
+	}
+	return b.stage(t, cols, cb.Len, false, nil)
+}
+
+// stage writes the blocks of n rows converted to cols into b; changed
+// says that this append widened t's schema from oldSchema (t.mu is then
+// held, until the batch ends).
+func (b *Batch) stage(t *Table, cols []colData, n int, changed bool, oldSchema []Column) error {
 	// Stage into a scratch batch first so that a failure leaves b as it was.
 	scratch := b.s.db.NewBatch()
 	defer scratch.Close()
@@ -122,13 +160,14 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 			t.setSchema(oldSchema)
 			t.mu.Unlock()
 		}
-		return fmt.Errorf("table %s: stage %d rows: %w", t.name, len(rows), err)
+		return fmt.Errorf("table %s: stage %d rows: %w", t.name, n, err)
 	}
 	b.tables = append(b.tables, t)
-	n := len(rows)
 	b.finish = append(b.finish, func(ok bool) {
 		if changed {
-			if !ok {
+			if ok {
+				t.publishSchema()
+			} else {
 				t.setSchema(oldSchema)
 			}
 			t.mu.Unlock()

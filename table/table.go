@@ -43,6 +43,10 @@ type Table struct {
 	schemaDirty bool           // meta.Schema is wider than the persisted one
 	// maxColumns bounds an inferred schema (SetMaxColumns); read under mu.
 	maxColumns int
+	// view is meta.Schema and meta.Static as of the last setSchema, read
+	// without mu by appends (every part of every batch read them under mu
+	// before: one lock per part shared by every writer of the table).
+	view atomic.Pointer[schemaView]
 
 	appends, rowsAppended, blocksWritten, bytesWritten atomic.Int64
 	queries, rowsScanned, rowsEmitted, blocksRead      atomic.Int64
@@ -105,13 +109,43 @@ func (t *Table) columnLimit() int {
 	return t.maxColumns
 }
 
+// schemaView is a schema as appends read it: replaced, never changed.
+type schemaView struct {
+	schema []Column
+	static bool
+}
+
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
+	t.setSchemaUnpublished(schema)
+	t.publishSchema()
+}
+
+// setSchemaUnpublished installs schema for the holder of mu only: appends
+// that read the schema without mu keep seeing the old one until
+// publishSchema. A Batch holds mu from the widening to its commit: a
+// concurrent append must not take a column of a schema that may still be
+// rolled back. REQUIRES: mu held.
+func (t *Table) setSchemaUnpublished(schema []Column) {
 	t.meta.Schema = schema
 	t.colIndex = make(map[string]int, len(schema))
 	for i, c := range schema {
 		t.colIndex[c.Name] = i
 	}
+}
+
+// publishSchema makes meta's schema the one appends read. REQUIRES: mu
+// held (or t not yet shared).
+func (t *Table) publishSchema() {
+	t.view.Store(&schemaView{schema: t.meta.Schema, static: t.meta.Static})
+}
+
+// current returns the schema in force and whether it is static, without
+// taking mu. A widening (under mu) publishes a new slice, so the one
+// returned never changes.
+func (t *Table) current() ([]Column, bool) {
+	v := t.view.Load()
+	return v.schema, v.static
 }
 
 // reconfigure applies cfg to an open table and persists what changed.
@@ -209,6 +243,9 @@ type Appender struct {
 	bytes        int
 	failed, done bool
 	hold         seqHold
+	// slabs hold the pending columns of AddColumns parts, reused after
+	// they are encoded.
+	slabs []*colSlab
 }
 
 // flushRows is how many rows of an Appender are held as columns before they
@@ -256,10 +293,12 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 	// every value fits it without widening and that no row has a column
 	// the schema lacks. Only otherwise take mu and widen (or, for a static
 	// schema, find the offending column).
-	t.mu.Lock()
-	schema, static := t.meta.Schema, t.meta.Static
-	t.mu.Unlock()
-	cols, fits, err := t.coerce(rows, schema, !static, trusted)
+	schema, static := t.current()
+	sl := getSlab(len(schema) * len(rows))
+	cols, fits, err := t.coerceInto(rows, schema, !static, trusted, sl)
+	if err != nil || !fits {
+		putSlab(sl)
+	}
 	if err != nil {
 		return err
 	}
@@ -274,17 +313,29 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 		if err != nil {
 			return err
 		}
-		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
+		sl = getSlab(len(widened) * len(rows))
+		if cols, _, err = t.coerceInto(rows, widened, false, trusted, sl); err != nil {
+			putSlab(sl)
 			return err
 		}
 	}
+	return b.addCols(cols, len(rows), sl)
+}
+
+// addCols adds a part converted to columns (in sl) to the pending ones. sl
+// is reused once the part is encoded (flush) or the batch abandoned.
+func (b *Appender) addCols(cols []colData, rows int, sl *colSlab) error {
 	// Blocks record their own column types: parts encoded before a later
 	// part widened a column are read back converted, like older blocks.
 	if b.pending != nil && !sameColumns(b.pending, cols) {
 		if err := b.flush(); err != nil {
+			putSlab(sl)
 			return err
 		}
 	}
+	// Only now: the flush above gives back the slabs of the parts it
+	// encoded, not this one.
+	b.slabs = append(b.slabs, sl)
 	if b.pending == nil {
 		b.pending = cols // a batch of one part is encoded without a copy
 	} else {
@@ -293,8 +344,8 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 			b.pending[i].null = append(b.pending[i].null, c.null...)
 		}
 	}
-	b.pendingRows += len(rows)
-	b.rows += len(rows)
+	b.pendingRows += rows
+	b.rows += rows
 	if b.pendingRows >= flushRows {
 		return b.flush()
 	}
@@ -324,6 +375,7 @@ func (b *Appender) flush() error {
 		return fmt.Errorf("table %s: append %d rows: %w", b.t.name, b.pendingRows, err)
 	}
 	b.pending, b.pendingRows = nil, 0
+	b.releaseSlabs()
 	b.blocks += nblocks
 	b.bytes += nbytes
 	return nil
@@ -385,6 +437,15 @@ func (t *Table) commit(pb *pebble.Batch) error {
 	return nil
 }
 
+// releaseSlabs gives back the slabs of parts no longer pending.
+func (b *Appender) releaseSlabs() {
+	for _, sl := range b.slabs {
+		putSlab(sl)
+	}
+	clear(b.slabs)
+	b.slabs = b.slabs[:0]
+}
+
 // Close releases the batch; one not committed stores nothing.
 func (b *Appender) Close() {
 	if b.pb == nil {
@@ -393,6 +454,7 @@ func (b *Appender) Close() {
 	b.pb.Close()
 	b.t.store.releaseSeqs(&b.hold)
 	b.pb, b.pending = nil, nil
+	b.releaseSlabs()
 	b.release()
 }
 
@@ -527,11 +589,18 @@ func firstNewColumn(row Row, have map[string]int, added map[string]Type, sortBy 
 // values of the json columns named in trusted are taken as they are
 // (TrustJSON).
 func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string) (cols []colData, fits bool, err error) {
+	n := len(schema) * len(rows)
+	return t.coerceInto(rows, schema, check, trusted, &colSlab{vals: make([]value, n), nulls: make([]bool, n)})
+}
+
+// coerceInto is coerce into the values and nulls of sl (len(schema) ×
+// len(rows) of each, zero).
+func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
-	// One slab for all columns: two allocations per batch, not two per column.
-	vals := make([]value, len(schema)*len(rows))
-	nulls := make([]bool, len(schema)*len(rows))
+	// One slab for all columns: two allocations per batch (none when
+	// sl comes from the pool), not two per column.
+	vals, nulls := sl.vals, sl.nulls
 	found := make([]int32, len(rows)) // keys of each row that are columns
 	for c, col := range schema {
 		cd := colData{name: col.Name, typ: col.Type,
@@ -615,27 +684,65 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		bucket int64
 	}
 	n := len(cols[timeCol].vals)
-	groups := map[groupKey][]int{}
-	var order []groupKey
+	// The groups in order of first row, and their rows. A batch has few
+	// groups (its partitions times its time buckets): they are found by
+	// the last one hit, then a scan, and a map only past smallGroups (a map
+	// lookup per row was a quarter of this function).
+	const smallGroups = 16
+	var keys []groupKey
+	var rowsOf [][]int
+	var index map[groupKey]int
+	last := -1
 	for r := range n {
 		g := groupKey{bucket: floorTime(cols[timeCol].vals[r].i, span)}
 		if hashCol >= 0 {
 			c := &cols[hashCol]
 			g.hash = partitionHash(c.typ, c.vals[r], c.null[r])
 		}
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
+		at := -1
+		switch {
+		case last >= 0 && keys[last] == g:
+			at = last
+		case index != nil:
+			if i, ok := index[g]; ok {
+				at = i
+			}
+		default:
+			for i := range keys {
+				if keys[i] == g {
+					at = i
+					break
+				}
+			}
 		}
-		groups[g] = append(groups[g], r)
+		if at < 0 {
+			at = len(keys)
+			keys = append(keys, g)
+			rowsOf = append(rowsOf, nil)
+			if index != nil {
+				index[g] = at
+			} else if len(keys) > smallGroups {
+				index = make(map[groupKey]int, 2*len(keys))
+				for i, k := range keys {
+					index[k] = i
+				}
+			}
+		}
+		rowsOf[at] = append(rowsOf[at], r)
+		last = at
 	}
 	// Keys in order: Pebble's memtable inserter reuses the previous
 	// insertion's splice, so a sorted batch costs less skiplist search
 	// (with one-row blocks the search was the top of the profile).
-	slices.SortFunc(order, func(a, b groupKey) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(keys[a].hash, keys[b].hash); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.bucket, b.bucket)
+		return cmp.Compare(keys[a].bucket, keys[b].bucket)
 	})
 	seq, err := seqs(len(order))
 	if err != nil {
@@ -643,8 +750,8 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 	}
 	times := cols[timeCol].vals
 	var payload, val, key []byte
-	for i, g := range order {
-		idx := groups[g]
+	for i, gi := range order {
+		g, idx := keys[gi], rowsOf[gi]
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
 		key = blockKey(key[:0], t.id, g.hash, times[idx[0]].i, seq+uint64(i))
 		if textBytes(cols, idx) >= hugeBlockBytes {

@@ -308,22 +308,9 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 func ParseTime(v any) (int64, error) {
 	switch x := v.(type) {
 	case time.Time:
-		if x.Year() < 1678 || x.Year() > 2261 {
-			return 0, fitErr("time %v is out of the int64 nanosecond range", x)
-		}
-		return x.UnixNano(), nil
+		return timeNanos(x)
 	case string:
-		s := strings.TrimSpace(x)
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return ParseTime(t)
-		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return unixGuess(i)
-			}
-			return unixGuessFloat(f)
-		}
-		return 0, fitErr("%.40q is neither RFC 3339 nor a unix time", x)
+		return parseTimeString(x)
 	case json.Number:
 		return ParseTime(string(x))
 	case float64:
@@ -336,6 +323,29 @@ func ParseTime(v any) (int64, error) {
 		return 0, fitErr("%T %v is not a time", v, v)
 	}
 	return unixGuess(iv.i)
+}
+
+// timeNanos is ParseTime of a time.Time.
+func timeNanos(x time.Time) (int64, error) {
+	if y := x.Year(); y < 1678 || y > 2261 {
+		return 0, fitErr("time %v is out of the int64 nanosecond range", x)
+	}
+	return x.UnixNano(), nil
+}
+
+// parseTimeString is ParseTime of a string.
+func parseTimeString(x string) (int64, error) {
+	s := strings.TrimSpace(x)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return timeNanos(t)
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return unixGuess(i)
+		}
+		return unixGuessFloat(f)
+	}
+	return 0, fitErr("%.40q is neither RFC 3339 nor a unix time", x)
 }
 
 func abs64(i int64) int64 {

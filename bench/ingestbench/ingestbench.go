@@ -57,8 +57,21 @@ type Options struct {
 	Dir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// CPUProfile, when set, is written with the CPU profile of the run.
+	// CPUProfile, when set, is written with the CPU profile of the run
+	// (of this process: with CPUs, the clients only).
 	CPUProfile string
+	// CPUs, when set, runs every ingest case once per CPU count p with the
+	// server in a child process of its own (Sluice SluiceArgs serve ...)
+	// with GOMAXPROCS=p, pinned to the first p cores while this process,
+	// the clients, is pinned to the others (when the machine has more than
+	// p cores). The server's own CPU time then gives its rows per
+	// CPU-second, the clients' work excluded.
+	CPUs []int
+	// Sluice and SluiceArgs start a server: Sluice SluiceArgs serve
+	// --config ... (default this executable, no arguments: sluice-bench
+	// passes "sluice").
+	Sluice     string
+	SluiceArgs []string
 }
 
 // Result is one case's figures.
@@ -73,7 +86,14 @@ type Result struct {
 	// per CPU-second: on a shared machine it moves less than RowsPerSec.
 	CPUSeconds    float64
 	RowsPerCPUSec float64
-	Note          string
+	// CPUs is the server's GOMAXPROCS (Options.CPUs; 0: in-process, the
+	// machine's). ServerCPUSeconds is then the server process's own CPU
+	// time during the case and ServerRowsPerCPUSec its rows per
+	// CPU-second; CPUSeconds and RowsPerCPUSec count both processes.
+	CPUs                int
+	ServerCPUSeconds    float64
+	ServerRowsPerCPUSec float64
+	Note                string
 }
 
 // cpuTime is the process's user+sys CPU time.
@@ -176,6 +196,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	}
 	bodies := makeBodies(opts.BatchRows, opts.Partitions, 64)
 	var out []Result
+	if len(opts.CPUs) > 0 {
+		return runCPUs(ctx, opts, dir, bodies, logw)
+	}
 	for _, c := range opts.Cases {
 		var res Result
 		var err error
@@ -243,9 +266,10 @@ func makeBodies(rows, partitions, n int) [][]byte {
 }
 
 type running struct {
-	srv  *server.Server
 	url  string
 	stop func() error
+	// cpu is the server process's CPU time so far (nil: in-process).
+	cpu func() time.Duration
 }
 
 func start(ctx context.Context, yaml, dir string) (*running, error) {
@@ -265,7 +289,7 @@ func start(ctx context.Context, yaml, dir string) (*running, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(sctx, ln) }()
-	return &running{srv: s, url: "http://" + ln.Addr().String(), stop: func() error { cancel(); return <-done }}, nil
+	return &running{url: "http://" + ln.Addr().String(), stop: func() error { cancel(); return <-done }}, nil
 }
 
 func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, opts Options) (Result, error) {
@@ -273,6 +297,11 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	if err != nil {
 		return Result{}, err
 	}
+	return load(ctx, name, r, bodies, opts)
+}
+
+// load runs the clients against r for opts.Duration, then stops r.
+func load(ctx context.Context, name string, r *running, bodies [][]byte, opts Options) (Result, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: opts.Clients}
 	client := &server.Client{URL: r.url, HTTP: &http.Client{Transport: tr}}
 	var mu sync.Mutex
@@ -282,6 +311,10 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	deadline := time.Now().Add(opts.Duration)
 	begin := time.Now()
 	cpu0 := cpuTime()
+	var server0 time.Duration
+	if r.cpu != nil {
+		server0 = r.cpu()
+	}
 	var wg sync.WaitGroup
 	for c := 0; c < opts.Clients; c++ {
 		wg.Add(1)
@@ -312,6 +345,10 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	wg.Wait()
 	secs := time.Since(begin).Seconds()
 	cpu := cpuTime() - cpu0
+	var serverCPU time.Duration
+	if r.cpu != nil {
+		serverCPU = r.cpu() - server0
+	}
 	tr.CloseIdleConnections()
 	if err := r.stop(); err != nil && firstErr == nil {
 		firstErr = err
@@ -321,7 +358,13 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res := Result{Case: name, Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs}
-	res.setCPU(cpu)
+	res.setCPU(cpu + serverCPU)
+	if r.cpu != nil {
+		res.ServerCPUSeconds = serverCPU.Seconds()
+		if serverCPU > 0 {
+			res.ServerRowsPerCPUSec = float64(rows) / serverCPU.Seconds()
+		}
+	}
 	if len(lat) > 0 {
 		res.P50 = lat[len(lat)/2]
 		res.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
@@ -387,6 +430,18 @@ func Format(rs []Result) string {
 	for _, r := range rs {
 		if r.Rows == 0 && r.Note != "" {
 			fmt.Fprintf(&b, "%-7s %s\n", r.Case, r.Note)
+			continue
+		}
+		if r.CPUs > 0 {
+			fmt.Fprintf(&b, "%-7s cpus %2d %10d rows %7.2fs %12.0f rows/s %12.0f server rows/CPU-s %12.0f rows/CPU-s (with clients)",
+				r.Case, r.CPUs, r.Rows, r.Seconds, r.RowsPerSec, r.ServerRowsPerCPUSec, r.RowsPerCPUSec)
+			if r.P50 > 0 {
+				fmt.Fprintf(&b, "  p50 %8.2fms  p99 %8.2fms", ms(r.P50), ms(r.P99))
+			}
+			if r.Note != "" {
+				fmt.Fprintf(&b, "  (%s)", r.Note)
+			}
+			b.WriteString("\n")
 			continue
 		}
 		fmt.Fprintf(&b, "%-7s %10d rows %7.2fs %12.0f rows/s %12.0f rows/CPU-s", r.Case, r.Rows, r.Seconds, r.RowsPerSec, r.RowsPerCPUSec)

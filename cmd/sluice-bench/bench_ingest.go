@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,7 +15,7 @@ import (
 
 func init() {
 	var opts ingestbench.Options
-	var cases string
+	var cases, cpus string
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Benchmark HTTP ingest (0 computed columns, 1 Lua column, 1 plugin column) and a one-partition query",
@@ -23,6 +25,20 @@ func init() {
 			defer stop()
 			if cases != "" {
 				opts.Cases = strings.Split(cases, ",")
+			}
+			for _, c := range strings.Split(cpus, ",") {
+				if c = strings.TrimSpace(c); c == "" {
+					continue
+				}
+				p, err := strconv.Atoi(c)
+				if err != nil || p < 1 {
+					return fmt.Errorf("--cpus %q: want CPU counts such as 1,2,4", cpus)
+				}
+				opts.CPUs = append(opts.CPUs, p)
+			}
+			opts.SluiceArgs = []string{"sluice"} // the server processes of --cpus: sluiceCmd in main.go
+			if opts.Sluice != "" && !strings.Contains(filepath.Base(opts.Sluice), "sluice-bench") {
+				opts.SluiceArgs = nil // a sluice binary
 			}
 			opts.Log = cmd.ErrOrStderr()
 			res, err := ingestbench.Run(ctx, opts)
@@ -39,5 +55,7 @@ func init() {
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, luajit (a binary built with -tags luajit), plugin, query (default all)")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the stores (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&opts.Sluice, "server", "", "with --cpus: the sluice or sluice-bench binary that serves (default this one), e.g. an older build to compare with in the same run")
+	f.StringVar(&cpus, "cpus", "", "comma-separated server CPU counts (GOMAXPROCS), e.g. 1,2,4: each ingest case runs once per count with the server in a process of its own, pinned to that many cores (taskset) and the clients to the others; prints the server's rows per CPU-second")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"unsafe"
+
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/internal/colbatch"
+)
+
+// Rows by column. Decode makes a map[string]any per row, with its values
+// boxed: for a table without computed columns or filters that map was the
+// largest cost of ingest (making it, filling it, the table's lookups of
+// every column in it, and the garbage: docs/server.md, "Scaling with
+// cores"). DecodeColumns writes each JSON value straight into a cell of its
+// column instead, strings into one arena per batch, and the table converts
+// the columns without a lookup per value (table.Appender.AddColumns).
+
+// DecodeColumns is Decode with the rows given by column: emit receives a
+// batch of at most BatchRows rows (all rows when 0) that it may use only
+// until it returns (the batch's memory is reused for the next rows). Its
+// Batch.Rows are the rows Decode would give for the same input; bad lines,
+// errors and line numbers are Decode's.
+func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) error) (Decoded, error) {
+	cb := batchPool.Get().(*colbatch.Batch)
+	defer putBatch(cb)
+	switch opts.Format {
+	case NDJSON, 0, JSONArray:
+	default:
+		// The other formats make maps as they do for Decode.
+		return Decode(r, opts, func(rows []Row, lines []int) error {
+			cb.Reset()
+			for i, row := range rows {
+				r := cb.AddRow(lines[i])
+				for k, v := range row {
+					cb.Set(cb.ColumnOf(k), r, v)
+				}
+			}
+			return emit(cb)
+		})
+	}
+	var d Decoded
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = 16 << 20
+	}
+	cd := &colDecoder{b: cb}
+	cd.fieldFn = cd.field
+	take := func(b []byte, line int) (bad, err error) {
+		if bad := cd.decode(b, line); bad != nil {
+			return bad, nil
+		}
+		d.Rows++
+		if opts.BatchRows > 0 && cb.Len >= opts.BatchRows {
+			err := emit(cb)
+			cd.reset()
+			return nil, err
+		}
+		return nil, nil
+	}
+	onBad := func(e *LineError) error {
+		d.bad(e)
+		if opts.Policy == Reject {
+			return fmt.Errorf("%w: %w", ErrBadInput, e)
+		}
+		return nil
+	}
+	var err error
+	if opts.Format == JSONArray {
+		err = decodeJSONArray(r, opts.MaxLine, take, onBad)
+	} else {
+		err = decodeNDJSON(r, opts.MaxLine, take, onBad)
+	}
+	if err != nil {
+		return d, err
+	}
+	if cb.Len > 0 {
+		return d, emit(cb)
+	}
+	return d, nil
+}
+
+// batchPool reuses the cells of batches across inputs.
+var batchPool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
+
+// maxPooledCells bounds the cells of a batch kept for reuse (about 32 MB).
+const maxPooledCells = 1 << 20
+
+func putBatch(cb *colbatch.Batch) {
+	cells := 0
+	for _, c := range cb.Cols {
+		cells += cap(c.Cells)
+	}
+	if cells > maxPooledCells {
+		return
+	}
+	cb.Reset()
+	batchPool.Put(cb)
+}
+
+// colDecoder decodes JSON objects into the rows of a colbatch.Batch.
+type colDecoder struct {
+	b *colbatch.Batch
+	// order is the previous row's keys and their columns: rows of one
+	// input mostly repeat it, and comparing a key with the one expected at
+	// its position is cheaper than hashing it.
+	order   []orderedKey
+	arena   []byte // the string values' bytes; never written again once a string points into it
+	row     int    // the row being decoded
+	fieldFn func(int, []byte, flatValue)
+}
+
+type orderedKey struct {
+	key string
+	col int
+}
+
+// arenaChunk is the size of the string arenas of a batch.
+const arenaChunk = 64 << 10
+
+// decode adds the row of b (input line line) to the batch, or returns why
+// b is a bad line (the batch then has no row of it).
+func (d *colDecoder) decode(b []byte, line int) error {
+	d.row = d.b.AddRow(line)
+	if scanFlat(b, d.fieldFn) {
+		return nil
+	}
+	// The slow path decides (and gives the error), as for rowDecoder.
+	d.b.ClearRow(d.row)
+	if err := checkUTF8(b, "line"); err != nil {
+		d.b.DropLastRow()
+		return err
+	}
+	row, err := compute.DecodeRow(b)
+	if err != nil {
+		d.b.DropLastRow()
+		return err
+	}
+	for k, v := range row {
+		d.b.Set(d.b.ColumnOf(k), d.row, v)
+	}
+	return nil
+}
+
+// reset empties the batch for the next rows.
+func (d *colDecoder) reset() {
+	d.b.Reset()
+	if len(d.b.Cols) == 0 {
+		d.order = d.order[:0] // the batch dropped its columns
+	}
+}
+
+func (d *colDecoder) field(j int, key []byte, v flatValue) {
+	var c int
+	if j < len(d.order) && d.order[j].key == string(key) {
+		c = d.order[j].col
+	} else {
+		c = d.b.Column(key)
+		ok := orderedKey{key: d.b.Cols[c].Name, col: c}
+		switch {
+		case j < len(d.order):
+			d.order[j] = ok
+		case j == len(d.order) && j < maxOrder:
+			d.order = append(d.order, ok)
+		}
+	}
+	cell := colbatch.Cell{Kind: v.kind, I: v.i}
+	if v.kind == colbatch.String {
+		cell.S = d.str(v.s)
+	}
+	d.b.Cols[c].Cells[d.row] = cell
+}
+
+// str copies s into the arena.
+func (d *colDecoder) str(s []byte) string {
+	if len(s) == 0 {
+		return ""
+	}
+	if len(s) > cap(d.arena)-len(d.arena) {
+		if len(s) > arenaChunk/4 {
+			return string(s)
+		}
+		d.arena = make([]byte, 0, arenaChunk)
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, s...)
+	return unsafe.String(&d.arena[start], len(s))
+}
