@@ -55,7 +55,7 @@ func rowJSON(n int) string {
 	return fmt.Sprintf(`{"user":%q,"ts":%q,"n":%d,"score":%g,"ok":%t}`, user(n), at(n).Format(time.RFC3339Nano), n, score(n), ok(n))
 }
 
-func startNodes(t *testing.T, n int) []string {
+func startNodes(t testing.TB, n int) []string {
 	t.Helper()
 	lns := make([]net.Listener, n)
 	urls := make([]string, n)
@@ -84,7 +84,7 @@ func startNodes(t *testing.T, n int) []string {
 	return urls
 }
 
-func fill(t *testing.T, node string, first, count int) {
+func fill(t testing.TB, node string, first, count int) {
 	t.Helper()
 	var b strings.Builder
 	for n := first; n < first+count; n++ {
@@ -101,7 +101,7 @@ func fill(t *testing.T, node string, first, count int) {
 	}
 }
 
-func catalogFile(t *testing.T, node string) string {
+func catalogFile(t testing.TB, node string) string {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
@@ -195,4 +195,42 @@ func TestTrinoReadsCluster(t *testing.T) {
 	// with exactly its own.
 	expect("SELECT count(*) FROM "+tbl+" a JOIN "+tbl+" b ON a.n = b.n", total)
 	expect("SELECT count(*) FROM sluice.information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'events'", 5)
+}
+
+// BenchmarkTrinoCluster reads every row of a three-node cluster through
+// Trino (sum over a column, so every row crosses the connector) and
+// reports rows/s for the whole cluster and per node. The nodes, Trino and
+// the benchmark share this machine's cores.
+func BenchmarkTrinoCluster(b *testing.B) {
+	coldtest.Require(b, coldtest.FindTrino())
+	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
+		testenv.Missing(b, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
+	}
+	const perNode = 300_000
+	nodes := startNodes(b, 3)
+	for i, u := range nodes {
+		for lo := 0; lo < perNode; lo += 50_000 {
+			fill(b, u, i*perNode+lo, 50_000)
+		}
+	}
+	trino, err := coldtest.StartTrino(b.TempDir(), map[string]string{"sluice": catalogFile(b, nodes[0])}, pluginDir)
+	coldtest.Require(b, err)
+	defer trino.Stop()
+	ctx := context.Background()
+	if _, _, err := trino.Query(ctx, "SELECT count(*) FROM sluice.cluster.events"); err != nil { // warm-up
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		_, rows, err := trino.Query(ctx, "SELECT sum(n), count(*) FROM sluice.cluster.events")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := fmt.Sprint(rows[0][1]); got != fmt.Sprint(3*perNode) {
+			b.Fatalf("count %s, want %d", got, 3*perNode)
+		}
+	}
+	rate := float64(b.N*3*perNode) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "rows/s")
+	b.ReportMetric(rate/3, "rows/s/node")
 }
