@@ -94,7 +94,7 @@ type Compactor struct {
 	counters *Counters
 	// writer names the store in the claims of source offsets (claims.go).
 	writer string
-	maint    maintenance // Maintain (maintain.go)
+	maint  maintenance // Maintain (maintain.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by

@@ -43,7 +43,7 @@ func (t tier) Counters() coldapi.Counters {
 	c, m := t.Compactor.Counters(), t.Compactor.MaintainCounters()
 	return coldapi.Counters{BytesUploaded: c.BytesUploaded.Load(), Files: c.Files.Load(), Rows: c.Rows.Load(),
 		CommitRetries: c.CommitRetries.Load(), OrphanFiles: c.OrphanFiles.Load(), Recoveries: c.Recoveries.Load(),
-		RowsSkipped: c.Skipped.Load(),
+		RowsSkipped:  c.Skipped.Load(),
 		MaintainRuns: m.Runs, FilesRewritten: m.FilesRewritten, SnapshotsExpired: m.SnapshotsExpired,
 		ExpiredFilesDeleted: m.FilesDeleted}
 }
