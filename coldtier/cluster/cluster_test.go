@@ -5,7 +5,8 @@
 // versitygw); nodes killed with SIGKILL at random moments, restarted on
 // their old store, one wiped and rejoining; then pyiceberg and DuckDB's
 // iceberg_scan count every id exactly once (docs/cold-tier.md, "Each row
-// once across nodes").
+// once across nodes"). faults_test.go adds a broker restart and two tables
+// fed by one topic.
 package cluster
 
 import (
@@ -149,7 +150,15 @@ func tail(path string) string {
 	return string(b)
 }
 
-func newNode(t testing.TB, dir, name, broker, topic, group, catalog, prefix string) *node {
+// tableSpec is one more table of a node's config, fed by the same topic
+// as events through its own consumer group, into its own Iceberg table.
+type tableSpec struct {
+	name, group string
+	// filters is the YAML of the table's filters: list ("" for none).
+	filters string
+}
+
+func newNode(t testing.TB, dir, name, broker, topic, group, catalog, prefix string, more ...tableSpec) *node {
 	t.Helper()
 	port, err := freeport.Port()
 	if err != nil {
@@ -164,14 +173,20 @@ func newNode(t testing.TB, dir, name, broker, topic, group, catalog, prefix stri
 storage: {dir: %q}
 listen: {http: "127.0.0.1:%d"}
 tables:
-  - name: events
+`, filepath.Join(n.dir, "data"), port)
+	for _, tb := range append([]tableSpec{{name: "events", group: group}}, more...) {
+		filters := ""
+		if tb.filters != "" {
+			filters = "    filters:\n" + tb.filters
+		}
+		cfg += fmt.Sprintf(`  - name: %s
     hashBy: user
     sortBy: ts
     schema:
       - {name: id, type: int64}
       - {name: user, type: string}
       - {name: ts, type: timestamp}
-    sources:
+%s    sources:
       - kafka:
           brokers: [%s]
           topics: [%s]
@@ -188,7 +203,8 @@ tables:
         node: %s
         continuous: true
         orphan_interval: -1s
-`, filepath.Join(n.dir, "data"), port, broker, topic, group, coldtest.Bucket, prefix, s3.Endpoint, catalog, name)
+`, tb.name, filters, broker, topic, tb.group, coldtest.Bucket, prefix, s3.Endpoint, catalog, name)
+	}
 	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +242,11 @@ func produce(t *testing.T, cl *kgo.Client, topic string, from, to, rate int) {
 
 // ids asks a node for every id (cold and hot tiers) and fails on an id
 // returned twice: the two-tier query is exact at every moment.
-func ids(t *testing.T, n *node) (map[int64]bool, error) {
-	resp, err := http.Get(n.url + "/v1/tables/events/query?columns=id")
+func ids(t *testing.T, n *node) (map[int64]bool, error) { return tableIDs(t, n, "events") }
+
+// tableIDs is ids of one table.
+func tableIDs(t *testing.T, n *node, table string) (map[int64]bool, error) {
+	resp, err := http.Get(n.url + "/v1/tables/" + table + "/query?columns=id")
 	if err != nil {
 		return nil, err // the node may be down (killed)
 	}
@@ -254,7 +273,7 @@ func ids(t *testing.T, n *node) (map[int64]bool, error) {
 		seen[*row.ID] = true
 	}
 	if len(twice) > 0 {
-		t.Errorf("%s: the two-tier query returned %d ids twice, e.g. %v", n.name, len(twice), twice[:min(len(twice), 10)])
+		t.Errorf("%s: %s: the two-tier query returned %d ids twice, e.g. %v", n.name, table, len(twice), twice[:min(len(twice), 10)])
 	}
 	return seen, nil
 }
@@ -411,10 +430,16 @@ func TestClusterEachRowOnce(t *testing.T) {
 // consumed and committed everything) and returns how many it saw last.
 func waitAll(t *testing.T, n *node, want int) int {
 	t.Helper()
+	return waitTable(t, n, "events", want)
+}
+
+// waitTable is waitAll for one table.
+func waitTable(t *testing.T, n *node, table string, want int) int {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	got := 0
 	for time.Now().Before(deadline) {
-		seen, err := ids(t, n)
+		seen, err := tableIDs(t, n, table)
 		if err == nil {
 			got = len(seen)
 			if got == want {
@@ -423,7 +448,7 @@ func waitAll(t *testing.T, n *node, want int) int {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Fatalf("%s sees %d of %d ids after 60 s", n.name, got, want)
+	t.Fatalf("%s sees %d of %d ids of %s after 60 s", n.name, got, want, table)
 	return got
 }
 
@@ -440,7 +465,10 @@ func post(t *testing.T, url string) {
 	}
 }
 
-func count(t testing.TB, catalog string) readers {
+func count(t testing.TB, catalog string) readers { return countTable(t, catalog, "events") }
+
+// countTable is count for one table of the cluster.
+func countTable(t testing.TB, catalog, table string) readers {
 	t.Helper()
 	script, err := os.ReadFile("testdata/count.py")
 	if err != nil {
@@ -448,7 +476,7 @@ func count(t testing.TB, catalog string) readers {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := coldtest.RunPython(ctx, python, string(script), catalog, "sluice.events", s3.Endpoint,
+	out, err := coldtest.RunPython(ctx, python, string(script), catalog, "sluice."+table, s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey, "id")
 	if err != nil {
 		t.Fatal(err)
