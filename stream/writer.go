@@ -10,13 +10,16 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -118,6 +121,10 @@ type Writer struct {
 	unstored []string
 	origin   func(*Message) string
 	now      func() time.Time
+	// mapsOnly turns the by-column path off (tests compare the two).
+	mapsOnly bool
+	// byColumn counts the batches stored by column (writeColumns).
+	byColumn atomic.Int64
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.
@@ -187,6 +194,12 @@ type decoded struct {
 // same messages. Poison messages do not make it fail: they go to the dead
 // letters and the rest is stored.
 func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position) (Result, error) {
+	if w.columnar() {
+		res, done, err := w.writeColumns(ctx, msgs, positions)
+		if done {
+			return res, err
+		}
+	}
 	res := Result{Messages: len(msgs)}
 	d := w.decode(msgs)
 	w.addSource(msgs, &d)
@@ -510,35 +523,54 @@ func (w *Writer) decode(msgs []Message) decoded {
 	return d
 }
 
-// decodeJoined decodes NDJSON messages as one input; false means a bad line
-// could not be placed (more than ingest.MaxReported bad lines) and the
-// caller decodes message by message.
-func (w *Writer) decodeJoined(msgs []Message, d *decoded) bool {
+// joined is NDJSON messages as one input.
+type joined struct {
+	buf []byte
+	// size is the bodies' bytes as received, plus one per message.
+	size int
+	// Message i's lines are firstLine[i]..lastLine[i] of the input (from 1).
+	firstLine, lastLine []int
+}
+
+// join joins the bodies of msgs into one NDJSON input; the messages whose
+// body cannot be stored go to poison (nil: the first such message makes
+// join return false).
+func join(msgs []Message, poison map[int]error) (joined, bool) {
 	size := 0
 	for i := range msgs {
 		size += len(msgs[i].Body) + 1
 	}
-	buf := make([]byte, 0, size)
-	// Message i's lines are firstLine[i]..lastLine[i] of the input (from 1).
-	firstLine := make([]int, len(msgs))
-	lastLine := make([]int, len(msgs))
+	j := joined{buf: make([]byte, 0, size), size: size, firstLine: make([]int, len(msgs)), lastLine: make([]int, len(msgs))}
 	line := 0
 	for i := range msgs {
-		firstLine[i] = line + 1
+		j.firstLine[i] = line + 1
 		b, err := body(&msgs[i])
 		if err != nil {
-			d.poison[i] = err
-			lastLine[i] = line
+			if poison == nil {
+				return j, false
+			}
+			poison[i] = err
+			j.lastLine[i] = line
 			continue
 		}
-		buf = append(buf, b...)
+		j.buf = append(j.buf, b...)
 		line += bytes.Count(b, []byte{'\n'})
 		if len(b) == 0 || b[len(b)-1] != '\n' {
-			buf = append(buf, '\n')
+			j.buf = append(j.buf, '\n')
 			line++
 		}
-		lastLine[i] = line
+		j.lastLine[i] = line
 	}
+	return j, true
+}
+
+// decodeJoined decodes NDJSON messages as one input; false means a bad line
+// could not be placed (more than ingest.MaxReported bad lines) and the
+// caller decodes message by message.
+func (w *Writer) decodeJoined(msgs []Message, d *decoded) bool {
+	j, _ := join(msgs, d.poison)
+	buf, firstLine, lastLine := j.buf, j.firstLine, j.lastLine
+	size := j.size
 	msgAt := func(l int) int { return sort.SearchInts(lastLine, l) }
 	var rows []ingest.Row
 	var lines []int
@@ -608,9 +640,123 @@ func (w *Writer) addSource(msgs []Message, d *decoded) {
 	if !w.target.SourceColumns || len(msgs) == 0 || msgs[0].Source == "" {
 		return
 	}
-	batch := msgs[0].Source + "@" + strconv.FormatInt(msgs[0].Offset, 10) + "-" + strconv.FormatInt(msgs[len(msgs)-1].Offset+1, 10)
+	batch := sourceBatch(msgs)
 	for i, r := range d.rows {
 		r[table.SourceBatchColumn] = batch
 		r[table.SourceOffsetColumn] = msgs[d.msgOf[i]].Offset
 	}
+}
+
+// columnar reports whether batches take the by-column path (writeColumns):
+// NDJSON into a table without computed columns or filters, the condition
+// of HTTP ingest's (ingest.Pipeline.Columnar).
+func (w *Writer) columnar() bool {
+	return !w.mapsOnly && w.target.Compute == nil && w.format == ingest.NDJSON
+}
+
+// writeColumns is Write without a map per row (docs/server.md, "Scaling
+// with cores"): the messages are decoded by column (ingest.DecodeColumns),
+// their metadata and source columns added by column, and the rows staged
+// with table.Batch.AppendColumns in the batch that stores the positions.
+// It takes the common case only: done is false, and nothing was stored,
+// when anything is unusual (a message too large or not gunzippable, a bad
+// line, rows the table refuses: a widening past the column limit, a value
+// that does not fit the schema, a store error while staging), and Write
+// then takes the map path, which decides and names it as before. A commit
+// error is returned (done) as the map path returns it.
+func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []Position) (res Result, done bool, err error) {
+	j, ok := join(msgs, nil)
+	if !ok {
+		return res, false, nil
+	}
+	batch, err := w.target.Store.NewBatch()
+	if err != nil {
+		return res, false, nil
+	}
+	defer batch.Close()
+	rows := 0
+	// Reject: the first bad line ends the decoding (and the map path takes
+	// the batch), before any row is staged: emit is called once, at the end.
+	_, err = ingest.DecodeColumns(bytes.NewReader(j.buf), ingest.DecodeOptions{Format: ingest.NDJSON, Policy: ingest.Reject, Schema: w.target.Schema, MaxLine: max(j.size, 1)},
+		func(cb *colbatch.Batch) error {
+			rows = cb.Len
+			w.addColumnsMeta(msgs, j.lastLine, cb)
+			return batch.AppendColumns(w.target.Table, cb)
+		})
+	if err != nil {
+		return res, false, nil
+	}
+	for _, p := range positions {
+		if err := batch.SetPosition(p.Name, p.Value); err != nil {
+			return res, false, nil
+		}
+	}
+	res.Messages, res.Rows = len(msgs), rows
+	if err := batch.Commit(ctx); err != nil {
+		return res, true, err
+	}
+	res.Accepted = rows
+	w.byColumn.Add(1)
+	return res, true, nil
+}
+
+// addColumnsMeta adds to cb (the rows of msgs, lastLine their lines as
+// join gives them) the metadata columns the table stores and the hidden
+// source columns, as addMeta and addSource do to rows as maps.
+func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Batch) {
+	if cb.Len == 0 {
+		return
+	}
+	// msgOf[r] is the message of row r: rows come in line order.
+	msgOf := make([]int32, cb.Len)
+	m := 0
+	for r, l := range cb.Lines {
+		for lastLine[m] < l {
+			m++
+		}
+		msgOf[r] = int32(m)
+	}
+	for _, f := range w.meta {
+		if slices.Contains(w.unstored, f.column) {
+			// The map path deletes the column from the rows, a body's
+			// value of that name too.
+			if c := cb.Find(f.column); c >= 0 {
+				clear(cb.Cols[c].Cells)
+			}
+			continue
+		}
+		c := cb.ColumnOf(f.column)
+		cells := cb.Cols[c].Cells
+		prev := int32(-1)
+		var cell colbatch.Cell
+		var set bool
+		for r, m := range msgOf {
+			if m != prev { // one value per message
+				prev = m
+				v := f.value(&msgs[m])
+				if set = v != nil; set {
+					cell = cb.CellOf(v)
+				}
+			}
+			if set {
+				cells[r] = cell
+			}
+		}
+	}
+	if !w.target.SourceColumns || msgs[0].Source == "" {
+		return
+	}
+	tag := colbatch.Cell{Kind: colbatch.String, S: sourceBatch(msgs)}
+	bc := cb.Cols[cb.ColumnOf(table.SourceBatchColumn)].Cells
+	oc := cb.Cols[cb.ColumnOf(table.SourceOffsetColumn)].Cells
+	for r, m := range msgOf {
+		bc[r] = tag
+		oc[r] = colbatch.Cell{Kind: colbatch.Int, I: msgs[m].Offset}
+	}
+}
+
+// sourceBatch is the table.SourceBatchColumn value of the rows of msgs:
+// their source and offsets [first, last+1).
+func sourceBatch(msgs []Message) string {
+	return msgs[0].Source + "@" + strconv.FormatInt(msgs[0].Offset, 10) + "-" + strconv.FormatInt(msgs[len(msgs)-1].Offset+1, 10)
 }

@@ -43,6 +43,7 @@ func init() {
 	f.DurationVar(&opts.LatencyFor, "latency-for", 0, "length of the latency case (default 10s)")
 	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, http, latency, 2nodes (default all)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a 3 s CPU profile of the first node of each consuming case to this file (suffixed .case)")
+	f.StringVar(&opts.Sluice, "sluice", "", "another sluice-bench build to run as the nodes (default this one): before and after in one command")
 	f.StringVar(&opts.Dir, "dir", "", "directory for the broker and stores (default a temporary one)")
 	rootCmd.AddCommand(cmd)
 }
