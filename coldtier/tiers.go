@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/apache/iceberg-go/catalog"
 	itable "github.com/apache/iceberg-go/table"
@@ -25,19 +26,54 @@ import (
 // gets the columns of t.Columns(q) and the row's values in that order;
 // vals is reused.
 func (c *Compactor) QueryValues(ctx context.Context, q table.Query, cold bool, emit func(cols []table.Column, vals []any) error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.QueryValuesHeld(ctx, q, cold, false, emit)
+}
+
+// Hold holds the compactor's lock shared until release is called: no run
+// commits or takes its local step (they take the lock exclusively) in
+// between, so queries made under it with QueryValuesHeld see the Iceberg
+// table and the hot store at one cut. A cluster query holds it on every
+// node before any of them reads (docs/cluster.md). Waiting for the lock
+// ends with ctx; release may be called more than once.
+func (c *Compactor) Hold(ctx context.Context) (release func(), err error) {
+	acquired := make(chan struct{})
+	go func() {
+		c.mu.RLock()
+		close(acquired)
+	}()
+	select {
+	case <-acquired:
+	case <-ctx.Done():
+		// The lock may still come: give it back then.
+		go func() {
+			<-acquired
+			c.mu.RUnlock()
+		}()
+		return nil, fmt.Errorf("coldtier: table %s: hold: %w", c.t.Name(), context.Cause(ctx))
+	}
+	var once sync.Once
+	return func() { once.Do(c.mu.RUnlock) }, nil
+}
+
+// QueryValuesHeld is QueryValues for a caller that holds the lock already
+// (Hold): a second RLock could wait behind a waiting commit, which waits
+// for the first. hotOnly leaves out the Iceberg table's rows and returns
+// the hot store's rows that it lacks (with cold: the same leaving-out as
+// hotValues does after the cold side, from the current table's claims).
+func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, hotOnly bool, emit func(cols []table.Column, vals []any) error) error {
 	cols, err := c.t.Columns(q)
 	if err != nil {
 		return err
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	var tbl *itable.Table
 	if cold {
 		if tbl, err = c.loadForQuery(ctx); err != nil {
 			return err
 		}
 		emitted := 0
-		if tbl != nil {
+		if tbl != nil && !hotOnly {
 			if emitted, _, err = coldread.Query(ctx, tbl, c.t, q, cols, emit); err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/config"
@@ -117,8 +118,17 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	// Every member holds its cold tier from before its header until its
+	// request body ends: the body is the query and then nothing until this
+	// node has read its own part (the Iceberg table's rows included), so
+	// no member commits between its read of its store and ours of the
+	// table (docs/cluster.md, "What is exact").
+	readDone := make(chan struct{})
+	endBodies := sync.OnceFunc(func() { close(readDone) })
+	defer endBodies()
 	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", bytes.NewReader(body))
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query",
+			io.MultiReader(bytes.NewReader(body), waitReader{ctx: ctx, done: readDone}))
 		if err != nil {
 			return nil, err
 		}
@@ -157,11 +167,32 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	if isEncoded {
-		s.clusterQueryEncoded(ctx, w, ts, local, encoded, answers, missing, start)
+	// Every member that answered holds its tier now: hold ours for our
+	// own part. The wait is bounded by the node timeout: two cluster
+	// queries and two waiting commits can wait on each other (a member's
+	// hold blocks its commit, which blocks the other coordinator's hold).
+	holdTimeout := s.fanout.NodeTimeout
+	if holdTimeout <= 0 {
+		holdTimeout = cluster.DefaultNodeTimeout
+	}
+	holdCtx, cancelHold := context.WithTimeout(ctx, holdTimeout)
+	release, err := s.holdTier(holdCtx, ts)
+	cancelHold()
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "cluster query: this node: "+err.Error())
 		return
 	}
-	n, err := s.Query(ctx, name, local, w, format, start)
+	defer release()
+	ownPart := func() {
+		release()
+		endBodies()
+	}
+	if isEncoded {
+		s.clusterQueryEncoded(ctx, w, ts, local, encoded, answers, missing, start, ownPart)
+		return
+	}
+	n, err := s.query(ctx, name, local, w, format, start, true)
+	ownPart()
 	if err != nil && n < 0 {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
@@ -212,7 +243,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 // error after the header is reported in the Sluice-Error trailer (an Arrow
 // stream has no error row).
 func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, ts *tableState, req QueryRequest,
-	f rowformat.Format, answers []*cluster.Answer, missing []string, start func()) {
+	f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func()) {
 	fail := func(err error) {
 		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
 		w.Header().Set(cluster.TrailerError, err.Error())
@@ -235,10 +266,11 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 	defer enc.Close()
 	n := 0
-	err = s.queryValues(ctx, ts, q, func(_ []table.Column, vals []any) error {
+	err = s.tierValues(ctx, ts, q, false, true, func(_ []table.Column, vals []any) error {
 		n++
 		return enc.Row(vals)
 	})
+	ownPart()
 	if err != nil && !sw.started {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
@@ -282,6 +314,24 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 	if all := append(missing, late...); len(all) > 0 {
 		w.Header().Set(headerMissing, strings.Join(all, ","))
+	}
+}
+
+// waitReader is a request body's end: it reads nothing until done is
+// closed, then EOF; or the request's context's error when it ends first
+// (the transport waits for the body's writer before a cancelled request
+// returns).
+type waitReader struct {
+	ctx  context.Context
+	done <-chan struct{}
+}
+
+func (r waitReader) Read([]byte) (int, error) {
+	select {
+	case <-r.done:
+		return 0, io.EOF
+	case <-r.ctx.Done():
+		return 0, context.Cause(r.ctx)
 	}
 }
 

@@ -251,6 +251,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	// error after its header in a trailer rather than as a row.
 	coordinator := r.Header.Get(headerCoordinator)
 	if coordinator == s.nodeID {
+		// The coordinator's request body ends only after its own part
+		// (clusterQuery): answer without waiting for it, and close the
+		// connection rather than read the body to its end to reuse it.
+		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -293,14 +297,38 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	// for a format that has no error row (Arrow).
 	_, encoded := rowformat.Lookup(format)
 	trailer := peer || encoded
-	n, err := s.Query(ctx, name, req, w, format, func() {
+	start := func() {
 		setContentType(w, format)
 		if trailer {
 			w.Header().Set("Trailer", cluster.TrailerError)
 		}
 		w.WriteHeader(http.StatusOK)
-	})
-	if err != nil && n < 0 {
+	}
+	held := false
+	if peer {
+		// A cluster query's member: hold the cold tier (no commit of this
+		// node until the coordinator has read the Iceberg table), and only
+		// then send the header, which tells the coordinator it may read.
+		// The hold ends when the coordinator ends its request body, after
+		// its own part (docs/cluster.md, "What is exact").
+		release, err := s.holdTier(ctx, s.tables[name])
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "cluster query: "+err.Error())
+			return
+		}
+		defer release()
+		held = true
+		_ = rc.EnableFullDuplex() // read the request body's end after the answer started
+		_ = rc.SetReadDeadline(deadline(s.cfg.Limits.QueryTimeout))
+		start()
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		start = nil
+		defer waitBodyEnd(ctx, r.Body)
+	}
+	n, err := s.query(ctx, name, req, w, format, start, held)
+	if err != nil && n < 0 && !held {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
@@ -365,6 +393,12 @@ func endWithError(w io.Writer, format string, err error) {
 // byte is written (an HTTP handler writes its header there). It returns the
 // rows written, or -1 with an error when nothing was written.
 func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func()) (int, error) {
+	return s.query(ctx, tableName, req, w, format, start, false)
+}
+
+// query is Query; held says the caller holds the table's cold tier
+// (holdTier), so the rows are read without taking its lock again.
+func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func(), held bool) (int, error) {
 	ts, ok := s.tables[tableName]
 	if !ok {
 		return -1, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
@@ -439,11 +473,7 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	if req.Tier == "hot" {
-		err = ts.table.QueryValues(ctx, q, emit)
-	} else {
-		err = s.queryValues(ctx, ts, q, emit)
-	}
+	err = s.tierValues(ctx, ts, q, req.Tier == "hot", held, emit)
 	if err != nil && !started {
 		return -1, err
 	}
@@ -463,6 +493,51 @@ func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, 
 		err = ferr
 	}
 	return n, err
+}
+
+// tierValues answers q from ts: hotOnly leaves out the rows the Iceberg
+// table holds (tier=hot: the hot store's rows it lacks); held says the
+// caller holds the cold tier (holdTier).
+func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, emit func([]table.Column, []any) error) error {
+	switch {
+	case ts.cold == nil:
+		return ts.table.QueryValues(ctx, q, emit)
+	case held:
+		return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+	case !hotOnly:
+		return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
+	}
+	release, err := ts.cold.Hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, true, emit)
+}
+
+// holdTier holds ts's cold tier (coldapi.Tier.Hold); a table without one
+// has nothing to hold.
+func (s *Server) holdTier(ctx context.Context, ts *tableState) (release func(), err error) {
+	if ts.cold == nil {
+		return func() {}, nil
+	}
+	return ts.cold.Hold(ctx)
+}
+
+// waitBodyEnd reads a cluster query's request body to its end: the
+// coordinator ends it once it has read its own part (the Iceberg table
+// included), and the member holds its cold tier until then. A coordinator
+// that goes away ends it with an error; ctx bounds the wait.
+func waitBodyEnd(ctx context.Context, body io.Reader) {
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, body)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func csvField(v any) string {

@@ -35,6 +35,16 @@ type Tier interface {
 	// QueryValues answers q from both tiers; cold says the compacted rows
 	// were removed from the hot store (compact.remove).
 	QueryValues(ctx context.Context, q table.Query, cold bool, emit func([]table.Column, []any) error) error
+	// Hold holds the tier's lock shared until release: no commit and no
+	// local step of a run happens in between (a cluster query holds every
+	// node's tier before any reads, docs/cluster.md). The wait ends with
+	// ctx.
+	Hold(ctx context.Context) (release func(), err error)
+	// QueryValuesHeld is QueryValues under a Hold (it does not take the
+	// lock again: a second shared lock can wait behind a waiting commit,
+	// which waits for the first). hotOnly answers with the hot store's
+	// rows that the Iceberg table lacks (a cluster query's tier=hot).
+	QueryValuesHeld(ctx context.Context, q table.Query, cold, hotOnly bool, emit func([]table.Column, []any) error) error
 	// Counters are the totals since the tier was opened.
 	Counters() Counters
 	Close() error
