@@ -162,16 +162,7 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		age = max(d, time.Nanosecond)
 	}
 	res, err := s.DeleteOrphansNow(r.Context(), r.PathValue("table"), age)
-	switch {
-	case errors.Is(err, ErrUnknownTable):
-		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, errNoIceberg):
-		writeError(w, http.StatusBadRequest, err.Error())
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err.Error())
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeRunResult(w, res, err, errNoIceberg)
 }
 
 // queryValues answers q from the store, or from both tiers when the
@@ -183,20 +174,27 @@ func (s *Server) queryValues(ctx context.Context, ts *tableState, q table.Query,
 	return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
 }
 
-// handleCompact runs a compaction now (POST /v1/tables/{table}/compact,
-// `sluice compact --table T`) and answers with what it did.
-func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
-	res, err := s.CompactNow(r.Context(), r.PathValue("table"))
+// writeRunResult answers a run done on demand (compaction, orphan
+// cleanup, maintenance): 404 for an unknown table, 400 when the table has
+// nothing of the kind (notConfigured), 500 for a failed run, else res.
+func writeRunResult(w http.ResponseWriter, res any, err, notConfigured error) {
 	switch {
 	case errors.Is(err, ErrUnknownTable):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, errNoCompaction):
+	case errors.Is(err, notConfigured):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// handleCompact runs a compaction now (POST /v1/tables/{table}/compact,
+// `sluice compact --table T`) and answers with what it did.
+func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request) {
+	res, err := s.CompactNow(r.Context(), r.PathValue("table"))
+	writeRunResult(w, res, err, errNoCompaction)
 }
 
 var errNoCompaction = errors.New("the table has no compact.dir or compact.iceberg")

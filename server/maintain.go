@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -96,16 +95,7 @@ func (s *Server) MaintainNow(ctx context.Context, name string) (MaintainResult, 
 // /v1/tables/{table}/maintain, `sluice compact --maintain`).
 func (s *Server) handleMaintain(w http.ResponseWriter, r *http.Request) {
 	res, err := s.MaintainNow(r.Context(), r.PathValue("table"))
-	switch {
-	case errors.Is(err, ErrUnknownTable):
-		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, errNoIceberg):
-		writeError(w, http.StatusBadRequest, err.Error())
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err.Error())
-	default:
-		writeJSON(w, http.StatusOK, res)
-	}
+	writeRunResult(w, res, err, errNoIceberg)
 }
 
 // Maintain asks the server to run the table's maintenance now.
