@@ -162,8 +162,10 @@ func skipLong(s string, i, level int) (int, error) {
 	return i + level + 2 + k + len(closing), nil
 }
 
+// isNameStart follows LuaJIT's lexer (and gopher-lua's), for which every
+// byte from 0x80 up is a letter: "do\xf3" is one name, not the keyword do.
 func isNameStart(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
 func isNameChar(c byte) bool { return isNameStart(c) || c >= '0' && c <= '9' }
