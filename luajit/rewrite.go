@@ -125,6 +125,13 @@ func instrument(src string) (string, error) {
 			}
 			if k > j && strings.HasPrefix(s[k:], "::") {
 				i = k + 2
+				// A `;` right after the label belongs to the label
+				// statement in gopher-lua's grammar (Lua 5.1 has no empty
+				// statement): the check goes after it ("::a::; f();", not
+				// "::a:: f();;").
+				if m := len(s[i:]) - len(strings.TrimLeft(s[i:], " \t")); strings.HasPrefix(s[i+m:], ";") {
+					i += m + 1
+				}
 				emit(i)
 			} else {
 				i += 2
