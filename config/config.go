@@ -93,6 +93,11 @@ type Limits struct {
 	MaxInflight int `yaml:"max_inflight"`
 	// ShutdownTimeout bounds the graceful shutdown. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// IdempotencyTTL is how long an HTTP batch's Idempotency-Key is kept:
+	// a retry with the same key and body within it gets the first answer
+	// and stores nothing again. Default 24h; negative: the header is
+	// ignored.
+	IdempotencyTTL time.Duration `yaml:"idempotency_ttl"`
 }
 
 // Table is one time-series table.
@@ -171,6 +176,7 @@ const (
 	DefaultWriteTimeout    = 60 * time.Second
 	DefaultQueryTimeout    = 5 * time.Minute
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultIdempotencyTTL  = 24 * time.Hour
 	DefaultCompactAfter    = time.Hour
 )
 
@@ -283,6 +289,9 @@ func (c *Config) setDefaults() {
 	}
 	if l.ShutdownTimeout == 0 {
 		l.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if l.IdempotencyTTL == 0 {
+		l.IdempotencyTTL = DefaultIdempotencyTTL
 	}
 	if c.Cluster.NodeTimeout == 0 {
 		c.Cluster.NodeTimeout = DefaultNodeTimeout

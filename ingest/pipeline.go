@@ -157,6 +157,13 @@ type Batch struct {
 	decoded int        // rows given to Add so far (the index of a part's first row)
 	pending int        // kept rows not yet committed
 	failed  bool
+	records []record // staged by Record, written at Commit
+}
+
+// record is a position staged with Batch.Record.
+type record struct {
+	name  string
+	value func(Result) []byte
 }
 
 // Begin starts a Batch; Close it.
@@ -392,10 +399,58 @@ func locateRow(offset, i int, lines []int, err error) error {
 	return re
 }
 
+// Record stages a position (table.Appender.SetPosition) named name that
+// Commit writes in the same atomic write as the batch's rows: after a crash
+// both are stored or neither. value is called at Commit with the result the
+// caller will have once the commit succeeds. A batch whose rows were all
+// filtered out still commits its records. The table must be a
+// BatchAppender whose batches take positions.
+func (b *Batch) Record(name string, value func(Result) []byte) {
+	b.records = append(b.records, record{name, value})
+}
+
+// PositionSetter is an AppendBatch that also stages positions
+// (table.Appender).
+type PositionSetter interface {
+	SetPosition(name string, value []byte) error
+}
+
+// stageRecords stages the batch's records into its table batch.
+func (b *Batch) stageRecords(res Result) error {
+	if b.tb == nil {
+		ba, ok := b.p.Table.(BatchAppender)
+		if !ok || len(b.held) > 0 {
+			return errors.New("ingest: the table does not store records with its rows")
+		}
+		tb, err := ba.NewBatch()
+		if err != nil {
+			return err
+		}
+		b.tb = tb
+	}
+	ps, ok := b.tb.(PositionSetter)
+	if !ok {
+		return errors.New("ingest: the table does not store records with its rows")
+	}
+	res.Accepted += b.pending
+	for _, r := range b.records {
+		if err := ps.SetPosition(r.name, r.value(res)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Commit stores the batch's kept rows durably.
 func (b *Batch) Commit(ctx context.Context, res *Result) error {
 	if b.failed {
 		return fmt.Errorf("%w: the batch already failed", ErrRejected)
+	}
+	if len(b.records) > 0 {
+		if err := b.stageRecords(*res); err != nil {
+			b.fail(res)
+			return err
+		}
 	}
 	var err error
 	switch {

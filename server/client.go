@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,16 @@ type Client struct {
 	// MaxRetries bounds the retries of a batch answered 429 or 503
 	// (0 = 20); each waits for the Retry-After the server sent.
 	MaxRetries int
+	// NoIdempotencyKey leaves out the Idempotency-Key header PostBatch
+	// sends by default. With the key, a batch whose answer was lost (the
+	// connection broke) is sent again and stored once; without it, the
+	// lost answer is an error and the batch may or may not be stored.
+	NoIdempotencyKey bool
 }
+
+// lostAnswerRetries bounds the retries of a batch whose answer was lost
+// (with an Idempotency-Key), waiting 1, 2, 4 ... seconds.
+const lostAnswerRetries = 5
 
 func (c *Client) http() *http.Client {
 	if c.HTTP != nil {
@@ -51,7 +61,11 @@ func (e *StatusError) Error() string {
 
 // PostBatch sends one body to POST /v1/tables/{table}/rows, retrying while
 // the server answers 429 or 503 (waiting for its Retry-After), and returns
-// the server's result.
+// the server's result. Unless NoIdempotencyKey, the body carries a random
+// Idempotency-Key, and a batch whose answer is lost (the connection broke
+// after it was sent) or that is still in progress on the server (409) is
+// sent again: the server stores it once and answers the retry with the
+// first answer.
 func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, body []byte) (ingest.Result, error) {
 	var res ingest.Result
 	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/rows"
@@ -59,18 +73,42 @@ func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, b
 	if retries == 0 {
 		retries = 20
 	}
+	key := ""
+	if !c.NoIdempotencyKey {
+		key = rand.Text()
+	}
+	lost := 0
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 		if err != nil {
 			return res, err
 		}
 		req.Header.Set("Content-Type", contentType)
+		if key != "" {
+			req.Header.Set(idempotencyKeyHeader, key)
+		}
 		resp, err := c.http().Do(req)
 		if err != nil {
-			return res, err
+			if key == "" || ctx.Err() != nil || lost >= lostAnswerRetries {
+				return res, err
+			}
+			// The answer is lost, not the batch's fate: the same key
+			// makes the retry store it at most once.
+			if werr := sleepCtx(ctx, time.Second<<lost); werr != nil {
+				return res, err
+			}
+			lost++
+			continue
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if key != "" && resp.StatusCode == http.StatusConflict && attempt < retries {
+			// The first try of this key is still being stored.
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return res, err
+			}
+			continue
+		}
 		if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && attempt < retries {
 			wait := time.Second
 			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
@@ -89,6 +127,18 @@ func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, b
 			return r.Result, &StatusError{Code: resp.StatusCode, Body: string(b), Line: r.Line}
 		}
 		return r.Result, nil
+	}
+}
+
+// sleepCtx waits d or until ctx is done (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -112,6 +112,7 @@ var (
 	computeErrorsDesc = prometheus.NewDesc("sluice_compute_errors_total", "Computed column and filter failures, whatever the policy did.", computeLabels, nil)
 	computeCallsDesc  = prometheus.NewDesc("sluice_compute_calls_total", "Rows evaluated by each computed column and filter.", computeLabels, nil)
 	throttledDesc     = prometheus.NewDesc("sluice_ingest_throttled_total", "Ingest requests answered 429 because the queue was full.", nil, nil)
+	replaysDesc       = prometheus.NewDesc("sluice_ingest_idempotent_replays_total", "Ingest requests answered from the record of their Idempotency-Key (a retry: nothing stored again).", nil, nil)
 	inflightDesc      = prometheus.NewDesc("sluice_ingest_inflight", "Ingest batches in flight.", nil, nil)
 	inflightLimitDesc = prometheus.NewDesc("sluice_ingest_inflight_limit", "Bound on ingest batches in flight.", nil, nil)
 	compactionLagDesc = prometheus.NewDesc("sluice_compaction_lag_seconds", "Age of the newest data compacted to Parquet (now minus the last watermark); absent before the first run.", []string{"table"}, nil)
@@ -137,7 +138,7 @@ func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range coldFamilies {
 		ch <- f.desc
 	}
-	for _, d := range []*prometheus.Desc{computeErrorsDesc, computeCallsDesc, throttledDesc, inflightDesc, inflightLimitDesc,
+	for _, d := range []*prometheus.Desc{computeErrorsDesc, computeCallsDesc, throttledDesc, replaysDesc, inflightDesc, inflightLimitDesc,
 		compactionLagDesc, storeSizeDesc, tableSizeDesc, readyDesc, stuckCallsDesc, stuckSecondsDesc,
 		diskFreeDesc, diskMinFreeDesc, diskReserveDesc, diskFullDesc, readOnlyDesc, writesRefusedDesc} {
 		ch <- d
@@ -181,6 +182,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(throttledDesc, float64(s.throttled.Load()))
+	counter(replaysDesc, float64(s.idem.replays.Load()))
 	gauge(inflightDesc, float64(s.queue.Len()))
 	gauge(inflightLimitDesc, float64(s.queue.Cap()))
 	if size, err := s.store.DiskUsage(); err == nil {

@@ -29,6 +29,17 @@ type IngestOptions struct {
 	// MaxBytes bounds the input after gzip decoding (0 = no bound); past
 	// it the error wraps ErrTooLarge.
 	MaxBytes int64
+	// Record, when set, is a position stored in the same atomic write as
+	// the rows of a one-batch ingest (BatchRows 0): the Idempotency-Key
+	// record of an HTTP request (idempotency.go).
+	Record *IngestRecord
+}
+
+// IngestRecord is a position committed with an ingest's rows; Value gets
+// the result the caller will see once the commit succeeds.
+type IngestRecord struct {
+	Name  string
+	Value func(ingest.Result) []byte
 }
 
 // ErrTooLarge: the input (after gzip decoding) is over IngestOptions.MaxBytes.
@@ -45,6 +56,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	}
 	if ts.degraded != "" {
 		return res, ts.degradedError()
+	}
+	if opts.Record != nil && opts.BatchRows > 0 {
+		return res, errors.New("server: a record is stored only with a one-batch ingest")
 	}
 	zr, releaseReader, err := ingest.MaybeGunzipPooled(r)
 	defer releaseReader()
@@ -80,6 +94,10 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		b := ts.pipe.Begin()
 		defer b.Close()
 		dopts.BatchRows = partRows
+		if rec := opts.Record; rec != nil {
+			// d is the decode's outcome by the time Commit calls this.
+			b.Record(rec.Name, func(r ingest.Result) []byte { r.AddBadLines(d); return rec.Value(r) })
+		}
 		if columnar {
 			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
 		} else {
@@ -185,6 +203,10 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
+	if format == ingest.RDB && r.Header.Get(idempotencyKeyHeader) != "" {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key is not supported for RDB snapshots (a snapshot is streamed, not held: use the atomic mode, docs/rdb.md)")
+		return
+	}
 	if format == ingest.RDB {
 		// A snapshot is streamed, not buffered (it may be larger than any
 		// body limit), so it holds a slot while it arrives; its read deadline
@@ -205,11 +227,20 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		s.writeBodyError(w, err)
 		return
 	}
+	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes}
+	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
+		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader))
+		if answered {
+			return
+		}
+		defer k.end()
+		opts.Record = k.record()
+	}
 	if !s.enterQueue(w) {
 		return
 	}
 	defer s.queue.Leave()
-	res, err := s.Ingest(r.Context(), name, body, IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes})
+	res, err := s.Ingest(r.Context(), name, body, opts)
 	resp := ingestResponse{Result: res}
 	if err == nil {
 		writeJSON(w, http.StatusOK, resp)

@@ -14,6 +14,14 @@ func unixNano(ns int64) time.Time { return time.Unix(0, ns) }
 // compact.interval), the script reload loop (every reload) and the TTL
 // loop; they stop when ctx is done and wg counts them.
 func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
+	if ttl := s.cfg.Limits.IdempotencyTTL; ttl > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.sweepIdempotency(ctx)
+			every(ctx, sweepInterval(ttl), func() { s.sweepIdempotency(ctx) })
+		}()
+	}
 	for _, n := range s.names {
 		ts := s.tables[n]
 		if ts.cfg.Compact.Interval > 0 {

@@ -91,6 +91,7 @@ type Server struct {
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
+	idem      idempotency  // Idempotency-Key requests (idempotency.go)
 	startedAt time.Time
 
 	closeOnce sync.Once

@@ -253,14 +253,17 @@ func (s *Store) Position(name string) ([]byte, error) {
 // kill -9 would), for crash tests of the stream sources: "before-commit:N"
 // (the N-th Batch.Commit of the process, counted from 1, staged and not
 // committed) or "after-commit:N" (committed and synced, the caller not
-// told yet). It prints "table: fault <point>" on stderr first. Random kill
-// times cannot tell a batch holding rows and position from two batches
-// committed one after the other; a kill after every single commit can.
+// told yet); "append-before-commit:N" and "append-after-commit:N" are the
+// same points in the N-th Appender.Commit (an HTTP batch). It prints
+// "table: fault <point>" on stderr first. Random kill times cannot tell a
+// batch holding rows and position from two batches committed one after the
+// other; a kill after every single commit can.
 const FaultEnv = "SLUICE_BATCH_FAULT"
 
 var (
-	commits    atomic.Int64
-	faultPoint = os.Getenv(FaultEnv)
+	commits       atomic.Int64
+	appendCommits atomic.Int64
+	faultPoint    = os.Getenv(FaultEnv)
 )
 
 func fault(step string, n int64) {

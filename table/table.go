@@ -246,6 +246,9 @@ type Appender struct {
 	// slabs hold the pending columns of AddColumns parts, reused after
 	// they are encoded.
 	slabs []*colSlab
+	// positions counts the positions staged with SetPosition: a batch of
+	// no rows that carries one still commits.
+	positions int
 }
 
 // flushRows is how many rows of an Appender are held as columns before they
@@ -394,7 +397,7 @@ func (b *Appender) Commit(ctx context.Context) error {
 		b.failed = true
 		return err
 	}
-	if b.rows == 0 {
+	if b.rows == 0 && b.positions == 0 {
 		b.done = true
 		return nil
 	}
@@ -402,10 +405,13 @@ func (b *Appender) Commit(ctx context.Context) error {
 		b.failed = true
 		return err
 	}
+	n := appendCommits.Add(1)
+	fault("append-before-commit", n)
 	if err := t.commit(b.pb); err != nil {
 		b.failed = true
 		return fmt.Errorf("table %s: append %d rows: %w", t.name, b.rows, err)
 	}
+	fault("append-after-commit", n)
 	b.done = true
 	t.appends.Add(1)
 	t.rowsAppended.Add(int64(b.rows))

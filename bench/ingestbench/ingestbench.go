@@ -303,7 +303,7 @@ func ingestCase(ctx context.Context, name, yaml, dir string, bodies [][]byte, op
 // load runs the clients against r for opts.Duration, then stops r.
 func load(ctx context.Context, name string, r *running, bodies [][]byte, opts Options) (Result, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: opts.Clients}
-	client := &server.Client{URL: r.url, HTTP: &http.Client{Transport: tr}}
+	client := &server.Client{URL: r.url, HTTP: &http.Client{Transport: tr}, NoIdempotencyKey: true}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var rows int64
