@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,7 +90,9 @@ func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, b
 		}
 		resp, err := c.http().Do(req)
 		if err != nil {
-			if key == "" || ctx.Err() != nil || lost >= lostAnswerRetries {
+			var op *net.OpError
+			if key == "" || ctx.Err() != nil || lost >= lostAnswerRetries || (errors.As(err, &op) && op.Op == "dial") {
+				// Not sent (no connection), or no key to make a resend safe.
 				return res, err
 			}
 			// The answer is lost, not the batch's fate: the same key

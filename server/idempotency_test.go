@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -326,5 +327,24 @@ func BenchmarkIngestKeyed(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*1000/(processCPU()-cpu0).Seconds(), "rows/CPU-s")
 		})
+	}
+}
+
+// TestClientDoesNotResendUnsent: a batch that never reached a server (the
+// connection was refused) is an error at once, not resent for half a
+// minute.
+func TestClientDoesNotResendUnsent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	if _, err := (&Client{URL: url}).PostBatch(context.Background(), "events", "application/x-ndjson", []byte("{}\n")); err == nil {
+		t.Fatal("no error from a closed port")
+	}
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Fatalf("took %v: a refused connection was resent", d)
 	}
 }
