@@ -208,8 +208,18 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 }
 
 // released is a source's OnReleased: no more rows of ps are stored here;
-// those stored stay in the holdings until a scan finds them committed.
+// those stored stay in the holdings until a scan finds them committed. A
+// partition without a stored position had no row stored here (a batch
+// stores its rows and its position at once): it leaves the holdings.
 func (r *keyRouter) released(table string, ps map[string][]int32) {
+	var stored []topicPartition
+	for topic, parts := range ps {
+		for _, p := range parts {
+			if v, err := r.s.store.Position(stream.PositionName(table, topic, p)); err != nil || v != nil {
+				stored = append(stored, topicPartition{topic, p}) // an error: keep it, to be safe
+			}
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rt := r.tables[table]
@@ -218,9 +228,11 @@ func (r *keyRouter) released(table string, ps map[string][]int32) {
 		for _, p := range parts {
 			tp := topicPartition{topic, p}
 			delete(rt.assigned, tp)
-			rt.stored[tp] = true
 			rt.touched[tp] = r.events
 		}
+	}
+	for _, tp := range stored {
+		rt.stored[tp] = true
 	}
 	r.version++
 }
