@@ -126,8 +126,8 @@ func tail(path string) string {
 }
 
 // startNodes makes and starts n nodes consuming topic in group, each
-// listing all as members.
-func startNodes(t *testing.T, n int, broker, topic, group string) []*node {
+// listing all as members; extra is YAML of more tables.
+func startNodes(t testing.TB, n int, broker, topic, group, extra string) []*node {
 	dir := t.TempDir()
 	nodes := make([]*node, n)
 	var members []string
@@ -162,7 +162,7 @@ tables:
           group: %s
           session_timeout: 6s
           key_partitioned: true
-`, filepath.Join(dir, nd.name), port, strings.Join(members, ", "), broker, topic, group)
+%s`, filepath.Join(dir, nd.name), port, strings.Join(members, ", "), broker, topic, group, extra)
 		if err := os.WriteFile(nd.cfg, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ tables:
 
 func user(id int) string { return "u" + strconv.Itoa(id%users) }
 
-func produce(t *testing.T, cl *kgo.Client, topic string, from, to int) {
+func produce(t testing.TB, cl *kgo.Client, topic string, from, to int) {
 	var recs []*kgo.Record
 	for id := from; id < to; id++ {
 		u := user(id)
@@ -198,12 +198,14 @@ type answer struct {
 
 // query runs a cluster query on coordinator c: of user u, or of all rows
 // when u is "".
-func query(c *node, u string) answer {
+func query(c *node, u string) answer { return queryTable(c, "events", u) }
+
+func queryTable(c *node, table, u string) answer {
 	q := url.Values{"cluster": {"true"}, "columns": {"id,user"}}
 	if u != "" {
 		q.Set("hash", u)
 	}
-	resp, err := http.Get(c.url + "/v1/tables/events/query?" + q.Encode())
+	resp, err := http.Get(c.url + "/v1/tables/" + table + "/query?" + q.Encode())
 	if err != nil {
 		return answer{err: err}
 	}
@@ -352,7 +354,7 @@ func TestKeyQueryRouted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer producer.Close()
-	nodes := startNodes(t, 3, broker.Addr, topic, group)
+	nodes := startNodes(t, 3, broker.Addr, topic, group, "")
 
 	// A settled assignment before any row: each partition's rows are then
 	// on its owner alone.
