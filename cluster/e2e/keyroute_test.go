@@ -355,6 +355,15 @@ func TestKeyQueryRouted(t *testing.T) {
 	}
 	defer producer.Close()
 	nodes := startNodes(t, 3, broker.Addr, topic, group, "")
+	// Rows posted to a node would be where key queries do not look.
+	resp, err := http.Post(nodes[0].url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"id":-1,"user":"u1","ts":"2026-11-26T10:00:00Z"}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("HTTP ingest into a key_partitioned table: status %d, want 409", resp.StatusCode)
+	}
 
 	// A settled assignment before any row: each partition's rows are then
 	// on its owner alone.
