@@ -121,19 +121,23 @@ func (v *Views) Polled(url string, asked time.Time, h Holdings) {
 }
 
 // Announced records a report a node sent of itself (a gain); the caller
-// acknowledges only after it returns. It never extends a lease.
-func (v *Views) Announced(h Holdings) {
+// acknowledges only after it returns true. It never extends a lease. It
+// returns false for a node no poll has answered as yet: this node cannot
+// tell at which member URL it is (a restarted process has a new id, and
+// the report of the old one may still be live), so the node must wait out
+// the lease instead.
+func (v *Views) Announced(h Holdings) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.init()
 	e := v.byNode[h.Node]
 	if e == nil {
-		v.byNode[h.Node] = &view{h: h}
-		return
+		return false
 	}
 	if h.Version > e.h.Version {
 		e.h = h
 	}
+	return true
 }
 
 // NotRoutable says why Route asks every node.

@@ -63,8 +63,14 @@ func TestViewsRoute(t *testing.T) {
 	if got := route(5); len(got) != 0 {
 		t.Fatalf("partition 5: asked %v, want none", got)
 	}
-	// An announcement is applied at once, and extends no lease.
-	v.Announced(holdings("C", 2, 3, 5))
+	// An announcement is applied at once, and extends no lease; one from
+	// a node no poll has answered is refused (its URL is unknown).
+	if v.Announced(holdings("D", 1, 5)) {
+		t.Fatal("announcement of an unknown node taken")
+	}
+	if !v.Announced(holdings("C", 2, 3, 5)) {
+		t.Fatal("announcement of a known node refused")
+	}
 	if got := route(5); !slices.Equal(got, []string{"http://c"}) {
 		t.Fatalf("announced gain: asked %v, want c", got)
 	}

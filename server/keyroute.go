@@ -287,8 +287,9 @@ func (s *Server) handleHoldings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "holdings: this node routes no table by key")
 		return
 	}
-	if h.Node != s.nodeID {
-		s.router.views.Announced(h)
+	if h.Node != s.nodeID && !s.router.views.Announced(h) {
+		writeError(w, http.StatusConflict, "holdings: node "+h.Node+" has not answered this node's polls yet")
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
