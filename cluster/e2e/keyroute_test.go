@@ -30,7 +30,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/cluster"
+	_ "github.com/sluicedb/sluice/coldtier" // the cold tier of the server children
 	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
 	"github.com/sluicedb/sluice/server"
@@ -42,11 +44,26 @@ const (
 	users      = 30
 )
 
+var (
+	s3    *coldtest.S3
+	s3Err error
+)
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(serve(path))
 	}
-	os.Exit(testkafka.Main(m, partitions))
+	dir, err := os.MkdirTemp("", "keyroute-")
+	if err != nil {
+		panic(err)
+	}
+	s3, s3Err = coldtest.StartS3(dir)
+	code := testkafka.Main(m, partitions)
+	if s3 != nil {
+		s3.Stop()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // serve is the child: a server on the config at path, until SIGTERM.
@@ -126,8 +143,9 @@ func tail(path string) string {
 }
 
 // startNodes makes and starts n nodes consuming topic in group, each
-// listing all as members; extra is YAML of more tables.
-func startNodes(t testing.TB, n int, broker, topic, group, extra string) []*node {
+// listing all as members; extra is YAML of more tables, compact the events
+// table's compact section (with %[1]s for the node's name).
+func startNodes(t testing.TB, n int, broker, topic, group, extra string, compact ...string) []*node {
 	dir := t.TempDir()
 	nodes := make([]*node, n)
 	var members []string
@@ -162,7 +180,7 @@ tables:
           group: %s
           session_timeout: 6s
           key_partitioned: true
-%s`, filepath.Join(dir, nd.name), port, strings.Join(members, ", "), broker, topic, group, extra)
+%s%s`, filepath.Join(dir, nd.name), port, strings.Join(members, ", "), broker, topic, group, compactOf(compact, nd.name), extra)
 		if err := os.WriteFile(nd.cfg, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -173,6 +191,13 @@ tables:
 		t.Cleanup(nd.kill)
 	}
 	return nodes
+}
+
+func compactOf(compact []string, name string) string {
+	if len(compact) == 0 {
+		return ""
+	}
+	return strings.ReplaceAll(compact[0], "NODE", name)
 }
 
 func user(id int) string { return "u" + strconv.Itoa(id%users) }
@@ -338,9 +363,33 @@ func sorted(s []string) []string {
 // partitions others own now make it a holder): no successful key query
 // lacks a row stored before it, and afterwards every key query still
 // returns what the all-nodes query does.
-func TestKeyQueryRouted(t *testing.T) {
+func TestKeyQueryRouted(t *testing.T) { testKeyQueryRouted(t, "keyed", "") }
+
+// TestKeyQueryRoutedColdTier is TestKeyQueryRouted with every node
+// committing continuously into one Iceberg table (each commit removing its
+// rows from the store): key queries run during commits, and once every
+// node committed, each partition is held by its owner alone (the former
+// owners' scans found their rows committed).
+func TestKeyQueryRoutedColdTier(t *testing.T) {
+	coldtest.Require(t, s3Err)
+	catalog := filepath.Join(t.TempDir(), "catalog.db")
+	testKeyQueryRouted(t, "keyed-cold", fmt.Sprintf(`    compact:
+      interval: 1s
+      after: 2s
+      remove: true
+      iceberg:
+        warehouse: s3://%s/keyed
+        s3: {endpoint: %q, region: us-east-1, path_style: true}
+        catalog: {uri: %q}
+        node: NODE
+        continuous: true
+        orphan_interval: -1s
+`, coldtest.Bucket, s3.Endpoint, catalog))
+}
+
+func testKeyQueryRouted(t *testing.T, topic, compact string) {
 	broker := testkafka.Require(t)
-	topic, group := "keyed", "keyed-group"
+	group := topic + "-group"
 	adm, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr))
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +403,11 @@ func TestKeyQueryRouted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer producer.Close()
-	nodes := startNodes(t, 3, broker.Addr, topic, group, "")
+	var compactSection []string
+	if compact != "" {
+		compactSection = []string{compact}
+	}
+	nodes := startNodes(t, 3, broker.Addr, topic, group, "", compactSection...)
 	// Rows posted to a node would be where key queries do not look.
 	resp, err := http.Post(nodes[0].url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"id":-1,"user":"u1","ts":"2026-11-26T10:00:00Z"}`+"\n"))
 	if err != nil {
@@ -461,22 +514,40 @@ func TestKeyQueryRouted(t *testing.T) {
 	// key's partition.
 	all = waitAll(t, nodes[0], 1800)
 	time.Sleep(time.Second)
-	holders := map[int32][]string{}
-	for _, n := range nodes {
-		th, _ := report(t, n)
-		for _, p := range th.Holds[topic] {
-			holders[p] = append(holders[p], n.url)
+	holdersNow := func() (map[int32][]string, int) {
+		holders := map[int32][]string{}
+		for _, n := range nodes {
+			th, _ := report(t, n)
+			for _, p := range th.Holds[topic] {
+				holders[p] = append(holders[p], n.url)
+			}
 		}
-	}
-	moved := 0
-	for _, hs := range holders {
-		if len(hs) > 1 {
-			moved++
+		moved := 0
+		for _, hs := range holders {
+			if len(hs) > 1 {
+				moved++
+			}
 		}
+		return holders, moved
 	}
+	holders, moved := holdersNow()
 	t.Logf("after the rebalance: holders %v", holders)
-	if moved == 0 {
+	if compact == "" && moved == 0 {
 		t.Fatal("no partition is held by two nodes: the rebalance moved none")
+	}
+	if compact != "" {
+		// Every node commits what it stored: the former owners' scans
+		// drop the partitions they no longer consume.
+		deadline := time.Now().Add(60 * time.Second)
+		for moved > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("partitions still held by two nodes after 60s of commits: %v", holders)
+			}
+			time.Sleep(time.Second)
+			holders, moved = holdersNow()
+		}
+		t.Logf("after the commits: holders %v", holders)
+		time.Sleep(time.Second) // every coordinator has the new reports
 	}
 	fewer = checkKeys(t, nodes, all, func(c *node, u string) []string {
 		var want []string
