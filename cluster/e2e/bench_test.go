@@ -50,6 +50,7 @@ func BenchmarkKeyQuery(b *testing.B) {
       - kafka: {brokers: [%s], topics: [%s], group: %s-all, session_timeout: 6s}
 `, broker.Addr, topic, topic)
 	nodes := startNodes(b, 3, broker.Addr, topic, topic, extra)
+	settle(b, nodes, topic) // each partition's rows on its owner alone
 	const rows = 60_000
 	for from := 0; from < rows; from += 5000 {
 		produce(b, producer, topic, from, from+5000)
