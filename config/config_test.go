@@ -244,3 +244,39 @@ tables:
 		}
 	}
 }
+
+func TestKeyPartitionedValidated(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	good := `
+tables:
+  - name: events
+    hashBy: user
+    schema: [{name: user, type: string}]
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: g, key_partitioned: true}
+`
+	if _, err := Parse([]byte(good), env); err != nil {
+		t.Fatal(err)
+	}
+	bad := `
+tables:
+  - name: events
+    hashBy: score
+    schema: [{name: score, type: float64}]
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: g, key_partitioned: true}
+      - nats: {url: "nats://127.0.0.1:4222", stream: EVENTS, durable: d}
+  - name: nohash
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: g2, key_partitioned: true}
+`
+	_, err := Parse([]byte(bad), env)
+	if err == nil {
+		t.Fatal("bad key_partitioned accepted")
+	}
+	for _, want := range []string{`hashBy column "score" is float64`, "sources[1] is not a key_partitioned kafka source", "the table has no hashBy column"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -53,6 +53,14 @@ type KafkaSource struct {
 	// decoding; a larger message is a dead letter (default 8 MiB, and never
 	// more than limits.max_body_bytes).
 	MaxMessageBytes int64 `yaml:"max_message_bytes"`
+	// KeyPartitioned states that every message's key is its rows' hashBy
+	// value (as text: a string as it is, an integer in decimal) and that
+	// producers pick its partition with Kafka's default partitioner
+	// (murmur2 of the key, modulo the topic's partitions): a cluster query
+	// for hashBy values then asks only the nodes that hold rows of their
+	// partitions (docs/cluster.md, "Key queries"). sluice cannot check it;
+	// a wrong statement makes key queries miss rows.
+	KeyPartitioned bool `yaml:"key_partitioned"`
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.
@@ -137,6 +145,9 @@ func (t *Table) validateSources(where string) []error {
 				add("%s: max_poll_records, fetch_max_bytes, session_timeout and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(k.Format, k.Start, k.Metadata, KafkaMetadata)
+			if k.KeyPartitioned {
+				errs = append(errs, t.checkKeyPartitioned(sw)...)
+			}
 		}
 		if n := s.NATS; n != nil {
 			sw += " nats"
@@ -153,6 +164,29 @@ func (t *Table) validateSources(where string) []error {
 				add("%s: max_batch, fetch_wait and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(n.Format, n.Start, n.Metadata, NATSMetadata)
+		}
+	}
+	return errs
+}
+
+// checkKeyPartitioned reports why t cannot route key queries by Kafka
+// partition: rows must all come from key-partitioned Kafka sources (a NATS
+// source's rows could be on any node) and the hashBy column must have a
+// text form that is the message key.
+func (t *Table) checkKeyPartitioned(where string) []error {
+	var errs []error
+	if t.HashBy == "" {
+		errs = append(errs, fmt.Errorf("%s: key_partitioned: the table has no hashBy column", where))
+	} else {
+		for _, c := range t.Schema {
+			if c.Name == t.HashBy && c.Type != "string" && c.Type != "int64" {
+				errs = append(errs, fmt.Errorf("%s: key_partitioned: hashBy column %q is %s; want string or int64", where, c.Name, c.Type))
+			}
+		}
+	}
+	for i, s := range t.Sources {
+		if s.Kafka == nil || !s.Kafka.KeyPartitioned {
+			errs = append(errs, fmt.Errorf("%s: key_partitioned: sources[%d] is not a key_partitioned kafka source (its rows could be on any node)", where, i))
 		}
 	}
 	return errs

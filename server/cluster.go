@@ -61,11 +61,20 @@ func clusterMembers(c config.Cluster) (cluster.Members, error) {
 type ClusterInfo struct {
 	Node    string   `json:"node"`
 	Members []string `json:"members"`
+	// Routing is what this node holds of its key_partitioned tables
+	// (docs/cluster.md, "Key queries"); absent when it routes none.
+	Routing *cluster.Holdings `json:"routing,omitempty"`
 }
 
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	info := ClusterInfo{Node: s.nodeID, Members: []string{}}
-	if s.members != nil {
+	if s.router != nil {
+		h := s.router.holdings()
+		info.Routing = &h
+	}
+	// members=false: the routing polls want only the holdings (no DNS
+	// lookup).
+	if s.members != nil && r.URL.Query().Get("members") != "false" {
 		m, err := s.members.Members(r.Context())
 		if err != nil {
 			writeError(w, http.StatusBadGateway, err.Error())
@@ -90,6 +99,13 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "cluster query: "+err.Error())
 		return
+	}
+	// A key query asks only the nodes that may hold rows of its keys'
+	// partitions, when that is known (keyroute.go).
+	if asked, why := s.router.route(name, req, nodes); why == "" {
+		nodes = asked
+	} else if s.router != nil && len(req.Hash) > 0 {
+		s.log.Debug("cluster query: asking every node", "table", name, "why", why)
 	}
 	ts := s.tables[name]
 	encoded, isEncoded := rowformat.Lookup(format)
@@ -158,6 +174,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	start := func() {
 		setContentType(w, format)
+		w.Header().Set(headerAsked, strings.Join(nodes, ","))
 		w.Header().Set("Trailer", headerMissing)
 		if isEncoded {
 			w.Header().Add("Trailer", cluster.TrailerError)

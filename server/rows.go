@@ -192,6 +192,10 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
 		return
 	}
+	if s.router.routed(name) {
+		writeError(w, http.StatusConflict, ingestRefused(name))
+		return
+	}
 	if ts.degraded != "" {
 		// No Retry-After: retrying does not help until a restart loads
 		// the table's scripts.

@@ -88,6 +88,9 @@ type Server struct {
 	nodeID  string
 	members cluster.Members
 	fanout  *cluster.Fanout
+	// router routes key queries of key_partitioned tables (keyroute.go);
+	// nil when there are none or no cluster config.
+	router *keyRouter
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
@@ -331,6 +334,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
 	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
+	mux.HandleFunc("POST /v1/cluster/holdings", s.handleHoldings)
 	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
 	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -369,6 +373,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.reloadOnSignal(bg)
 		}()
 	}
+	s.router.run(bg, &wg)
 	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

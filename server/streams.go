@@ -23,6 +23,7 @@ func deadLetterColumns(tc config.Table) []struct{ Name, Type string } {
 // openSources makes the stream sources of every table; they start with
 // Serve and stop before the store closes.
 func (s *Server) openSources() error {
+	s.router = newKeyRouter(s)
 	var sources []stream.Source
 	var errs []error
 	for _, n := range s.names {
@@ -47,7 +48,9 @@ func (s *Server) openSources() error {
 			var err error
 			switch {
 			case sc.Kafka != nil:
-				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, kafkaOptions(*sc.Kafka))
+				opts := kafkaOptions(*sc.Kafka)
+				s.router.hooks(n, &opts)
+				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, opts)
 			case sc.NATS != nil:
 				src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, natsOptions(*sc.NATS))
 			default:

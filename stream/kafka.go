@@ -73,6 +73,13 @@ type KafkaOptions struct {
 	// same id within SessionTimeout gets its partitions back without a
 	// rebalance.
 	InstanceID string
+	// OnAssigned, when set, is told of newly assigned partitions before
+	// any of their records is stored (the assignment waits for it, so it
+	// must return soon); OnReleased of revoked or lost partitions once no
+	// more of their records will be stored. Key routing of cluster queries
+	// follows the assignment with them (docs/cluster.md).
+	OnAssigned func(ctx context.Context, partitions map[string][]int32)
+	OnReleased func(partitions map[string][]int32)
 }
 
 // The defaults of KafkaOptions and NATSOptions.
@@ -422,6 +429,9 @@ func (k *Kafka) stopWorkers(ps map[string][]int32) {
 	for _, w := range stopping {
 		<-w.done
 	}
+	if k.opts.OnReleased != nil {
+		k.opts.OnReleased(ps)
+	}
 	// Only now: a worker finishing its last batch after the revoke set
 	// its lag once more, and a series of a partition this node no longer
 	// holds would stay forever (phantom lag after a failover).
@@ -527,8 +537,11 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(commitInterval),
 		kgo.AdjustFetchOffsetsFn(k.adjust),
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 			k.counters.Rebalances.Add(1)
+			if k.opts.OnAssigned != nil {
+				k.opts.OnAssigned(ctx, assigned)
+			}
 			k.startWorkers(workCtx, cl, assigned)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
