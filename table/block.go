@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -29,12 +30,37 @@ const (
 	codecZstd    = 1
 )
 
-// zstd encoders and decoders are safe for concurrent EncodeAll/DecodeAll and
-// start no goroutines when used that way.
-var (
-	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
-)
+// zstd decoders are safe for concurrent DecodeAll and start no goroutines
+// when used that way.
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+
+// blockEncoders are the zstd encoders of block values, one per encode in
+// progress. A zstd.Encoder runs at most WithEncoderConcurrency EncodeAll
+// calls at once and makes the others wait for one to finish: the one
+// encoder every append shared (concurrency 1) ran the compression of
+// concurrent batches one at a time, a sixth of the ingest's CPU serialized
+// (issue 18: HTTP ingest stopped growing at 8 cores). A sync.Pool gives
+// each its own without a lock, and keeps as many as are used at once.
+var blockEncoders = sync.Pool{New: func() any {
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return e
+}}
+
+// getEncoder returns an encoder no other encode uses until putEncoder.
+func getEncoder() *zstd.Encoder { return blockEncoders.Get().(*zstd.Encoder) }
+
+func putEncoder(e *zstd.Encoder) { blockEncoders.Put(e) }
+
+// zstdEncode appends the zstd frame of src to dst.
+func zstdEncode(src, dst []byte) []byte {
+	e := getEncoder()
+	dst = e.EncodeAll(src, dst)
+	putEncoder(e)
+	return dst
+}
 
 // colData is one column of an Append batch, coerced to the column type.
 type colData struct {
@@ -183,7 +209,7 @@ func compressBlock(dst, payload []byte) []byte {
 		// grown by EncodeAll block after block, a 200 MB payload allocated
 		// 1.2 GB.
 		dst = slices.Grow(dst, len(payload)+64)
-		dst = zstdEncoder.EncodeAll(payload, dst)
+		dst = zstdEncode(payload, dst)
 		if len(dst)-start-2 < len(payload) {
 			return dst
 		}
