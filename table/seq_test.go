@@ -71,3 +71,19 @@ func reservedOnDisk(t *testing.T, s *Store) uint64 {
 	defer closer.Close()
 	return binary.BigEndian.Uint64(v)
 }
+
+// TestSequencesReservedAhead: the reservation on disk is extended once
+// half of it is used, so that batches do not wait for its synced write.
+func TestSequencesReservedAhead(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	for range 3 * seqReserve / 1000 {
+		first, err := s.nextSeqs(1000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := reservedOnDisk(t, s); r-(first+1000) < seqReserve/2 {
+			t.Fatalf("after handing out up to %d the reservation is %d: less than half a reservation ahead", first+1000, r)
+		}
+	}
+}

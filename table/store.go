@@ -294,11 +294,20 @@ func (s *Store) nextSeqs(n int, h *seqHold) (uint64, error) {
 	}
 	end := s.nextSeq.Add(uint64(n))
 	first := end - uint64(n)
-	if end > s.reservedSeq.Load() {
+	switch reserved := s.reservedSeq.Load(); {
+	case end > reserved:
 		if err := s.reserveSeqs(end); err != nil {
 			// The numbers are skipped; the hold stays until released.
 			return 0, err
 		}
+	case end > reserved-seqReserve/2 && s.reserveMu.TryLock():
+		// Half the reservation is used: the batch that sees it first
+		// extends it, while the others go on with numbers still
+		// reserved (they waited for the synced write otherwise). A
+		// failure here fails no batch: its numbers are reserved, and the
+		// next batch past the reservation tries again and reports it.
+		_ = s.reserveLocked(end)
+		s.reserveMu.Unlock()
 	}
 	if register {
 		h.first.Store(first + 1)
@@ -314,7 +323,13 @@ func (s *Store) reserveSeqs(end uint64) error {
 	if end <= s.reservedSeq.Load() {
 		return nil // another batch's reservation covers it
 	}
-	r := s.nextSeq.Load() + seqReserve // >= end
+	return s.reserveLocked(end)
+}
+
+// reserveLocked reserves seqReserve numbers beyond those handed out (at
+// least end). REQUIRES: reserveMu held.
+func (s *Store) reserveLocked(end uint64) error {
+	r := max(s.nextSeq.Load(), end) + seqReserve
 	if err := s.setSync(seqKey, binary.BigEndian.AppendUint64(nil, r), false); err != nil {
 		return fmt.Errorf("table: reserve sequence numbers: %w", err)
 	}
