@@ -73,9 +73,15 @@ type colData struct {
 // encodeBlock appends the payload of the block holding rows idx (in that
 // order) of cols to dst.
 func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
+	dst, _ = encodeBlockWith(dst, nil, cols, idx)
+	return dst
+}
+
+// encodeBlockWith is encodeBlock with vals as the scratch of a column's
+// values (returned, grown, for the next block).
+func encodeBlockWith(dst, vals []byte, cols []colData, idx []int) ([]byte, []byte) {
 	dst = binary.AppendUvarint(dst, uint64(len(idx)))
 	dst = binary.AppendUvarint(dst, uint64(len(cols)))
-	var vals []byte
 	for _, c := range cols {
 		dst = appendColumnHead(dst, c, idx)
 		if c.typ == String || c.typ == JSON {
@@ -98,7 +104,7 @@ func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(vals)))
 		dst = append(dst, vals...)
 	}
-	return dst
+	return dst, vals
 }
 
 // appendColumnHead appends the column's name, type, nulls byte and bitmap
