@@ -30,9 +30,31 @@ const (
 	codecZstd    = 1
 )
 
-// zstd decoders are safe for concurrent DecodeAll and start no goroutines
-// when used that way.
-var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+// blockDecoders are the zstd decoders of block values, one per decode in
+// progress, for the same reason as blockEncoders: a zstd.Decoder runs at
+// most WithDecoderConcurrency DecodeAll calls at once and makes the others
+// wait, so one shared decoder (concurrency 1) read the blocks of
+// concurrent queries and scans one at a time. Used only for DecodeAll, a
+// decoder starts no goroutine and needs no Close.
+var blockDecoders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return d
+}}
+
+// getDecoder returns a decoder no other decode uses until putDecoder.
+func getDecoder() *zstd.Decoder { return blockDecoders.Get().(*zstd.Decoder) }
+
+func putDecoder(d *zstd.Decoder) { blockDecoders.Put(d) }
+
+// zstdDecode appends the content of the zstd frames in src to dst.
+func zstdDecode(src, dst []byte) ([]byte, error) {
+	d := getDecoder()
+	defer putDecoder(d)
+	return d.DecodeAll(src, dst)
+}
 
 // blockEncoders are the zstd encoders of block values, one per encode in
 // progress. A zstd.Encoder runs at most WithEncoderConcurrency EncodeAll
@@ -258,7 +280,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		d.raw = append(d.raw[:0], v[2:]...)
 	case codecZstd:
 		var err error
-		if d.raw, err = zstdDecoder.DecodeAll(v[2:], d.raw[:0]); err != nil {
+		if d.raw, err = zstdDecode(v[2:], d.raw[:0]); err != nil {
 			return &CorruptionError{Key: slices.Clone(key), Offset: 2, Reason: "zstd", Err: err}
 		}
 	default:

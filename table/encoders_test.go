@@ -33,12 +33,44 @@ func TestEncodeDoesNotWaitForAnother(t *testing.T) {
 		if v[1] != codecZstd {
 			t.Fatalf("codec %d, want zstd", v[1])
 		}
-		got, err := zstdDecoder.DecodeAll(v[2:], nil)
+		got, err := zstdDecode(v[2:], nil)
 		if err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("round trip: %v, equal %v", err, bytes.Equal(got, payload))
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("an encode waited for the encoders other encodes hold")
+	}
+}
+
+// TestDecodeDoesNotWaitForAnother: reading a block never waits for the
+// decodes of other queries and scans (one shared decoder read them one at a
+// time).
+func TestDecodeDoesNotWaitForAnother(t *testing.T) {
+	payload := bytes.Repeat([]byte("sluice block payload "), 100)
+	v := compressBlock(nil, payload)
+	type result struct {
+		got []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var held []*zstd.Decoder
+		for range runtime.GOMAXPROCS(0) + 2 {
+			held = append(held, getDecoder())
+		}
+		got, err := zstdDecode(v[2:], nil)
+		for _, d := range held {
+			putDecoder(d)
+		}
+		done <- result{got, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || !bytes.Equal(r.got, payload) {
+			t.Fatalf("round trip: %v, equal %v", r.err, bytes.Equal(r.got, payload))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a decode waited for the decoders other decodes hold")
 	}
 }
 
