@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -29,12 +30,59 @@ const (
 	codecZstd    = 1
 )
 
-// zstd encoders and decoders are safe for concurrent EncodeAll/DecodeAll and
-// start no goroutines when used that way.
-var (
-	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
-)
+// blockDecoders are the zstd decoders of block values, one per decode in
+// progress, for the same reason as blockEncoders: a zstd.Decoder runs at
+// most WithDecoderConcurrency DecodeAll calls at once and makes the others
+// wait, so one shared decoder (concurrency 1) read the blocks of
+// concurrent queries and scans one at a time. Used only for DecodeAll, a
+// decoder starts no goroutine and needs no Close.
+var blockDecoders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return d
+}}
+
+// getDecoder returns a decoder no other decode uses until putDecoder.
+func getDecoder() *zstd.Decoder { return blockDecoders.Get().(*zstd.Decoder) }
+
+func putDecoder(d *zstd.Decoder) { blockDecoders.Put(d) }
+
+// zstdDecode appends the content of the zstd frames in src to dst.
+func zstdDecode(src, dst []byte) ([]byte, error) {
+	d := getDecoder()
+	defer putDecoder(d)
+	return d.DecodeAll(src, dst)
+}
+
+// blockEncoders are the zstd encoders of block values, one per encode in
+// progress. A zstd.Encoder runs at most WithEncoderConcurrency EncodeAll
+// calls at once and makes the others wait for one to finish: the one
+// encoder every append shared (concurrency 1) ran the compression of
+// concurrent batches one at a time, a sixth of the ingest's CPU serialized
+// (issue 18: HTTP ingest stopped growing at 8 cores). A sync.Pool gives
+// each its own without a lock, and keeps as many as are used at once.
+var blockEncoders = sync.Pool{New: func() any {
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return e
+}}
+
+// getEncoder returns an encoder no other encode uses until putEncoder.
+func getEncoder() *zstd.Encoder { return blockEncoders.Get().(*zstd.Encoder) }
+
+func putEncoder(e *zstd.Encoder) { blockEncoders.Put(e) }
+
+// zstdEncode appends the zstd frame of src to dst.
+func zstdEncode(src, dst []byte) []byte {
+	e := getEncoder()
+	dst = e.EncodeAll(src, dst)
+	putEncoder(e)
+	return dst
+}
 
 // colData is one column of an Append batch, coerced to the column type.
 type colData struct {
@@ -47,9 +95,15 @@ type colData struct {
 // encodeBlock appends the payload of the block holding rows idx (in that
 // order) of cols to dst.
 func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
+	dst, _ = encodeBlockWith(dst, nil, cols, idx)
+	return dst
+}
+
+// encodeBlockWith is encodeBlock with vals as the scratch of a column's
+// values (returned, grown, for the next block).
+func encodeBlockWith(dst, vals []byte, cols []colData, idx []int) ([]byte, []byte) {
 	dst = binary.AppendUvarint(dst, uint64(len(idx)))
 	dst = binary.AppendUvarint(dst, uint64(len(cols)))
-	var vals []byte
 	for _, c := range cols {
 		dst = appendColumnHead(dst, c, idx)
 		if c.typ == String || c.typ == JSON {
@@ -72,7 +126,7 @@ func encodeBlock(dst []byte, cols []colData, idx []int) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(vals)))
 		dst = append(dst, vals...)
 	}
-	return dst
+	return dst, vals
 }
 
 // appendColumnHead appends the column's name, type, nulls byte and bitmap
@@ -183,7 +237,7 @@ func compressBlock(dst, payload []byte) []byte {
 		// grown by EncodeAll block after block, a 200 MB payload allocated
 		// 1.2 GB.
 		dst = slices.Grow(dst, len(payload)+64)
-		dst = zstdEncoder.EncodeAll(payload, dst)
+		dst = zstdEncode(payload, dst)
 		if len(dst)-start-2 < len(payload) {
 			return dst
 		}
@@ -226,7 +280,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		d.raw = append(d.raw[:0], v[2:]...)
 	case codecZstd:
 		var err error
-		if d.raw, err = zstdDecoder.DecodeAll(v[2:], d.raw[:0]); err != nil {
+		if d.raw, err = zstdDecode(v[2:], d.raw[:0]); err != nil {
 			return &CorruptionError{Key: slices.Clone(key), Offset: 2, Reason: "zstd", Err: err}
 		}
 	default:

@@ -444,8 +444,8 @@ func (s *Store) WriterID() (string, error) {
 		return "", err
 	}
 	defer release()
-	s.seqMu.Lock() // one id even when two tables ask at once
-	defer s.seqMu.Unlock()
+	s.writerMu.Lock() // one id even when two tables ask at once
+	defer s.writerMu.Unlock()
 	v, closer, err := s.db.Get([]byte(writerKey))
 	if err == nil {
 		defer closer.Close()

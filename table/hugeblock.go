@@ -116,7 +116,7 @@ func (w *fixedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// newBlockEncoder is the streaming encoder of huge blocks: zstdEncoder's
+// newBlockEncoder is the streaming encoder of huge blocks: blockEncoders'
 // settings, but literals are entropy coded when a block has no matches
 // (SpeedFastest skips that): text without repeats, such as a hex or base64
 // value, then shrinks by about half (issue 19's 200 MiB of random hex: 209

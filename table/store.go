@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -86,12 +87,20 @@ type Store struct {
 	shrinks       int    // ShrinkCache calls not restored yet; REQUIRES: shrinkMu held
 	shrinkRelease func() // releases the cache reservation; REQUIRES: shrinkMu held
 
-	seqMu       sync.Mutex
-	nextSeq     uint64 // REQUIRES: seqMu held
-	reservedSeq uint64 // sequences below are reserved on disk; REQUIRES: seqMu held
+	// Sequence numbers are handed out by an atomic counter: one lock per
+	// batch (two with the hold's release), shared by every writer of the
+	// store, was the second source of lock waits on the ingest path after
+	// Pebble's commit pipeline (issue 18). reserveMu serializes only the
+	// synced reservations on disk, one per seqReserve numbers.
+	nextSeq     atomic.Uint64 // the next sequence number to hand out
+	reservedSeq atomic.Uint64 // sequences below are reserved on disk
+	reserveMu   sync.Mutex    // held while a reservation is written
 	// holds are the batches that reserved sequence numbers and have not
-	// committed or been discarded yet (see seqHold); REQUIRES: seqMu held.
-	holds map[*seqHold]struct{}
+	// committed or been discarded yet (*seqHold keys, see seqHold).
+	holds sync.Map
+
+	// writerMu makes WriterID make one id when two tables ask at once.
+	writerMu sync.Mutex
 }
 
 // A seqHold is the claim of one uncommitted batch (an Appender or a Batch)
@@ -100,7 +109,10 @@ type Store struct {
 // decides "every block with sequence <= S is in the store" while a batch
 // holding a lower sequence is still on its way to Pebble.
 type seqHold struct {
-	first uint64        // lowest sequence reserved
+	// first is 1 + the lowest sequence reserved, 0 while the batch is
+	// between registering the hold and taking its first numbers (waitSeqs
+	// then waits for it: it may hold a sequence below the one it returns).
+	first atomic.Uint64
 	done  chan struct{} // closed when the batch commits or is discarded
 }
 
@@ -244,8 +256,8 @@ func (s *Store) load() error {
 			closer.Close()
 			return &CorruptionError{Key: seqKey, Reason: "sequence is not 8 bytes"}
 		}
-		s.nextSeq = binary.BigEndian.Uint64(v)
-		s.reservedSeq = s.nextSeq
+		s.nextSeq.Store(binary.BigEndian.Uint64(v))
+		s.reservedSeq.Store(binary.BigEndian.Uint64(v))
 		closer.Close()
 	}
 	lo, hi := metaKey(""), metaKey("\xff")
@@ -271,39 +283,67 @@ func (s *Store) load() error {
 //
 // h, when not nil, is the batch's hold: its first reservation registers it,
 // and the batch must call releaseSeqs(h) once it has committed or been
-// discarded.
+// discarded. A hold is used by one goroutine at a time.
 func (s *Store) nextSeqs(n int, h *seqHold) (uint64, error) {
-	s.seqMu.Lock()
-	defer s.seqMu.Unlock()
-	if s.nextSeq+uint64(n) > s.reservedSeq {
-		r := s.nextSeq + uint64(n) + seqReserve
-		if err := s.setSync(seqKey, binary.BigEndian.AppendUint64(nil, r), false); err != nil {
-			return 0, fmt.Errorf("table: reserve sequence numbers: %w", err)
-		}
-		s.reservedSeq = r
+	register := h != nil && h.done == nil
+	if register {
+		// Registered before the numbers are taken: a waitSeqs that returns
+		// a sequence above them finds the hold (see seqHold.first).
+		h.done = make(chan struct{})
+		s.holds.Store(h, struct{}{})
 	}
-	first := s.nextSeq
-	s.nextSeq += uint64(n)
-	if h != nil && h.done == nil {
-		h.first, h.done = first, make(chan struct{})
-		if s.holds == nil {
-			s.holds = map[*seqHold]struct{}{}
+	end := s.nextSeq.Add(uint64(n))
+	first := end - uint64(n)
+	switch reserved := s.reservedSeq.Load(); {
+	case end > reserved:
+		if err := s.reserveSeqs(end); err != nil {
+			// The numbers are skipped; the hold stays until released.
+			return 0, err
 		}
-		s.holds[h] = struct{}{}
+	case end > reserved-seqReserve/2 && s.reserveMu.TryLock():
+		// Half the reservation is used: the batch that sees it first
+		// extends it, while the others go on with numbers still
+		// reserved (they waited for the synced write otherwise). A
+		// failure here fails no batch: its numbers are reserved, and the
+		// next batch past the reservation tries again and reports it.
+		_ = s.reserveLocked(end)
+		s.reserveMu.Unlock()
+	}
+	if register {
+		h.first.Store(first + 1)
 	}
 	return first, nil
+}
+
+// reserveSeqs makes the reservation on disk (synced) cover the sequences
+// below end before any of them is used.
+func (s *Store) reserveSeqs(end uint64) error {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	if end <= s.reservedSeq.Load() {
+		return nil // another batch's reservation covers it
+	}
+	return s.reserveLocked(end)
+}
+
+// reserveLocked reserves seqReserve numbers beyond those handed out (at
+// least end). REQUIRES: reserveMu held.
+func (s *Store) reserveLocked(end uint64) error {
+	r := max(s.nextSeq.Load(), end) + seqReserve
+	if err := s.setSync(seqKey, binary.BigEndian.AppendUint64(nil, r), false); err != nil {
+		return fmt.Errorf("table: reserve sequence numbers: %w", err)
+	}
+	s.reservedSeq.Store(r)
+	return nil
 }
 
 // releaseSeqs ends h's claim (after its batch committed or was discarded).
 // It is a no-op for a hold that never reserved anything or was released.
 func (s *Store) releaseSeqs(h *seqHold) {
-	s.seqMu.Lock()
-	defer s.seqMu.Unlock()
 	if h.done == nil {
 		return
 	}
-	if _, ok := s.holds[h]; ok {
-		delete(s.holds, h)
+	if _, ok := s.holds.LoadAndDelete(h); ok {
 		close(h.done)
 	}
 }
@@ -314,15 +354,15 @@ func (s *Store) releaseSeqs(h *seqHold) {
 // sequence not handed out at the call: blocks written later have a
 // sequence at least that.
 func (s *Store) waitSeqs(ctx context.Context) (uint64, error) {
-	s.seqMu.Lock()
-	next := s.nextSeq
+	next := s.nextSeq.Load()
 	var wait []chan struct{}
-	for h := range s.holds {
-		if h.first < next {
+	s.holds.Range(func(k, _ any) bool {
+		h := k.(*seqHold)
+		if first := h.first.Load(); first == 0 || first-1 < next {
 			wait = append(wait, h.done)
 		}
-	}
-	s.seqMu.Unlock()
+		return true
+	})
 	for _, done := range wait {
 		select {
 		case <-done:

@@ -685,18 +685,15 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		}
 	}
 	span := t.span
-	type groupKey struct {
-		hash   uint64
-		bucket int64
-	}
+	sc := getBlockScratch()
+	defer putBlockScratch(sc)
 	n := len(cols[timeCol].vals)
 	// The groups in order of first row, and their rows. A batch has few
 	// groups (its partitions times its time buckets): they are found by
 	// the last one hit, then a scan, and a map only past smallGroups (a map
 	// lookup per row was a quarter of this function).
 	const smallGroups = 16
-	var keys []groupKey
-	var rowsOf [][]int
+	keys, rowsOf := sc.keys[:0], sc.rowsOf[:0]
 	var index map[groupKey]int
 	last := -1
 	for r := range n {
@@ -724,7 +721,12 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		if at < 0 {
 			at = len(keys)
 			keys = append(keys, g)
-			rowsOf = append(rowsOf, nil)
+			if len(rowsOf) < cap(rowsOf) {
+				rowsOf = rowsOf[:len(rowsOf)+1]
+				rowsOf[at] = rowsOf[at][:0] // a slice of an earlier batch's, reused
+			} else {
+				rowsOf = append(rowsOf, nil)
+			}
 			if index != nil {
 				index[g] = at
 			} else if len(keys) > smallGroups {
@@ -740,10 +742,12 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 	// Keys in order: Pebble's memtable inserter reuses the previous
 	// insertion's splice, so a sorted batch costs less skiplist search
 	// (with one-row blocks the search was the top of the profile).
-	order := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
+	sc.keys, sc.rowsOf = keys, rowsOf
+	order := sc.order[:0]
+	for i := range keys {
+		order = append(order, i)
 	}
+	sc.order = order
 	slices.SortFunc(order, func(a, b int) int {
 		if c := cmp.Compare(keys[a].hash, keys[b].hash); c != 0 {
 			return c
@@ -755,7 +759,8 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		return 0, 0, err
 	}
 	times := cols[timeCol].vals
-	var payload, val, key []byte
+	payload, val, key, vals := sc.payload, sc.val, sc.key, sc.vals
+	defer func() { sc.payload, sc.val, sc.key, sc.vals = payload, val, key, vals }()
 	for i, gi := range order {
 		g, idx := keys[gi], rowsOf[gi]
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
@@ -768,7 +773,7 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 			bytes += len(key) + n
 			continue
 		}
-		payload = encodeBlock(payload[:0], cols, idx)
+		payload, vals = encodeBlockWith(payload[:0], vals, cols, idx)
 		val = compressBlock(val[:0], payload)
 		if err := b.Set(key, val, nil); err != nil {
 			return 0, 0, err
@@ -776,6 +781,47 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		bytes += len(key) + len(val)
 	}
 	return len(order), bytes, nil
+}
+
+// groupKey is a block's partition and time bucket.
+type groupKey struct {
+	hash   uint64
+	bucket int64
+}
+
+// blockScratch is writeBlocksNumbered's memory, reused across batches: its
+// rows per block and its block buffers were a third of the bytes an
+// ingest allocated per row.
+type blockScratch struct {
+	keys              []groupKey
+	rowsOf            [][]int
+	order             []int
+	payload, val, key []byte
+	vals              []byte // encodeBlockWith's
+}
+
+var blockScratchPool sync.Pool
+
+// maxPooledScratch bounds the bytes (and row indexes) of a scratch kept
+// for reuse: a huge block's buffers are dropped.
+const maxPooledScratch = 4 << 20
+
+func getBlockScratch() *blockScratch {
+	if sc, ok := blockScratchPool.Get().(*blockScratch); ok {
+		return sc
+	}
+	return &blockScratch{}
+}
+
+func putBlockScratch(sc *blockScratch) {
+	rows := 0
+	for _, r := range sc.rowsOf[:cap(sc.rowsOf)] {
+		rows += cap(r)
+	}
+	if rows > maxPooledScratch/8 || max(cap(sc.payload), cap(sc.val), cap(sc.vals)) > maxPooledScratch {
+		return
+	}
+	blockScratchPool.Put(sc)
 }
 
 // Stats are counters since the table was opened.
