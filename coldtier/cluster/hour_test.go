@@ -89,7 +89,7 @@ func minFiles(bytes, target int64) int64 {
 }
 
 func TestClusterHour(t *testing.T) {
-	p := hourParams{seconds: 60, rate: 1500, interval: time.Second, maintainEvery: 10 * time.Second,
+	p := hourParams{seconds: 45, rate: 2000, interval: time.Second, maintainEvery: 10 * time.Second,
 		snapshotAge: 10 * time.Second, keepSnapshots: 10, metaVersions: 10, orphanEvery: 10 * time.Second,
 		orphanAge: 30 * time.Second, targetFileBytes: 1 << 20, secondsPerID: 2}
 	r := runHour(t, p, true)
@@ -434,7 +434,13 @@ s3.region=%s
 	t.Logf("peak during the run (sampled every 2 s): %d snapshots, %d data files, metadata file %d bytes, %d metadata files, metadata directory %d files / %d bytes",
 		r.maxSample.snapshots, r.maxSample.dataFiles, r.maxSample.metadataBytes, r.maxSample.metadataFiles,
 		r.maxSample.metaDirFiles, r.maxSample.metaDirBytes)
-	t.Logf("readers (%.1f s): %+v", r.readerWall, r.readers)
+	var read []string
+	for _, name := range []string{"duckdb", "pyiceberg", "spark", "trino"} {
+		if c, ok := r.readers[name]; ok {
+			read = append(read, fmt.Sprintf("%s %d rows, %d distinct ids %v..%v", name, c.Rows, c.Distinct, ptr(c.Min), ptr(c.Max)))
+		}
+	}
+	t.Logf("readers (%.1f s): %s", r.readerWall, strings.Join(read, "; "))
 	return r
 }
 
