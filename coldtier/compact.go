@@ -744,8 +744,14 @@ func later(a, b time.Time) time.Time {
 // runs killed between their upload and their commit. olderThan must exceed
 // the longest run of any node writing to the table (a younger unreferenced
 // file may be another node's upload in flight). It is iceberg-go's orphan
-// cleanup; it lists the whole table location, so call it rarely.
+// cleanup; it lists the whole table location, so call it rarely. It
+// waits for this compactor's maintenance pass: a rewrite's files uploaded
+// before the cleanup loaded the table and committed after it, and the
+// files an expiry committed and is about to delete, would look orphan
+// (coldtier/cluster.TestClusterHour lost a live rewritten file so).
 func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	c.maint.mu.Lock()
+	defer c.maint.mu.Unlock()
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	tbl, err := c.cat.LoadTable(ctx, c.ident)
