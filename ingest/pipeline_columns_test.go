@@ -50,8 +50,11 @@ func (b *refusingBatch) AddColumns(ctx context.Context, cb *colbatch.Batch) erro
 	return b.Add(ctx, cb.Rows())
 }
 
-func (b *refusingBatch) Commit(context.Context) error { b.t.rows = append(b.t.rows, b.rows...); return nil }
-func (b *refusingBatch) Close()                       {}
+func (b *refusingBatch) Commit(context.Context) error {
+	b.t.rows = append(b.t.rows, b.rows...)
+	return nil
+}
+func (b *refusingBatch) Close() {}
 
 // TestPipelineColumnsMatchMaps: a batch with computed columns and filters
 // decoded by column (DecodeColumns, Batch.AddColumns: compute's
