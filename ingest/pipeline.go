@@ -363,7 +363,7 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 	}
 	cbat, ok := b.tb.(ColumnBatch)
 	if !ok {
-		if kept != nil || p.Compute != nil {
+		if p.Compute != nil {
 			// Computed already: the kept rows as maps, straight to the table.
 			return b.addComputed(ctx, cb, offset, inputRow, res)
 		}
