@@ -236,9 +236,9 @@ func keepRows(cb *colbatch.Batch, kept []int) {
 	cb.Len = len(kept)
 }
 
-// ColumnsOf holds rows by column, as ingest's column decoders would have
+// columnsOf holds rows by column, as ingest's column decoders would have
 // decoded them (a cell per value as colbatch.Batch.Set makes it).
-func ColumnsOf(rows []map[string]any) *colbatch.Batch {
+func columnsOf(rows []map[string]any) *colbatch.Batch {
 	cb := &colbatch.Batch{}
 	for i, row := range rows {
 		r := cb.AddRow(i + 1)

@@ -121,7 +121,7 @@ func TestColumnsMatchMaps(t *testing.T) {
 			}
 			ctx := context.Background()
 			want, werr := byMaps.Process(ctx, rowsOf(t, columnsMixRows...))
-			cb := ColumnsOf(rowsOf(t, columnsMixRows...))
+			cb := columnsOf(rowsOf(t, columnsMixRows...))
 			got, gerr := byColumns.ProcessColumns(ctx, cb)
 			if werr != nil || gerr != nil {
 				t.Fatal(werr, gerr)
@@ -169,7 +169,7 @@ computed:
 `
 			lines := []string{`{"n":1}`, `{"n":0}`, `{"n":3}`, `{"n":4}`}
 			_, werr := newProcessor(t, yaml, Options{}).Process(context.Background(), rowsOf(t, lines...))
-			cb := ColumnsOf(rowsOf(t, lines...))
+			cb := columnsOf(rowsOf(t, lines...))
 			_, gerr := newProcessor(t, yaml, Options{}).ProcessColumns(context.Background(), cb)
 			var ce *Error
 			if !errors.Is(gerr, ErrRejected) || !errors.As(gerr, &ce) || ce.Row != 2 {
@@ -250,7 +250,7 @@ computed:
 		})
 		b.Run(engine+"/columns", func(b *testing.B) {
 			p := newProcessor(b, yaml, Options{})
-			cb := ColumnsOf(rowsOf(b, lines...))
+			cb := columnsOf(rowsOf(b, lines...))
 			b.ResetTimer()
 			cpu0 := processCPU()
 			for range b.N {

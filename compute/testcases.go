@@ -107,7 +107,7 @@ func runTest(ctx context.Context, p *Processor, tc TestCase) error {
 	if row, err = tc.inputRow(); err != nil {
 		return err
 	}
-	cb := ColumnsOf([]map[string]any{row})
+	cb := columnsOf([]map[string]any{row})
 	cols, err := p.ProcessColumns(ctx, cb)
 	b = Batch{Rows: cb.Rows(), DeadLetters: cols.DeadLetters, Errors: cols.Errors}
 	if err != nil {
