@@ -12,6 +12,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -182,6 +183,18 @@ var (
 // once MaxTimeouts rows have timed out, or BatchTimeout has passed, the
 // rows not yet run fail at once with ErrBatchBudget.
 func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
+	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.Row(rows[i]) }, out, errs)
+}
+
+// ValuesColumns is Values for the rows at rows of a batch held by column:
+// the script gets a view of its row (luavm's VM.RowAt) that reads the cells
+// it touches and writes to the batch.
+func (l *Lua) ValuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, errs []error) error {
+	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.RowAt(cb, rows[i]) }, out, errs)
+}
+
+// values runs the function on n rows, row(vm, i) giving row i's proxy.
+func (l *Lua) values(ctx context.Context, n int, row func(vm *luavm.VM, i int) lua.LValue, out []any, errs []error) error {
 	if l.script == "" {
 		return errors.New("lua: not loaded")
 	}
@@ -209,19 +222,19 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 		switch {
 		case maxTimeouts > 0 && timeouts >= maxTimeouts:
 			why = fmt.Sprintf("%d rows of this batch timed out (max_timeouts: %d)", timeouts, maxTimeouts)
-		case !batchEnd.IsZero() && next < len(rows) && time.Now().After(batchEnd):
+		case !batchEnd.IsZero() && next < n && time.Now().After(batchEnd):
 			why = fmt.Sprintf("the batch_timeout of %v is used", l.budget.BatchTimeout)
 		default:
 			return false
 		}
 		err := fmt.Errorf("%w: %s", ErrBatchBudget, why)
-		for i := next; i < len(rows); i++ {
+		for i := next; i < n; i++ {
 			errs[i] = err
 		}
 		return true
 	}
 	next := 0
-	for next < len(rows) {
+	for next < n {
 		if spent(next) {
 			return nil
 		}
@@ -231,10 +244,10 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 				return err
 			}
 			start := time.Now()
-			for next < len(rows) {
+			for next < n {
 				i := next
 				next++
-				v, err := vm.Call1(fn, vm.Row(rows[i]))
+				v, err := vm.Call1(fn, row(vm, i))
 				if err != nil {
 					errs[i] = err
 					if errors.Is(err, luavm.ErrTimeout) {
@@ -247,10 +260,10 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 					continue
 				}
 				out[i] = goValue(v)
-				if budget > 0 && next < len(rows) && time.Since(start) > budget {
+				if budget > 0 && next < n && time.Since(start) > budget {
 					return errBudget
 				}
-				if !batchEnd.IsZero() && next < len(rows) && time.Now().After(batchEnd) {
+				if !batchEnd.IsZero() && next < n && time.Now().After(batchEnd) {
 					return errBudget // spent fails the rest
 				}
 			}
@@ -259,7 +272,7 @@ func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs
 		if err != nil && err != errRowFailed && err != errBudget {
 			// No VM could be had (pool exhausted, manager closed, ctx done)
 			// or the function is gone: every row not yet run fails with it.
-			for i := next; i < len(rows); i++ {
+			for i := next; i < n; i++ {
 				errs[i] = err
 			}
 			return nil

@@ -74,12 +74,11 @@ func luaDelete(L *lua.LState) int {
 	keys := L.CheckTable(2)
 	switch x := L.CheckAny(1).(type) {
 	case *lua.LUserData:
-		m, ok := luavm.FromLua(x).(map[string]any)
-		if !ok {
+		if !luavm.IsRow(x) {
 			L.ArgError(1, "row expected")
 		}
 		for i := 1; i <= keys.Len(); i++ {
-			delete(m, lua.LVAsString(keys.RawGetInt(i)))
+			luavm.DeleteField(x, lua.LVAsString(keys.RawGetInt(i)))
 		}
 	case *lua.LTable:
 		for i := 1; i <= keys.Len(); i++ {

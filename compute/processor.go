@@ -437,7 +437,7 @@ func (p *Processor) Process(ctx context.Context, rows []map[string]any) (Batch, 
 			}
 			fe := f.errorf(i, err)
 			b.Errors = append(b.Errors, fe)
-			p.failed(f, fe, rows[i])
+			p.failed(f, fe, func() map[string]any { return rows[i] })
 			switch f.policy {
 			case PolicyNull:
 				f.stats.nulls.Add(1)
@@ -512,14 +512,16 @@ func (f *function) check(v any) (any, error) {
 // maxLoggedRow caps the JSON of a row in an error log line.
 const maxLoggedRow = 1024
 
-// failed counts a failure and logs a sample of them with the row.
-func (p *Processor) failed(f *function, e *Error, row map[string]any) {
+// failed counts a failure and logs a sample of them with the row (made
+// only for the errors logged).
+func (p *Processor) failed(f *function, e *Error, rowOf func() map[string]any) {
 	n := f.stats.errors.Add(1)
 	msg := e.Error()
 	f.stats.lastError.Store(&msg)
 	if n > int64(p.opts.LogFirst) && n%int64(p.opts.LogEvery) != 0 {
 		return
 	}
+	row := rowOf()
 	js, err := AppendJSONRow(nil, row, nil)
 	if err != nil {
 		js, _ = json.Marshal(fmt.Sprint(row))

@@ -92,12 +92,35 @@ func RunTests(ctx context.Context, p *Processor, cases []TestCase) []TestResult 
 	return out
 }
 
+// runTest runs tc through both of p's paths, rows as maps (Process) and
+// rows held by column (ProcessColumns, what the server's ingest takes), and
+// wants the case to pass on both.
 func runTest(ctx context.Context, p *Processor, tc TestCase) error {
 	row, err := tc.inputRow()
 	if err != nil {
 		return err
 	}
 	b, err := p.Process(ctx, []map[string]any{row})
+	if err := checkTest(tc, b, err); err != nil {
+		return err
+	}
+	if row, err = tc.inputRow(); err != nil {
+		return err
+	}
+	cb := columnsOf([]map[string]any{row})
+	cols, err := p.ProcessColumns(ctx, cb)
+	b = Batch{Rows: cb.Rows(), DeadLetters: cols.DeadLetters, Errors: cols.Errors}
+	if err != nil {
+		b.Rows = nil
+	}
+	if err := checkTest(tc, b, err); err != nil {
+		return fmt.Errorf("rows by column: %w", err)
+	}
+	return nil
+}
+
+// checkTest compares what Process (or ProcessColumns) gave with tc.
+func checkTest(tc TestCase, b Batch, err error) error {
 	var errs []*Error
 	errs = append(errs, b.Errors...)
 	if err != nil {

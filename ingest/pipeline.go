@@ -306,10 +306,11 @@ type ColumnBatch interface {
 }
 
 // Columnar reports whether rows by column (DecodeColumns) reach the table
-// as they are: no computed columns or filters (those take rows as maps)
+// without a map per row: computed columns and filters that run on columns
+// (compute.Processor.Columnar: Lua and built-ins; Go plugins take maps)
 // and a table that takes columns. Otherwise AddColumns makes the maps.
 func (p *Pipeline) Columnar() bool {
-	if p.Compute != nil {
+	if p.Compute != nil && !p.Compute.Columnar() {
 		return false
 	}
 	_, ok := p.Table.(BatchAppender)
@@ -341,6 +342,24 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 	if n == 0 {
 		return nil
 	}
+	// kept[k] is the input index of row k of cb once compute has dropped
+	// rows (nil: none dropped).
+	var kept []int
+	if p.Compute != nil {
+		var err error
+		if kept, err = b.computeColumns(ctx, cb, offset, res); err != nil {
+			return err
+		}
+		if n = cb.Len; n == 0 {
+			return nil
+		}
+	}
+	inputRow := func(k int) int {
+		if kept != nil {
+			return kept[k]
+		}
+		return k
+	}
 	if b.tb == nil {
 		tb, err := p.Table.(BatchAppender).NewBatch()
 		if err != nil {
@@ -351,6 +370,10 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 	}
 	cbat, ok := b.tb.(ColumnBatch)
 	if !ok {
+		if p.Compute != nil {
+			// Computed already: the kept rows as maps, straight to the table.
+			return b.addComputed(ctx, cb, offset, inputRow, res)
+		}
 		// Not a column taker after all: the rows as maps, as Add does.
 		b.decoded -= n
 		p.counters.Rows.Add(-int64(n))
@@ -369,7 +392,9 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 			p.countFailed(len(kept), res)
 			if p.RowOf != nil {
 				if k, ok := p.RowOf(err); ok && k >= 0 && k < len(kept) {
-					return locateRow(offset, inputIndex(rows, kept, k), cb.Lines, err)
+					if i := inputIndex(rows, kept, k); i >= 0 {
+						return &RowError{Row: offset + inputRow(i), Line: cb.Lines[i], Err: err}
+					}
 				}
 			}
 			return err
@@ -381,12 +406,96 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 		p.countFailed(n, res)
 		if p.RowOf != nil {
 			if k, ok := p.RowOf(err); ok && k >= 0 && k < n {
-				return locateRow(offset, k, cb.Lines, err)
+				return &RowError{Row: offset + inputRow(k), Line: lineOf(cb.Lines, k), Err: err}
 			}
 		}
 		return err
 	}
 	b.pending += n
+	return nil
+}
+
+// lineOf is lines[i], or -1 when unknown.
+func lineOf(lines []int, i int) int {
+	if i >= 0 && i < len(lines) {
+		return lines[i]
+	}
+	return -1
+}
+
+// computeColumns is add's compute step for rows by column
+// (compute.Processor.ProcessColumns): the same results, counters, dead
+// letters and errors. On return cb holds the kept rows; kept are their
+// input indexes (nil when every row was kept).
+func (b *Batch) computeColumns(ctx context.Context, cb *colbatch.Batch, offset int, res *Result) (kept []int, err error) {
+	p := b.p
+	in := cb.Len
+	lines := append([]int(nil), cb.Lines...) // the input lines, before compute drops rows
+	out, err := p.Compute.ProcessColumns(ctx, cb)
+	for _, e := range out.Errors {
+		if res.ColumnErrors == nil {
+			res.ColumnErrors = map[string]int{}
+		}
+		res.ColumnErrors[e.Column]++
+	}
+	if err != nil {
+		p.countFailed(in, res)
+		rejected := errors.Is(err, compute.ErrRejected)
+		var ce *compute.Error
+		if errors.As(err, &ce) && ce.Row >= 0 {
+			// The RowError names the line, as add's does.
+			unrowed := *ce
+			unrowed.Row = -1
+			err = locateRow(offset, ce.Row, lines, &unrowed)
+		}
+		if rejected {
+			return nil, fmt.Errorf("%w: %w", ErrRejected, err)
+		}
+		return nil, err
+	}
+	var dls []DeadLetter
+	if len(out.DeadLetters) > 0 {
+		dls = make([]DeadLetter, len(out.DeadLetters))
+		for i, d := range out.DeadLetters {
+			dls[i] = DeadLetter{DeadLetter: d}
+			if r := out.DeadLetterRows[i]; r < len(lines) {
+				dls[i].Line = lines[r]
+			}
+		}
+	}
+	if p.DeadLetters != nil && len(dls) > 0 {
+		if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
+			p.countFailed(in, res)
+			return nil, fmt.Errorf("storing %d dead letters: %w", len(dls), err)
+		}
+	}
+	res.DeadLetters = append(res.DeadLetters, dls...)
+	failed := len(dls)
+	filtered := in - len(out.Kept) - failed
+	res.Failed += failed
+	res.Filtered += filtered
+	p.counters.Failed.Add(int64(failed))
+	p.counters.Filtered.Add(int64(filtered))
+	if len(out.Kept) == in {
+		return nil, nil
+	}
+	return out.Kept, nil
+}
+
+// addComputed adds the rows of cb, computed already, as maps to a table
+// batch that does not take columns.
+func (b *Batch) addComputed(ctx context.Context, cb *colbatch.Batch, offset int, inputRow func(int) int, res *Result) error {
+	rows := cb.Rows()
+	if err := b.tb.Add(ctx, rows); err != nil {
+		b.p.countFailed(len(rows), res)
+		if b.p.RowOf != nil {
+			if k, ok := b.p.RowOf(err); ok && k >= 0 && k < len(rows) {
+				return &RowError{Row: offset + inputRow(k), Line: lineOf(cb.Lines, k), Err: err}
+			}
+		}
+		return err
+	}
+	b.pending += len(rows)
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -267,7 +268,7 @@ func (s *Script) acquire(ctx context.Context) (*vm, error) {
 }
 
 func (s *Script) release(v *vm) {
-	v.rows = nil
+	v.rows, v.cb, v.idx = nil, nil, nil
 	if v.broken || s.closed.Load() {
 		v.close()
 		s.stats.vmsClosed.Add(1)
@@ -302,6 +303,34 @@ func (s *Script) Values(ctx context.Context, rows []map[string]any, out []any, e
 
 // maxBatch bounds the cells of one crossing (and so the C memory a VM keeps).
 const maxBatch = 4096
+
+// ValuesColumns is Values for the rows at rows of cb, a batch held by
+// column: the columns the script reads are laid out from cb's cells (no map
+// per row), and the fields it writes or deletes change cb's cells.
+func (s *Script) ValuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, errs []error) error {
+	for len(rows) > 0 {
+		n := min(len(rows), maxBatch)
+		if err := s.valuesColumns(ctx, cb, rows[:n], out[:n], errs[:n]); err != nil {
+			for i := range rows {
+				if errs[i] == nil && out[i] == nil {
+					errs[i] = err
+				}
+			}
+			return err
+		}
+		rows, out, errs = rows[n:], out[n:], errs[n:]
+	}
+	return nil
+}
+
+func (s *Script) valuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, errs []error) error {
+	v, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release(v)
+	return v.runColumns(ctx, cb, rows, out, errs)
+}
 
 func (s *Script) values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
 	v, err := s.acquire(ctx)

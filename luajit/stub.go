@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/luavm"
 )
 
@@ -52,6 +53,11 @@ func (noCollector) Collect(chan<- prometheus.Metric) {}
 
 // Values is never reached in this build.
 func (*Script) Values(context.Context, []map[string]any, []any, []error) error {
+	return ErrUnavailable
+}
+
+// ValuesColumns is never reached in this build.
+func (*Script) ValuesColumns(context.Context, *colbatch.Batch, []int, []any, []error) error {
 	return ErrUnavailable
 }
 

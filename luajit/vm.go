@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/jsonw"
 	"github.com/sluicedb/sluice/luavm"
 )
@@ -83,8 +84,11 @@ type vm struct {
 	fname   *C.char
 	broken  bool
 
-	// the batch being run, for the column callbacks
+	// the batch being run, for the column callbacks: rows as maps, or the
+	// rows at idx of cb (rows held by column, ValuesColumns)
 	rows    []map[string]any
+	cb      *colbatch.Batch
+	idx     []int
 	colIdx  map[string]int32
 	names   []string
 	scratch []byte
@@ -190,10 +194,10 @@ func growArray[T any](p **T, n int64) {
 	*p = (*T)(q)
 }
 
-// prepare sizes the batch memory for the rows and resets it.
-func (v *vm) prepare(rows []map[string]any) {
+// prepare sizes the batch memory for n rows (v.rows, or v.idx of v.cb)
+// and resets it.
+func (v *vm) prepare(n int64) {
 	b := v.b
-	n := int64(len(rows))
 	if b.rcap < C.int64_t(n) {
 		c := max(n, 256)
 		growArray(&b.rtag, c)
@@ -210,7 +214,6 @@ func (v *vm) prepare(rows []map[string]any) {
 	b.done = 0
 	atomic.StoreInt32((*int32)(unsafe.Pointer(&b.stop)), 0)
 	b.cur = 0
-	v.rows = rows
 	clear(v.colIdx)
 	v.names = v.names[:0]
 	v.cbErr = nil
@@ -278,6 +281,16 @@ func (v *vm) addColumn(key string) int32 {
 	nums := unsafe.Slice((*float64)(unsafe.Pointer(b.num)), b.cells_cap)[base : base+nr]
 	offs := unsafe.Slice((*int32)(unsafe.Pointer(b.off)), b.cells_cap)[base : base+nr]
 	lens := unsafe.Slice((*int32)(unsafe.Pointer(b.len)), b.cells_cap)[base : base+nr]
+	if v.cb != nil {
+		cc := v.cb.Find(key)
+		for i, r := range v.idx {
+			if cc < 0 {
+				tags[i] = tAbsent
+				continue
+			}
+			tags[i], nums[i], offs[i], lens[i] = v.colCell(v.cb.Cols[cc].Cells[r])
+		}
+	}
 	for i, r := range v.rows {
 		val, ok := r[key]
 		if !ok {
@@ -293,35 +306,70 @@ func (v *vm) addColumn(key string) int32 {
 	return c
 }
 
+// colCell is cell of a column batch's cell, its scalars without boxing.
+func (v *vm) colCell(c colbatch.Cell) (tag uint8, num float64, off, n int32) {
+	switch c.Kind {
+	case colbatch.Absent:
+		return tAbsent, 0, 0, 0
+	case colbatch.Null:
+		return tNull, 0, 0, 0
+	case colbatch.Int:
+		return v.intCell(c.I)
+	case colbatch.Float:
+		return v.floatCell(c.Float())
+	case colbatch.String:
+		return v.stringCell(c.S)
+	case colbatch.Bool:
+		if c.I != 0 {
+			return tTrue, 0, 0, 0
+		}
+		return tFalse, 0, 0, 0
+	}
+	val, _ := v.cb.Any(c)
+	return v.cell(val)
+}
+
+func (v *vm) stringCell(x string) (tag uint8, num float64, off, n int32) {
+	off, n = v.putBytes(x)
+	if needsEscape(x) {
+		return tStrEsc, 0, off, n
+	}
+	return tStr, 0, off, n
+}
+
+func (v *vm) intCell(x int64) (tag uint8, num float64, off, n int32) {
+	dst, off := v.arena(20)
+	dst = strconv.AppendInt(dst, x, 10)
+	v.b.arena_len += C.int64_t(len(dst))
+	return tNum, float64(x), off, int32(len(dst))
+}
+
+func (v *vm) floatCell(x float64) (tag uint8, num float64, off, n int32) {
+	dst, off := v.arena(32)
+	dst, err := jsonw.AppendFloat(dst, x, 64)
+	if err != nil { // NaN, Inf: no JSON text; encode writes null
+		dst = append(dst[:0], "null"...)
+	}
+	v.b.arena_len += C.int64_t(len(dst))
+	return tNum, x, off, int32(len(dst))
+}
+
 // cell lays out one value.
 func (v *vm) cell(val any) (tag uint8, num float64, off, n int32) {
 	switch x := val.(type) {
 	case nil:
 		return tNull, 0, 0, 0
 	case string:
-		off, n = v.putBytes(x)
-		if needsEscape(x) {
-			return tStrEsc, 0, off, n
-		}
-		return tStr, 0, off, n
+		return v.stringCell(x)
 	case bool:
 		if x {
 			return tTrue, 0, 0, 0
 		}
 		return tFalse, 0, 0, 0
 	case int64:
-		dst, off := v.arena(20)
-		dst = strconv.AppendInt(dst, x, 10)
-		v.b.arena_len += C.int64_t(len(dst))
-		return tNum, float64(x), off, int32(len(dst))
+		return v.intCell(x)
 	case float64:
-		dst, off := v.arena(32)
-		dst, err := jsonw.AppendFloat(dst, x, 64)
-		if err != nil { // NaN, Inf: no JSON text; encode writes null
-			dst = append(dst[:0], "null"...)
-		}
-		v.b.arena_len += C.int64_t(len(dst))
-		return tNum, x, off, int32(len(dst))
+		return v.floatCell(x)
 	case json.Number:
 		f, _ := strconv.ParseFloat(string(x), 64)
 		off, n = v.putBytes(string(x))
@@ -373,6 +421,20 @@ func needsEscape(s string) bool {
 // out for all rows, and a later row is scanned for keys of its own only
 // when it has more keys than it has cells among the columns so far.
 func (v *vm) allColumns() int32 {
+	if v.cb != nil {
+		for c := range v.cb.Cols {
+			col := &v.cb.Cols[c]
+			if _, ok := v.colIdx[col.Name]; ok {
+				continue
+			}
+			for _, r := range v.idx {
+				if col.Cells[r].Kind != colbatch.Absent {
+					v.addColumn(col.Name)
+					break
+				}
+			}
+		}
+	}
 	for i, r := range v.rows {
 		if v.present(i) == len(r) {
 			continue
@@ -442,16 +504,44 @@ func slColumns(h C.uintptr_t) (c C.int32_t) {
 // run runs the function on the rows: lay-out happens lazily, from the
 // host, as the script reads columns.
 func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
+	v.rows, v.cb, v.idx = rows, nil, nil
+	return v.runRows(ctx, len(rows), out, errs)
+}
+
+// runColumns is run for the rows at idx of cb: the columns the script
+// reads are laid out from cb's cells, and its writes go to them.
+func (v *vm) runColumns(ctx context.Context, cb *colbatch.Batch, idx []int, out []any, errs []error) error {
+	v.rows, v.cb, v.idx = nil, cb, idx
+	return v.runRows(ctx, len(idx), out, errs)
+}
+
+// rowMap is row i of the batch as a map: the caller's, or for rows held by
+// column a map made of the row's cells.
+func (v *vm) rowMap(i int) map[string]any {
+	if v.cb == nil {
+		return v.rows[i]
+	}
+	r := v.idx[i]
+	m := make(map[string]any)
+	for c := range v.cb.Cols {
+		if val, ok := v.cb.Any(v.cb.Cols[c].Cells[r]); ok {
+			m[v.cb.Cols[c].Name] = val
+		}
+	}
+	return m
+}
+
+func (v *vm) runRows(ctx context.Context, nrows int, out []any, errs []error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	v.prepare(rows)
+	v.prepare(int64(nrows))
 	v.begin(ctx)
-	st := C.sl_run(v.L, v.runRef, v.fname, C.int(len(rows)))
+	st := C.sl_run(v.L, v.runRef, v.fname, C.int(nrows))
 	v.end()
 	stats := &v.s.stats
 	stats.batches.Add(1)
-	stats.rows.Add(uint64(len(rows)))
+	stats.rows.Add(uint64(nrows))
 	defer func() {
 		var failed uint64
 		for _, err := range errs {
@@ -485,7 +575,7 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 		}
 		return nil
 	}
-	n := len(rows)
+	n := nrows
 	rtag := unsafe.Slice((*uint8)(unsafe.Pointer(b.rtag)), n)
 	rnum := unsafe.Slice((*float64)(unsafe.Pointer(b.rnum)), n)
 	roff := unsafe.Slice((*int64)(unsafe.Pointer(b.roff)), n)
@@ -514,7 +604,7 @@ func (v *vm) run(ctx context.Context, rows []map[string]any, out []any, errs []e
 		case rFalse:
 			out[i] = false
 		case rRow:
-			out[i] = rows[i]
+			out[i] = v.rowMap(i)
 		case rJSON:
 			val, err := decodeJSON(outb[roff[i] : roff[i]+rlen[i]])
 			out[i], errs[i] = val, err
@@ -562,35 +652,58 @@ func (v *vm) applyPatches() error {
 		tag := p[12]
 		num := math.Float64frombits(binary.LittleEndian.Uint64(p[13:]))
 		p = p[patchSize:]
-		if klen+vlen > len(p) || int(row) >= len(v.rows) {
+		if klen+vlen > len(p) || row < 0 || int64(row) >= int64(v.b.nrows) {
 			return errors.New("luajit: corrupt patch buffer")
 		}
 		key := string(p[:klen])
 		val := p[klen : klen+vlen]
 		p = p[klen+vlen:]
-		r := v.rows[row]
+		var x any
 		switch tag {
 		case pDel:
-			delete(r, key)
+			v.deleteField(int(row), key)
+			continue
 		case pNull:
-			r[key] = nil
+			x = nil
 		case pStr:
-			r[key] = string(val)
+			x = string(val)
 		case pNum:
-			r[key] = numberToGo(num)
+			x = numberToGo(num)
 		case pTrue:
-			r[key] = true
+			x = true
 		case pFalse:
-			r[key] = false
+			x = false
 		case pJSON:
-			x, err := decodeJSON(val)
-			if err != nil {
+			var err error
+			if x, err = decodeJSON(val); err != nil {
 				return err
 			}
-			r[key] = x
+		default:
+			continue
 		}
+		v.setField(int(row), key, x)
 	}
 	return nil
+}
+
+// setField writes x to key of row i of the batch.
+func (v *vm) setField(i int, key string, x any) {
+	if v.cb == nil {
+		v.rows[i][key] = x
+		return
+	}
+	v.cb.Set(v.cb.ColumnOf(key), v.idx[i], x)
+}
+
+// deleteField removes key from row i of the batch.
+func (v *vm) deleteField(i int, key string) {
+	if v.cb == nil {
+		delete(v.rows[i], key)
+		return
+	}
+	if c := v.cb.Find(key); c >= 0 {
+		v.cb.Cols[c].Cells[v.idx[i]] = colbatch.Cell{}
+	}
 }
 
 // numberToGo: a whole number is an int64, others float64 (as luavm).

@@ -180,7 +180,7 @@ func fromLua(v lua.LValue, depth int) (any, error) {
 			return nil, nil
 		}
 		if r, ok := x.Value.(*rowData); ok {
-			return r.m, nil
+			return r.goMap(), nil
 		}
 		return x.Value, nil
 	default:

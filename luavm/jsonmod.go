@@ -42,7 +42,7 @@ func (e *jsonEncoder) encode(L *lua.LState) int {
 	switch x := v.(type) {
 	case *lua.LUserData:
 		if r, ok := x.Value.(*rowData); ok {
-			buf, err = jsonw.AppendValue(buf, r.m)
+			buf, err = jsonw.AppendValue(buf, r.goMap())
 			break
 		}
 		buf, err = e.appendLua(buf, v)

@@ -1,15 +1,99 @@
 package luavm
 
 import (
+	"sort"
+
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // rowTypeName names the row proxy metatable in each VM's registry.
 const rowTypeName = "sluice.row"
 
-// rowData is what a row proxy userdata holds: the caller's map, read and
-// written in place.
-type rowData struct{ m map[string]any }
+// rowData is what a row proxy userdata holds: the caller's map, or row r
+// of a batch held by column (cb non-nil), read and written in place.
+type rowData struct {
+	m  map[string]any
+	cb *colbatch.Batch
+	r  int
+}
+
+// get is the row's value of key; ok is false when the row has no such key.
+func (r *rowData) get(key string) (v any, ok bool) {
+	if r.cb == nil {
+		v, ok = r.m[key]
+		return v, ok
+	}
+	c := r.cb.Find(key)
+	if c < 0 {
+		return nil, false
+	}
+	return r.cb.Any(r.cb.Cols[c].Cells[r.r])
+}
+
+// set writes v (FromLua's value) to key; delete removes key.
+func (r *rowData) set(key string, v any) {
+	if r.cb == nil {
+		r.m[key] = v
+		return
+	}
+	r.cb.Set(r.cb.ColumnOf(key), r.r, v)
+}
+
+func (r *rowData) delete(key string) {
+	if r.cb == nil {
+		delete(r.m, key)
+		return
+	}
+	if c := r.cb.Find(key); c >= 0 {
+		r.cb.Cols[c].Cells[r.r] = colbatch.Cell{}
+	}
+}
+
+// keys are the row's keys, sorted.
+func (r *rowData) keys() []string {
+	if r.cb == nil {
+		return sortedKeys(r.m)
+	}
+	var keys []string
+	for i := range r.cb.Cols {
+		if r.cb.Cols[i].Cells[r.r].Kind != colbatch.Absent {
+			keys = append(keys, r.cb.Cols[i].Name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (r *rowData) len() int {
+	if r.cb == nil {
+		return len(r.m)
+	}
+	n := 0
+	for i := range r.cb.Cols {
+		if r.cb.Cols[i].Cells[r.r].Kind != colbatch.Absent {
+			n++
+		}
+	}
+	return n
+}
+
+// goMap is the row as a map: the caller's map itself, or for a row held by
+// column a new map of its values (a snapshot: writes to it do not reach
+// the batch).
+func (r *rowData) goMap() map[string]any {
+	if r.cb == nil {
+		return r.m
+	}
+	m := make(map[string]any, r.len())
+	for i := range r.cb.Cols {
+		if v, ok := r.cb.Any(r.cb.Cols[i].Cells[r.r]); ok {
+			m[r.cb.Cols[i].Name] = v
+		}
+	}
+	return m
+}
 
 // NewRow returns a lazy proxy of row for Lua: row.x and row["x"] convert only
 // the field read; row.x = v writes FromLua(v) into the Go map and row.x = nil
@@ -35,8 +119,42 @@ func (vm *VM) Row(row map[string]any) lua.LValue {
 		vm.row.Value = vm.rowData
 		vm.row.Metatable = vm.L.GetTypeMetatable(rowTypeName)
 	}
-	vm.rowData.m = row
+	vm.rowData.m, vm.rowData.cb = row, nil
 	return vm.row
+}
+
+// RowAt is Row for row r of a batch held by column: the script reads the
+// cells it touches, without a map per row, and its writes and deletes go
+// to the batch's cells (a new key adds a column). Valid as Row is, until
+// the next Row or RowAt call on this VM.
+func (vm *VM) RowAt(cb *colbatch.Batch, r int) lua.LValue {
+	vm.Row(nil)
+	vm.rowData.cb, vm.rowData.r = cb, r
+	return vm.row
+}
+
+// DeleteField deletes key from the row proxy v; false when v is not one.
+func DeleteField(v lua.LValue, key string) bool {
+	ud, ok := v.(*lua.LUserData)
+	if !ok {
+		return false
+	}
+	r, ok := ud.Value.(*rowData)
+	if !ok {
+		return false
+	}
+	r.delete(key)
+	return true
+}
+
+// IsRow reports whether v is a row proxy.
+func IsRow(v lua.LValue) bool {
+	ud, ok := v.(*lua.LUserData)
+	if !ok {
+		return false
+	}
+	_, ok = ud.Value.(*rowData)
+	return ok
 }
 
 func installRowType(L *lua.LState) {
@@ -62,6 +180,10 @@ func checkRow(L *lua.LState) *rowData {
 func rowIndex(L *lua.LState) int {
 	r := checkRow(L)
 	key := L.CheckString(2)
+	if r.cb != nil {
+		L.Push(cellToLua(L, r.cb, r.cb.Find(key), r.r))
+		return 1
+	}
 	v, ok := r.m[key]
 	if !ok || v == nil {
 		L.Push(lua.LNil)
@@ -71,34 +193,58 @@ func rowIndex(L *lua.LState) int {
 	return 1
 }
 
+// cellToLua is ToLua of the value of column c (-1: none) in row r, the
+// scalars without boxing them into an any first.
+func cellToLua(L *lua.LState, cb *colbatch.Batch, c, r int) lua.LValue {
+	if c < 0 {
+		return lua.LNil
+	}
+	cell := cb.Cols[c].Cells[r]
+	switch cell.Kind {
+	case colbatch.Int:
+		return intNumber(cell.I)
+	case colbatch.Float:
+		return floatNumber(cell.Float())
+	case colbatch.String:
+		return lua.LString(cell.S)
+	case colbatch.Bool:
+		return lua.LBool(cell.I != 0)
+	case colbatch.Value:
+		if v, _ := cb.Any(cell); v != nil {
+			return ToLua(L, v)
+		}
+	}
+	return lua.LNil
+}
+
 func rowNewIndex(L *lua.LState) int {
 	r := checkRow(L)
 	key := L.CheckString(2)
 	v := L.Get(3)
 	if v == lua.LNil {
-		delete(r.m, key)
+		r.delete(key)
 		return 0
 	}
-	r.m[key] = FromLua(v)
+	r.set(key, FromLua(v))
 	return 0
 }
 
 func rowLen(L *lua.LState) int {
 	r := checkRow(L)
-	L.Push(lua.LNumber(len(r.m)))
+	L.Push(lua.LNumber(r.len()))
 	return 1
 }
 
 // rowPairs is pairs() for a row proxy (gopher-lua's pairs has no __pairs):
 // it walks a sorted snapshot of the keys taken when pairs was called.
 func rowPairs(L *lua.LState, r *rowData) int {
-	keys := sortedKeys(r.m)
+	keys := r.keys()
 	i := 0
 	L.Push(L.NewFunction(func(L *lua.LState) int {
 		for i < len(keys) {
 			k := keys[i]
 			i++
-			if v, ok := r.m[k]; ok {
+			if v, ok := r.get(k); ok {
 				L.Push(lua.LString(k))
 				if v == nil {
 					L.Push(Null)

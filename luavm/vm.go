@@ -243,7 +243,7 @@ func (vm *VM) reset() {
 		vm.L.SetTop(0)
 	}
 	if vm.rowData != nil {
-		vm.rowData.m = nil // do not keep the caller's row alive
+		vm.rowData.m, vm.rowData.cb = nil, nil // do not keep the caller's row alive
 	}
 	if vm.dirty || (vm.proxyMeta != nil && vm.proxy.Metatable != lua.LValue(vm.proxyMeta)) {
 		vm.cleanGlobals()

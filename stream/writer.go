@@ -648,10 +648,11 @@ func (w *Writer) addSource(msgs []Message, d *decoded) {
 }
 
 // columnar reports whether batches take the by-column path (writeColumns):
-// NDJSON into a table without computed columns or filters, the condition
-// of HTTP ingest's (ingest.Pipeline.Columnar).
+// NDJSON into a table whose computed columns and filters, if any, run on
+// columns (compute.Processor.Columnar), the condition of HTTP ingest's
+// (ingest.Pipeline.Columnar).
 func (w *Writer) columnar() bool {
-	return !w.mapsOnly && w.target.Compute == nil && w.format == ingest.NDJSON
+	return !w.mapsOnly && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
 }
 
 // writeColumns is Write without a map per row (docs/server.md, "Scaling
@@ -661,9 +662,10 @@ func (w *Writer) columnar() bool {
 // It takes the common case only: done is false, and nothing was stored,
 // when anything is unusual (a message too large or not gunzippable, a bad
 // line, rows the table refuses: a widening past the column limit, a value
-// that does not fit the schema, a store error while staging), and Write
-// then takes the map path, which decides and names it as before. A commit
-// error is returned (done) as the map path returns it.
+// that does not fit the schema, a store error while staging, a function
+// with the reject policy failing), and Write then takes the map path,
+// which decides and names it as before (running the functions again). A
+// commit error is returned (done) as the map path returns it.
 func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []Position) (res Result, done bool, err error) {
 	j, ok := join(msgs, nil)
 	if !ok {
@@ -674,14 +676,25 @@ func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []P
 		return res, false, nil
 	}
 	defer batch.Close()
-	rows := 0
+	rows, kept, dead := 0, 0, 0
 	// Reject: the first bad line ends the decoding (and the map path takes
 	// the batch), before any row is staged: emit is called once, at the end.
 	_, err = ingest.DecodeColumns(bytes.NewReader(j.buf), ingest.DecodeOptions{Format: ingest.NDJSON, Policy: ingest.Reject, Schema: w.target.Schema, MaxLine: max(j.size, 1)},
 		func(cb *colbatch.Batch) error {
 			rows = cb.Len
-			w.addColumnsMeta(msgs, j.lastLine, cb)
-			return batch.AppendColumns(w.target.Table, cb)
+			msgOf := w.addColumnsMeta(msgs, j.lastLine, cb)
+			var deadRows []table.Row
+			if w.target.Compute != nil && cb.Len > 0 {
+				var err error
+				if deadRows, err = w.computeColumns(ctx, msgs, msgOf, cb); err != nil {
+					return err
+				}
+			}
+			kept, dead = cb.Len, len(deadRows)
+			if err := batch.AppendColumns(w.target.Table, cb); err != nil {
+				return err
+			}
+			return w.appendDead(batch, deadRows)
 		})
 	if err != nil {
 		return res, false, nil
@@ -695,20 +708,70 @@ func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []P
 	if err := batch.Commit(ctx); err != nil {
 		return res, true, err
 	}
-	res.Accepted = rows
+	res.Accepted, res.Filtered, res.DeadLetters = kept, rows-kept-dead, dead
 	w.byColumn.Add(1)
 	return res, true, nil
 }
 
+// computeColumns runs the target's filters and computed columns on cb (the
+// rows of msgs, msgOf[r] the message of row r) as attempt does on maps,
+// leaving the kept rows in cb, without the metadata columns the schema
+// lacks, and returning the dead-letter rows with their origins.
+func (w *Writer) computeColumns(ctx context.Context, msgs []Message, msgOf []int32, cb *colbatch.Batch) ([]table.Row, error) {
+	out, err := w.target.Compute.ProcessColumns(ctx, cb)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range w.unstored {
+		// Scripts saw them; the table does not store them (attempt deletes
+		// them from the kept rows).
+		if i := cb.Find(c); i >= 0 {
+			clear(cb.Cols[i].Cells)
+		}
+	}
+	if len(out.DeadLetters) == 0 {
+		return nil, nil
+	}
+	letters := make([]ingest.DeadLetter, len(out.DeadLetters))
+	for i, dl := range out.DeadLetters {
+		letters[i] = ingest.DeadLetter{DeadLetter: dl}
+	}
+	dead := ingest.DeadLetterRows(letters, w.now())
+	for i, r := range dead {
+		r["origin"] = w.origin(&msgs[msgOf[out.DeadLetterRows[i]]])
+	}
+	return dead, nil
+}
+
+// appendDead stages dead-letter rows in batch, as attempt does.
+func (w *Writer) appendDead(batch *table.Batch, dead []table.Row) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	if w.target.DeadLetters != nil {
+		if err := batch.Append(w.target.DeadLetters, dead); err != nil {
+			return fmt.Errorf("stream: dead letters: %w", err)
+		}
+		return nil
+	}
+	for _, r := range dead {
+		w.target.Log.Warn("dead letter dropped (the table has no dead-letter table)", "origin", r["origin"], "error", r["error"])
+	}
+	return nil
+}
+
 // addColumnsMeta adds to cb (the rows of msgs, lastLine their lines as
 // join gives them) the metadata columns the table stores and the hidden
-// source columns, as addMeta and addSource do to rows as maps.
-func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Batch) {
+// source columns, as addMeta and addSource do to rows as maps, and returns
+// the message of each row. With computed columns or filters, the metadata
+// columns the table does not store are added too, for the scripts to see
+// (computeColumns clears them after).
+func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Batch) (msgOf []int32) {
 	if cb.Len == 0 {
-		return
+		return nil
 	}
 	// msgOf[r] is the message of row r: rows come in line order.
-	msgOf := make([]int32, cb.Len)
+	msgOf = make([]int32, cb.Len)
 	m := 0
 	for r, l := range cb.Lines {
 		for lastLine[m] < l {
@@ -717,7 +780,7 @@ func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Bat
 		msgOf[r] = int32(m)
 	}
 	for _, f := range w.meta {
-		if slices.Contains(w.unstored, f.column) {
+		if w.target.Compute == nil && slices.Contains(w.unstored, f.column) {
 			// The map path deletes the column from the rows, a body's
 			// value of that name too.
 			if c := cb.Find(f.column); c >= 0 {
@@ -744,7 +807,7 @@ func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Bat
 		}
 	}
 	if !w.target.SourceColumns || msgs[0].Source == "" {
-		return
+		return msgOf
 	}
 	tag := colbatch.Cell{Kind: colbatch.String, S: sourceBatch(msgs)}
 	bc := cb.Cols[cb.ColumnOf(table.SourceBatchColumn)].Cells
@@ -753,6 +816,7 @@ func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Bat
 		bc[r] = tag
 		oc[r] = colbatch.Cell{Kind: colbatch.Int, I: msgs[m].Offset}
 	}
+	return msgOf
 }
 
 // sourceBatch is the table.SourceBatchColumn value of the rows of msgs:
