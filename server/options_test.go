@@ -68,6 +68,8 @@ func zeroLeaves(v reflect.Value, path string) []string {
 			out = append(out, zeroLeaves(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
 		}
 		return out
+	case reflect.Func:
+		return nil // a hook the server wires (KafkaOptions.OnAssigned), not a setting
 	}
 	if v.IsZero() {
 		return []string{path}
@@ -125,6 +127,9 @@ func TestStreamOptionsCopyEveryField(t *testing.T) {
 		from := reflect.ValueOf(c.from)
 		for i := 0; i < to.NumField(); i++ {
 			name := to.Type().Field(i).Name
+			if to.Field(i).Kind() == reflect.Func {
+				continue // hooks: zeroLeaves
+			}
 			if f := from.FieldByName(name); !f.IsValid() || !reflect.DeepEqual(f.Interface(), to.Field(i).Interface()) {
 				t.Errorf("%s.%s = %v, not the config's %v", to.Type().Name(), name, to.Field(i), f)
 			}
