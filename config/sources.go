@@ -53,6 +53,10 @@ type KafkaSource struct {
 	// decoding; a larger message is a dead letter (default 8 MiB, and never
 	// more than limits.max_body_bytes).
 	MaxMessageBytes int64 `yaml:"max_message_bytes"`
+	// Linger is how long a partition gathers polls into one stored batch
+	// (one synced commit) unless it has max_poll_records sooner (default
+	// 100ms; negative: one batch per poll). docs/streams.md, "Linger".
+	Linger time.Duration `yaml:"linger"`
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.
