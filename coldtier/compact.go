@@ -411,10 +411,16 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 	workers := min(procs, len(days), maxDayWorkers)
 	// The store's blocks are decoded on the cores the day writers leave.
 	decoders := max(1, min(procs/max(workers, 1), maxDecoders))
+	// The days at once share the batch memory of one: each reader's
+	// batches are 1/workers of the size (the Arrow batches, iceberg-go's
+	// copy of each and the GC's headroom over them are most of a day
+	// writer's memory).
+	batchRows := min(c.cfg.RowGroupRows, maxBatchRows)
+	batchRows = min(batchRows, max(batchRows/max(workers, 1), minBatchRows))
 	if workers <= 1 {
 		var files []iceberg.DataFile
 		for _, d := range days {
-			if files, err = c.writeDay(ctx, staged.Table, cols, d.lo, d.hi, sel, decoders, files, st); err != nil {
+			if files, err = c.writeDay(ctx, staged.Table, cols, d.lo, d.hi, sel, batchRows, decoders, files, st); err != nil {
 				return nil, err
 			}
 		}
@@ -437,7 +443,7 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 			defer wg.Done()
 			for i := range next {
 				res := &results[i]
-				res.files, res.err = c.writeDay(ctx, staged.Table, cols, days[i].lo, days[i].hi, sel, decoders, nil, &res.st)
+				res.files, res.err = c.writeDay(ctx, staged.Table, cols, days[i].lo, days[i].hi, sel, batchRows, decoders, nil, &res.st)
 				if res.err != nil {
 					cancel() // the other days are wasted work now
 				}
@@ -477,15 +483,15 @@ feed:
 // batches, a row group's pages, its decoded blocks and its file's upload
 // buffer (up to targetFileBytes), so this bounds the run's memory
 // whatever the cores (docs/cold-tier.md, "Compaction on many cores").
-const maxDayWorkers = 4
+const maxDayWorkers = 2
 
 // maxDecoders bounds the store blocks one day's reader decodes at once.
-const maxDecoders = 4
+const maxDecoders = 2
 
 // writeDay writes the rows in [lo, hi) (within one day) to files of tbl,
 // appending them to files and adding the rows to st.Rows.
-func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
-	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, min(c.cfg.RowGroupRows, maxBatchRows), decoders, !c.cfg.Unsorted)
+func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, batchRows, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, batchRows, decoders, !c.cfg.Unsorted)
 	defer rdr.Release()
 	if !rdr.Empty() {
 		for df, err := range itable.WriteRecords(ctx, tbl, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
@@ -595,6 +601,11 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 // its memory does not grow with row_group_rows beyond the row group's
 // encoded (compressed) pages.
 const maxBatchRows = 1 << 15
+
+// minBatchRows bounds the batches from below when several days are
+// written at once (their fixed per-batch costs: iceberg-go's partition
+// computation and copy).
+const minBatchRows = 1 << 12
 
 // runCacheBytes is the store's block cache while a run reads and deletes
 // (table.ShrinkCache).
