@@ -409,8 +409,13 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 	}
 	procs := runtime.GOMAXPROCS(0)
 	workers := min(procs, len(days), maxDayWorkers)
-	// The store's blocks are decoded on the cores the day writers leave.
-	decoders := max(1, min(procs/max(workers, 1), maxDecoders))
+	// A run of one day decodes the store's blocks on workers; days
+	// written at once decode theirs inline: the days use the cores, and
+	// the blocks each decoder holds would multiply by the days.
+	decoders := 1
+	if workers <= 1 {
+		decoders = min(procs, maxDecoders)
+	}
 	// The days at once share the batch memory of one: each reader's
 	// batches are 1/workers of the size (the Arrow batches, iceberg-go's
 	// copy of each and the GC's headroom over them are most of a day
