@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,30 +389,114 @@ func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (
 // into Parquet files of the staged table, adding the rows to st.Rows.
 //
 // The run's files are written day by day (one day partition each) with
-// iceberg-go's clustered writer: one Parquet writer open at a time, fed in
+// iceberg-go's clustered writer: one Parquet writer open per day, fed in
 // order, so a file is sorted by key across its row groups (the store is
-// read in key order) and the memory of a run is one batch and one row
-// group, not one per fanout worker and per buffered batch. The files are
-// staged as one snapshot and committed by the caller.
+// read in key order) and the memory of a day is two batches and one row
+// group, not one per fanout worker and per buffered batch. Up to
+// dayWorkers days are written at once, each by its own reader and
+// writer (Parquet encoding is single-threaded per file: days are the unit
+// that spreads a run over the cores). The files are staged as one
+// snapshot, in day order, and committed by the caller.
 func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols []table.Column, from, wm time.Time, sel rowSel, st *Stats) ([]iceberg.DataFile, error) {
 	staged, err := tx.StagedTable()
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 	}
-	var files []iceberg.DataFile
+	type dayRange struct{ lo, hi time.Time }
+	var days []dayRange
 	for day := floorNs(from.UnixNano(), int64(24*time.Hour)); day < wm.UnixNano(); day += int64(24 * time.Hour) {
-		lo, hi := later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()
-		if files, err = c.writeDay(ctx, staged.Table, cols, lo, hi, sel, files, st); err != nil {
-			return nil, err
+		days = append(days, dayRange{later(from, time.Unix(0, day).UTC()), time.Unix(0, min(day+int64(24*time.Hour), wm.UnixNano())).UTC()})
+	}
+	procs := runtime.GOMAXPROCS(0)
+	workers := min(procs, len(days), maxDayWorkers)
+	// A run of one day decodes the store's blocks on workers; days
+	// written at once decode theirs inline: the days use the cores, and
+	// the blocks each decoder holds would multiply by the days.
+	decoders := 1
+	if workers <= 1 {
+		decoders = min(procs, maxDecoders)
+	}
+	// The days at once share the batch memory of one: each reader's
+	// batches are 1/workers of the size (the Arrow batches, iceberg-go's
+	// copy of each and the GC's headroom over them are most of a day
+	// writer's memory).
+	batchRows := min(c.cfg.RowGroupRows, maxBatchRows)
+	batchRows = min(batchRows, max(batchRows/max(workers, 1), minBatchRows))
+	if workers <= 1 {
+		var files []iceberg.DataFile
+		for _, d := range days {
+			if files, err = c.writeDay(ctx, staged.Table, cols, d.lo, d.hi, sel, batchRows, decoders, files, st); err != nil {
+				return nil, err
+			}
 		}
+		return files, nil
+	}
+	sel.claimsMu = &sync.Mutex{}
+	type dayResult struct {
+		files []iceberg.DataFile
+		st    Stats
+		err   error
+	}
+	results := make([]dayResult, len(days))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res := &results[i]
+				res.files, res.err = c.writeDay(ctx, staged.Table, cols, days[i].lo, days[i].hi, sel, batchRows, decoders, nil, &res.st)
+				if res.err != nil {
+					cancel() // the other days are wasted work now
+				}
+			}
+		}()
+	}
+feed:
+	for i := range days {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	var files []iceberg.DataFile
+	for _, res := range results {
+		if res.err != nil && !errors.Is(res.err, context.Canceled) {
+			return nil, res.err
+		}
+	}
+	for _, res := range results {
+		if res.err != nil {
+			return nil, res.err
+		}
+		files = append(files, res.files...)
+		st.Rows += res.st.Rows
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return files, nil
 }
 
+// maxDayWorkers bounds the days a run writes at once: each holds two Arrow
+// batches, a row group's pages, its decoded blocks and its file's upload
+// buffer (up to targetFileBytes), so this bounds the run's memory
+// whatever the cores (docs/cold-tier.md, "Compaction on many cores").
+const maxDayWorkers = 2
+
+// maxDecoders bounds the store blocks one day's reader decodes at once.
+const maxDecoders = 2
+
 // writeDay writes the rows in [lo, hi) (within one day) to files of tbl,
 // appending them to files and adding the rows to st.Rows.
-func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
-	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, min(c.cfg.RowGroupRows, maxBatchRows), !c.cfg.Unsorted)
+func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, batchRows, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, batchRows, decoders, !c.cfg.Unsorted)
 	defer rdr.Release()
 	if !rdr.Empty() {
 		for df, err := range itable.WriteRecords(ctx, tbl, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
@@ -521,6 +606,11 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 // its memory does not grow with row_group_rows beyond the row group's
 // encoded (compressed) pages.
 const maxBatchRows = 1 << 15
+
+// minBatchRows bounds the batches from below when several days are
+// written at once (their fixed per-batch costs: iceberg-go's partition
+// computation and copy).
+const minBatchRows = 1 << 12
 
 // runCacheBytes is the store's block cache while a run reads and deletes
 // (table.ShrinkCache).

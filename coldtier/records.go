@@ -2,7 +2,6 @@ package coldtier
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"sync"
@@ -55,11 +54,38 @@ var releaseWait = time.Minute
 type rowSel struct {
 	seqFrom, seqLimit uint64
 	claims            *runClaims
+	// claimsMu serializes the claims' use by the readers of days
+	// written at once.
+	claimsMu *sync.Mutex
+}
+
+// keep appends to kept the rows of blk the claims keep (those no other
+// writer committed); its source columns follow the n written ones.
+func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32) []int32 {
+	tags, offs := &blk.Cols[n], &blk.Cols[n+1]
+	if sel.claimsMu != nil {
+		sel.claimsMu.Lock()
+		defer sel.claimsMu.Unlock()
+	}
+	for _, r := range blk.Rows {
+		var tag, off any
+		if !tags.Null(r) && (tags.Type == table.String || tags.Type == table.JSON) {
+			tag = tags.Strs[r]
+		}
+		if !offs.Null(r) && offs.Type == table.Int64 {
+			off = offs.Ints[r]
+		}
+		if sel.claims.keep(tag, off) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // newRowReader starts the query of rows [from, to) of the blocks sel
 // selects, columns cols, in that order.
-func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, sel rowSel, batchRows int, byKey bool) *rowReader {
+// workers blocks of the store are decoded at once.
+func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, sel rowSel, batchRows, workers int, byKey bool) *rowReader {
 	fields := make([]arrow.Field, len(cols))
 	names := make([]string, len(cols), len(cols)+2)
 	for i, c := range cols {
@@ -125,27 +151,33 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 				return ctx.Err()
 			}
 		}
-		err := t.QueryValuesSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey, Serial: true}, sel.seqFrom, sel.seqLimit, func(_ []table.Column, vals []any) error {
+		var keep []int32 // the rows of a block the claims keep
+		err := t.QueryBlocksSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, sel.seqFrom, sel.seqLimit, workers, func(_ []table.Column, blk *table.BlockRows) error {
+			rows := blk.Rows
 			if sel.claims != nil {
-				if !sel.claims.keep(vals[len(cols)], vals[len(cols)+1]) {
-					return nil // committed by another writer
-				}
-				vals = vals[:len(cols)]
+				keep = sel.keep(blk, len(cols), keep[:0])
+				rows = keep
 			}
-			if b == nil {
-				if err := start(); err != nil {
-					return err
+			for len(rows) > 0 {
+				if b == nil {
+					if err := start(); err != nil {
+						return err
+					}
 				}
-			}
-			for i, v := range vals {
-				if err := appendValue(b.Field(i), cols[i], v); err != nil {
-					return err
+				part := rows[:min(len(rows), batchRows-n)]
+				for i := range cols {
+					if err := appendVector(b.Field(i), cols[i], &blk.Cols[i], part); err != nil {
+						return err
+					}
 				}
-			}
-			n++
-			r.rows.Add(1)
-			if n >= batchRows {
-				return flush()
+				n += len(part)
+				r.rows.Add(int64(len(part)))
+				rows = rows[len(part):]
+				if n >= batchRows {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		})
@@ -222,48 +254,82 @@ func (m *batchMemory) release() {
 	close(m.released)
 }
 
-// appendValue appends one sluice value to its Arrow column.
-func appendValue(b array.Builder, col table.Column, v any) error {
-	if v == nil {
-		b.AppendNull()
+// appendVector appends rows of a block's column vector to its Arrow
+// column. The vector has the column's type as the store has it now: one
+// that differs from the run's column (widened during the run) is
+// converted where that loses nothing (int64 into float64) and refused
+// otherwise (the next run writes it with the new type).
+func appendVector(b array.Builder, col table.Column, v *table.ColumnVector, rows []int32) error {
+	if v.Absent {
+		b.AppendNulls(len(rows))
 		return nil
 	}
-	switch col.Type {
-	case table.Int64:
-		if x, ok := v.(int64); ok {
-			b.(*array.Int64Builder).Append(x)
-			return nil
+	b.Reserve(len(rows))
+	nulls := v.HasNulls()
+	switch {
+	case col.Type == table.Int64 && v.Type == table.Int64:
+		ib := b.(*array.Int64Builder)
+		for _, r := range rows {
+			if nulls && v.Null(r) {
+				ib.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			ib.UnsafeAppend(v.Ints[r])
 		}
-	case table.Float64:
-		switch x := v.(type) {
-		case float64:
-			b.(*array.Float64Builder).Append(x)
-			return nil
-		case int64:
-			b.(*array.Float64Builder).Append(float64(x))
-			return nil
+	case col.Type == table.Float64 && (v.Type == table.Float64 || v.Type == table.Int64):
+		fb := b.(*array.Float64Builder)
+		for _, r := range rows {
+			switch {
+			case nulls && v.Null(r):
+				fb.UnsafeAppendBoolToBitmap(false)
+			case v.Type == table.Int64:
+				fb.UnsafeAppend(float64(v.Ints[r]))
+			default:
+				fb.UnsafeAppend(v.Floats[r])
+			}
 		}
-	case table.String, table.JSON:
-		switch x := v.(type) {
-		case string:
-			b.(*array.StringBuilder).Append(x)
-			return nil
-		case json.RawMessage:
-			b.(*array.StringBuilder).BinaryBuilder.Append(x)
-			return nil
+	case (col.Type == table.String || col.Type == table.JSON) && (v.Type == table.String || v.Type == table.JSON):
+		sb := b.(*array.StringBuilder)
+		for _, r := range rows {
+			if nulls && v.Null(r) {
+				sb.AppendNull()
+				continue
+			}
+			sb.Append(v.Strs[r])
 		}
-	case table.Bool:
-		if x, ok := v.(bool); ok {
-			b.(*array.BooleanBuilder).Append(x)
-			return nil
+	case col.Type == table.Bool && v.Type == table.Bool:
+		bb := b.(*array.BooleanBuilder)
+		for _, r := range rows {
+			if nulls && v.Null(r) {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			bb.UnsafeAppend(v.Ints[r] != 0)
 		}
-	case table.Timestamp:
-		if x, ok := v.(time.Time); ok {
-			b.(*array.TimestampBuilder).Append(arrow.Timestamp(x.UnixMicro()))
-			return nil
+	case col.Type == table.Timestamp && v.Type == table.Timestamp:
+		tb := b.(*array.TimestampBuilder)
+		for _, r := range rows {
+			if nulls && v.Null(r) {
+				tb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			// time.Time.UnixMicro of the value the store holds (unix ns, UTC).
+			tb.UnsafeAppend(arrow.Timestamp(floorDiv(v.Ints[r], 1000)))
 		}
+	default:
+		return fmt.Errorf("coldtier: column %q (%v): values of type %v: the column changed type during compaction; run again", col.Name, col.Type, v.Type)
 	}
-	return fmt.Errorf("coldtier: column %q (%v): value %T changed type during compaction; run again", col.Name, col.Type, v)
+	return nil
+}
+
+// floorDiv is a/b rounded towards minus infinity (time.Time.UnixMicro's
+// rounding of a time before 1970).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
 }
 
 func (r *rowReader) Retain() { r.refs.Add(1) }

@@ -59,7 +59,7 @@ func TestRowReaderHoldsTwoBatches(t *testing.T) {
 	}
 	defer func(d time.Duration) { releaseWait = d }(releaseWait)
 	releaseWait = 10 * time.Second
-	rdr := newRowReader(ctx, tb, tb.Schema(), day, day.Add(24*time.Hour), rowSel{}, 1000, true)
+	rdr := newRowReader(ctx, tb, tb.Schema(), day, day.Add(24*time.Hour), rowSel{}, 1000, 2, true)
 	defer rdr.Release()
 	for _, err := range itable.WriteRecords(ctx, tbl, rdr.Schema(), handOver(rdr), itable.WithClusteredWrite()) {
 		if err != nil {

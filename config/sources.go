@@ -61,6 +61,10 @@ type KafkaSource struct {
 	// partitions (docs/cluster.md, "Key queries"). sluice cannot check it;
 	// a wrong statement makes key queries miss rows.
 	KeyPartitioned bool `yaml:"key_partitioned"`
+	// Linger is how long a partition gathers polls into one stored batch
+	// (one synced commit) unless it has max_poll_records sooner (default
+	// 100ms; negative: one batch per poll). docs/streams.md, "Linger".
+	Linger time.Duration `yaml:"linger"`
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.

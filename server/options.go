@@ -92,6 +92,7 @@ func kafkaOptions(k config.KafkaSource) stream.KafkaOptions {
 	return stream.KafkaOptions{
 		Brokers: k.Brokers, Topics: k.Topics, Group: k.Group, Format: k.Format, Start: k.Start, Metadata: k.Metadata,
 		MaxPollRecords: k.MaxPollRecords, FetchMaxBytes: k.FetchMaxBytes, SessionTimeout: k.SessionTimeout, InstanceID: k.InstanceID,
+		Linger: k.Linger,
 	}
 }
 

@@ -80,6 +80,11 @@ type KafkaOptions struct {
 	// follows the assignment with them (docs/cluster.md).
 	OnAssigned func(ctx context.Context, partitions map[string][]int32)
 	OnReleased func(partitions map[string][]int32)
+	// Linger is how long a partition's worker gathers polls before it
+	// stores them in one batch (one synced commit), unless it has
+	// MaxPollRecords records sooner: 0 means DefaultLinger, a negative
+	// value none (one batch per poll). docs/streams.md argues the default.
+	Linger time.Duration
 }
 
 // The defaults of KafkaOptions and NATSOptions.
@@ -88,6 +93,7 @@ const (
 	DefaultFetchMaxBytes  = 8 << 20
 	DefaultMaxBatch       = 5000
 	DefaultFetchWait      = 500 * time.Millisecond
+	DefaultLinger         = 100 * time.Millisecond
 )
 
 // The message formats and start positions of a source.
@@ -117,6 +123,9 @@ func (o *KafkaOptions) EnsureDefaults() *KafkaOptions {
 	}
 	if o.FetchMaxBytes == 0 {
 		o.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
 	}
 	return o
 }
@@ -387,6 +396,9 @@ type partitionWorker struct {
 	records chan kgo.FetchTopicPartition
 	quit    chan struct{} // closed when the partition is revoked or lost
 	done    chan struct{} // closed when the worker has returned
+	// timer and gathered are linger's, kept from batch to batch.
+	timer    *time.Timer
+	gathered []*kgo.Record
 }
 
 // workerQueue is how many polled batches of one partition may wait.
@@ -449,6 +461,10 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 		case <-w.quit:
 			return
 		case p := <-w.records:
+			p, held := k.linger(w, p)
+			if !held {
+				return // revoked while gathering: the next owner reads it all
+			}
 			for attempt := 0; ; attempt++ {
 				err := k.storePartition(ctx, p)
 				if err == nil {
@@ -483,8 +499,49 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 			default:
 			}
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(last.Offset+1))
+			clear(w.gathered) // the records are the client's to free
 		}
 	}
+}
+
+// linger gathers the partition's next polls into p for up to Linger (or
+// until it holds MaxPollRecords records), so that a moderate steady rate is
+// stored in fewer, larger batches: each batch costs a synced Pebble commit
+// and the decoder's and table's per-batch work whatever its size. The
+// polls of one partition come in offset order, so their records are
+// appended as they are. held is false when the partition was revoked
+// meanwhile: nothing gathered is stored (the next owner reads it from the
+// stored position, as a poll waiting in the queue).
+func (k *Kafka) linger(w *partitionWorker, p kgo.FetchTopicPartition) (_ kgo.FetchTopicPartition, held bool) {
+	if k.opts.Linger <= 0 || len(p.Records) >= k.opts.MaxPollRecords {
+		return p, true
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(k.opts.Linger)
+	} else {
+		w.timer.Reset(k.opts.Linger)
+	}
+	defer w.timer.Stop()
+	first := true
+	for len(p.Records) < k.opts.MaxPollRecords {
+		select {
+		case <-w.quit:
+			return p, false
+		case <-w.timer.C:
+			return p, true
+		case more := <-w.records:
+			if first {
+				// p.Records is the client's: gather into the worker's own
+				// slice, reused from batch to batch.
+				w.gathered = append(w.gathered[:0], p.Records...)
+				first = false
+			}
+			w.gathered = append(w.gathered, more.Records...)
+			p.Records = w.gathered
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = more.HighWatermark, more.LastStableOffset, more.LogStartOffset
+		}
+	}
+	return p, true
 }
 
 // Run implements Source: sessions of one client each, until ctx is done.
@@ -506,6 +563,10 @@ var errRecreated = errors.New("topic deleted and recreated")
 func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	maxPoll := k.opts.MaxPollRecords
 	fetchMax := k.opts.FetchMaxBytes
+	fetchWait, fetchMin := 500*time.Millisecond, int32(1)
+	if k.opts.Linger > 0 {
+		fetchWait, fetchMin = k.opts.Linger, max(1, fetchMax/8)
+	}
 	reset := kgo.NewOffset().AtStart()
 	if k.opts.Start == StartLatest {
 		reset = kgo.NewOffset().AtEnd()
@@ -559,7 +620,12 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(fetchMax),
 		kgo.FetchMaxPartitionBytes(min(fetchMax, 2<<20)),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(fetchWait),
+		// With a linger the broker holds a fetch until it has
+		// fetchMinBytes or fetchWait passed: fewer, larger fetch
+		// responses at a moderate rate (each costs the client a request,
+		// a response to decode and a poll).
+		kgo.FetchMinBytes(fetchMin),
 		kgo.WithHooks(connectHook{k.counters}),
 		kgo.ClientID("sluice"),
 	}

@@ -14,15 +14,15 @@ import (
 // typo).
 func TestOptionsDefaults(t *testing.T) {
 	if got, want := *(*KafkaOptions)(nil).EnsureDefaults(), (KafkaOptions{Format: FormatNDJSON, Start: StartEarliest,
-		MaxPollRecords: DefaultMaxPollRecords, FetchMaxBytes: DefaultFetchMaxBytes}); !reflect.DeepEqual(got, want) {
+		MaxPollRecords: DefaultMaxPollRecords, FetchMaxBytes: DefaultFetchMaxBytes, Linger: DefaultLinger}); !reflect.DeepEqual(got, want) {
 		t.Errorf("Kafka defaults %+v, want %+v", got, want)
 	}
 	if got, want := *(*NATSOptions)(nil).EnsureDefaults(), (NATSOptions{Format: FormatNDJSON, Start: StartEarliest,
 		MaxBatch: DefaultMaxBatch, FetchWait: DefaultFetchWait}); !reflect.DeepEqual(got, want) {
 		t.Errorf("NATS defaults %+v, want %+v", got, want)
 	}
-	k := KafkaOptions{Format: FormatCSV, Start: StartLatest, MaxPollRecords: 7, FetchMaxBytes: 9, SessionTimeout: time.Second}
-	if got := *(&KafkaOptions{Format: FormatCSV, Start: StartLatest, MaxPollRecords: 7, FetchMaxBytes: 9, SessionTimeout: time.Second}).EnsureDefaults(); !reflect.DeepEqual(got, k) {
+	k := KafkaOptions{Format: FormatCSV, Start: StartLatest, MaxPollRecords: 7, FetchMaxBytes: 9, SessionTimeout: time.Second, Linger: -1}
+	if got := *(&KafkaOptions{Format: FormatCSV, Start: StartLatest, MaxPollRecords: 7, FetchMaxBytes: 9, SessionTimeout: time.Second, Linger: -1}).EnsureDefaults(); !reflect.DeepEqual(got, k) {
 		t.Errorf("Kafka options set: %+v, want them kept", got)
 	}
 	n := NATSOptions{Format: FormatParquet, Start: StartLatest, MaxBatch: 7, FetchWait: time.Second}

@@ -304,7 +304,7 @@ func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64
 }
 
 // scanBlocks feeds the plan's blocks to s in key order.
-func (t *Table) scanBlocks(ctx context.Context, p *plan, s *scanner) error {
+func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 	lo, hi := tableBounds(p.tableID)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
@@ -36,7 +37,13 @@ type Options struct {
 	Unsorted     bool   // compact in hash order, not sorted by key
 	Dir          string // work directory (default a temporary one)
 	CPUProfile   string // CPU profile of the cold-range query, when set
-	Log          io.Writer
+	// CompactProfile is a CPU profile of the compaction, when set.
+	CompactProfile string
+	// CPUs is GOMAXPROCS during the compaction (0: unchanged).
+	CPUs int
+	// NoQuery skips the cold-range query and DuckDB's read.
+	NoQuery bool
+	Log     io.Writer
 }
 
 // Result is what a run measured.
@@ -56,6 +63,7 @@ type Result struct {
 	DuckDBSeconds        float64
 	DuckDBError          string
 	RowGroupRows         int
+	CPUs                 int // GOMAXPROCS during the compaction
 	Files                int64
 	StoreBytesWritten    int64
 	ParquetBytesPerRow   float64
@@ -137,6 +145,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer c.Close()
 
 	fmt.Fprintln(o.Log, "compacting...")
+	if o.CPUs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.CPUs))
+	}
+	res.CPUs = runtime.GOMAXPROCS(0)
+	if o.CompactProfile != "" {
+		f, err := os.Create(o.CompactProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+	}
 	res.BaseRSSBytes, _ = procmem.Status(0, "VmRSS")
 	procmem.ResetPeak()
 	anonPeak := procmem.SamplePeak(0, "RssAnon")
@@ -144,6 +166,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	t0 := time.Now()
 	stats, err := c.Compact(ctx, day0.Add(time.Duration(o.Days)*24*time.Hour), coldtier.Options{Remove: true})
 	res.PeakAnonBytes = anonPeak()
+	if o.CompactProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return res, err
 	}
@@ -155,6 +180,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.CompactRowsPerSecond = float64(stats.Rows) / res.CompactSeconds
 	res.CompactMBPerSecond = float64(stats.Bytes) / 1e6 / res.CompactSeconds
 
+	if o.NoQuery {
+		return res, nil
+	}
 	fmt.Fprintln(o.Log, "querying the cold range...")
 	if o.CPUProfile != "" {
 		f, err := os.Create(o.CPUProfile)
@@ -282,6 +310,8 @@ func Format(r Result) string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "what\tvalue\ttarget\t\n")
 	fmt.Fprintf(w, "rows compacted\t%d\t\t\n", r.Rows)
+	fmt.Fprintf(w, "GOMAXPROCS during the compaction\t%d\t\t\n", r.CPUs)
+	fmt.Fprintf(w, "compaction seconds (wall / CPU)\t%.2f / %.2f\t\t\n", r.CompactSeconds, r.CompactCPUSeconds)
 	fmt.Fprintf(w, "compaction rows/s (wall)\t%.0f\t\t\n", r.CompactRowsPerSecond)
 	fmt.Fprintf(w, "compaction rows per CPU-second\t%.0f\t\t\n", float64(r.Rows)/max(r.CompactCPUSeconds, 1e-9))
 	fmt.Fprintf(w, "compaction MB/s of Parquet uploaded\t%.1f\t\t\n", r.CompactMBPerSecond)
@@ -291,6 +321,10 @@ func Format(r Result) string {
 	fmt.Fprintf(w, "peak RSS during compaction (row group %d rows)\t%.0f MB\t<= 256 MB\t\n", r.RowGroupRows, float64(r.PeakRSSBytes)/1e6)
 	fmt.Fprintf(w, "peak anonymous RSS during compaction (sampled RssAnon)\t%.0f MB\t\t\n", float64(r.PeakAnonBytes)/1e6)
 	fmt.Fprintf(w, "RSS before the compaction (store reopened)\t%.0f MB\t\t\n", float64(r.BaseRSSBytes)/1e6)
+	if r.QueryRows == 0 {
+		w.Flush()
+		return b.String()
+	}
 	fmt.Fprintf(w, "cold-range query rows/s (wall)\t%.0f\t>= 2M\t\n", r.QueryRowsPerSecond)
 	fmt.Fprintf(w, "cold-range query rows per CPU-second\t%.0f\t\t\n", float64(r.QueryRows)/max(r.QueryCPUSeconds, 1e-9))
 	if r.DuckDBError != "" {

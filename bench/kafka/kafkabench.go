@@ -43,11 +43,12 @@ type Options struct {
 	// Users is the number of distinct hashBy values (default 10, as in
 	// `sluice bench ingest`; 1000 makes most blocks hold one or two rows).
 	Users int
-	// Rate of the latency case in rows/s (default 50,000) for LatencyFor
-	// (default 10s).
+	// Rate of the latency and steady cases in rows/s (default 50,000) for
+	// LatencyFor (default 10s).
 	Rate       int
 	LatencyFor time.Duration
-	// Cases among none, lua, http, latency, 2nodes (default all).
+	// Cases among none, lua, http, latency, 2nodes, steady (default all
+	// but steady).
 	Cases []string
 	// Dir holds the broker and the stores (default a temporary directory).
 	Dir string
@@ -181,8 +182,10 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			res, err = b.http(ctx)
 		case "latency":
 			res, err = b.latency(ctx)
+		case "steady":
+			res, err = b.steady(ctx)
 		default:
-			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes)", c)
+			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady)", c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("case %s: %w", c, err)
@@ -502,6 +505,95 @@ func (b *bench) latency(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
+// steady produces Rate rows/s for LatencyFor while a node consumes them,
+// with nothing else asking the node anything, and counts the node's CPU
+// time from after its group join (its first row stored) to its last row
+// stored: the cost per row at a moderate, steady rate, where per-poll and
+// per-commit costs weigh more than in the bulk cases.
+func (b *bench) steady(ctx context.Context) (Result, error) {
+	topic, err := b.newTopic(ctx, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	n, err := b.start("steady-node", nodeConfig(b.opts.Brokers, topic, "bench-"+topic, "node-1", ""))
+	if err != nil {
+		return Result{}, err
+	}
+	cl, err := b.client(kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		n.stop()
+		return Result{}, err
+	}
+	defer cl.Close()
+	stored := func() float64 { return n.metric("sluice_source_rows_accepted_total") }
+	waitFor := func(rows float64, timeout time.Duration) error {
+		for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if stored() >= rows {
+				return nil
+			}
+		}
+		return fmt.Errorf("%v of %v rows stored after %v", stored(), rows, timeout)
+	}
+	// The group join: a first row must be stored.
+	cl.Produce(ctx, &kgo.Record{Topic: topic, Value: message(nil, 0, b.opts.Users)}, nil)
+	if err := waitFor(1, time.Minute); err != nil {
+		n.stop()
+		return Result{}, fmt.Errorf("first row: %w", err)
+	}
+	cpu0 := procCPU(n.cmd.Process.Pid)
+	begin := time.Now()
+	if b.opts.CPUProfile != "" {
+		go profileFor(n.url, b.opts.CPUProfile+".steady", max(1, int(b.opts.LatencyFor.Seconds())-1))
+	}
+	produced := 1
+	tick := time.NewTicker(10 * time.Millisecond)
+	per := max(1, b.opts.Rate/100)
+	lctx, cancel := context.WithTimeout(ctx, b.opts.LatencyFor)
+	for lctx.Err() == nil {
+		select {
+		case <-lctx.Done():
+		case <-tick.C:
+			for range per {
+				cl.Produce(ctx, &kgo.Record{Topic: topic, Value: message(nil, produced, b.opts.Users)}, nil)
+				produced++
+			}
+		}
+	}
+	cancel()
+	tick.Stop()
+	if err := cl.Flush(ctx); err != nil {
+		n.stop()
+		return Result{}, err
+	}
+	if err := waitFor(float64(produced), time.Minute); err != nil {
+		n.stop()
+		return Result{}, err
+	}
+	secs := time.Since(begin).Seconds()
+	cpu := procCPU(n.cmd.Process.Pid) - cpu0
+	rss, _ := n.stop()
+	rows := int64(produced - 1)
+	return Result{Case: "steady", Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs, PeakRSS: rss, CPUSeconds: cpu.Seconds(),
+		Note: fmt.Sprintf("%d rows/s offered; CPU s from the first row stored to the last", b.opts.Rate)}, nil
+}
+
+// procCPU is a process's user+system CPU time so far (/proc/<pid>/stat).
+func procCPU(pid int) time.Duration {
+	buf, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is field 3,
+	// utime 14 and stime 15 (clock ticks, 100 a second on Linux).
+	f := strings.Fields(string(buf[bytes.LastIndexByte(buf, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // probe produces one row of user "probe<i>" and polls the node until a
 // query of that partition returns it.
 func (b *bench) probe(ctx context.Context, cl *kgo.Client, n *node, topic string, i int, timeout time.Duration) (time.Duration, error) {
@@ -541,8 +633,11 @@ func Format(rs []Result) string {
 }
 
 // profile saves a 3-second CPU profile of the node at url.
-func profile(url, path string) {
-	resp, err := http.Get(url + "/debug/pprof/profile?seconds=3")
+func profile(url, path string) { profileFor(url, path, 3) }
+
+// profileFor writes a CPU profile of seconds seconds of the node at url.
+func profileFor(url, path string, seconds int) {
+	resp, err := http.Get(url + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
 	if err != nil {
 		return
 	}

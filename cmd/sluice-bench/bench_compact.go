@@ -36,5 +36,8 @@ func init() {
 	f.BoolVar(&opts.Unsorted, "unsorted", false, "compact in the store's hash order instead of sorted by key (compact.iceberg.unsorted)")
 	f.StringVar(&opts.Dir, "dir", "", "work directory (default a temporary one)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the cold-range query to this file")
+	f.StringVar(&opts.CompactProfile, "compact-cpuprofile", "", "write a CPU profile of the compaction to this file")
+	f.IntVar(&opts.CPUs, "cpus", 0, "GOMAXPROCS during the compaction (default: unchanged; the fill and the query use the process's)")
+	f.BoolVar(&opts.NoQuery, "no-query", false, "skip the cold-range query and DuckDB's read after the compaction")
 	rootCmd.AddCommand(cmd)
 }

@@ -1,0 +1,166 @@
+package table
+
+import "context"
+
+// A block-wise query hands its reader each decoded block's matching rows as
+// typed column vectors instead of one boxed value per row and column: a
+// bulk reader (the cold tier's compaction, which copies the rows into Arrow
+// column builders) then costs no interface, no slab and no type switch per
+// value. The blocks are decoded on a number of workers the caller chooses
+// (it bounds the decoded blocks held: at most workers besides the one
+// being emitted) and emitted in key order on the caller's goroutine, as in
+// a row-wise query (scan.go).
+
+// ColumnVector is one projected column of a decoded block, converted to the
+// column's schema type: Int64, Timestamp (unix ns) and Bool (0 or 1) in
+// Ints, Float64 in Floats, String and JSON in Strs. Absent: the block lacks
+// the column, every row is null.
+type ColumnVector struct {
+	Type    Type
+	Absent  bool
+	present []bool // nil: no null
+	Ints    []int64
+	Floats  []float64
+	Strs    []string
+}
+
+// Null reports whether row r is null.
+func (c *ColumnVector) Null(r int32) bool {
+	return c.Absent || (c.present != nil && !c.present[r])
+}
+
+// HasNulls reports whether some row of the block may be null.
+func (c *ColumnVector) HasNulls() bool { return c.Absent || c.present != nil }
+
+// BlockRows are the matching rows of one block: Rows indexes the vectors
+// of Cols (in the query's projection order), in emit order. Everything in
+// it is valid only during the emit call that receives it.
+type BlockRows struct {
+	Rows []int32
+	Cols []ColumnVector
+}
+
+// QueryBlocksSeqs is QueryValuesSeqs block by block: emit gets the
+// projected columns once (cols) and each block's matching rows, in the
+// order QueryValuesSeqs emits them. workers blocks are decoded at once
+// (at most 1: on the caller's goroutine); q.Limit and q.Serial are
+// ignored.
+func (t *Table) QueryBlocksSeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64, workers int, emit func(cols []Column, b *BlockRows) error) error {
+	release, err := t.store.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	t.queries.Add(1)
+	p, err := t.plan(q)
+	if err != nil || p.empty {
+		return err
+	}
+	p.seqLimit, p.seqFrom = seqLimit, seqFrom
+	p.limit = 0
+	s := &blockScan{t: t, p: p, out: p.out, emit: emit, workers: workers}
+	// The jobs decode the columns and find the rows; nothing is boxed.
+	p.out = nil
+	s.cols = make([]Column, len(s.out))
+	for i, c := range s.out {
+		s.cols[i] = Column{Name: c.name, Type: c.typ}
+	}
+	s.rows.Cols = make([]ColumnVector, len(s.out))
+	return s.finish(t.scanBlocks(ctx, p, s))
+}
+
+// blockFeeder takes a query's blocks in key order (scanBlocks).
+type blockFeeder interface {
+	block(ctx context.Context, key, val []byte) (done bool, err error)
+}
+
+// blockScan is the blockFeeder of a block-wise query.
+type blockScan struct {
+	t       *Table
+	p       *plan
+	out     []outCol
+	cols    []Column
+	emit    func([]Column, *BlockRows) error
+	workers int
+	par     *parallelScan
+	inline  blockJob
+	rows    BlockRows
+}
+
+func (s *blockScan) block(ctx context.Context, key, val []byte) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	if s.par == nil && s.workers > 1 {
+		s.par = newBlockWorkers(s.t, s.p, s.workers)
+	}
+	if s.par == nil {
+		j := &s.inline
+		j.key, j.val = key, val
+		j.run(s.t, s.p)
+		return s.emitJob(j)
+	}
+	s.par.submit(key, val)
+	for len(s.par.queue) > s.par.depth {
+		if done, err := s.emitJob(s.par.next()); done || err != nil {
+			return done, err
+		}
+	}
+	return false, nil
+}
+
+func (s *blockScan) finish(err error) error {
+	if s.par == nil {
+		return err
+	}
+	defer s.par.stop()
+	if err != nil {
+		return err
+	}
+	for len(s.par.queue) > 0 {
+		if done, err := s.emitJob(s.par.next()); done || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *blockScan) emitJob(j *blockJob) (bool, error) {
+	if j.err != nil {
+		return true, j.err
+	}
+	if len(j.rows) == 0 {
+		return false, nil
+	}
+	for i, o := range s.out {
+		v := &s.rows.Cols[i]
+		c := j.byName[o.name]
+		if c == nil {
+			*v = ColumnVector{Type: o.typ, Absent: true}
+			continue
+		}
+		*v = ColumnVector{Type: c.typ, present: c.present, Ints: c.ints, Floats: c.floats, Strs: c.strs}
+	}
+	s.rows.Rows = j.rows
+	s.t.rowsEmitted.Add(int64(len(j.rows)))
+	if err := s.emit(s.cols, &s.rows); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// newBlockWorkers is newParallelScan with n workers.
+func newBlockWorkers(t *Table, p *plan, n int) *parallelScan {
+	ps := &parallelScan{t: t, p: p, work: make(chan *blockJob, n), depth: n}
+	ps.wg.Add(n)
+	for range n {
+		go func() {
+			defer ps.wg.Done()
+			for j := range ps.work {
+				j.run(t, p)
+				close(j.done)
+			}
+		}()
+	}
+	return ps
+}
