@@ -101,30 +101,45 @@ func fill(t testing.TB, node string, first, count int) {
 	}
 }
 
-func catalogFile(t testing.TB, node string) string {
+// docBlock is the fenced block that follows marker in docs/cluster.md.
+func docBlock(t testing.TB, marker string) string {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok1 := bytes.Cut(doc, []byte(catalogMarker))
+	_, after, ok1 := bytes.Cut(doc, []byte(marker))
 	_, after, ok2 := bytes.Cut(after, []byte("```properties\n"))
 	block, _, ok3 := bytes.Cut(after, []byte("\n```"))
 	if !ok1 || !ok2 || !ok3 {
-		t.Fatalf("docs/cluster.md: no properties block after %q", catalogMarker)
+		t.Fatalf("docs/cluster.md: no properties block after %q", marker)
 	}
-	const placeholder = "http://node-a:8080"
-	if !bytes.Contains(block, []byte(placeholder)) {
-		t.Fatalf("docs/cluster.md's catalog no longer names %s; update the test", placeholder)
-	}
-	return strings.ReplaceAll(string(block), placeholder, node) + "\n"
+	return string(block)
 }
 
-func TestTrinoReadsCluster(t *testing.T) {
-	coldtest.Require(t, coldtest.FindTrino())
+// catalogFile is docs/cluster.md's sluice catalog file naming node.
+func catalogFile(t testing.TB, node string) string {
+	t.Helper()
+	block := docBlock(t, catalogMarker)
+	const placeholder = "http://node-a:8080"
+	if !strings.Contains(block, placeholder) {
+		t.Fatalf("docs/cluster.md's catalog no longer names %s; update the test", placeholder)
+	}
+	return strings.ReplaceAll(block, placeholder, node) + "\n"
+}
+
+func requirePlugin(t testing.TB) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
 		testenv.Missing(t, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
 	}
+}
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+func TestTrinoReadsCluster(t *testing.T) {
+	coldtest.Require(t, coldtest.FindTrino())
+	requirePlugin(t)
 	const perNode = 1000
 	nodes := startNodes(t, 3)
 	for i, u := range nodes {
@@ -203,9 +218,7 @@ func TestTrinoReadsCluster(t *testing.T) {
 // the benchmark share this machine's cores.
 func BenchmarkTrinoCluster(b *testing.B) {
 	coldtest.Require(b, coldtest.FindTrino())
-	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
-		testenv.Missing(b, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
-	}
+	requirePlugin(b)
 	const perNode = 300_000
 	nodes := startNodes(b, 3)
 	for i, u := range nodes {

@@ -11,9 +11,11 @@ import io.trino.spi.transaction.IsolationLevel;
 /** A sluice cluster as a read-only Trino catalog. */
 public final class SluiceConnector implements Connector {
     private final SluiceClient client;
+    private final SluiceLeases leases;
 
-    public SluiceConnector(SluiceClient client) {
+    public SluiceConnector(SluiceClient client, java.time.Duration leaseTTL) {
         this.client = client;
+        this.leases = new SluiceLeases(client, leaseTTL);
     }
 
     @Override
@@ -23,12 +25,12 @@ public final class SluiceConnector implements Connector {
 
     @Override
     public ConnectorMetadata getMetadata(ConnectorSession session, ConnectorTransactionHandle transaction) {
-        return new SluiceMetadata(client);
+        return new SluiceMetadata(client, leases);
     }
 
     @Override
     public ConnectorSplitManager getSplitManager() {
-        return new SluiceSplitManager(client);
+        return new SluiceSplitManager(leases);
     }
 
     @Override

@@ -50,8 +50,10 @@ public final class SluiceRecordSetProvider implements ConnectorRecordSetProvider
                     // count(*): one small column per row is enough.
                     names.add(t.sortBy());
                 }
+                // The split is done when its cursor closes, read or not: the last one ends the lease.
                 return new SluiceRecordCursor(s.node(), cols,
-                        client.query(s.node(), t.table(), s.tier(), names, t.from(), t.to(), t.hashes()));
+                        client.query(s.node(), t.table(), s.tier(), s.lease(), names, t.from(), t.to(), t.hashes()),
+                        () -> client.leaseDone(t.table(), s.lease()));
             }
         };
     }
