@@ -502,8 +502,12 @@ func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, nam
 	if err != nil {
 		s.log.Warn("query under a lease failed mid-stream", "table", name, "rows", n, "error", err)
 		if encoded {
+			// The Arrow stream ended cleanly (its end-of-stream marker is
+			// out): break the HTTP body as well, so that a client that
+			// cannot read trailers (Java's HttpClient: the Trino connector)
+			// fails instead of taking a part for the whole.
 			w.Header().Set(cluster.TrailerError, err.Error())
-			return
+			panic(http.ErrAbortHandler)
 		}
 		endWithError(w, format, err)
 	}

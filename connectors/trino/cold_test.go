@@ -17,6 +17,7 @@ import (
 
 	_ "github.com/sluicedb/sluice/coldtier" // registers the cold tier (coldapi)
 	"github.com/sluicedb/sluice/config"
+	_ "github.com/sluicedb/sluice/internal/arrowformat" // registers format=arrow, the connector's default
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/server"
 )

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,15 @@ func requirePlugin(t testing.TB) {
 	}
 }
 
+// processCPU is this process's CPU time, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 func TestTrinoReadsCluster(t *testing.T) {
@@ -178,13 +188,14 @@ func TestTrinoReadsCluster(t *testing.T) {
 	// Expected values are computed from the data the test made, row by row.
 	var sumN int
 	var sumScore float64
-	var okCount, inRange, ofUser7 int
+	var okCount, okSum, inRange, ofUser7 int
 	from, to := at(500), at(2100)
 	for n := 0; n < total; n++ {
 		sumN += n
 		sumScore += score(n)
 		if ok(n) {
 			okCount++
+			okSum += n
 		}
 		if !at(n).Before(from) && at(n).Before(to) {
 			inRange++
@@ -201,6 +212,11 @@ func TestTrinoReadsCluster(t *testing.T) {
 		t.Errorf("sum(score) = %v (%v), want %v", got, err, sumScore)
 	}
 	expect("SELECT count(*) FROM "+tbl+" WHERE ok", okCount)
+	expect("SELECT sum(n) FROM "+tbl+" WHERE ok", okSum)
+	// Every value against its own row's n (a value in the wrong row keeps
+	// counts and sums).
+	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ok <> (n %% 3 = 0) OR score <> n / 4e0 OR \"user\" <> concat('u', cast(n %% 50 AS varchar)) "+
+		"OR to_unixtime(ts) <> %d + n * 60", tbl, base.Unix()), 0)
 	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ts >= from_iso8601_timestamp('%s') AND ts < from_iso8601_timestamp('%s')",
 		tbl, from.Format(time.RFC3339), to.Format(time.RFC3339)), inRange)
 	expect("SELECT count(*) FROM "+tbl+" WHERE \"user\" = 'u7'", ofUser7)
@@ -214,8 +230,10 @@ func TestTrinoReadsCluster(t *testing.T) {
 
 // BenchmarkTrinoCluster reads every row of a three-node cluster through
 // Trino (sum over a column, so every row crosses the connector) and
-// reports rows/s for the whole cluster and per node. The nodes, Trino and
-// the benchmark share this machine's cores.
+// reports rows/s for the whole cluster and per node, with the connector
+// reading Arrow (the default) and NDJSON, and the rows per CPU-second of
+// the nodes and of Trino's JVM. The nodes, Trino and the benchmark share
+// this machine's cores.
 func BenchmarkTrinoCluster(b *testing.B) {
 	coldtest.Require(b, coldtest.FindTrino())
 	requirePlugin(b)
@@ -226,24 +244,38 @@ func BenchmarkTrinoCluster(b *testing.B) {
 			fill(b, u, i*perNode+lo, 50_000)
 		}
 	}
-	trino, err := coldtest.StartTrino(b.TempDir(), map[string]string{"sluice": catalogFile(b, nodes[0])}, pluginDir)
-	coldtest.Require(b, err)
-	defer trino.Stop()
-	ctx := context.Background()
-	if _, _, err := trino.Query(ctx, "SELECT count(*) FROM sluice.cluster.events"); err != nil { // warm-up
-		b.Fatal(err)
+	for _, format := range []string{"arrow", "ndjson"} {
+		b.Run("format="+format, func(b *testing.B) {
+			trino, err := coldtest.StartTrino(b.TempDir(), map[string]string{"sluice": catalogFile(b, nodes[0]) + "sluice.format=" + format + "\n"}, pluginDir)
+			coldtest.Require(b, err)
+			defer trino.Stop()
+			ctx := context.Background()
+			if _, _, err := trino.Query(ctx, "SELECT count(*) FROM sluice.cluster.events"); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			trinoCPU, nodeCPU := trino.CPUTime(), processCPU()
+			b.ResetTimer()
+			for range b.N {
+				_, rows, err := trino.Query(ctx, "SELECT sum(n), count(*) FROM sluice.cluster.events")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := fmt.Sprint(rows[0][1]); got != fmt.Sprint(3*perNode) {
+					b.Fatalf("count %s, want %d", got, 3*perNode)
+				}
+			}
+			rows := float64(b.N * 3 * perNode)
+			rate := rows / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "rows/s")
+			b.ReportMetric(rate/3, "rows/s/node")
+			// CPU beside wall time: the machine is shared. The nodes run in
+			// this process (the benchmark's own share is a few requests).
+			if cpu := (processCPU() - nodeCPU).Seconds(); cpu > 0 {
+				b.ReportMetric(rows/cpu, "node-rows/cpu-s")
+			}
+			if cpu := (trino.CPUTime() - trinoCPU).Seconds(); cpu > 0 {
+				b.ReportMetric(rows/cpu, "trino-rows/cpu-s")
+			}
+		})
 	}
-	b.ResetTimer()
-	for range b.N {
-		_, rows, err := trino.Query(ctx, "SELECT sum(n), count(*) FROM sluice.cluster.events")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got := fmt.Sprint(rows[0][1]); got != fmt.Sprint(3*perNode) {
-			b.Fatalf("count %s, want %d", got, 3*perNode)
-		}
-	}
-	rate := float64(b.N*3*perNode) / b.Elapsed().Seconds()
-	b.ReportMetric(rate, "rows/s")
-	b.ReportMetric(rate/3, "rows/s/node")
 }

@@ -134,9 +134,9 @@ public final class SluiceClient {
         }
     }
 
-    /** Starts a query on one node (under a lease when lease is not null) and returns its NDJSON answer's body. */
-    public InputStream query(String node, String table, String tier, String lease, List<String> columns, String from, String to, List<String> hashes) {
-        StringBuilder q = new StringBuilder("/v1/tables/").append(encode(table)).append("/query?format=ndjson&tier=").append(tier);
+    /** Starts a query on one node (under a lease when lease is not null) and returns its answer's body, in format. */
+    public InputStream query(String node, String table, String tier, String lease, String format, List<String> columns, String from, String to, List<String> hashes) {
+        StringBuilder q = new StringBuilder("/v1/tables/").append(encode(table)).append("/query?format=").append(format).append("&tier=").append(tier);
         if (lease != null) {
             q.append("&lease=").append(encode(lease));
         }

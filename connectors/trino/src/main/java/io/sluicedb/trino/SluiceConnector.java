@@ -2,7 +2,7 @@ package io.sluicedb.trino;
 
 import io.trino.spi.connector.Connector;
 import io.trino.spi.connector.ConnectorMetadata;
-import io.trino.spi.connector.ConnectorRecordSetProvider;
+import io.trino.spi.connector.ConnectorPageSourceProvider;
 import io.trino.spi.connector.ConnectorSession;
 import io.trino.spi.connector.ConnectorSplitManager;
 import io.trino.spi.connector.ConnectorTransactionHandle;
@@ -13,8 +13,11 @@ public final class SluiceConnector implements Connector {
     private final SluiceClient client;
     private final SluiceLeases leases;
 
-    public SluiceConnector(SluiceClient client, java.time.Duration leaseTTL) {
+    private final String format;
+
+    public SluiceConnector(SluiceClient client, java.time.Duration leaseTTL, String format) {
         this.client = client;
+        this.format = format;
         this.leases = new SluiceLeases(client, leaseTTL);
     }
 
@@ -34,7 +37,7 @@ public final class SluiceConnector implements Connector {
     }
 
     @Override
-    public ConnectorRecordSetProvider getRecordSetProvider() {
-        return new SluiceRecordSetProvider(client);
+    public ConnectorPageSourceProvider getPageSourceProvider() {
+        return new SluicePageSourceProvider(client, format);
     }
 }

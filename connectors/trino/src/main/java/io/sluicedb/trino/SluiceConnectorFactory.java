@@ -16,6 +16,7 @@ import java.util.Map;
  * sluice.uri=http://node-a:8080     # any node; it names the others (GET /v1/cluster)
  * sluice.node-timeout=30s           # optional: connecting to a node and each wait for more of its answer
  * sluice.lease-ttl=5m               # optional: how long a query's splits may take to be read (docs/cluster.md)
+ * sluice.format=arrow               # optional: arrow (sluice-full's nodes) or ndjson (the lean sluice binary)
  * </pre>
  */
 public final class SluiceConnectorFactory implements ConnectorFactory {
@@ -41,10 +42,15 @@ public final class SluiceConnectorFactory implements ConnectorFactory {
         if (l != null) {
             leaseTTL = parseDuration(catalogName, "sluice.lease-ttl", l);
         }
-        if (!left.isEmpty()) {
-            throw new IllegalArgumentException("catalog " + catalogName + ": unknown properties " + left.keySet() + " (sluice.uri, sluice.node-timeout, sluice.lease-ttl)");
+        String format = left.getOrDefault("sluice.format", "arrow");
+        left.remove("sluice.format");
+        if (!format.equals("arrow") && !format.equals("ndjson")) {
+            throw new IllegalArgumentException("catalog " + catalogName + ": sluice.format " + format + ": want arrow or ndjson");
         }
-        return new SluiceConnector(new SluiceClient(URI.create(uri.replaceAll("/+$", "")), timeout), leaseTTL);
+        if (!left.isEmpty()) {
+            throw new IllegalArgumentException("catalog " + catalogName + ": unknown properties " + left.keySet() + " (sluice.uri, sluice.node-timeout, sluice.lease-ttl, sluice.format)");
+        }
+        return new SluiceConnector(new SluiceClient(URI.create(uri.replaceAll("/+$", "")), timeout), leaseTTL, format);
     }
 
     private static Duration parseDuration(String catalog, String property, String s) {
