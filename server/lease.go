@@ -166,8 +166,9 @@ func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.D
 	s.leases.held[key] = hl
 	s.leases.mu.Unlock()
 	hl.timer = time.AfterFunc(ttl, func() {
-		s.log.Warn("read lease expired: its reads end with an error", "table", ts.cfg.Name, "lease", id, "ttl", ttl)
-		s.unhold(ts.cfg.Name, id, fmt.Errorf("%w: lease %s expired after its TTL of %v", errLeaseEnded, id, ttl))
+		if s.unhold(ts.cfg.Name, id, leaseEndCause(id, ttl.String())) {
+			s.log.Warn("read lease expired on this member: its reads end with an error", "table", ts.cfg.Name, "lease", id, "ttl", ttl)
+		}
 	})
 	return nil
 }
@@ -229,8 +230,17 @@ func (s *Server) handleLeaseHold(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLeaseUnhold(w http.ResponseWriter, r *http.Request) {
-	s.unhold(r.PathValue("table"), r.PathValue("id"), fmt.Errorf("%w: lease %s was ended", errLeaseEnded, r.PathValue("id")))
+	s.unhold(r.PathValue("table"), r.PathValue("id"), leaseEndCause(r.PathValue("id"), r.URL.Query().Get("ttl")))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// leaseEndCause is why the reads of lease id end: its TTL (ttl, when the
+// coordinator's timer fired) or an end the client asked for.
+func leaseEndCause(id, ttl string) error {
+	if ttl != "" {
+		return fmt.Errorf("%w: lease %s expired after its TTL of %s", errLeaseEnded, id, ttl)
+	}
+	return fmt.Errorf("%w: lease %s was ended", errLeaseEnded, id)
 }
 
 // handleLeaseOpen opens a lease as its coordinator: every member holds,
@@ -301,7 +311,7 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(errs) > 0 {
-		s.endLease(cl, id)
+		s.endLease(cl, id, "")
 		writeError(w, http.StatusBadGateway, "lease: "+errors.Join(errs...).Error())
 		return
 	}
@@ -312,7 +322,10 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 	}
 	s.leases.coordinated[leaseKey(name, id)] = cl
 	s.leases.mu.Unlock()
-	cl.timer = time.AfterFunc(ttl, func() { s.endCoordinated(name, id) })
+	cl.timer = time.AfterFunc(ttl, func() {
+		s.log.Warn("read lease expired: its reads end with an error", "table", name, "lease", id, "ttl", ttl)
+		s.endCoordinated(name, id, ttl.String())
+	})
 	writeJSON(w, http.StatusOK, cl.lease)
 }
 
@@ -353,8 +366,9 @@ func leaseURL(node, table, id string) string {
 }
 
 // endLease tells every member of cl to stop holding (those that never
-// held answer 204 all the same) and ends this node's own hold.
-func (s *Server) endLease(cl *clusterLease, id string) {
+// held answer 204 all the same) and ends this node's own hold; ttl is the
+// lease's TTL when it expired, for the reads' error.
+func (s *Server) endLease(cl *clusterLease, id, ttl string) {
 	timeout := s.fanout.NodeTimeout
 	if timeout <= 0 {
 		timeout = cluster.DefaultNodeTimeout
@@ -364,7 +378,11 @@ func (s *Server) endLease(cl *clusterLease, id string) {
 	var wg sync.WaitGroup
 	for _, node := range cl.members {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, leaseURL(node, cl.table, id)+"/hold", nil)
+			target := leaseURL(node, cl.table, id) + "/hold"
+			if ttl != "" {
+				target += "?ttl=" + url.QueryEscape(ttl)
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
 			if err == nil {
 				var resp *http.Response
 				if resp, err = s.leaseClient().Do(req); err == nil {
@@ -378,11 +396,12 @@ func (s *Server) endLease(cl *clusterLease, id string) {
 		})
 	}
 	wg.Wait()
-	s.unhold(cl.table, id, fmt.Errorf("%w: lease %s was ended", errLeaseEnded, id))
+	s.unhold(cl.table, id, leaseEndCause(id, ttl))
 }
 
-// endCoordinated ends a lease this node coordinates, once.
-func (s *Server) endCoordinated(table, id string) bool {
+// endCoordinated ends a lease this node coordinates, once; ttl is set
+// when it expired.
+func (s *Server) endCoordinated(table, id, ttl string) bool {
 	key := leaseKey(table, id)
 	s.leases.mu.Lock()
 	cl := s.leases.coordinated[key]
@@ -392,7 +411,7 @@ func (s *Server) endCoordinated(table, id string) bool {
 		return false
 	}
 	cl.timer.Stop()
-	s.endLease(cl, id)
+	s.endLease(cl, id, ttl)
 	return true
 }
 
@@ -412,7 +431,7 @@ func (s *Server) handleLeaseDone(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if last {
-		s.endCoordinated(table, id)
+		s.endCoordinated(table, id, "")
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -440,8 +459,8 @@ func (s *Server) handleLeaseSplits(w http.ResponseWriter, r *http.Request) {
 // handleLeaseEnd ends a lease now (the engine's query is over).
 func (s *Server) handleLeaseEnd(w http.ResponseWriter, r *http.Request) {
 	table, id := r.PathValue("table"), r.PathValue("id")
-	if !s.endCoordinated(table, id) {
-		s.unhold(table, id, fmt.Errorf("%w: lease %s was ended", errLeaseEnded, id))
+	if !s.endCoordinated(table, id, "") {
+		s.unhold(table, id, leaseEndCause(id, ""))
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -344,3 +344,51 @@ func TestLeaseEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseEndsReadsInProgress: when a lease's TTL fires during a read
+// under it, the read fails (an NDJSON error line or a broken body; for
+// Arrow always a broken body, whose stream would otherwise end cleanly)
+// rather than go on after the hold or end as if complete.
+func TestLeaseEndsReadsInProgress(t *testing.T) {
+	s := startCluster(t, 1)[0]
+	const rows = 400_000
+	for lo := 0; lo < rows; lo += 50_000 {
+		var b strings.Builder
+		for n := lo; n < lo+50_000; n++ {
+			fmt.Fprintf(&b, `{"user":"u%d","ts":"2024-05-01T10:00:00Z","n":%d}`+"\n", n%50, n)
+		}
+		post(t, s.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(b.String()))
+	}
+	for _, format := range []string{"ndjson", "arrow"} {
+		t.Run(format, func(t *testing.T) {
+			code, lease, body := openLease(t, s.url, "500ms")
+			if code != 200 {
+				t.Fatalf("lease: %d %s", code, body)
+			}
+			resp, err := http.Get(s.url + "/v1/tables/events/query?" + url.Values{"lease": {lease.ID}, "format": {format}, "tier": {lease.Splits[0].Tier}}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("read: %d", resp.StatusCode)
+			}
+			// Read a little, then nothing until the TTL has fired: the
+			// node is blocked mid-answer on the full socket.
+			first := make([]byte, 4096)
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			rest, err := io.ReadAll(resp.Body)
+			errorLine := format == "ndjson" && strings.Contains(string(rest), `{"error":"read lease ended: lease `+lease.ID+` expired`)
+			if err == nil && !errorLine {
+				t.Fatalf("%d bytes read to a clean end after the lease's TTL fired (last: %.200q)", len(first)+len(rest), rest[max(0, len(rest)-200):])
+			}
+			if format == "arrow" && err == nil {
+				t.Fatalf("an Arrow answer ended cleanly after the lease's TTL fired")
+			}
+			t.Logf("%s: %d bytes, then %v (error line: %v)", format, len(first)+len(rest), err, errorLine)
+		})
+	}
+}
