@@ -43,6 +43,8 @@ type QueryRequest struct {
 	Cluster bool   `json:"cluster,omitempty"`
 	Partial bool   `json:"partial,omitempty"`
 	Tier    string `json:"tier,omitempty"`
+	// Lease reads this node's part under a read lease's hold (lease.go).
+	Lease string `json:"lease,omitempty"`
 }
 
 // TimeBound is a query's from or to: RFC 3339 or unix seconds, as text.
@@ -89,7 +91,7 @@ func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
 		}
 		return ""
 	}
-	q := QueryRequest{From: TimeBound(get("from")), To: TimeBound(get("to")), Format: get("format"), Tier: get("tier")}
+	q := QueryRequest{From: TimeBound(get("from")), To: TimeBound(get("to")), Format: get("format"), Tier: get("tier"), Lease: get("lease")}
 	for _, b := range []struct {
 		name string
 		to   *bool
@@ -291,6 +293,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.QueryTimeout))
 	if req.Cluster {
 		s.clusterQuery(ctx, w, name, req, format)
+		return
+	}
+	if req.Lease != "" {
+		s.queryUnderLease(ctx, w, name, req, format)
 		return
 	}
 	// An error after the header goes in a trailer for a coordinator, and

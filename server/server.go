@@ -91,6 +91,7 @@ type Server struct {
 	// router routes key queries of key_partitioned tables (keyroute.go);
 	// nil when there are none or no cluster config.
 	router *keyRouter
+	leases leaseTable // read leases (lease.go)
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
@@ -335,6 +336,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	mux.HandleFunc("POST /v1/cluster/holdings", s.handleHoldings)
+	s.leaseRoutes(mux)
 	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
 	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -392,6 +394,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Error("shutdown: in-flight requests did not finish in time", "error", err)
 		hs.Close()
 	}
+	s.endAllLeases() // a lease's hold would keep the last compaction waiting
 	stopBG()
 	if err := s.awaitStopped(sctx, &wg); err != nil {
 		// Something (a script that does not stop, a plugin) still runs

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,30 +102,54 @@ func fill(t testing.TB, node string, first, count int) {
 	}
 }
 
-func catalogFile(t testing.TB, node string) string {
+// docBlock is the fenced block that follows marker in docs/cluster.md.
+func docBlock(t testing.TB, marker string) string {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok1 := bytes.Cut(doc, []byte(catalogMarker))
+	_, after, ok1 := bytes.Cut(doc, []byte(marker))
 	_, after, ok2 := bytes.Cut(after, []byte("```properties\n"))
 	block, _, ok3 := bytes.Cut(after, []byte("\n```"))
 	if !ok1 || !ok2 || !ok3 {
-		t.Fatalf("docs/cluster.md: no properties block after %q", catalogMarker)
+		t.Fatalf("docs/cluster.md: no properties block after %q", marker)
 	}
-	const placeholder = "http://node-a:8080"
-	if !bytes.Contains(block, []byte(placeholder)) {
-		t.Fatalf("docs/cluster.md's catalog no longer names %s; update the test", placeholder)
-	}
-	return strings.ReplaceAll(string(block), placeholder, node) + "\n"
+	return string(block)
 }
 
-func TestTrinoReadsCluster(t *testing.T) {
-	coldtest.Require(t, coldtest.FindTrino())
+// catalogFile is docs/cluster.md's sluice catalog file naming node.
+func catalogFile(t testing.TB, node string) string {
+	t.Helper()
+	block := docBlock(t, catalogMarker)
+	const placeholder = "http://node-a:8080"
+	if !strings.Contains(block, placeholder) {
+		t.Fatalf("docs/cluster.md's catalog no longer names %s; update the test", placeholder)
+	}
+	return strings.ReplaceAll(block, placeholder, node) + "\n"
+}
+
+func requirePlugin(t testing.TB) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
 		testenv.Missing(t, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
 	}
+}
+
+// processCPU is this process's CPU time, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+func TestTrinoReadsCluster(t *testing.T) {
+	coldtest.Require(t, coldtest.FindTrino())
+	requirePlugin(t)
 	const perNode = 1000
 	nodes := startNodes(t, 3)
 	for i, u := range nodes {
@@ -163,13 +188,14 @@ func TestTrinoReadsCluster(t *testing.T) {
 	// Expected values are computed from the data the test made, row by row.
 	var sumN int
 	var sumScore float64
-	var okCount, inRange, ofUser7 int
+	var okCount, okSum, inRange, ofUser7 int
 	from, to := at(500), at(2100)
 	for n := 0; n < total; n++ {
 		sumN += n
 		sumScore += score(n)
 		if ok(n) {
 			okCount++
+			okSum += n
 		}
 		if !at(n).Before(from) && at(n).Before(to) {
 			inRange++
@@ -186,6 +212,11 @@ func TestTrinoReadsCluster(t *testing.T) {
 		t.Errorf("sum(score) = %v (%v), want %v", got, err, sumScore)
 	}
 	expect("SELECT count(*) FROM "+tbl+" WHERE ok", okCount)
+	expect("SELECT sum(n) FROM "+tbl+" WHERE ok", okSum)
+	// Every value against its own row's n (a value in the wrong row keeps
+	// counts and sums).
+	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ok <> (n %% 3 = 0) OR score <> n / 4e0 OR \"user\" <> concat('u', cast(n %% 50 AS varchar)) "+
+		"OR to_unixtime(ts) <> %d + n * 60", tbl, base.Unix()), 0)
 	expect(fmt.Sprintf("SELECT count(*) FROM %s WHERE ts >= from_iso8601_timestamp('%s') AND ts < from_iso8601_timestamp('%s')",
 		tbl, from.Format(time.RFC3339), to.Format(time.RFC3339)), inRange)
 	expect("SELECT count(*) FROM "+tbl+" WHERE \"user\" = 'u7'", ofUser7)
@@ -199,13 +230,13 @@ func TestTrinoReadsCluster(t *testing.T) {
 
 // BenchmarkTrinoCluster reads every row of a three-node cluster through
 // Trino (sum over a column, so every row crosses the connector) and
-// reports rows/s for the whole cluster and per node. The nodes, Trino and
-// the benchmark share this machine's cores.
+// reports rows/s for the whole cluster and per node, with the connector
+// reading Arrow (the default) and NDJSON, and the rows per CPU-second of
+// the nodes and of Trino's JVM. The nodes, Trino and the benchmark share
+// this machine's cores.
 func BenchmarkTrinoCluster(b *testing.B) {
 	coldtest.Require(b, coldtest.FindTrino())
-	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
-		testenv.Missing(b, "the sluice Trino connector is not built (%v): run scripts/build-trino-connector", err)
-	}
+	requirePlugin(b)
 	const perNode = 300_000
 	nodes := startNodes(b, 3)
 	for i, u := range nodes {
@@ -213,24 +244,38 @@ func BenchmarkTrinoCluster(b *testing.B) {
 			fill(b, u, i*perNode+lo, 50_000)
 		}
 	}
-	trino, err := coldtest.StartTrino(b.TempDir(), map[string]string{"sluice": catalogFile(b, nodes[0])}, pluginDir)
-	coldtest.Require(b, err)
-	defer trino.Stop()
-	ctx := context.Background()
-	if _, _, err := trino.Query(ctx, "SELECT count(*) FROM sluice.cluster.events"); err != nil { // warm-up
-		b.Fatal(err)
+	for _, format := range []string{"arrow", "ndjson"} {
+		b.Run("format="+format, func(b *testing.B) {
+			trino, err := coldtest.StartTrino(b.TempDir(), map[string]string{"sluice": catalogFile(b, nodes[0]) + "sluice.format=" + format + "\n"}, pluginDir)
+			coldtest.Require(b, err)
+			defer trino.Stop()
+			ctx := context.Background()
+			if _, _, err := trino.Query(ctx, "SELECT count(*) FROM sluice.cluster.events"); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			trinoCPU, nodeCPU := trino.CPUTime(), processCPU()
+			b.ResetTimer()
+			for range b.N {
+				_, rows, err := trino.Query(ctx, "SELECT sum(n), count(*) FROM sluice.cluster.events")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := fmt.Sprint(rows[0][1]); got != fmt.Sprint(3*perNode) {
+					b.Fatalf("count %s, want %d", got, 3*perNode)
+				}
+			}
+			rows := float64(b.N * 3 * perNode)
+			rate := rows / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "rows/s")
+			b.ReportMetric(rate/3, "rows/s/node")
+			// CPU beside wall time: the machine is shared. The nodes run in
+			// this process (the benchmark's own share is a few requests).
+			if cpu := (processCPU() - nodeCPU).Seconds(); cpu > 0 {
+				b.ReportMetric(rows/cpu, "node-rows/cpu-s")
+			}
+			if cpu := (trino.CPUTime() - trinoCPU).Seconds(); cpu > 0 {
+				b.ReportMetric(rows/cpu, "trino-rows/cpu-s")
+			}
+		})
 	}
-	b.ResetTimer()
-	for range b.N {
-		_, rows, err := trino.Query(ctx, "SELECT sum(n), count(*) FROM sluice.cluster.events")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got := fmt.Sprint(rows[0][1]); got != fmt.Sprint(3*perNode) {
-			b.Fatalf("count %s, want %d", got, 3*perNode)
-		}
-	}
-	rate := float64(b.N*3*perNode) / b.Elapsed().Seconds()
-	b.ReportMetric(rate, "rows/s")
-	b.ReportMetric(rate/3, "rows/s/node")
 }

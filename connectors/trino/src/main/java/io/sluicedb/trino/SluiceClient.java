@@ -63,21 +63,83 @@ public final class SluiceClient {
         return new Table(t.path("name").asText(), t.path("hashBy").asText(""), t.path("sortBy").asText(""), cols);
     }
 
-    /** The cluster's members (GET /v1/cluster), or this node alone when it has no cluster config. */
-    public List<String> members() {
-        List<String> out = new ArrayList<>();
-        for (JsonNode m : get(uri, "/v1/cluster").path("members")) {
-            out.add(m.asText());
-        }
-        if (out.isEmpty()) {
-            out.add(uri.toString());
-        }
-        return out;
+    /** A read lease (POST /v1/tables/{t}/leases): its id and the splits to read under it. */
+    public record Lease(String id, List<LeaseSplit> splits) {}
+
+    /** One node's part of a lease; the node "" is the node the catalog names. */
+    public record LeaseSplit(String node, String tier) {}
+
+    /**
+     * Opens a read lease on the table through the catalog's node: every node holds its commits until the lease's
+     * splits are read, it is ended, or its TTL fires (docs/cluster.md, "Read leases").
+     */
+    public Lease openLease(String table, Duration ttl) {
+        return lease(post("/v1/tables/" + encode(table) + "/leases", "{\"ttl\":\"" + ttl.toMillis() + "ms\"}"), table);
     }
 
-    /** Starts a query on one node and returns its NDJSON answer's body. */
-    public InputStream query(String node, String table, String tier, List<String> columns, String from, String to, List<String> hashes) {
-        StringBuilder q = new StringBuilder("/v1/tables/").append(encode(table)).append("/query?format=ndjson&tier=").append(tier);
+    /** One more scan of the table under the same lease (a self-join): its splits again. */
+    public Lease reuseLease(String table, String id) {
+        return lease(post("/v1/tables/" + encode(table) + "/leases/" + encode(id) + "/splits", ""), table);
+    }
+
+    /** Reports one split of the lease read; the last ends it. Errors are ignored: the TTL ends it anyway. */
+    public void leaseDone(String table, String id) {
+        quietly("POST", "/v1/tables/" + encode(table) + "/leases/" + encode(id) + "/done");
+    }
+
+    /** Ends the lease now (the query is over). Errors are ignored: the TTL ends it anyway. */
+    public void endLease(String table, String id) {
+        quietly("DELETE", "/v1/tables/" + encode(table) + "/leases/" + encode(id));
+    }
+
+    private Lease lease(JsonNode n, String table) {
+        List<LeaseSplit> splits = new ArrayList<>();
+        for (JsonNode s : n.path("splits")) {
+            String node = s.path("node").asText("");
+            splits.add(new LeaseSplit(node.isEmpty() ? uri.toString() : node, s.path("tier").asText()));
+        }
+        return new Lease(n.path("id").asText(), splits);
+    }
+
+    private JsonNode post(String path, String body) {
+        URI u = URI.create(uri + path);
+        try {
+            HttpResponse<byte[]> resp = http.send(HttpRequest.newBuilder(u).timeout(timeout.multipliedBy(2))
+                    .header("Content-Type", "application/json")
+                    .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofByteArray());
+            if (resp.statusCode() != 200) {
+                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + u + ": " + resp.statusCode() + " " + new String(resp.body(), StandardCharsets.UTF_8).strip());
+            }
+            return JSON.readTree(resp.body());
+        }
+        catch (IOException e) {
+            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + u + ": " + e, e);
+        }
+        catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + u + ": interrupted", e);
+        }
+    }
+
+    private void quietly(String method, String path) {
+        try {
+            http.send(HttpRequest.newBuilder(URI.create(uri + path)).timeout(timeout).method(method, HttpRequest.BodyPublishers.noBody()).build(),
+                    HttpResponse.BodyHandlers.discarding());
+        }
+        catch (IOException e) {
+            // the lease's TTL ends it
+        }
+        catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Starts a query on one node (under a lease when lease is not null) and returns its answer's body, in format. */
+    public InputStream query(String node, String table, String tier, String lease, String format, List<String> columns, String from, String to, List<String> hashes) {
+        StringBuilder q = new StringBuilder("/v1/tables/").append(encode(table)).append("/query?format=").append(format).append("&tier=").append(tier);
+        if (lease != null) {
+            q.append("&lease=").append(encode(lease));
+        }
         if (!columns.isEmpty()) {
             q.append("&columns=").append(encode(String.join(",", columns)));
         }

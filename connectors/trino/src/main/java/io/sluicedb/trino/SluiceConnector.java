@@ -2,7 +2,7 @@ package io.sluicedb.trino;
 
 import io.trino.spi.connector.Connector;
 import io.trino.spi.connector.ConnectorMetadata;
-import io.trino.spi.connector.ConnectorRecordSetProvider;
+import io.trino.spi.connector.ConnectorPageSourceProvider;
 import io.trino.spi.connector.ConnectorSession;
 import io.trino.spi.connector.ConnectorSplitManager;
 import io.trino.spi.connector.ConnectorTransactionHandle;
@@ -11,9 +11,14 @@ import io.trino.spi.transaction.IsolationLevel;
 /** A sluice cluster as a read-only Trino catalog. */
 public final class SluiceConnector implements Connector {
     private final SluiceClient client;
+    private final SluiceLeases leases;
 
-    public SluiceConnector(SluiceClient client) {
+    private final String format;
+
+    public SluiceConnector(SluiceClient client, java.time.Duration leaseTTL, String format) {
         this.client = client;
+        this.format = format;
+        this.leases = new SluiceLeases(client, leaseTTL);
     }
 
     @Override
@@ -23,16 +28,16 @@ public final class SluiceConnector implements Connector {
 
     @Override
     public ConnectorMetadata getMetadata(ConnectorSession session, ConnectorTransactionHandle transaction) {
-        return new SluiceMetadata(client);
+        return new SluiceMetadata(client, leases);
     }
 
     @Override
     public ConnectorSplitManager getSplitManager() {
-        return new SluiceSplitManager(client);
+        return new SluiceSplitManager(leases);
     }
 
     @Override
-    public ConnectorRecordSetProvider getRecordSetProvider() {
-        return new SluiceRecordSetProvider(client);
+    public ConnectorPageSourceProvider getPageSourceProvider() {
+        return new SluicePageSourceProvider(client, format);
     }
 }

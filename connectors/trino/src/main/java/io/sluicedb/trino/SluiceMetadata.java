@@ -27,9 +27,17 @@ public final class SluiceMetadata implements ConnectorMetadata {
     public static final String SCHEMA = "cluster";
 
     private final SluiceClient client;
+    private final SluiceLeases leases;
 
-    public SluiceMetadata(SluiceClient client) {
+    SluiceMetadata(SluiceClient client, SluiceLeases leases) {
         this.client = client;
+        this.leases = leases;
+    }
+
+    /** The query is over (read, failed or cancelled): end its read leases, so no node holds its commits longer. */
+    @Override
+    public void cleanupQuery(ConnectorSession session) {
+        leases.end(session.getQueryId());
     }
 
     @Override

@@ -38,10 +38,13 @@ final class SluiceRecordCursor implements RecordCursor {
     private final long[] longs;
     private final double[] doubles;
     private final boolean[] nulls;
+    private final Runnable onClose;
+    private boolean closed;
     private long rows;
 
-    SluiceRecordCursor(String node, List<SluiceColumnHandle> columns, InputStream body) {
+    SluiceRecordCursor(String node, List<SluiceColumnHandle> columns, InputStream body, Runnable onClose) {
         this.node = node;
+        this.onClose = onClose;
         this.columns = columns;
         for (int i = 0; i < columns.size(); i++) {
             index.put(columns.get(i).name(), i);
@@ -187,6 +190,11 @@ final class SluiceRecordCursor implements RecordCursor {
 
     @Override
     public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        onClose.run();
         try {
             parser.close();
             body.close();

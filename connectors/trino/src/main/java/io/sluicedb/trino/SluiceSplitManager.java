@@ -14,22 +14,25 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One split per node: the first node's answers with the Iceberg table's rows and its store's (tier "all"), every
- * other node's with its store's only (tier "hot"), the same division as a cluster query of sluice itself.
+ * One split per node, all under one read lease the catalog's node opens: the lease's coordinator answers with the
+ * Iceberg table's rows and its store's (tier "all"), every other node with its store's rows the table lacks (tier
+ * "hot"), and no node commits until the splits are read, so each row is read once (docs/cluster.md).
  */
 public final class SluiceSplitManager implements ConnectorSplitManager {
-    private final SluiceClient client;
+    private final SluiceLeases leases;
 
-    public SluiceSplitManager(SluiceClient client) {
-        this.client = client;
+    SluiceSplitManager(SluiceLeases leases) {
+        this.leases = leases;
     }
 
     @Override
     public ConnectorSplitSource getSplits(ConnectorTransactionHandle transaction, ConnectorSession session,
             ConnectorTableHandle table, DynamicFilter dynamicFilter, Constraint constraint) {
+        SluiceTableHandle t = (SluiceTableHandle) table;
+        SluiceClient.Lease lease = leases.lease(session.getQueryId(), t.table());
         List<ConnectorSplit> splits = new ArrayList<>();
-        for (String node : client.members()) {
-            splits.add(new SluiceSplit(node, splits.isEmpty() ? "all" : "hot"));
+        for (SluiceClient.LeaseSplit s : lease.splits()) {
+            splits.add(new SluiceSplit(s.node(), s.tier(), lease.id()));
         }
         return new FixedSplitSource(splits);
     }
