@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,17 +37,22 @@ import (
 type maintenance struct {
 	mu                                                   sync.Mutex
 	runs, filesRewritten, snapshotsExpired, filesDeleted atomic.Int64
+	groupsMerged                                         atomic.Int64
 }
 
 // MaintainCounters are the totals of a Compactor's Maintain calls.
 type MaintainCounters struct {
 	Runs, FilesRewritten, SnapshotsExpired, FilesDeleted int64
+	// GroupsMerged counts the groups the rewrite wrote in the table's
+	// sort order by its k-way merge (the others went in file order).
+	GroupsMerged int64
 }
 
 // MaintainCounters returns the totals of the Maintain calls so far.
 func (c *Compactor) MaintainCounters() MaintainCounters {
 	return MaintainCounters{Runs: c.maint.runs.Load(), FilesRewritten: c.maint.filesRewritten.Load(),
-		SnapshotsExpired: c.maint.snapshotsExpired.Load(), FilesDeleted: c.maint.filesDeleted.Load()}
+		SnapshotsExpired: c.maint.snapshotsExpired.Load(), FilesDeleted: c.maint.filesDeleted.Load(),
+		GroupsMerged: c.maint.groupsMerged.Load()}
 }
 
 // Snapshot summary properties of a maintenance commit.
@@ -207,15 +213,24 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 	}
 	for _, g := range plan.Groups {
 		group := itable.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
-		// The rewrite reads and writes one group at a time, one file at a
-		// time, in batches of at most maxBatchRows rows with two batches
-		// queued: its memory is that of a compaction run (plus the upload
-		// of a large file in parts), whatever the group's size.
-		res, err := itable.ExecuteCompactionGroup(ctx, tbl, group,
-			itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
-			itable.WithCompactionScanConcurrency(1),
-			itable.WithCompactionArrowBatchSize(maxBatchRows),
-			itable.WithCompactionRecordBatchBufferSize(2))
+		// The merge (maintain_merge.go) writes the group's rows in the
+		// table's sort order, one page per column of each input at a time;
+		// a group it cannot read (delete files, no sort order, another
+		// engine's types) is rewritten in file order by iceberg-go, one
+		// file at a time, in batches of at most maxBatchRows rows with two
+		// batches queued. Either way the memory is that of a compaction run
+		// (plus the upload of a large file in parts), whatever the group's
+		// size.
+		res, err := c.mergeGroup(ctx, tbl, group, opts.TargetFileBytes, c.rewriteDir())
+		if errors.Is(err, errNoMerge) {
+			res, err = itable.ExecuteCompactionGroup(ctx, tbl, group,
+				itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
+				itable.WithCompactionScanConcurrency(1),
+				itable.WithCompactionArrowBatchSize(maxBatchRows),
+				itable.WithCompactionRecordBatchBufferSize(2))
+		} else if err == nil {
+			c.maint.groupsMerged.Add(1)
+		}
 		if err != nil {
 			c.removeFiles(ctx, tbl, res.NewDataFiles)
 			return nil, fmt.Errorf("day partition %s: %w", g.PartitionKey, err)
@@ -248,6 +263,18 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		c.maint.filesRewritten.Add(int64(len(res.OldDataFiles)))
 	}
 	return tbl, nil
+}
+
+// rewriteDir is the local directory of a rewrite's temporary files (the
+// copies of its input files and the merge's intermediate files), emptied
+// when a group starts and when it ends: a pass killed meanwhile leaves it
+// to the next one.
+func (c *Compactor) rewriteDir() string {
+	dir := c.cfg.StateDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "coldtier-rewrite-"+c.t.Name())
 }
 
 // errRewriteStale: a file the rewrite replaces is no longer in the table.
