@@ -33,8 +33,8 @@ import (
 // files of 40k rows. A file that is not sorted by key (written by an
 // older rewrite, batch by batch, or by another engine) is read as the
 // sorted runs it holds, found by a first pass over its key column. A merge
-// reads at most mergeFanIn runs at once (each holds a page per column);
-// more runs are merged mergeFanIn at a time into local temporary Parquet
+// reads at most fanIn runs at once (each holds a page per column); more
+// runs are merged fanIn at a time into local temporary Parquet
 // files first, which the last merge reads like the inputs.
 
 // errNoMerge: the group is not one the merge handles (a table without a
@@ -42,14 +42,29 @@ import (
 // does not write); it is rewritten in file order instead.
 var errNoMerge = errors.New("not mergeable")
 
-// mergeFanIn bounds the runs one merge reads at once: each holds a page
-// (and a dictionary) per column and mergeReadRows rows, ~0.9 MB for the
-// 7 columns of TestMaintainMemoryBound (decompressed pages of up to 128
-// KiB). Measured there, 40 files: 32 runs at once peak at 140 MiB
-// anonymous, 64 at 156; 16 at 113 but with 20 % more CPU for the extra
-// pass through a temporary file. (A variable for the tests, which force
-// the merge through temporary files.)
-var mergeFanIn = 32
+// mergeFanIn, when not 0, is how many runs one merge reads at once
+// (tests force the merge through its temporary files with a small one);
+// otherwise fanIn derives it from mergePageBudget.
+var mergeFanIn int
+
+// mergePageBudget bounds the memory of the runs one merge reads at once:
+// each holds a decompressed page (up to 128 KiB, the pool's size class for
+// the writer's 64 KiB pages), its decoded values and a dictionary per
+// column. Measured in TestMaintainMemoryBound (7 columns, 40 files of 40k
+// rows, 2026-11-26, load average ~20): 64 runs at once peak at 156 MiB
+// anonymous, 32 at 140, 16 at 113; a lower fan-in costs CPU (16 runs: 20 %
+// more than 32, for the pass of 26 of the 40 files through a temporary
+// file).
+const mergePageBudget = 16 << 20
+
+// fanIn is how many runs one merge of a table of ncols columns reads at
+// once: mergePageBudget / (ncols × 128 KiB), from 4 to 64.
+func fanIn(ncols int) int {
+	if mergeFanIn > 0 {
+		return mergeFanIn
+	}
+	return min(max(mergePageBudget/(max(ncols, 1)*128<<10), 4), 64)
+}
 
 // Merge settings.
 const (
@@ -512,11 +527,12 @@ func (w *mergeWork) addInput(path, name string, sorted bool) error {
 	return nil
 }
 
-// reduce merges streams into temporary files until at most mergeFanIn are
+// reduce merges streams into temporary files until at most fanIn are
 // left.
 func (w *mergeWork) reduce(ctx context.Context) error {
-	for len(w.streams) > mergeFanIn {
-		k := min(mergeFanIn, len(w.streams)-mergeFanIn+1)
+	fan := fanIn(len(w.l.cols))
+	for len(w.streams) > fan {
+		k := min(fan, len(w.streams)-fan+1)
 		part, rest := w.streams[:k], w.streams[k:]
 		w.temps++
 		path := filepath.Join(w.dir, "merge-"+strconv.Itoa(w.temps)+".parquet")
@@ -623,7 +639,7 @@ func appenderFor(dt arrow.DataType) (appender, error) {
 	return nil, fmt.Errorf("%w: Arrow type %v", errNoMerge, dt)
 }
 
-// mergeToBatches merges the streams (at most mergeFanIn) into Arrow batches
+// mergeToBatches merges the streams (at most fanIn) into Arrow batches
 // of at most batchRows rows, which a rowReader hands to the writer: the
 // writer holds at most two of them, as in a compaction run (records.go).
 func (w *mergeWork) mergeToBatches(ctx context.Context, batchRows int) (*rowReader, error) {
