@@ -183,15 +183,16 @@ func (c *Compactor) Maintain(ctx context.Context, opts MaintainOptions) (Maintai
 
 // rewrite replaces, per day partition, the small data files with files of
 // about opts.TargetFileBytes: iceberg-go's bin-pack planner picks the
-// groups, iceberg-go reads each group (deletes applied) and writes the new
-// files, and one replace snapshot per group deletes the old files and adds
-// the new ones.
+// groups, the merge (maintain_merge.go) writes each group's rows in the
+// table's sort order into the new files, and one replace snapshot per group
+// deletes the old files and adds the new ones.
 //
-// The new files hold the group's rows in file order, each batch sorted by
-// the table's sort order (iceberg-go's clustered writer): not one sort
-// across the whole file, so a key's rows are in every row group of the new
-// file and key-filtered reads prune fewer row groups than in a file one
-// compaction run wrote (docs/cold-tier.md).
+// A group the merge does not handle (delete files, no sort order, files
+// without field ids) is read by iceberg-go (deletes applied) and written in
+// file order, each batch sorted by the table's sort order: a key's rows
+// are then in every row group of the new file, and key-filtered reads
+// prune fewer row groups than in a file one compaction run wrote
+// (docs/cold-tier.md).
 func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts MaintainOptions, st *MaintainStats) (*itable.Table, error) {
 	if tbl.CurrentSnapshot() == nil {
 		return tbl, nil

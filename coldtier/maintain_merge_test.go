@@ -19,13 +19,13 @@ import (
 // compaction runs write them; 4 of 2500 rows written in the store's hash
 // order, each batch of 1000 sorted by iceberg-go on its own, so 3 sorted
 // runs each, as an older rewrite's files; one with a column the others
-// lack) is
-// rewritten, through the merge's temporary files (fan-in 4), into one file
-// sorted by (user, ts) across its row groups: every row group's user
-// statistics lie after the previous one's, as in a file one run wrote, so
-// a one-key read prunes the others. Every row is in it once, with its
-// values (the added column null in the rows written before it). The old
-// rewrite, each batch sorted on its own, fails the order checks.
+// lack and some null users) is rewritten, through the merge's temporary
+// files (fan-in 4), into one file sorted by (user, ts) across its row
+// groups: every row group's user statistics lie after the previous one's,
+// as in a file one run wrote, so a one-key read prunes the others. Every
+// row is in it once, with its values (the added column null in the rows
+// written before it). The old rewrite, each batch sorted on its own, fails
+// the order checks.
 func TestMaintainMergesByKey(t *testing.T) {
 	dir := t.TempDir()
 	const prefix = "maintain-merge"
@@ -59,8 +59,12 @@ func TestMaintainMergesByKey(t *testing.T) {
 	const files = runs + unsortedRuns + 1
 	var rows []table.Row
 	for k := extraFrom; k < extraFrom+perRun; k++ {
-		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", k%7), "ts": day0.Add(time.Duration(k%3600) * time.Second),
-			"n": int64(k), "extra": int64(-k)})
+		r := table.Row{"user": fmt.Sprintf("u%d", k%7), "ts": day0.Add(time.Duration(k%3600) * time.Second),
+			"n": int64(k), "extra": int64(-k)}
+		if k%50 == 0 {
+			r["user"] = nil // a null key sorts first
+		}
+		rows = append(rows, r)
 	}
 	if err := tb.Append(ctx, rows); err != nil {
 		t.Fatal(err)
@@ -153,7 +157,7 @@ func checkMergedFile(t *testing.T, path string, seen map[int64]int, extraFrom in
 		for {
 			k, err := rr.ReadRows(buf)
 			for _, r := range buf[:k] {
-				u, tv := r[user].ByteArray(), r[ts].Int64()
+				u, tv := r[user].ByteArray(), r[ts].Int64() // a null user is nil: first
 				if c := bytes.Compare(prevUser, u); row > 0 && (c > 0 || c == 0 && prevTs > tv) {
 					t.Fatalf("row %d (group %d): (%s, %d) after (%s, %d): not sorted by (user, ts)", row, g, u, tv, prevUser, prevTs)
 				}
