@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,17 +37,22 @@ import (
 type maintenance struct {
 	mu                                                   sync.Mutex
 	runs, filesRewritten, snapshotsExpired, filesDeleted atomic.Int64
+	groupsMerged                                         atomic.Int64
 }
 
 // MaintainCounters are the totals of a Compactor's Maintain calls.
 type MaintainCounters struct {
 	Runs, FilesRewritten, SnapshotsExpired, FilesDeleted int64
+	// GroupsMerged counts the groups the rewrite wrote in the table's
+	// sort order by its k-way merge (the others went in file order).
+	GroupsMerged int64
 }
 
 // MaintainCounters returns the totals of the Maintain calls so far.
 func (c *Compactor) MaintainCounters() MaintainCounters {
 	return MaintainCounters{Runs: c.maint.runs.Load(), FilesRewritten: c.maint.filesRewritten.Load(),
-		SnapshotsExpired: c.maint.snapshotsExpired.Load(), FilesDeleted: c.maint.filesDeleted.Load()}
+		SnapshotsExpired: c.maint.snapshotsExpired.Load(), FilesDeleted: c.maint.filesDeleted.Load(),
+		GroupsMerged: c.maint.groupsMerged.Load()}
 }
 
 // Snapshot summary properties of a maintenance commit.
@@ -177,15 +183,16 @@ func (c *Compactor) Maintain(ctx context.Context, opts MaintainOptions) (Maintai
 
 // rewrite replaces, per day partition, the small data files with files of
 // about opts.TargetFileBytes: iceberg-go's bin-pack planner picks the
-// groups, iceberg-go reads each group (deletes applied) and writes the new
-// files, and one replace snapshot per group deletes the old files and adds
-// the new ones.
+// groups, the merge (maintain_merge.go) writes each group's rows in the
+// table's sort order into the new files, and one replace snapshot per group
+// deletes the old files and adds the new ones.
 //
-// The new files hold the group's rows in file order, each batch sorted by
-// the table's sort order (iceberg-go's clustered writer): not one sort
-// across the whole file, so a key's rows are in every row group of the new
-// file and key-filtered reads prune fewer row groups than in a file one
-// compaction run wrote (docs/cold-tier.md).
+// A group the merge does not handle (delete files, no sort order, files
+// without field ids) is read by iceberg-go (deletes applied) and written in
+// file order, each batch sorted by the table's sort order: a key's rows
+// are then in every row group of the new file, and key-filtered reads
+// prune fewer row groups than in a file one compaction run wrote
+// (docs/cold-tier.md).
 func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts MaintainOptions, st *MaintainStats) (*itable.Table, error) {
 	if tbl.CurrentSnapshot() == nil {
 		return tbl, nil
@@ -207,15 +214,24 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 	}
 	for _, g := range plan.Groups {
 		group := itable.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
-		// The rewrite reads and writes one group at a time, one file at a
-		// time, in batches of at most maxBatchRows rows with two batches
-		// queued: its memory is that of a compaction run (plus the upload
-		// of a large file in parts), whatever the group's size.
-		res, err := itable.ExecuteCompactionGroup(ctx, tbl, group,
-			itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
-			itable.WithCompactionScanConcurrency(1),
-			itable.WithCompactionArrowBatchSize(maxBatchRows),
-			itable.WithCompactionRecordBatchBufferSize(2))
+		// The merge (maintain_merge.go) writes the group's rows in the
+		// table's sort order, one page per column of each input at a time;
+		// a group it cannot read (delete files, no sort order, another
+		// engine's types) is rewritten in file order by iceberg-go, one
+		// file at a time, in batches of at most maxBatchRows rows with two
+		// batches queued. Either way the memory is that of a compaction run
+		// (plus the upload of a large file in parts), whatever the group's
+		// size.
+		res, err := c.mergeGroup(ctx, tbl, group, opts.TargetFileBytes, c.rewriteDir())
+		if errors.Is(err, errNoMerge) {
+			res, err = itable.ExecuteCompactionGroup(ctx, tbl, group,
+				itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
+				itable.WithCompactionScanConcurrency(1),
+				itable.WithCompactionArrowBatchSize(maxBatchRows),
+				itable.WithCompactionRecordBatchBufferSize(2))
+		} else if err == nil {
+			c.maint.groupsMerged.Add(1)
+		}
 		if err != nil {
 			c.removeFiles(ctx, tbl, res.NewDataFiles)
 			return nil, fmt.Errorf("day partition %s: %w", g.PartitionKey, err)
@@ -248,6 +264,18 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		c.maint.filesRewritten.Add(int64(len(res.OldDataFiles)))
 	}
 	return tbl, nil
+}
+
+// rewriteDir is the local directory of a rewrite's temporary files (the
+// copies of its input files and the merge's intermediate files), emptied
+// when a group starts and when it ends: a pass killed meanwhile leaves it
+// to the next one.
+func (c *Compactor) rewriteDir() string {
+	dir := c.cfg.StateDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "coldtier-rewrite-"+c.t.Name())
 }
 
 // errRewriteStale: a file the rewrite replaces is no longer in the table.

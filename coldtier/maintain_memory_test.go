@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,19 +19,20 @@ import (
 
 // TestMaintainMemoryBound rewrites one day of 1.6M rows committed in 40
 // small runs, in a child process (the test binary), sampling its anonymous
-// RSS every 2 ms, and bounds the peak: the rewrite reads with one worker,
-// batches of at most 32768 rows and two batches queued before the writer
-// (iceberg-go's defaults: GOMAXPROCS workers, the table's batch size, 64
-// batches queued). Measured (2026-11-26, load average 20-30): 114-130 MiB
-// with these settings, 205 MiB with iceberg-go's defaults; the bound, 160
-// MiB, sits between. What remains is mostly the S3 upload's buffers (the
-// 8 MB file read whole; a file over 16 MiB goes in parts, several at once)
-// and Arrow batches, doubled by the GC's headroom (docs/cold-tier.md).
+// RSS every 2 ms, and bounds the peak: the rewrite merges the files by key
+// reading a page per column of at most 32 files at once (maintain_merge.go)
+// and hands batches of at most 32768 rows to the writer, two at a time.
+// Measured (2026-11-26, load average ~20): 140 MiB anonymous (156 with 64
+// files at once; the rewrite in file order, before the merge, 114-130,
+// and 205 with iceberg-go's read defaults); the bound is 160 MiB. What
+// remains is the merge's pages, the S3 upload's buffers (the 8 MB file read
+// whole; a file over 16 MiB goes in parts, several at once) and Arrow
+// batches, doubled by the GC's headroom (docs/cold-tier.md).
 //
-// With SLUICE_MAINTAIN_BENCH_ROWS=N it rewrites N rows instead and also
-// logs the figures docs/cold-tier.md gives: the cold query over the
-// rewritten table against the same rows compacted in one run. Not under
-// -race.
+// With SLUICE_MAINTAIN_BENCH_ROWS=N it rewrites N rows instead (in
+// SLUICE_MAINTAIN_BENCH_RUNS runs, default 40) and also logs the figures
+// docs/cold-tier.md gives: cold queries over the same rows compacted in one
+// run, in the small runs' files and after the rewrite. Not under -race.
 func TestMaintainMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compacts and rewrites 400k rows")
@@ -44,7 +46,10 @@ func TestMaintainMemoryBound(t *testing.T) {
 	if bench != "" {
 		rows, _ = strconv.Atoi(bench)
 	}
-	const runs = 40
+	runs := 40
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_MAINTAIN_BENCH_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
 	per := rows / runs
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -77,6 +82,11 @@ func TestMaintainMemoryBound(t *testing.T) {
 		st.Close()
 	}
 
+	var beforeRewrite []coldQuery
+	if bench != "" {
+		beforeRewrite = coldQueries(t, small, cfg, "small files")
+	}
+
 	opts := coldtier.MaintainOptions{NoExpire: true}
 	cb, _ := json.Marshal(cfg)
 	ob, _ := json.Marshal(opts)
@@ -106,36 +116,74 @@ func TestMaintainMemoryBound(t *testing.T) {
 	if bench == "" {
 		return
 	}
-	// The cold query over the rewritten table and over the same rows
-	// compacted in one run.
-	for _, side := range []struct {
-		name string
-		dir  string
-		cfg  coldtier.Config
-	}{{"rewritten", small, cfg}, {"one run", one, cfgOne}} {
-		st, tb := openTable(t, side.dir, staticSchema)
-		c, err := coldtier.Open(ctx, side.cfg, tb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, _ := c.DataFiles(ctx)
-		for _, q := range []struct {
-			name string
-			q    table.Query
-		}{{"all rows", table.Query{}}, {"one key", table.Query{HashIn: []any{"u3"}}}} {
-			best := time.Duration(1 << 62)
-			var n int
-			for range 3 {
-				n = 0
-				t0 := time.Now()
-				if err := c.QueryValues(ctx, q.q, true, func([]table.Column, []any) error { n++; return nil }); err != nil {
-					t.Fatal(err)
-				}
-				best = min(best, time.Since(t0))
-			}
-			t.Logf("cold query, %s, %s: %d rows from %d files in %v (%.2fM rows/s, best of 3)", side.name, q.name, n, len(files), best.Round(time.Millisecond), float64(n)/best.Seconds()/1e6)
-		}
-		c.Close()
-		st.Close()
+	// The cold queries over the rewritten table, against the same rows
+	// compacted in one run and, before the rewrite, in small commits.
+	rewritten := coldQueries(t, small, cfg, "rewritten")
+	oneRun := coldQueries(t, one, cfgOne, "one run")
+	for i, q := range rewritten {
+		t.Logf("%-22s one run %8.2fM rows/s %6.1f ms CPU | small files %8.2fM rows/s (%.2fx one run's time, %.2fx CPU) | rewritten %8.2fM rows/s (%.2fx one run's time, %.2fx CPU)",
+			q.name, oneRun[i].rate(), oneRun[i].cpu.Seconds()*1e3,
+			beforeRewrite[i].rate(), beforeRewrite[i].wall.Seconds()/oneRun[i].wall.Seconds(), beforeRewrite[i].cpu.Seconds()/oneRun[i].cpu.Seconds(),
+			q.rate(), q.wall.Seconds()/oneRun[i].wall.Seconds(), q.cpu.Seconds()/oneRun[i].cpu.Seconds())
 	}
+}
+
+// coldQuery is the best of 3 runs of one cold query.
+type coldQuery struct {
+	name      string
+	rows      int
+	wall, cpu time.Duration // of the best run, by wall time
+}
+
+func (q coldQuery) rate() float64 { return float64(q.rows) / q.wall.Seconds() / 1e6 }
+
+// coldQueries runs the benchmark's cold queries (sluice's QueryValues of
+// the Iceberg table only) on the table in dir, each best of 3, and logs
+// them. The day holds one hour of rows of 7 users.
+func coldQueries(t *testing.T, dir string, cfg coldtier.Config, label string) []coldQuery {
+	t.Helper()
+	ctx := context.Background()
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	files, _ := c.DataFiles(ctx)
+	from, to := day0.Add(20*time.Minute), day0.Add(26*time.Minute)
+	var out []coldQuery
+	for _, q := range []struct {
+		name string
+		q    table.Query
+	}{
+		{"all rows", table.Query{}},
+		{"one key", table.Query{HashIn: []any{"u3"}}},
+		{"range (6 of 60 min)", table.Query{From: from, To: to}},
+		{"one key, range", table.Query{HashIn: []any{"u3"}, From: from, To: to}},
+	} {
+		best := coldQuery{name: q.name, wall: 1 << 62}
+		for range 3 {
+			n := 0
+			cpu0 := processCPU()
+			t0 := time.Now()
+			if err := c.QueryValues(ctx, q.q, true, func([]table.Column, []any) error { n++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if wall := time.Since(t0); wall < best.wall {
+				best.wall, best.cpu, best.rows = wall, processCPU()-cpu0, n
+			}
+		}
+		t.Logf("cold query, %s, %s: %d rows from %d files in %v, %v CPU (%.2fM rows/s, best of 3)", label, q.name, best.rows,
+			len(files), best.wall.Round(time.Millisecond), best.cpu.Round(time.Millisecond), best.rate())
+		out = append(out, best)
+	}
+	return out
+}
+
+// processCPU is the CPU time (user and system) of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

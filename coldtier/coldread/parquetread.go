@@ -820,8 +820,22 @@ func (cr *coldReader) open(task *itable.FileScanTask) (of *openedFile) {
 	return of
 }
 
+// rowGroupsAhead is how many kept row groups of a large file (read by
+// ranges) are fetched at once: a one-file table (a day the maintenance
+// rewrote into one 30 MB file) was read one GET after another, 1.6-1.9×
+// the wall time of the same rows in four files opened in parallel at the
+// same CPU.
+const rowGroupsAhead = 4
+
+// fetched is a row group's column chunks read by range.
+type fetched struct {
+	data io.ReaderAt
+	err  error
+}
+
 // dispatchFile queues the row groups of an opened data file that the
-// statistics do not rule out.
+// statistics do not rule out; those of a file read by ranges are fetched
+// rowGroupsAhead at a time.
 func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stats, units, work chan<- *rgUnit) (ok bool, err error) {
 	if of.err != nil {
 		return false, of.err
@@ -831,20 +845,50 @@ func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stat
 			ok, err = false, fmt.Errorf("corrupt file: %v", p)
 		}
 	}()
+	var kept []int
 	for rg, group := range of.pf.RowGroups() {
 		st.RowGroups++
 		if cr.prune(group, of.cols) {
 			continue
 		}
 		st.RowGroupsRead++
+		kept = append(kept, rg)
+	}
+	var fetches sync.WaitGroup
+	defer fetches.Wait() // the file closes after its fetches
+	results := make([]chan fetched, len(kept))
+	started := 0
+	fetchUpTo := func(upto int) {
+		for ; started < len(kept) && started <= upto; started++ {
+			ch := make(chan fetched, 1)
+			results[started] = ch
+			meta := &of.pf.Metadata().RowGroups[kept[started]]
+			fetches.Add(1)
+			go func() {
+				defer fetches.Done()
+				data, err := readChunks(of.data, meta, of.cols)
+				ch <- fetched{data, err}
+			}()
+		}
+	}
+	groups := of.pf.RowGroups()
+	for i, rg := range kept {
 		meta := &of.pf.Metadata().RowGroups[rg]
 		data := of.data
 		if !of.memory {
-			if data, err = readChunks(of.data, meta, of.cols); err != nil {
-				return false, fmt.Errorf("row group %d: %w", rg, err)
+			fetchUpTo(i + rowGroupsAhead - 1)
+			var f fetched
+			select {
+			case f = <-results[i]:
+			case <-ctx.Done():
+				return false, nil
 			}
+			if f.err != nil {
+				return false, fmt.Errorf("row group %d: %w", rg, f.err)
+			}
+			data = f.data
 		}
-		u := &rgUnit{file: of.path, rg: rg, group: group, meta: meta, data: data, cols: of.cols, out: make(chan rowChunk, 2)}
+		u := &rgUnit{file: of.path, rg: rg, group: groups[rg], meta: meta, data: data, cols: of.cols, out: make(chan rowChunk, 2)}
 		if !send(ctx, units, u) || !send(ctx, work, u) {
 			return false, nil
 		}

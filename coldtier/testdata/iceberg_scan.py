@@ -37,6 +37,7 @@ cat = SqlCatalog("sluice", uri="sqlite:///" + cat_path, **{
 })
 tbl = cat.load_table(ident)
 con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+con.execute("SET enable_progress_bar = false")  # on a loaded machine it prints to stdout
 for n in ("httpfs", "avro", "iceberg"):
     con.execute("LOAD '%s'" % paths[n])
 host = endpoint.split("://", 1)[1]

@@ -43,6 +43,7 @@ spec = [[f.name, str(f.transform)] for f in tbl.spec().fields]
 files = [t.file.file_path for t in tbl.scan().plan_files()]
 local = [root + "/" + f[len("s3://"):] for f in files]
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # on a loaded machine it prints to stdout
 con.execute("SET TimeZone='UTC'")
 duck_types, duck_rows = [], []
 if local:
