@@ -167,7 +167,7 @@ func startColdNodes(t *testing.T) ([]string, string) {
 }
 
 // hotRows is how many rows of node's store the Iceberg table lacks.
-func hotRows(t *testing.T, node string) int {
+func hotRows(t testing.TB, node string) int {
 	t.Helper()
 	resp, err := http.Get(node + "/v1/tables/events/query?tier=hot&columns=n")
 	if err != nil {
