@@ -278,24 +278,45 @@ func (c *Compactor) rewriteDir() string {
 	return filepath.Join(dir, "coldtier-rewrite-"+c.t.Name())
 }
 
+// rewriteStaged runs after a rewrite's replace snapshot is staged, before
+// its commit (a test commits another writer's run there).
+var rewriteStaged = func() {}
+
 // errRewriteStale: a file the rewrite replaces is no longer in the table.
 var errRewriteStale = errors.New("a rewritten file is no longer in the table")
 
-// commitRewrite stages res as one replace snapshot on tbl and commits it;
-// when another writer committed first and iceberg-go's own replay did not
-// cover it, it stages the same files again on the fresh table (see
-// Compactor.commit).
+// commitRewrite stages res as one replace snapshot on the table as it is
+// now (the merge took a while: tbl is older) and commits it; when another
+// writer committed first, it stages the same files again on the fresh
+// table.
+//
+// The commit pins main's head (Transaction.AssertRefSnapshotID), so
+// iceberg-go does not replay the staged snapshot on a conflict: its replay
+// rebuilds the manifest list on the new head but keeps the timestamp the
+// snapshot was staged with, older than the snapshots committed meanwhile,
+// and the snapshot log then goes back in time. Apache Iceberg's REST server
+// refuses that once it exceeds a minute ("[BUG] Expected sorted snapshot
+// log entries"), which a rewrite replayed over hundreds of manifests
+// against writers committing every second reached. Staged again here, the
+// snapshot is stamped after the head it is staged on.
 func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res itable.CompactionGroupResult, props iceberg.Properties) (*itable.Table, error) {
+	if fresh, err := c.cat.LoadTable(ctx, c.ident); err == nil {
+		tbl = fresh
+	}
 	for attempt := 1; ; attempt++ {
 		tx := tbl.NewTransaction()
+		if err := tx.AssertRefSnapshotID(""); err != nil {
+			return nil, fmt.Errorf("pin the head: %w", err)
+		}
 		rw := tx.NewRewrite(props)
 		rw.ApplyResult(res)
 		if err := rw.Commit(ctx); err != nil {
-			if attempt > 1 && !liveFiles(ctx, tbl, res.OldDataFiles) {
+			if !liveFiles(ctx, tbl, res.OldDataFiles) {
 				return nil, errRewriteStale
 			}
 			return nil, fmt.Errorf("stage: %w", err)
 		}
+		rewriteStaged()
 		committed, err := tx.Commit(ctx)
 		if err == nil {
 			return committed, nil
@@ -377,6 +398,11 @@ func (c *Compactor) mergeManifests(ctx context.Context, tbl *itable.Table, st *M
 			return tbl, nil
 		}
 		tx := tbl.NewTransaction()
+		// Pinned, as a rewrite is (commitRewrite): a conflict stages the
+		// merge again on the fresh table, stamped after its head.
+		if err := tx.AssertRefSnapshotID(""); err != nil {
+			return nil, fmt.Errorf("pin the head: %w", err)
+		}
 		res, err := tx.RewriteManifests(ctx)
 		if err != nil {
 			return nil, err
