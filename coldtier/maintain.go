@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -278,6 +279,10 @@ func (c *Compactor) rewriteDir() string {
 	return filepath.Join(dir, "coldtier-rewrite-"+c.t.Name())
 }
 
+// expiryCommitted runs after an expiry's commit, before its deletion (a
+// test deletes files there, as another node's orphan cleanup may).
+var expiryCommitted = func() {}
+
 // rewriteStaged runs after a rewrite's replace snapshot is staged, before
 // its commit (a test commits another writer's run there).
 var rewriteStaged = func() {}
@@ -491,6 +496,7 @@ func (c *Compactor) expire(ctx context.Context, tbl *itable.Table, opts Maintain
 			return post, nil
 		}
 		fault("maintain-after-expire-commit")
+		expiryCommitted()
 		// The files only the removed snapshots referenced go now; a query
 		// of this process that planned on one of them holds the read lock
 		// until it has read its files. A kill before or during the
@@ -526,6 +532,11 @@ func (c *Compactor) deleteExpired(ctx context.Context, pre, post *itable.Table, 
 
 // countingIO counts the files it removes. It hides the wrapped IO's bulk
 // deletion, so iceberg-go removes file by file.
+//
+// A file already gone counts as removed: once the expiry's commit is in,
+// the files it deletes are referenced by no snapshot, so another node's
+// orphan cleanup may delete them first (iceberg-go's S3 and local IO
+// report a missing file, S3's NoSuchKey included, as fs.ErrNotExist).
 type countingIO struct {
 	icebergio.IO
 	n *atomic.Int64
@@ -533,8 +544,9 @@ type countingIO struct {
 
 func (f countingIO) Remove(name string) error {
 	err := f.IO.Remove(name)
-	if err == nil {
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		f.n.Add(1)
+		return nil
 	}
 	return err
 }

@@ -38,3 +38,11 @@ func SnapshotLog(ctx context.Context, c *Compactor) ([]itable.SnapshotLogEntry, 
 	}
 	return slices.Collect(tbl.Metadata().SnapshotLogs()), snaps, nil
 }
+
+// SetExpiryCommitted sets the function run after an expiry's commit,
+// before it deletes the files, and returns the function that restores it.
+func SetExpiryCommitted(f func()) (restore func()) {
+	old := expiryCommitted
+	expiryCommitted = f
+	return func() { expiryCommitted = old }
+}
