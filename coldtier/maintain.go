@@ -21,6 +21,8 @@ import (
 	itable "github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"github.com/google/uuid"
+
+	coldcat "github.com/sluicedb/sluice/coldtier/catalog"
 )
 
 // Maintenance of a long-running Iceberg table (docs/cold-tier.md,
@@ -215,6 +217,9 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 	}
 	for _, g := range plan.Groups {
 		group := itable.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
+		// The new files (up to target bytes) go up in small parts, few
+		// at a time: the upload is what grows with the file.
+		wtbl := itable.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), coldcat.LeanUploads(tbl.FS), c.cat)
 		// The merge (maintain_merge.go) writes the group's rows in the
 		// table's sort order, one page per column of each input at a time;
 		// a group it cannot read (delete files, no sort order, another
@@ -223,9 +228,9 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		// batches queued. Either way the memory is that of a compaction run
 		// (plus the upload of a large file in parts), whatever the group's
 		// size.
-		res, err := c.mergeGroup(ctx, tbl, group, opts.TargetFileBytes, c.rewriteDir())
+		res, err := c.mergeGroup(ctx, wtbl, group, opts.TargetFileBytes, c.rewriteDir())
 		if errors.Is(err, errNoMerge) {
-			res, err = itable.ExecuteCompactionGroup(ctx, tbl, group,
+			res, err = itable.ExecuteCompactionGroup(ctx, wtbl, group,
 				itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
 				itable.WithCompactionScanConcurrency(1),
 				itable.WithCompactionArrowBatchSize(maxBatchRows),
