@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,8 @@ import (
 	itable "github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"github.com/google/uuid"
+
+	coldcat "github.com/sluicedb/sluice/coldtier/catalog"
 )
 
 // Maintenance of a long-running Iceberg table (docs/cold-tier.md,
@@ -214,6 +217,9 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 	}
 	for _, g := range plan.Groups {
 		group := itable.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
+		// The new files (up to target bytes) go up in small parts, few
+		// at a time: the upload is what grows with the file.
+		wtbl := itable.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), coldcat.LeanUploads(tbl.FS), c.cat)
 		// The merge (maintain_merge.go) writes the group's rows in the
 		// table's sort order, one page per column of each input at a time;
 		// a group it cannot read (delete files, no sort order, another
@@ -222,9 +228,9 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		// batches queued. Either way the memory is that of a compaction run
 		// (plus the upload of a large file in parts), whatever the group's
 		// size.
-		res, err := c.mergeGroup(ctx, tbl, group, opts.TargetFileBytes, c.rewriteDir())
+		res, err := c.mergeGroup(ctx, wtbl, group, opts.TargetFileBytes, c.rewriteDir())
 		if errors.Is(err, errNoMerge) {
-			res, err = itable.ExecuteCompactionGroup(ctx, tbl, group,
+			res, err = itable.ExecuteCompactionGroup(ctx, wtbl, group,
 				itable.WithCompactionTargetFileSize(opts.TargetFileBytes),
 				itable.WithCompactionScanConcurrency(1),
 				itable.WithCompactionArrowBatchSize(maxBatchRows),
@@ -278,24 +284,49 @@ func (c *Compactor) rewriteDir() string {
 	return filepath.Join(dir, "coldtier-rewrite-"+c.t.Name())
 }
 
+// expiryCommitted runs after an expiry's commit, before its deletion (a
+// test deletes files there, as another node's orphan cleanup may).
+var expiryCommitted = func() {}
+
+// rewriteStaged runs after a rewrite's replace snapshot is staged, before
+// its commit (a test commits another writer's run there).
+var rewriteStaged = func() {}
+
 // errRewriteStale: a file the rewrite replaces is no longer in the table.
 var errRewriteStale = errors.New("a rewritten file is no longer in the table")
 
-// commitRewrite stages res as one replace snapshot on tbl and commits it;
-// when another writer committed first and iceberg-go's own replay did not
-// cover it, it stages the same files again on the fresh table (see
-// Compactor.commit).
+// commitRewrite stages res as one replace snapshot on the table as it is
+// now (the merge took a while: tbl is older) and commits it; when another
+// writer committed first, it stages the same files again on the fresh
+// table.
+//
+// The commit pins main's head (Transaction.AssertRefSnapshotID), so
+// iceberg-go does not replay the staged snapshot on a conflict: its replay
+// rebuilds the manifest list on the new head but keeps the timestamp the
+// snapshot was staged with, older than the snapshots committed meanwhile,
+// and the snapshot log then goes back in time. Apache Iceberg's REST server
+// refuses that once it exceeds a minute ("[BUG] Expected sorted snapshot
+// log entries"), which a rewrite replayed over hundreds of manifests
+// against writers committing every second reached. Staged again here, the
+// snapshot is stamped after the head it is staged on.
 func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res itable.CompactionGroupResult, props iceberg.Properties) (*itable.Table, error) {
+	if fresh, err := c.cat.LoadTable(ctx, c.ident); err == nil {
+		tbl = fresh
+	}
 	for attempt := 1; ; attempt++ {
 		tx := tbl.NewTransaction()
+		if err := tx.AssertRefSnapshotID(""); err != nil {
+			return nil, fmt.Errorf("pin the head: %w", err)
+		}
 		rw := tx.NewRewrite(props)
 		rw.ApplyResult(res)
 		if err := rw.Commit(ctx); err != nil {
-			if attempt > 1 && !liveFiles(ctx, tbl, res.OldDataFiles) {
+			if !liveFiles(ctx, tbl, res.OldDataFiles) {
 				return nil, errRewriteStale
 			}
 			return nil, fmt.Errorf("stage: %w", err)
 		}
+		rewriteStaged()
 		committed, err := tx.Commit(ctx)
 		if err == nil {
 			return committed, nil
@@ -377,6 +408,11 @@ func (c *Compactor) mergeManifests(ctx context.Context, tbl *itable.Table, st *M
 			return tbl, nil
 		}
 		tx := tbl.NewTransaction()
+		// Pinned, as a rewrite is (commitRewrite): a conflict stages the
+		// merge again on the fresh table, stamped after its head.
+		if err := tx.AssertRefSnapshotID(""); err != nil {
+			return nil, fmt.Errorf("pin the head: %w", err)
+		}
 		res, err := tx.RewriteManifests(ctx)
 		if err != nil {
 			return nil, err
@@ -465,6 +501,7 @@ func (c *Compactor) expire(ctx context.Context, tbl *itable.Table, opts Maintain
 			return post, nil
 		}
 		fault("maintain-after-expire-commit")
+		expiryCommitted()
 		// The files only the removed snapshots referenced go now; a query
 		// of this process that planned on one of them holds the read lock
 		// until it has read its files. A kill before or during the
@@ -500,6 +537,11 @@ func (c *Compactor) deleteExpired(ctx context.Context, pre, post *itable.Table, 
 
 // countingIO counts the files it removes. It hides the wrapped IO's bulk
 // deletion, so iceberg-go removes file by file.
+//
+// A file already gone counts as removed: once the expiry's commit is in,
+// the files it deletes are referenced by no snapshot, so another node's
+// orphan cleanup may delete them first (iceberg-go's S3 and local IO
+// report a missing file, S3's NoSuchKey included, as fs.ErrNotExist).
 type countingIO struct {
 	icebergio.IO
 	n *atomic.Int64
@@ -507,8 +549,9 @@ type countingIO struct {
 
 func (f countingIO) Remove(name string) error {
 	err := f.IO.Remove(name)
-	if err == nil {
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		f.n.Add(1)
+		return nil
 	}
 	return err
 }

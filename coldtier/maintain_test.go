@@ -550,3 +550,71 @@ func TestMaintainTwoNodesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestMaintainExpiryFileAlreadyGone: the files an expiry deletes are
+// unreferenced once its commit is in, so another node's orphan cleanup may
+// delete them first; the expiry counts them deleted instead of failing the
+// pass.
+func TestMaintainExpiryFileAlreadyGone(t *testing.T) {
+	dir := t.TempDir()
+	const prefix = "maintain-gone"
+	cfg := testConfig(t, dir, prefix)
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	ctx := context.Background()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	smallCommits(t, tb, c, 0, 4, 50, 1)
+	small := dataOnDisk(t, prefix)
+	if len(small) != 4 {
+		t.Fatalf("%d data files after 4 runs, want 4", len(small))
+	}
+	opts := coldtier.MaintainOptions{KeepSnapshots: 1, SnapshotAge: time.Millisecond}
+	if ms, err := c.Maintain(ctx, opts); err != nil || ms.FilesRewritten != 4 {
+		t.Fatalf("first pass: %+v, %v; want the 4 files rewritten", ms, err)
+	}
+	// The node's newest run referenced the small files; after one more
+	// run, only expired snapshots do.
+	smallCommits(t, tb, c, 100000, 1, 50, 1)
+	time.Sleep(10 * time.Millisecond)
+	gone := 0
+	defer coldtier.SetExpiryCommitted(func() {
+		for _, f := range small[:2] {
+			if err := os.Remove(f); err != nil {
+				t.Error(err)
+			} else {
+				gone++
+			}
+		}
+	})()
+	opts.NoRewrite = true
+	ms, err := c.Maintain(ctx, opts)
+	if err != nil {
+		t.Fatalf("expiry with 2 of its files already deleted: %v", err)
+	}
+	t.Logf("maintain: %+v", ms)
+	if gone != 2 {
+		t.Fatalf("the hook deleted %d files, want 2", gone)
+	}
+	if left := stillOnDiskOf(small); len(left) > 0 {
+		t.Errorf("small files left on disk after the expiry: %v", left)
+	}
+	if ms.FilesDeleted < len(small) {
+		t.Errorf("the pass counted %d files deleted, want at least the %d small files", ms.FilesDeleted, len(small))
+	}
+	checkRowsOnce(t, "after the expiry", cfg, c, rowSet([2]int{0, 200}, [2]int{100000, 100050}))
+}
+
+// stillOnDiskOf are the local files of files that still exist.
+func stillOnDiskOf(files []string) []string {
+	var left []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			left = append(left, f)
+		}
+	}
+	return left
+}

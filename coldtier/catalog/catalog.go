@@ -24,6 +24,7 @@ import (
 	_ "github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/io/gocloud/blobfs"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers only the s3:// file IO: gocloud would link the GCS and Azure SDKs too
 	"github.com/apache/iceberg-go/metrics"
 	itable "github.com/apache/iceberg-go/table"
@@ -31,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+	"gocloud.dev/blob"
 	_ "modernc.org/sqlite" // the SQLite driver of the SQL catalog (pure Go)
 )
 
@@ -437,4 +439,44 @@ func LoadOrCreate(ctx context.Context, cat icat.Catalog, l Location, name string
 		case <-ctx.Done():
 		}
 	}
+}
+
+// Upload sizes of LeanUploads: S3's smallest part (5 MiB), two in flight.
+const (
+	leanPartBytes     = 5 << 20
+	leanPartsInFlight = 2
+)
+
+// LeanUploads wraps a table's file IO so that the files it creates on S3
+// are uploaded in parts of 5 MiB, two at a time, instead of the AWS
+// transfer manager's default 8 MiB parts, five at a time (iceberg-go
+// creates its files with gocloud's default writer options): a file of the
+// maintenance rewrite (up to target_file_bytes, 128 MiB by default) then
+// holds ~15 MiB of parts rather than ~48 MiB. Other file IO is returned as
+// it is.
+func LeanUploads(fsF itable.FSysF) itable.FSysF {
+	return func(ctx context.Context) (icebergio.IO, error) {
+		fs, err := fsF(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if bfs, ok := fs.(*blobfs.FileIO); ok {
+			return leanUploadIO{bfs, ctx}, nil
+		}
+		return fs, nil
+	}
+}
+
+// leanUploadIO is iceberg-go's gocloud file IO (every method of it) with
+// Create giving the writer smaller and fewer parts in flight.
+type leanUploadIO struct {
+	*blobfs.FileIO
+	ctx context.Context // the IO's, as iceberg-go's own Create uses
+}
+
+func (l leanUploadIO) Create(name string) (icebergio.FileWriter, error) {
+	return l.NewWriter(l.ctx, name, true, &blob.WriterOptions{
+		BufferSize:     leanPartBytes,
+		MaxConcurrency: leanPartsInFlight,
+	})
 }
