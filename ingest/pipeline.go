@@ -204,42 +204,13 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 	if p.Compute != nil {
 		input = append([]Row(nil), rows...)
 		cb, err := p.Compute.Process(ctx, rows)
-		for _, e := range cb.Errors {
-			if res.ColumnErrors == nil {
-				res.ColumnErrors = map[string]int{}
-			}
-			res.ColumnErrors[e.Column]++
-		}
+		countColumnErrors(res, cb.Errors)
 		if err != nil {
-			p.countFailed(in, res)
-			rejected := errors.Is(err, compute.ErrRejected)
-			var ce *compute.Error
-			if errors.As(err, &ce) && ce.Row >= 0 {
-				// The RowError names the line; the compute error's own
-				// "row N" (its index in the batch) would contradict it.
-				unrowed := *ce
-				unrowed.Row = -1
-				err = locate(ce.Row, &unrowed)
-			}
-			if rejected {
-				return fmt.Errorf("%w: %w", ErrRejected, err)
-			}
+			return p.computeFailed(err, in, res, locate)
+		}
+		if err := p.keepDeadLetters(ctx, withLines(cb.DeadLetters, input, lines), in, len(cb.Rows), res); err != nil {
 			return err
 		}
-		dls := withLines(cb.DeadLetters, input, lines)
-		if p.DeadLetters != nil && len(dls) > 0 {
-			if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
-				p.countFailed(in, res)
-				return fmt.Errorf("storing %d dead letters: %w", len(dls), err)
-			}
-		}
-		res.DeadLetters = append(res.DeadLetters, dls...)
-		failed := len(dls)
-		filtered := in - len(cb.Rows) - failed
-		res.Failed += failed
-		res.Filtered += filtered
-		p.counters.Failed.Add(int64(failed))
-		p.counters.Filtered.Add(int64(filtered))
 		rows = cb.Rows
 	}
 	if len(rows) == 0 {
@@ -432,26 +403,9 @@ func (b *Batch) computeColumns(ctx context.Context, cb *colbatch.Batch, offset i
 	in := cb.Len
 	lines := append([]int(nil), cb.Lines...) // the input lines, before compute drops rows
 	out, err := p.Compute.ProcessColumns(ctx, cb)
-	for _, e := range out.Errors {
-		if res.ColumnErrors == nil {
-			res.ColumnErrors = map[string]int{}
-		}
-		res.ColumnErrors[e.Column]++
-	}
+	countColumnErrors(res, out.Errors)
 	if err != nil {
-		p.countFailed(in, res)
-		rejected := errors.Is(err, compute.ErrRejected)
-		var ce *compute.Error
-		if errors.As(err, &ce) && ce.Row >= 0 {
-			// The RowError names the line, as add's does.
-			unrowed := *ce
-			unrowed.Row = -1
-			err = locateRow(offset, ce.Row, lines, &unrowed)
-		}
-		if rejected {
-			return nil, fmt.Errorf("%w: %w", ErrRejected, err)
-		}
-		return nil, err
+		return nil, p.computeFailed(err, in, res, func(i int, err error) error { return locateRow(offset, i, lines, err) })
 	}
 	var dls []DeadLetter
 	if len(out.DeadLetters) > 0 {
@@ -463,23 +417,61 @@ func (b *Batch) computeColumns(ctx context.Context, cb *colbatch.Batch, offset i
 			}
 		}
 	}
-	if p.DeadLetters != nil && len(dls) > 0 {
-		if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
-			p.countFailed(in, res)
-			return nil, fmt.Errorf("storing %d dead letters: %w", len(dls), err)
-		}
+	if err := p.keepDeadLetters(ctx, dls, in, len(out.Kept), res); err != nil {
+		return nil, err
 	}
-	res.DeadLetters = append(res.DeadLetters, dls...)
-	failed := len(dls)
-	filtered := in - len(out.Kept) - failed
-	res.Failed += failed
-	res.Filtered += filtered
-	p.counters.Failed.Add(int64(failed))
-	p.counters.Filtered.Add(int64(filtered))
 	if len(out.Kept) == in {
 		return nil, nil
 	}
 	return out.Kept, nil
+}
+
+// countColumnErrors counts compute's failures per column or filter in res.
+func countColumnErrors(res *Result, errs []*compute.Error) {
+	for _, e := range errs {
+		if res.ColumnErrors == nil {
+			res.ColumnErrors = map[string]int{}
+		}
+		res.ColumnErrors[e.Column]++
+	}
+}
+
+// computeFailed is the error of a compute step that failed on in rows:
+// all of them count as failed, and an error about one row names its input
+// line through locate (the compute error's own "row N", its index in the
+// batch, would contradict it).
+func (p *Pipeline) computeFailed(err error, in int, res *Result, locate func(i int, err error) error) error {
+	p.countFailed(in, res)
+	rejected := errors.Is(err, compute.ErrRejected)
+	var ce *compute.Error
+	if errors.As(err, &ce) && ce.Row >= 0 {
+		unrowed := *ce
+		unrowed.Row = -1
+		err = locate(ce.Row, &unrowed)
+	}
+	if rejected {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	return err
+}
+
+// keepDeadLetters stores the dead letters of a compute step over in rows
+// of which kept were kept, and counts them and the filtered rows.
+func (p *Pipeline) keepDeadLetters(ctx context.Context, dls []DeadLetter, in, kept int, res *Result) error {
+	if p.DeadLetters != nil && len(dls) > 0 {
+		if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
+			p.countFailed(in, res)
+			return fmt.Errorf("storing %d dead letters: %w", len(dls), err)
+		}
+	}
+	res.DeadLetters = append(res.DeadLetters, dls...)
+	failed := len(dls)
+	filtered := in - kept - failed
+	res.Failed += failed
+	res.Filtered += filtered
+	p.counters.Failed.Add(int64(failed))
+	p.counters.Filtered.Add(int64(filtered))
+	return nil
 }
 
 // addComputed adds the rows of cb, computed already, as maps to a table
