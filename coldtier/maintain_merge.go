@@ -669,26 +669,9 @@ func (w *mergeWork) mergeToBatches(ctx context.Context, batchRows int) (*rowRead
 			}
 		}()
 		start := func() error {
-			// Build this batch while the writer has at most one other.
-			for len(handed) > 0 {
-				select {
-				case <-handed[0].released:
-					handed = handed[1:]
-					continue
-				default:
-				}
-				if len(handed) < 2 {
-					break
-				}
-				if err := r.waitReleased(ctx, handed[0]); err != nil {
-					return err
-				}
-				handed = handed[1:]
-			}
-			mem = newBatchMemory(&r.held)
-			r.maxHeld.Store(max(r.maxHeld.Load(), r.held.Add(1)))
-			b = array.NewRecordBuilder(mem, r.schema)
-			return nil
+			var err error
+			mem, b, err = r.startBatch(ctx, &handed)
+			return err
 		}
 		flush := func() error {
 			if n == 0 {

@@ -108,26 +108,9 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 			n      int
 		)
 		start := func() error {
-			// Build this batch while the writer has at most one other.
-			for len(handed) > 0 {
-				select {
-				case <-handed[0].released:
-					handed = handed[1:]
-					continue
-				default:
-				}
-				if len(handed) < 2 {
-					break
-				}
-				if err := r.waitReleased(ctx, handed[0]); err != nil {
-					return err
-				}
-				handed = handed[1:]
-			}
-			mem = newBatchMemory(&r.held)
-			r.maxHeld.Store(max(r.maxHeld.Load(), r.held.Add(1)))
-			b = array.NewRecordBuilder(mem, r.schema)
-			return nil
+			var err error
+			mem, b, err = r.startBatch(ctx, &handed)
+			return err
 		}
 		defer func() {
 			if b != nil {
@@ -187,6 +170,31 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 		r.errCh <- err
 	}()
 	return r
+}
+
+// startBatch starts the next batch once the writer holds at most one
+// other: handed are the batches handed over, oldest first, maybe released
+// (those found released are dropped from it). Compaction runs and the
+// maintenance merge build their batches this way.
+func (r *rowReader) startBatch(ctx context.Context, handed *[]*batchMemory) (*batchMemory, *array.RecordBuilder, error) {
+	for len(*handed) > 0 {
+		select {
+		case <-(*handed)[0].released:
+			*handed = (*handed)[1:]
+			continue
+		default:
+		}
+		if len(*handed) < 2 {
+			break
+		}
+		if err := r.waitReleased(ctx, (*handed)[0]); err != nil {
+			return nil, nil, err
+		}
+		*handed = (*handed)[1:]
+	}
+	mem := newBatchMemory(&r.held)
+	r.maxHeld.Store(max(r.maxHeld.Load(), r.held.Add(1)))
+	return mem, array.NewRecordBuilder(mem, r.schema), nil
 }
 
 // waitReleased waits until the writer has released every buffer of batch
