@@ -188,6 +188,7 @@ func runBenchScaling(cmd *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "sluice-bench scaling --cpus %s: %d cores (%s), ingest %v per case with 2p clients, pool %d goroutines %v per cell, compaction of %d rows, queries of %d rows\n\n",
 		benchScaling.cpus, cores, cpuModel(), benchScaling.duration, benchScaling.parallelism, benchScaling.duration, benchScaling.compactRows, benchScaling.queryRows)
+	load0 := loadAverage()
 	for _, p := range t.cpus {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -199,7 +200,7 @@ func runBenchScaling(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintf(logw, "== %d CPUs: compaction\n", p)
 		scalingCompact(ctx, t, p, self, logw)
 	}
-	t.notes = append(t.notes, pinningNote(cores))
+	t.notes = append(t.notes, pinningNote(cores), fmt.Sprintf("load average %s at the start, %s at the end (a loaded machine lowers rows/s, much less the rows per CPU-second)", load0, loadAverage()))
 	fmt.Fprint(cmd.OutOrStdout(), t.markdown())
 	for _, row := range scalingRows {
 		for _, p := range t.cpus {
@@ -308,6 +309,15 @@ func pinningNote(cores int) string {
 		return "taskset not found: nothing was pinned, servers and clients shared the cores"
 	}
 	return fmt.Sprintf("each piece ran with GOMAXPROCS=p pinned to cores 0..p-1 (taskset), the HTTP clients on the cores above; at p=%d (no core left) server and clients shared the cores", cores)
+}
+
+// loadAverage is the 1-minute load average (/proc/loadavg), "?" without it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo.
