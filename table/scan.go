@@ -287,6 +287,9 @@ func (s *scanner) writeChunk(j *blockJob) (done bool, err error) {
 		s.emitted += n
 		s.t.rowsEmitted.Add(int64(n))
 	}
+	if cap(j.chunk) > hugeBlockBytes {
+		j.chunk = nil // a huge value's chunk is not kept for the job's next blocks
+	}
 	if j.encodeErr != nil && n == j.encoded {
 		return true, j.encodeErr
 	}
