@@ -466,6 +466,28 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 	} else {
 		var buf []byte
 		enc := newRowEncoder(cols)
+		if ts.cold == nil {
+			// The hot store alone: rows are encoded on the scan's workers and
+			// the chunks written here in order (table.QueryEncoded), so a
+			// big answer's encoding uses the cores as its decoding does.
+			err = ts.table.QueryEncoded(ctx, q, func(buf []byte, vals []any) ([]byte, error) {
+				buf, err := enc.appendValues(buf, vals)
+				return append(buf, '\n'), err
+			}, func(chunk []byte, rows int) error {
+				begin()
+				n += rows
+				_, err := bw.Write(chunk)
+				return err
+			})
+			if err != nil && !started {
+				return -1, err
+			}
+			begin()
+			if ferr := bw.Flush(); err == nil {
+				err = ferr
+			}
+			return n, err
+		}
 		emit = func(_ []table.Column, vals []any) error {
 			begin()
 			var err error

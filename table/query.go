@@ -69,6 +69,7 @@ type plan struct {
 	seqLimit   uint64 // blocks with a sequence at or above it are skipped (0: none are)
 	seqFrom    uint64 // blocks with a sequence below it are skipped
 	serial     bool   // Query.Serial
+	borrow     bool   // an encoded query: values live only during encode (scan.go)
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -275,6 +276,18 @@ func (t *Table) Columns(q Query) ([]Column, error) {
 	return cols, nil
 }
 
+// QueryEncoded is QueryValues for an encoder of the answer (NDJSON in the
+// server): encode is called on the scan's workers, which encode each
+// block's rows into a chunk of their own, and write gets the chunks on the
+// caller's goroutine, in the order QueryValues emits their rows, with the
+// number of rows in each. encode must be safe to call on several
+// goroutines at once and must not keep vals or its values. An error from
+// encode ends the query after the rows before it are written, as from
+// QueryValues' emit; an error from write ends it unchanged.
+func (t *Table) QueryEncoded(ctx context.Context, q Query, encode EncodeFunc, write func(chunk []byte, rows int) error) error {
+	return t.scan(ctx, q, 0, 0, &scanner{encode: encode, write: write})
+}
+
 func (t *Table) query(ctx context.Context, q Query, emit func(*plan, []any) error) error {
 	return t.queryBelow(ctx, q, 0, emit)
 }
@@ -288,6 +301,12 @@ func (t *Table) queryBelow(ctx context.Context, q Query, seqLimit uint64, emit f
 // querySeqs is query limited to the blocks whose sequence is at least
 // seqFrom and below seqLimit (0: no upper bound).
 func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64, emit func(*plan, []any) error) error {
+	return t.scan(ctx, q, seqFrom, seqLimit, &scanner{emit: emit})
+}
+
+// scan runs q through s (its emit or its encode and write set), limited to
+// the blocks whose sequence is at least seqFrom and below seqLimit.
+func (t *Table) scan(ctx context.Context, q Query, seqFrom, seqLimit uint64, s *scanner) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -299,8 +318,9 @@ func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64
 		return err
 	}
 	p.seqLimit, p.seqFrom = seqLimit, seqFrom
-	s := scanner{t: t, p: p, emit: emit, vals: make([]any, len(p.out))}
-	return s.finish(t.scanBlocks(ctx, p, &s))
+	p.borrow = s.encode != nil
+	s.t, s.p, s.vals = t, p, make([]any, len(p.out))
+	return s.finish(t.scanBlocks(ctx, p, s))
 }
 
 // scanBlocks feeds the plan's blocks to s in key order.
@@ -451,9 +471,12 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 
 // scanner decodes blocks and emits their matching rows (scan.go).
 type scanner struct {
-	t       *Table
-	p       *plan
-	emit    func(*plan, []any) error
+	t    *Table
+	p    *plan
+	emit func(*plan, []any) error
+	// encode and write replace emit in an encoded query (QueryEncoded).
+	encode  EncodeFunc
+	write   func(chunk []byte, rows int) error
 	vals    []any // the current row, in p.out order
 	emitted int
 	par     *parallelScan // nil: blocks are decoded inline, one at a time

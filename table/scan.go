@@ -2,10 +2,14 @@ package table
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/slab"
 )
 
 // A query decodes its blocks (zstd, the columns, the conversions, the time
@@ -15,6 +19,13 @@ import (
 // the emit callback (an encoder) single-threaded. A block's decoded
 // columns are its own job's, so blocks in flight do not share buffers; at
 // most 2×workers blocks are decoded ahead of the one being emitted.
+//
+// The emit callback is the part that does not scale: an answer encoded row
+// by row on the caller's goroutine (NDJSON in the server) costs more than
+// the decoding. An encoded query (QueryEncoded) moves it onto the workers:
+// each job encodes its block's rows into a chunk of its own, and the caller
+// only writes the chunks in order. A job's chunk is reused with the job, so
+// the memory in flight is the decoded blocks' plus their encoded rows.
 
 // maxScanWorkers bounds the blocks one query decodes at once: past it, a
 // query would mostly take cores from the others.
@@ -33,6 +44,100 @@ type blockJob struct {
 	rows     []int32 // matching rows, in order
 	err      error
 	done     chan struct{}
+
+	// An encoded query's rows: chunk holds the first encoded of rows, ends
+	// the end of each in chunk (only under a limit), encodeErr what
+	// stopped the encoding at row encoded.
+	chunk     []byte
+	ends      []int
+	encoded   int
+	encodeErr error
+	borrowed  []borrowBuf // per output column
+}
+
+// borrowBuf is an encoded job's own memory for the values of one output
+// column that a block does not hold as such (timestamps, JSON).
+type borrowBuf struct {
+	times []time.Time
+	raws  []json.RawMessage
+}
+
+// borrow is reset for a query whose values live only during its encode
+// call (QueryEncoded): instead of a fresh slab per column and block (the
+// query's largest garbage), the boxes point into the decoded block itself
+// and the job's buffers, which are written again only for the job's next
+// block, after its chunk is written.
+func (b *boxer) borrow(c *decodedCol, rows int, buf *borrowBuf) {
+	*b = boxer{col: c}
+	if c == nil || rows == 0 {
+		return
+	}
+	switch c.typ {
+	case Int64:
+		b.slab = slab.Of(c.ints[:rows])
+	case Float64:
+		b.slab = slab.Of(c.floats[:rows])
+	case String:
+		b.slab = slab.Of(c.strs[:rows])
+	case JSON:
+		buf.raws = grow(buf.raws, rows)
+		for r := range rows {
+			buf.raws[r] = json.RawMessage(c.strs[r])
+		}
+		b.slab = slab.Of(buf.raws)
+	case Timestamp:
+		buf.times = grow(buf.times, rows)
+		for r := range rows {
+			buf.times[r] = time.Unix(0, c.ints[r]).UTC()
+		}
+		b.slab = slab.Of(buf.times)
+	}
+}
+
+// EncodeFunc appends one row (vals in projection order, valid only during
+// the call) to buf and returns the result. An encoded query calls it on
+// several goroutines at once.
+type EncodeFunc func(buf []byte, vals []any) ([]byte, error)
+
+// encode encodes the job's matching rows into its chunk (on a worker, after
+// run), at most limit of them (0: all); vals is the caller's scratch row.
+func (j *blockJob) encode(p *plan, encode EncodeFunc, vals []any) {
+	j.chunk, j.ends, j.encoded, j.encodeErr = j.chunk[:0], j.ends[:0], 0, nil
+	if j.err != nil {
+		return
+	}
+	rows := j.rows
+	if len(rows) == 0 {
+		return
+	}
+	if p.limit > 0 && len(rows) > p.limit {
+		rows = rows[:p.limit] // no block gives more than the limit
+	}
+	if len(j.boxes) < len(p.out) {
+		j.boxes = make([]boxer, len(p.out))
+		j.borrowed = make([]borrowBuf, len(p.out))
+	}
+	for i := range p.out {
+		j.boxes[i].borrow(j.byName[p.out[i].name], j.dec.rows, &j.borrowed[i])
+	}
+	for _, r := range rows {
+		for i := range p.out {
+			vals[i] = j.boxes[i].at(int(r))
+		}
+		before := len(j.chunk)
+		chunk, err := encode(j.chunk, vals)
+		if err != nil {
+			j.chunk, j.encodeErr = j.chunk[:before], err // the failed row's bytes are not written
+			break
+		}
+		j.chunk = chunk
+		if p.limit > 0 {
+			j.ends = append(j.ends, len(j.chunk))
+		}
+		j.encoded++
+	}
+	clear(vals) // hold no block's values past the job
+	clear(j.boxes)
 }
 
 // run decodes the block and finds its matching rows.
@@ -80,8 +185,8 @@ rows:
 		}
 		j.rows = append(j.rows, int32(r))
 	}
-	if len(j.rows) == 0 {
-		return
+	if len(j.rows) == 0 || p.borrow {
+		return // an encoded job borrows its boxes (encode)
 	}
 	if len(j.boxes) < len(p.out) {
 		j.boxes = make([]boxer, len(p.out))
@@ -99,12 +204,15 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 		return true, err
 	}
 	if s.par == nil && !s.p.serial && scanWorkers() > 1 {
-		s.par = newParallelScan(s.t, s.p)
+		s.par = newParallelScan(s.t, s.p, s.encode)
 	}
 	if s.par == nil {
 		j := &s.inline
 		j.key, j.val = key, val
 		j.run(s.t, s.p)
+		if s.encode != nil {
+			j.encode(s.p, s.encode, s.vals)
+		}
 		return s.emitJob(j)
 	}
 	s.par.submit(key, val)
@@ -143,6 +251,9 @@ func (s *scanner) emitJob(j *blockJob) (done bool, err error) {
 	if j.err != nil {
 		return true, j.err
 	}
+	if s.encode != nil {
+		return s.writeChunk(j)
+	}
 	p := s.p
 	emitted := 0
 	defer func() { s.t.rowsEmitted.Add(int64(emitted)) }()
@@ -162,6 +273,29 @@ func (s *scanner) emitJob(j *blockJob) (done bool, err error) {
 	return false, nil
 }
 
+// writeChunk writes an encoded block's rows (those under the limit) and
+// returns the error that stopped its encoding, if it stopped before them.
+func (s *scanner) writeChunk(j *blockJob) (done bool, err error) {
+	n, chunk := j.encoded, j.chunk
+	if left := s.p.limit - s.emitted; s.p.limit > 0 && n > left {
+		n, chunk = left, chunk[:j.ends[left-1]]
+	}
+	if n > 0 {
+		if err := s.write(chunk, n); err != nil {
+			return true, err
+		}
+		s.emitted += n
+		s.t.rowsEmitted.Add(int64(n))
+	}
+	if cap(j.chunk) > hugeBlockBytes {
+		j.chunk = nil // a huge value's chunk is not kept for the job's next blocks
+	}
+	if j.encodeErr != nil && n == j.encoded {
+		return true, j.encodeErr
+	}
+	return s.full(), nil
+}
+
 // parallelScan decodes blocks on worker goroutines; queue holds the
 // submitted blocks in key order.
 type parallelScan struct {
@@ -175,15 +309,21 @@ type parallelScan struct {
 	wg    sync.WaitGroup
 }
 
-func newParallelScan(t *Table, p *plan) *parallelScan {
+// newParallelScan starts scanWorkers workers; with encode (an encoded
+// query) they encode each block's rows too.
+func newParallelScan(t *Table, p *plan, encode EncodeFunc) *parallelScan {
 	n := scanWorkers()
 	ps := &parallelScan{t: t, p: p, work: make(chan *blockJob, 2*n), depth: 2 * n}
 	ps.wg.Add(n)
 	for range n {
 		go func() {
 			defer ps.wg.Done()
+			vals := make([]any, len(p.out))
 			for j := range ps.work {
 				j.run(t, p)
+				if encode != nil {
+					j.encode(p, encode, vals)
+				}
 				close(j.done)
 			}
 		}()

@@ -34,8 +34,16 @@ func runCPUs(ctx context.Context, opts Options, dir string, bodies [][]byte, log
 	}
 	var out []Result
 	for _, c := range opts.Cases {
-		if c == "query" {
-			continue // a query is not an ingest case: run it without --cpus
+		if c == "query" || c == "range" {
+			for _, p := range opts.CPUs {
+				res, err := childQuery(ctx, c, filepath.Join(dir, fmt.Sprintf("%s-%d", c, p)), p, opts)
+				if err != nil {
+					return out, fmt.Errorf("case %s, %d CPUs: %w", c, p, err)
+				}
+				fmt.Fprintf(logw, "%s\n", Format([]Result{res}))
+				out = append(out, res)
+			}
+			continue
 		}
 		yaml, note, err := caseConfig(c, dir)
 		if err != nil {
@@ -85,22 +93,50 @@ func caseConfig(c, dir string) (yaml, skipped string, err error) {
 // pinned to cores 0..p-1, the clients (this process) pinned to the others
 // when there are others.
 func childCase(ctx context.Context, name, yaml, dir string, p int, bodies [][]byte, opts Options) (Result, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	r, note, unpin, err := startChild(yaml, dir, p, opts)
+	if err != nil {
 		return Result{}, err
+	}
+	defer unpin()
+	res, err := load(ctx, name, r, bodies, opts)
+	res.CPUs, res.Note = p, note
+	return res, err
+}
+
+// childQuery runs a query case (queryRows) against a server process as
+// childCase does.
+func childQuery(ctx context.Context, name, dir string, p int, opts Options) (Result, error) {
+	r, note, unpin, err := startChild(configYAML(""), dir, p, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.stop()
+	defer unpin()
+	res, err := queryRows(ctx, name, r, opts)
+	res.CPUs, res.Note = p, res.Note+"; "+note
+	return res, err
+}
+
+// startChild starts a server process with GOMAXPROCS=p, pinned to cores
+// 0..p-1 and this process to the others when there are others (unpin
+// undoes that), and waits until it answers.
+func startChild(yaml, dir string, p int, opts Options) (r *running, note string, unpin func(), err error) {
+	unpin = func() {}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", unpin, err
 	}
 	cfgPath := filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
-		return Result{}, err
+		return nil, "", unpin, err
 	}
 	port, err := freeport.Port()
 	if err != nil {
-		return Result{}, err
+		return nil, "", unpin, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := append(append([]string{}, opts.SluiceArgs...), "serve", "--config", cfgPath, "--data", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn")
 	exe := opts.Sluice
 	n := runtime.NumCPU()
-	var note string
 	pinned := false
 	if taskset, err := exec.LookPath("taskset"); err == nil && p < n {
 		args = append([]string{"-c", cpuList(0, p), exe}, args...)
@@ -111,7 +147,7 @@ func childCase(ctx context.Context, name, yaml, dir string, p int, bodies [][]by
 	}
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
-		return Result{}, err
+		return nil, "", unpin, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(exe, args...)
@@ -119,7 +155,7 @@ func childCase(ctx context.Context, name, yaml, dir string, p int, bodies [][]by
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return Result{}, err
+		return nil, "", unpin, err
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
@@ -143,27 +179,24 @@ func childCase(ctx context.Context, name, yaml, dir string, p int, bodies [][]by
 		}
 		select {
 		case <-done:
-			return Result{}, fmt.Errorf("the server exited; see %s", logf.Name())
+			return nil, "", unpin, fmt.Errorf("the server exited; see %s", logf.Name())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	if !ready {
 		stop()
-		return Result{}, errors.New("the server did not start")
+		return nil, "", unpin, errors.New("the server did not start")
 	}
 	if pinned {
 		restore, err := pinSelf(p, n)
 		if err != nil {
 			note += fmt.Sprintf(" (clients not pinned: %v)", err)
 		} else {
-			defer restore()
+			unpin = restore
 		}
 	}
 	pid := cmd.Process.Pid
-	r := &running{url: url, stop: stop, cpu: func() time.Duration { return procCPU(pid) }}
-	res, err := load(ctx, name, r, bodies, opts)
-	res.CPUs, res.Note = p, note
-	return res, err
+	return &running{url: url, stop: stop, cpu: func() time.Duration { return procCPU(pid) }}, note, unpin, nil
 }
 
 // cpuList is the taskset list of cores lo..hi-1.

@@ -1,7 +1,7 @@
 // Command sluice-bench runs the benchmark reports of docs/ (pool, rdb,
-// ingest, kafka, compact) and prints their tables. It is a binary of its
-// own so that the product, sluice, does not carry what the reports start
-// and build: the test servers of internal/coldtest (versitygw) and
+// ingest, kafka, compact, and scaling: issue 18's table of them at each CPU
+// count) and prints their tables. It is a binary of its own so that the
+// product, sluice, does not carry what the reports start and build: the test servers of internal/coldtest (versitygw) and
 // internal/testkafka, compute/plugbuild and package testing. `sluice bench
 // REPORT` runs this binary when it is installed beside sluice.
 //
