@@ -493,8 +493,11 @@ feed:
 // maxDayWorkers bounds the days a run writes at once: each holds two Arrow
 // batches, a row group's pages, its decoded blocks and its file's upload
 // buffer (up to targetFileBytes), so this bounds the run's memory
-// whatever the cores (docs/cold-tier.md, "Compaction on many cores").
-const maxDayWorkers = 2
+// whatever the cores (docs/cold-tier.md, "Compaction on many cores": 3
+// days at GOMAXPROCS 8 peaked at 224-225 MB VmHWM for 2M rows, 2 days at
+// 202-216 MB, since the day writers write their files themselves and the
+// zstd encoders are bounded; 2 days before that peaked at 257-264 MB).
+const maxDayWorkers = 3
 
 // maxDecoders bounds the store blocks one day's reader decodes at once.
 const maxDecoders = 2
