@@ -493,11 +493,12 @@ feed:
 // maxDayWorkers bounds the days a run writes at once: each holds two Arrow
 // batches, a row group's pages, its decoded blocks and its file's upload
 // buffer (up to targetFileBytes), so this bounds the run's memory
-// whatever the cores (docs/cold-tier.md, "Compaction on many cores": 3
-// days at GOMAXPROCS 8 peaked at 224-225 MB VmHWM for 2M rows, 2 days at
-// 202-216 MB, since the day writers write their files themselves and the
-// zstd encoders are bounded; 2 days before that peaked at 257-264 MB).
-const maxDayWorkers = 3
+// whatever the cores (docs/cold-tier.md, "Compaction on many cores": 2
+// days at GOMAXPROCS 8 peaked at 202-217 MB VmHWM for 2M rows on the
+// loaded 2-core machine, 3 days at 224-250 MB, too close to the 256 MB
+// bound; 2 days peaked at 248-264 MB before the day writers and the
+// bounded zstd encoders).
+const maxDayWorkers = 2
 
 // maxDecoders bounds the store blocks one day's reader decodes at once.
 const maxDecoders = 2
