@@ -335,11 +335,12 @@ func (d *dayWriter) close(files []iceberg.DataFile) ([]iceberg.DataFile, error) 
 	return append(files, df), nil
 }
 
-// abort drops the open file (an upload never completed leaves no object;
-// one completed is an orphan for DeleteOrphanFiles).
+// abort drops the open file after an error, as iceberg-go's writer does:
+// closes the upload and removes the object (one that stays is an orphan
+// for DeleteOrphanFiles). The Parquet writer is left to the GC: its footer
+// is not wanted.
 func (d *dayWriter) abort() {
 	if d.w != nil {
-		d.w.Close()
 		d.out.Close()
 		d.plan.fs.Remove(d.name)
 		d.w, d.out = nil, nil
