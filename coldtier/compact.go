@@ -422,10 +422,16 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 	// writer's memory).
 	batchRows := min(c.cfg.RowGroupRows, maxBatchRows)
 	batchRows = min(batchRows, max(batchRows/max(workers, 1), minBatchRows))
+	// The day writers write the files themselves (daywriter.go), unless
+	// the table has settings only iceberg-go's writer follows (nil).
+	plan, err := newDayPlan(ctx, staged.Table, cols, c.t.SortBy(), c.t.HashBy(), !c.cfg.Unsorted)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
 	if workers <= 1 {
 		var files []iceberg.DataFile
 		for _, d := range days {
-			if files, err = c.writeDay(ctx, staged.Table, cols, d.lo, d.hi, sel, batchRows, decoders, files, st); err != nil {
+			if files, err = c.writeDay(ctx, staged.Table, plan, cols, d.lo, d.hi, sel, batchRows, decoders, files, st); err != nil {
 				return nil, err
 			}
 		}
@@ -448,7 +454,7 @@ func (c *Compactor) writeFiles(ctx context.Context, tx *itable.Transaction, cols
 			defer wg.Done()
 			for i := range next {
 				res := &results[i]
-				res.files, res.err = c.writeDay(ctx, staged.Table, cols, days[i].lo, days[i].hi, sel, batchRows, decoders, nil, &res.st)
+				res.files, res.err = c.writeDay(ctx, staged.Table, plan, cols, days[i].lo, days[i].hi, sel, batchRows, decoders, nil, &res.st)
 				if res.err != nil {
 					cancel() // the other days are wasted work now
 				}
@@ -487,15 +493,23 @@ feed:
 // maxDayWorkers bounds the days a run writes at once: each holds two Arrow
 // batches, a row group's pages, its decoded blocks and its file's upload
 // buffer (up to targetFileBytes), so this bounds the run's memory
-// whatever the cores (docs/cold-tier.md, "Compaction on many cores").
+// whatever the cores (docs/cold-tier.md, "Compaction on many cores": 2
+// days at GOMAXPROCS 8 peaked at 202-217 MB VmHWM for 2M rows on the
+// loaded 2-core machine, 3 days at 224-250 MB, too close to the 256 MB
+// bound; 2 days peaked at 248-264 MB before the day writers and the
+// bounded zstd encoders).
 const maxDayWorkers = 2
 
 // maxDecoders bounds the store blocks one day's reader decodes at once.
 const maxDecoders = 2
 
 // writeDay writes the rows in [lo, hi) (within one day) to files of tbl,
-// appending them to files and adding the rows to st.Rows.
-func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []table.Column, lo, hi time.Time, sel rowSel, batchRows, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+// appending them to files and adding the rows to st.Rows: with plan, by
+// a day writer; without, by iceberg-go's clustered writer.
+func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, plan *dayPlan, cols []table.Column, lo, hi time.Time, sel rowSel, batchRows, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	if plan != nil {
+		return c.writeDayFiles(ctx, plan, cols, lo, hi, sel, batchRows, decoders, files, st)
+	}
 	rdr := newRowReader(ctx, c.t, cols, lo, hi, sel, batchRows, decoders, !c.cfg.Unsorted)
 	defer rdr.Release()
 	if !rdr.Empty() {
@@ -510,6 +524,33 @@ func (c *Compactor) writeDay(ctx context.Context, tbl *itable.Table, cols []tabl
 	if err := rdr.Err(); err != nil {
 		return nil, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
 	}
+	return files, nil
+}
+
+// writeDayFiles is writeDay with a day writer: each batch is written
+// into the day's open file as it comes, on this goroutine, while the
+// reader builds the next.
+func (c *Compactor) writeDayFiles(ctx context.Context, plan *dayPlan, cols []table.Column, lo, hi time.Time, sel rowSel, batchRows, decoders int, files []iceberg.DataFile, st *Stats) ([]iceberg.DataFile, error) {
+	rdr := newRowReaderSchema(ctx, c.t, cols, plan.arrow, lo, hi, sel, batchRows, decoders, !c.cfg.Unsorted)
+	defer rdr.Release()
+	day := dayIndex(lo.UnixNano())
+	w, err := plan.newDayWriter(day, int(day))
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+	}
+	defer w.abort()
+	for rdr.Next() {
+		if files, err = w.write(rdr.RecordBatch(), files); err != nil {
+			return nil, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: read rows: %w", c.t.Name(), err)
+	}
+	if files, err = w.close(files); err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: write files: %w", c.t.Name(), err)
+	}
+	st.Rows += rdr.rows.Load()
 	return files, nil
 }
 

@@ -87,9 +87,18 @@ func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32) []int32 {
 // workers blocks of the store are decoded at once.
 func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from, to time.Time, sel rowSel, batchRows, workers int, byKey bool) *rowReader {
 	fields := make([]arrow.Field, len(cols))
-	names := make([]string, len(cols), len(cols)+2)
 	for i, c := range cols {
 		fields[i] = arrow.Field{Name: c.Name, Type: arrowType(c.Type), Nullable: true}
+	}
+	return newRowReaderSchema(ctx, t, cols, arrow.NewSchema(fields, nil), from, to, sel, batchRows, workers, byKey)
+}
+
+// newRowReaderSchema is newRowReader with the batches' schema given: its
+// fields are cols with their arrowType (a day writer's file schema, whose
+// fields carry their Iceberg field ids).
+func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column, schema *arrow.Schema, from, to time.Time, sel rowSel, batchRows, workers int, byKey bool) *rowReader {
+	names := make([]string, len(cols), len(cols)+2)
+	for i, c := range cols {
 		names[i] = c.Name
 	}
 	if sel.claims != nil {
@@ -97,7 +106,7 @@ func newRowReader(ctx context.Context, t *table.Table, cols []table.Column, from
 		names = append(names, table.SourceBatchColumn, table.SourceOffsetColumn)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &rowReader{schema: arrow.NewSchema(fields, nil), ch: make(chan arrow.RecordBatch, 1), errCh: make(chan error, 1), cancel: cancel}
+	r := &rowReader{schema: schema, ch: make(chan arrow.RecordBatch, 1), errCh: make(chan error, 1), cancel: cancel}
 	r.refs.Store(1)
 	go func() {
 		defer close(r.ch)
