@@ -20,7 +20,7 @@ const benchBinary = "sluice-bench"
 // installed beside this binary or on PATH, and otherwise says how to run it.
 var benchCmd = &cobra.Command{
 	Use:   "bench REPORT [flags]",
-	Short: "Run a benchmark report (pool, rdb, ingest, kafka, compact) with the sluice-bench binary",
+	Short: "Run a benchmark report (pool, rdb, ingest, kafka, compact, scaling) with the sluice-bench binary",
 	Long: "The benchmark reports are a separate binary, sluice-bench, run by this command when it is beside\n" +
 		"this one or on PATH (go install ./cmd/...). From the repository: go run ./cmd/sluice-bench REPORT [flags].",
 	DisableFlagParsing: true,
