@@ -46,7 +46,6 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 		opts.MaxLine = 16 << 20
 	}
 	cd := &colDecoder{b: cb}
-	cd.fieldFn = cd.field
 	take := func(b []byte, line int) (bad, err error) {
 		if bad := cd.decode(b, line); bad != nil {
 			return bad, nil
@@ -105,10 +104,9 @@ type colDecoder struct {
 	// order is the previous row's keys and their columns: rows of one
 	// input mostly repeat it, and comparing a key with the one expected at
 	// its position is cheaper than hashing it.
-	order   []orderedKey
-	arena   []byte // the string values' bytes; never written again once a string points into it
-	row     int    // the row being decoded
-	fieldFn func(int, []byte, flatValue)
+	order []orderedKey
+	arena []byte // the string values' bytes; never written again once a string points into it
+	row   int    // the row being decoded
 }
 
 type orderedKey struct {
@@ -123,7 +121,13 @@ const arenaChunk = 64 << 10
 // b is a bad line (the batch then has no row of it).
 func (d *colDecoder) decode(b []byte, line int) error {
 	d.row = d.b.AddRow(line)
-	if scanFlat(b, d.fieldFn) {
+	s := flatScanner{b: b}
+	st := s.next()
+	for j := 0; st == scanField; j++ {
+		d.field(j, &s)
+		st = s.next()
+	}
+	if st == scanEnd {
 		return nil
 	}
 	// The slow path decides (and gives the error), as for rowDecoder.
@@ -151,7 +155,8 @@ func (d *colDecoder) reset() {
 	}
 }
 
-func (d *colDecoder) field(j int, key []byte, v flatValue) {
+func (d *colDecoder) field(j int, s *flatScanner) {
+	key := s.key()
 	var c int
 	if j < len(d.order) && d.order[j].key == string(key) {
 		c = d.order[j].col
@@ -165,9 +170,9 @@ func (d *colDecoder) field(j int, key []byte, v flatValue) {
 			d.order = append(d.order, ok)
 		}
 	}
-	cell := colbatch.Cell{Kind: v.kind, I: v.i}
-	if v.kind == colbatch.String {
-		cell.S = d.str(v.s)
+	cell := colbatch.Cell{Kind: s.kind, I: s.num}
+	if s.kind == colbatch.String {
+		cell.S = d.str(s.str())
 	}
 	d.b.Cols[c].Cells[d.row] = cell
 }

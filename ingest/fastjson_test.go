@@ -3,7 +3,10 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -56,7 +59,6 @@ func checkFastRow(t *testing.T, b []byte) {
 // that columns absent from b are present in the batch).
 func checkColumnRow(t *testing.T, b []byte, want Row, werr error) {
 	cd := &colDecoder{b: new(colbatch.Batch)}
-	cd.fieldFn = cd.field
 	if err := cd.decode([]byte(`{"zz":1,"a":"x"}`), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -122,5 +124,81 @@ func TestFastRowValueCache(t *testing.T) {
 	d.decode(line)
 	if n := testing.AllocsPerRun(100, func() { d.decode(line) }); n > 4 {
 		t.Errorf("%v allocations per row of cached values, want the map and one string at most", n)
+	}
+}
+
+var floatSeeds = []string{
+	"0", "-0", "0.0", "-0.0", "1.5", "-2.25", "123.45", "0.1", "0.3", "1e22", "1e23", "1e-22", "1e-23",
+	"9007199254740992", "9007199254740993", "9007199254740992.5", "4.35", "1.7976931348623157e308",
+	"1e309", "-1e309", "4.9e-324", "1e-400", "12345678901234567890.5", "0.000000000000000000001234",
+	"1E+2", "1e-05", "3.0e+000", "123456789012345678e-5", "7.038531e-26",
+}
+
+// TestParseFloatMatchesStrconv: the fast float path gives what
+// strconv.ParseFloat gives, bit for bit, and fails where it fails.
+func TestParseFloatMatchesStrconv(t *testing.T) {
+	for _, s := range floatSeeds {
+		checkParseFloat(t, []byte(s))
+	}
+}
+
+func checkParseFloat(t *testing.T, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if end, _, ok := scanNumber(b, 0); !ok || end != len(b) {
+		return // not a JSON number: parseFloat never sees it
+	}
+	got, ok := parseFloat(b)
+	want, err := strconv.ParseFloat(string(b), 64)
+	if ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
+		t.Fatalf("parseFloat(%q) = %v (%#x), %v; strconv: %v (%#x), %v", b, got, math.Float64bits(got), ok, want, math.Float64bits(want), err)
+	}
+}
+
+// FuzzParseFloat: parseFloat is strconv.ParseFloat for every JSON number.
+func FuzzParseFloat(f *testing.F) {
+	for _, s := range floatSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(checkParseFloat)
+}
+
+// plainStringBytewise is plainString one byte at a time (what it was).
+func plainStringBytewise(b []byte, i int) (start, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			if !utf8.Valid(b[i+1 : j]) {
+				return 0, 0, false
+			}
+			return i + 1, j, true
+		case c == '\\' || c < 0x20:
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// TestPlainStringEveryByte: plainString, which reads 8 bytes at a time,
+// stops where the bytewise scan stops for every byte value at every
+// position of a word, before and after another special byte.
+func TestPlainStringEveryByte(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 1; pos < 20; pos++ {
+			for _, after := range []string{`"`, `\"`, "\x01\"", "é\"", "\xff\"", "abcdefghijklmnopq\""} {
+				b := []byte(`"` + strings.Repeat("a", pos-1))
+				b = append(b, byte(c))
+				b = append(b, after...)
+				s, e, ok := plainString(b, 0)
+				ws, we, wok := plainStringBytewise(b, 0)
+				if s != ws || e != we || ok != wok {
+					t.Fatalf("%q: plainString %d, %d, %v; bytewise %d, %d, %v", b, s, e, ok, ws, we, wok)
+				}
+			}
+		}
 	}
 }
