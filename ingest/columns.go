@@ -122,10 +122,16 @@ const arenaChunk = 64 << 10
 func (d *colDecoder) decode(b []byte, line int) error {
 	d.row = d.b.AddRow(line)
 	s := flatScanner{b: b}
-	st := s.next()
-	for j := 0; st == scanField; j++ {
+	st := scanField
+	for j := 0; ; j++ {
+		expect := ""
+		if j < len(d.order) {
+			expect = d.order[j].key
+		}
+		if st = s.next(expect); st != scanField {
+			break
+		}
 		d.field(j, &s)
-		st = s.next()
 	}
 	if st == scanEnd {
 		return nil
@@ -156,12 +162,11 @@ func (d *colDecoder) reset() {
 }
 
 func (d *colDecoder) field(j int, s *flatScanner) {
-	key := s.key()
 	var c int
-	if j < len(d.order) && d.order[j].key == string(key) {
+	if s.expected {
 		c = d.order[j].col
 	} else {
-		c = d.b.Column(key)
+		c = d.b.Column(s.key())
 		ok := orderedKey{key: d.b.Cols[c].Name, col: c}
 		switch {
 		case j < len(d.order):

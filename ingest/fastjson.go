@@ -145,9 +145,21 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func (d *rowDecoder) fast(b []byte) (Row, bool) {
 	row := make(Row, max(len(d.order), 8))
 	s := flatScanner{b: b}
-	st := s.next()
-	for j := 0; st == scanField; j++ {
-		k := d.keyAt(j, s.key())
+	for j := 0; ; j++ {
+		expect := ""
+		if j < len(d.order) {
+			expect = d.order[j]
+		}
+		if st := s.next(expect); st != scanField {
+			if st != scanEnd {
+				return nil, false
+			}
+			return row, true
+		}
+		k := expect
+		if !s.expected {
+			k = d.keyAt(j, s.key())
+		}
 		switch s.kind {
 		case colbatch.String:
 			row[k] = d.stringValue(j, s.str())
@@ -160,12 +172,7 @@ func (d *rowDecoder) fast(b []byte) (Row, bool) {
 		default:
 			row[k] = nil
 		}
-		st = s.next()
 	}
-	if st != scanEnd {
-		return nil, false
-	}
-	return row, true
 }
 
 // flatScanner scans a flat object of plain values field by field: next
@@ -184,6 +191,8 @@ type flatScanner struct {
 	ks, ke, vs, ve int
 	num            int64
 	kind           colbatch.Kind
+	// expected is whether the key is the one next was told to expect.
+	expected bool
 }
 
 // key returns the key of the field.
@@ -208,8 +217,10 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// next scans the next field of the object.
-func (s *flatScanner) next() int {
+// next scans the next field of the object. expect is the key the caller
+// expects there (the previous row's at that position), or "": a key that
+// is expect byte for byte is not scanned again (expect was plain).
+func (s *flatScanner) next(expect string) int {
 	b, n := s.b, len(s.b)
 	i := skipSpace(b, s.i)
 	if !s.in {
@@ -240,9 +251,15 @@ func (s *flatScanner) next() int {
 		}
 		i = skipSpace(b, i+1)
 	}
-	ks, ke, ok := plainString(b, i)
-	if !ok {
-		return scanSlow
+	var ks, ke int
+	if e := i + 1 + len(expect); expect != "" && e < n && b[e] == '"' && b[i] == '"' && string(b[i+1:e]) == expect {
+		ks, ke, s.expected = i+1, e, true
+	} else {
+		var ok bool
+		if ks, ke, ok = plainString(b, i); !ok {
+			return scanSlow
+		}
+		s.expected = false
 	}
 	i = skipSpace(b, ke+1)
 	if i >= n || b[i] != ':' {

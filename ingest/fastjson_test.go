@@ -51,6 +51,10 @@ func checkFastRow(t *testing.T, b []byte) {
 	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: fast %#v %v, slow %#v %v", b, got, gerr, want, werr)
 	}
+	// Again with the same decoder: it now expects b's keys.
+	if again, err := d.decode(b); (err == nil) != (werr == nil) || !reflect.DeepEqual(again, want) {
+		t.Fatalf("%q: fast (keys expected) %#v %v, slow %#v %v", b, again, err, want, werr)
+	}
 	checkColumnRow(t, b, got, gerr)
 }
 
@@ -74,6 +78,13 @@ func checkColumnRow(t *testing.T, b []byte, want Row, werr error) {
 	}
 	if got := cd.b.Rows()[1]; cd.b.Len != 2 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: columns %#v, rows %#v", b, got, want)
+	}
+	// Again: the decoder now expects b's keys.
+	if err := cd.decode(b, 3); err != nil {
+		t.Fatalf("%q: columns (keys expected): %v", b, err)
+	}
+	if got := cd.b.Rows()[2]; cd.b.Len != 3 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: columns (keys expected) %#v, rows %#v", b, got, want)
 	}
 }
 
