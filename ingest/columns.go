@@ -107,6 +107,12 @@ type colDecoder struct {
 	order []orderedKey
 	arena []byte // the string values' bytes; never written again once a string points into it
 	row   int    // the row being decoded
+	// The row's cells are set as its fields are scanned (the others made
+	// Absent after): seen[c] is gen when this row has set column c, and
+	// set counts them.
+	seen []uint64
+	gen  uint64
+	set  int
 }
 
 type orderedKey struct {
@@ -120,7 +126,9 @@ const arenaChunk = 64 << 10
 // decode adds the row of b (input line line) to the batch, or returns why
 // b is a bad line (the batch then has no row of it).
 func (d *colDecoder) decode(b []byte, line int) error {
-	d.row = d.b.AddRow(line)
+	d.row = d.b.AddUnsetRow(line)
+	d.gen++
+	d.set = 0
 	s := flatScanner{b: b}
 	st := scanField
 	for j := 0; ; j++ {
@@ -134,6 +142,9 @@ func (d *colDecoder) decode(b []byte, line int) error {
 		d.field(j, &s)
 	}
 	if st == scanEnd {
+		if d.set < len(d.b.Cols) {
+			d.clearUnset()
+		}
 		return nil
 	}
 	// The slow path decides (and gives the error), as for rowDecoder.
@@ -175,11 +186,27 @@ func (d *colDecoder) field(j int, s *flatScanner) {
 			d.order = append(d.order, ok)
 		}
 	}
+	if c >= len(d.seen) {
+		d.seen = append(d.seen, make([]uint64, c+1-len(d.seen))...)
+	}
+	if d.seen[c] != d.gen {
+		d.seen[c] = d.gen
+		d.set++
+	}
 	cell := colbatch.Cell{Kind: s.kind, I: s.num}
 	if s.kind == colbatch.String {
 		cell.S = d.str(s.str())
 	}
 	d.b.Cols[c].Cells[d.row] = cell
+}
+
+// clearUnset makes Absent the cells of the row that its fields did not set.
+func (d *colDecoder) clearUnset() {
+	for c := range d.b.Cols {
+		if c >= len(d.seen) || d.seen[c] != d.gen {
+			d.b.Cols[c].Cells[d.row] = colbatch.Cell{}
+		}
+	}
 }
 
 // str copies s into the arena.

@@ -97,3 +97,27 @@ func TestColumnsNoAllocationPerRow(t *testing.T) {
 		t.Errorf("%v allocations for 1000 rows, want a few per batch", n)
 	}
 }
+
+// TestColumnsUnsetCellsAbsent: a row's cells are set only as its fields
+// are scanned (colbatch.AddUnsetRow); the cells of the keys it lacks are
+// Absent even where the batch's memory held other values past its rows
+// (as a filter that shortened the columns leaves them), on the fast path,
+// the slow path and after a bad line.
+func TestColumnsUnsetCellsAbsent(t *testing.T) {
+	cb := new(colbatch.Batch)
+	stale := make([]colbatch.Cell, 8)
+	for i := range stale {
+		stale[i] = colbatch.Cell{Kind: colbatch.Int, I: 7}
+	}
+	a := cb.ColumnOf("a")
+	cb.Cols[a].Cells = stale[:0]
+	cd := &colDecoder{b: cb}
+	lines := []string{`{"b":1}`, `{"a":2,"b":2}`, `{"b":3,"b":4}`, `{"b":{"x":5}}`, `{"b":6`, `{"b":"y"}`}
+	for i, l := range lines {
+		cd.decode([]byte(l), i+1)
+	}
+	want := []map[string]any{{"b": int64(1)}, {"a": int64(2), "b": int64(2)}, {"b": int64(4)}, {"b": map[string]any{"x": int64(5)}}, {"b": "y"}}
+	if got := cb.Rows(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+}
