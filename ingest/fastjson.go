@@ -296,24 +296,11 @@ func (s *flatScanner) next(expect string) int {
 		s.kind = colbatch.Null
 		i += 4
 	case c == '-' || c >= '0' && c <= '9':
-		end, isInt, ok := scanNumber(b, i)
+		end, kind, x, ok := scanNumber(b, i)
 		if !ok {
 			return scanSlow
 		}
-		num := b[i:end]
-		if isInt && string(num) != "-0" {
-			x, ok := parseInt(num)
-			if !ok {
-				return scanSlow // beyond int64: json.Number on the slow path
-			}
-			s.kind, s.num = colbatch.Int, x
-		} else {
-			x, ok := parseFloat(num)
-			if !ok {
-				return scanSlow
-			}
-			s.kind, s.num = colbatch.Float, int64(math.Float64bits(x))
-		}
+		s.kind, s.num = kind, x
 		i = end
 	default:
 		return scanSlow // objects, arrays, garbage
@@ -322,104 +309,9 @@ func (s *flatScanner) next(expect string) int {
 	return scanField
 }
 
-// parseInt parses the digits of a JSON integer (scanNumber checked the
-// grammar); ok is false beyond int64.
-func parseInt(s []byte) (int64, bool) {
-	neg := s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	if len(s) > 18 {
-		// Might not fit: let strconv decide.
-		x, err := strconv.ParseInt(string(s), 10, 64)
-		if neg && err != nil && string(s) == "9223372036854775808" {
-			return math.MinInt64, true
-		}
-		if err != nil {
-			return 0, false
-		}
-		if neg {
-			x = -x
-		}
-		return x, true
-	}
-	var x int64
-	for _, c := range s {
-		x = x*10 + int64(c-'0')
-	}
-	if neg {
-		x = -x
-	}
-	return x, true
-}
-
-// parseFloat parses a JSON number (scanNumber checked the grammar) as
-// strconv.ParseFloat does, bit for bit; ok is false where ParseFloat fails
-// (out of range). Short decimals (at most 19 digits, an integer below 2^53
-// times or divided by a power of ten up to 10^22) are exact in float64
-// arithmetic: both operands are exact and IEEE 754 rounds the one product
-// or quotient correctly, so that is ParseFloat's result. Anything else goes
-// to strconv.
-func parseFloat(s []byte) (float64, bool) {
-	var mant uint64
-	digits, exp, i := 0, 0, 0
-	neg := s[0] == '-'
-	if neg {
-		i++
-	}
-	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-		mant = mant*10 + uint64(s[i]-'0')
-		digits++
-	}
-	if i < len(s) && s[i] == '.' {
-		for i++; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			mant = mant*10 + uint64(s[i]-'0')
-			digits++
-			exp--
-		}
-	}
-	if i < len(s) {
-		// An exponent: a few digits at most on the fast path.
-		i++
-		eneg := s[i] == '-'
-		if s[i] == '-' || s[i] == '+' {
-			i++
-		}
-		if len(s)-i > 3 {
-			return slowFloat(s)
-		}
-		e := 0
-		for ; i < len(s); i++ {
-			e = e*10 + int(s[i]-'0')
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	if digits > 19 || mant > 1<<53 || exp < -22 || exp > 22 {
-		return slowFloat(s)
-	}
-	f := float64(mant)
-	if exp < 0 {
-		f /= pow10[-exp]
-	} else {
-		f *= pow10[exp]
-	}
-	if neg {
-		f = -f
-	}
-	return f, true
-}
-
 // pow10 holds the powers of ten that float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-
-func slowFloat(s []byte) (float64, bool) {
-	f, err := strconv.ParseFloat(string(s), 64)
-	return f, err == nil
-}
 
 // plainString returns the bounds of the contents of the string starting at
 // b[i] == '"' when it has no escapes and only printable ASCII or valid
@@ -465,50 +357,110 @@ func specialBytes(w uint64) uint64 {
 	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (w - 0x20*ones) | w) & highs
 }
 
-// scanNumber checks the JSON number grammar from b[i] and returns its end.
-func scanNumber(b []byte, i int) (end int, isInt, ok bool) {
-	n := len(b)
-	if i < n && b[i] == '-' {
+// scanNumber scans the JSON number at b[i] and returns its end and value:
+// kind colbatch.Int (x the int64) or colbatch.Float (x its bits), as
+// compute.DecodeRow reads it; ok is false when the slow path must decide
+// (not a number, an integer beyond int64: a json.Number there, a float out
+// of range). The grammar, the digits and the value are read in one pass.
+// A float is strconv.ParseFloat's bit for bit: short decimals (at most 19
+// digits, an integer below 2^53 times or divided by a power of ten up to
+// 10^22) are exact in float64 arithmetic (both operands are exact and IEEE
+// 754 rounds the one product or quotient correctly); anything else goes to
+// strconv.
+func scanNumber(b []byte, i int) (end int, kind colbatch.Kind, x int64, ok bool) {
+	start, n := i, len(b)
+	neg := i < n && b[i] == '-'
+	if neg {
 		i++
 	}
 	if i >= n {
-		return 0, false, false
+		return 0, 0, 0, false
 	}
-	switch {
-	case b[i] == '0':
+	var mant uint64
+	digits := 0
+	switch c := b[i]; {
+	case c == '0':
 		i++
-	case b[i] >= '1' && b[i] <= '9':
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		digits = 1
+	case c >= '1' && c <= '9':
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
+			digits++
 		}
 	default:
-		return 0, false, false
+		return 0, 0, 0, false
 	}
-	isInt = true
+	isInt, exp := true, 0
 	if i < n && b[i] == '.' {
 		isInt = false
 		i++
 		d := i
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
 		}
 		if i == d {
-			return 0, false, false
+			return 0, 0, 0, false
 		}
+		digits += i - d
+		exp = d - i
 	}
+	bigExp := false
 	if i < n && (b[i] == 'e' || b[i] == 'E') {
 		isInt = false
 		i++
+		eneg := i < n && b[i] == '-'
 		if i < n && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		d, e := i, 0
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			if i-d < 4 {
+				e = e*10 + int(b[i]-'0')
+			}
 		}
 		if i == d {
-			return 0, false, false
+			return 0, 0, 0, false
 		}
+		bigExp = i-d > 4
+		if eneg {
+			e = -e
+		}
+		exp += e
 	}
-	return i, isInt, true
+	if isInt {
+		switch {
+		case digits <= 18:
+			if neg && mant == 0 {
+				return i, colbatch.Float, int64(math.Float64bits(math.Copysign(0, -1))), true // -0 is a float
+			}
+			x = int64(mant)
+			if neg {
+				x = -x
+			}
+			return i, colbatch.Int, x, true
+		}
+		x, ok := bigInt(b[start:i])
+		return i, colbatch.Int, x, ok
+	}
+	if digits > 19 || bigExp || mant > 1<<53 || exp < -22 || exp > 22 {
+		f, err := strconv.ParseFloat(string(b[start:i]), 64)
+		return i, colbatch.Float, int64(math.Float64bits(f)), err == nil
+	}
+	f := float64(mant)
+	if exp < 0 {
+		f /= pow10[-exp]
+	} else {
+		f *= pow10[exp]
+	}
+	if neg {
+		f = -f
+	}
+	return i, colbatch.Float, int64(math.Float64bits(f)), true
+}
+
+// bigInt parses a JSON integer of 19 digits or more; ok is false beyond
+// int64 (a json.Number on the slow path).
+func bigInt(s []byte) (int64, bool) {
+	x, err := strconv.ParseInt(string(s), 10, 64)
+	return x, err == nil
 }

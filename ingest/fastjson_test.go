@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,41 +140,60 @@ func TestFastRowValueCache(t *testing.T) {
 	}
 }
 
-var floatSeeds = []string{
+var numberSeeds = []string{
 	"0", "-0", "0.0", "-0.0", "1.5", "-2.25", "123.45", "0.1", "0.3", "1e22", "1e23", "1e-22", "1e-23",
 	"9007199254740992", "9007199254740993", "9007199254740992.5", "4.35", "1.7976931348623157e308",
 	"1e309", "-1e309", "4.9e-324", "1e-400", "12345678901234567890.5", "0.000000000000000000001234",
-	"1E+2", "1e-05", "3.0e+000", "123456789012345678e-5", "7.038531e-26",
+	"1E+2", "1e-05", "3.0e+000", "123456789012345678e-5", "7.038531e-26", "1e00000000000000000001",
+	"999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807",
+	"9223372036854775808", "-9223372036854775808", "-9223372036854775809", "-", "01", "1.", ".5", "1e", "1e+",
+	"-a", "1.5x", "--1", "+1",
 }
 
-// TestParseFloatMatchesStrconv: the fast float path gives what
-// strconv.ParseFloat gives, bit for bit, and fails where it fails.
-func TestParseFloatMatchesStrconv(t *testing.T) {
-	for _, s := range floatSeeds {
-		checkParseFloat(t, []byte(s))
+// jsonNumber is the JSON number grammar (RFC 8259).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// TestScanNumberMatchesStrconv: scanNumber takes the JSON numbers, and only
+// them; its integers are strconv.ParseInt's (json.Number beyond int64:
+// not ok), its floats strconv.ParseFloat's bit for bit (not ok out of
+// range), and -0 is a float.
+func TestScanNumberMatchesStrconv(t *testing.T) {
+	for _, s := range numberSeeds {
+		checkScanNumber(t, []byte(s))
 	}
 }
 
-func checkParseFloat(t *testing.T, b []byte) {
-	if len(b) == 0 {
+func checkScanNumber(t *testing.T, b []byte) {
+	end, kind, x, ok := scanNumber(b, 0)
+	if !jsonNumber.Match(b) {
+		if ok && end == len(b) {
+			t.Fatalf("scanNumber(%q) took it whole (%v %#x), not a JSON number", b, kind, x)
+		}
 		return
 	}
-	if end, _, ok := scanNumber(b, 0); !ok || end != len(b) {
-		return // not a JSON number: parseFloat never sees it
+	if ok && end != len(b) {
+		t.Fatalf("scanNumber(%q) ended at %d", b, end)
 	}
-	got, ok := parseFloat(b)
+	if !bytes.ContainsAny(b, ".eE") && string(b) != "-0" {
+		want, err := strconv.ParseInt(string(b), 10, 64)
+		if ok != (err == nil) || ok && (kind != colbatch.Int || x != want) {
+			t.Fatalf("scanNumber(%q) = %v %d, %v; strconv: %d, %v", b, kind, x, ok, want, err)
+		}
+		return
+	}
 	want, err := strconv.ParseFloat(string(b), 64)
-	if ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
-		t.Fatalf("parseFloat(%q) = %v (%#x), %v; strconv: %v (%#x), %v", b, got, math.Float64bits(got), ok, want, math.Float64bits(want), err)
+	if ok != (err == nil) || ok && (kind != colbatch.Float || uint64(x) != math.Float64bits(want)) {
+		t.Fatalf("scanNumber(%q) = %v %v (%#x), %v; strconv: %v (%#x), %v", b, kind, math.Float64frombits(uint64(x)), x, ok, want, math.Float64bits(want), err)
 	}
 }
 
-// FuzzParseFloat: parseFloat is strconv.ParseFloat for every JSON number.
-func FuzzParseFloat(f *testing.F) {
-	for _, s := range floatSeeds {
+// FuzzScanNumber: scanNumber is strconv for every JSON number and takes
+// nothing else.
+func FuzzScanNumber(f *testing.F) {
+	for _, s := range numberSeeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(checkParseFloat)
+	f.Fuzz(checkScanNumber)
 }
 
 // plainStringBytewise is plainString one byte at a time (what it was).
