@@ -24,8 +24,9 @@ import (
 // Batch.Rows are the rows Decode would give for the same input; bad lines,
 // errors and line numbers are Decode's.
 func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) error) (Decoded, error) {
-	cb := batchPool.Get().(*colbatch.Batch)
-	defer putBatch(cb)
+	cd := decoderPool.Get().(*colDecoder)
+	defer putDecoder(cd)
+	cb := cd.b
 	switch opts.Format {
 	case NDJSON, 0, JSONArray:
 	default:
@@ -45,7 +46,6 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = 16 << 20
 	}
-	cd := &colDecoder{b: cb}
 	take := func(b []byte, line int) (bad, err error) {
 		if bad := cd.decode(b, line); bad != nil {
 			return bad, nil
@@ -80,22 +80,25 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	return d, nil
 }
 
-// batchPool reuses the cells of batches across inputs.
-var batchPool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
+// decoderPool reuses decoders and the cells of their batches across
+// inputs (and their key order: the rows of the next input mostly have the
+// same keys).
+var decoderPool = sync.Pool{New: func() any { return &colDecoder{b: new(colbatch.Batch)} }}
 
 // maxPooledCells bounds the cells of a batch kept for reuse (about 32 MB).
 const maxPooledCells = 1 << 20
 
-func putBatch(cb *colbatch.Batch) {
+func putDecoder(d *colDecoder) {
 	cells := 0
-	for _, c := range cb.Cols {
+	for _, c := range d.b.Cols {
 		cells += cap(c.Cells)
 	}
 	if cells > maxPooledCells {
 		return
 	}
-	cb.Reset()
-	batchPool.Put(cb)
+	d.reset()
+	d.arena = nil // its strings live until the rows are committed
+	decoderPool.Put(d)
 }
 
 // colDecoder decodes JSON objects into the rows of a colbatch.Batch.
