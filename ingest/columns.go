@@ -30,7 +30,10 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	switch opts.Format {
 	case NDJSON, 0, JSONArray:
 	default:
-		// The other formats make maps as they do for Decode.
+		// The other formats make maps as they do for Decode. They fill
+		// the batch without the key order, which may then name columns
+		// the batch dropped: the next input starts without it.
+		cd.order = cd.order[:0]
 		return Decode(r, opts, func(rows []Row, lines []int) error {
 			cb.Reset()
 			for i, row := range rows {

@@ -121,3 +121,25 @@ func TestColumnsUnsetCellsAbsent(t *testing.T) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 }
+
+// TestDecodeColumnsKeyOrderAcrossInputs: a pooled decoder keeps its key
+// order for the next input, and drops it when its batch dropped its
+// columns, also when another format (which fills the batch without the
+// key order) did so with fewer columns left after.
+func TestDecodeColumnsKeyOrderAcrossInputs(t *testing.T) {
+	var header, full strings.Builder
+	for i := range 300 {
+		if i > 0 {
+			header.WriteByte(',')
+			full.WriteByte(',')
+		}
+		fmt.Fprintf(&header, "c%d", i)
+		fmt.Fprintf(&full, "%d", i)
+	}
+	csv := header.String() + "\n" + full.String() + "\n" + strings.Repeat(",", 5) + "5" + strings.Repeat(",", 294) + "\n"
+	for range 20 { // the pool may drop a decoder: most rounds reuse one
+		decodeBoth(t, `{"a":1,"b":"x"}`+"\n"+`{"a":2,"b":"y"}`, DecodeOptions{})
+		decodeBoth(t, csv, DecodeOptions{Format: CSV, BatchRows: 1})
+		decodeBoth(t, `{"a":3,"b":"z"}`, DecodeOptions{})
+	}
+}
