@@ -122,8 +122,9 @@ type colDecoder struct {
 }
 
 type orderedKey struct {
-	key string
-	col int
+	key        string
+	col        int
+	word, mask uint64 // keyWord(key)
 }
 
 // arenaChunk is the size of the string arenas of a batch.
@@ -138,11 +139,12 @@ func (d *colDecoder) decode(b []byte, line int) error {
 	s := flatScanner{b: b}
 	st := scanField
 	for j := 0; ; j++ {
-		expect := ""
+		expect, word, mask := "", uint64(0), uint64(0)
 		if j < len(d.order) {
-			expect = d.order[j].key
+			o := &d.order[j]
+			expect, word, mask = o.key, o.word, o.mask
 		}
-		if st = s.next(expect); st != scanField {
+		if st = s.next(expect, word, mask); st != scanField {
 			break
 		}
 		d.field(j, &s)
@@ -185,6 +187,7 @@ func (d *colDecoder) field(j int, s *flatScanner) {
 	} else {
 		c = d.b.Column(s.key())
 		ok := orderedKey{key: d.b.Cols[c].Name, col: c}
+		ok.word, ok.mask = keyWord(ok.key)
 		switch {
 		case j < len(d.order):
 			d.order[j] = ok

@@ -150,7 +150,7 @@ func (d *rowDecoder) fast(b []byte) (Row, bool) {
 		if j < len(d.order) {
 			expect = d.order[j]
 		}
-		if st := s.next(expect); st != scanField {
+		if st := s.next(expect, 0, 0); st != scanField {
 			if st != scanEnd {
 				return nil, false
 			}
@@ -208,6 +208,19 @@ const (
 	scanSlow         // anything else: the slow path decides
 )
 
+// keyWord returns the 8-byte word and mask of key between quotes, as
+// next compares it, or a zero mask when it is longer than 6 bytes.
+func keyWord(key string) (word, mask uint64) {
+	if key == "" || len(key) > 6 {
+		return 0, 0
+	}
+	var w [8]byte
+	w[0] = '"'
+	copy(w[1:], key)
+	w[len(key)+1] = '"'
+	return binary.LittleEndian.Uint64(w[:]), 1<<(8*(len(key)+2)) - 1
+}
+
 // skipSpace returns the index of the first byte of b from i that is not
 // JSON white space.
 func skipSpace(b []byte, i int) int {
@@ -219,8 +232,10 @@ func skipSpace(b []byte, i int) int {
 
 // next scans the next field of the object. expect is the key the caller
 // expects there (the previous row's at that position), or "": a key that
-// is expect byte for byte is not scanned again (expect was plain).
-func (s *flatScanner) next(expect string) int {
+// is expect byte for byte is not scanned again (expect was plain). A
+// nonzero mask holds the bytes of expect between its quotes, word those
+// bytes (keyWord): one comparison of 8 bytes then decides.
+func (s *flatScanner) next(expect string, word, mask uint64) int {
 	b, n := s.b, len(s.b)
 	i := skipSpace(b, s.i)
 	if !s.in {
@@ -252,7 +267,9 @@ func (s *flatScanner) next(expect string) int {
 		i = skipSpace(b, i+1)
 	}
 	var ks, ke int
-	if e := i + 1 + len(expect); expect != "" && e < n && b[e] == '"' && b[i] == '"' && string(b[i+1:e]) == expect {
+	if mask != 0 && i+8 <= n && binary.LittleEndian.Uint64(b[i:])&mask == word {
+		ks, ke, s.expected = i+1, i+1+len(expect), true
+	} else if e := i + 1 + len(expect); mask == 0 && expect != "" && e < n && b[e] == '"' && b[i] == '"' && string(b[i+1:e]) == expect {
 		ks, ke, s.expected = i+1, e, true
 	} else {
 		var ok bool

@@ -234,3 +234,56 @@ func TestPlainStringEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectedKeys: decoders primed with a row's keys (so that they expect
+// them) take and refuse what compute.DecodeRow does for rows whose key at
+// that position is the same, one byte longer or shorter, unterminated,
+// followed by space, or escaped, for keys of every length around the
+// 8-byte comparison.
+func TestExpectedKeys(t *testing.T) {
+	for n := range 10 {
+		k := "abcdefghij"[:n]
+		variants := []string{`"` + k + `"`, `"` + k + `X"`, `"` + k + `X`, `"` + k + `" `, `"` + k + `\u0041"`, `"` + k + `""`}
+		if n > 0 {
+			variants = append(variants, `"`+k[:n-1]+`"`, `"`+k[:n-1]+`Z"`, `"`+k[:n-1])
+		}
+		for _, v := range variants {
+			for _, row := range []string{`{` + v + `:2}`, `{` + v + `:2,"tail":"0123456789"}`, `{"p":1,` + v + `:2}`,
+				`{"p":1,` + v + `:2,"tail":"0123456789"}`, `{` + v + `:"long value"}`, `{` + v + `:2 }`, `{` + v, `{` + v + `          `} {
+				prime := `{"` + k + `":1,"tail":"x"}`
+				if strings.HasPrefix(row, `{"p":1,`) {
+					prime = `{"p":0,"` + k + `":1,"tail":"x"}`
+				}
+				checkPrimed(t, []byte(prime), []byte(row))
+			}
+		}
+	}
+}
+
+// checkPrimed decodes prime, then b, with one decoder of each kind, and
+// compares b's row with compute.DecodeRow's.
+func checkPrimed(t *testing.T, prime, b []byte) {
+	t.Helper()
+	want, werr := compute.DecodeRow(b)
+	var d rowDecoder
+	if _, err := d.decode(prime); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.decode(b)
+	if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q after %q: fast %#v %v, slow %#v %v", b, prime, got, err, want, werr)
+	}
+	cd := &colDecoder{b: new(colbatch.Batch)}
+	if err := cd.decode(prime, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = cd.decode(b, 2)
+	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+		t.Fatalf("%q after %q: columns error %v, rows error %v", b, prime, err, werr)
+	}
+	if err == nil {
+		if got := cd.b.Rows()[1]; !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q after %q: columns %#v, rows %#v", b, prime, got, want)
+		}
+	}
+}
