@@ -24,12 +24,16 @@ import (
 // Batch.Rows are the rows Decode would give for the same input; bad lines,
 // errors and line numbers are Decode's.
 func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) error) (Decoded, error) {
-	cb := batchPool.Get().(*colbatch.Batch)
-	defer putBatch(cb)
+	cd := decoderPool.Get().(*colDecoder)
+	defer putDecoder(cd)
+	cb := cd.b
 	switch opts.Format {
 	case NDJSON, 0, JSONArray:
 	default:
-		// The other formats make maps as they do for Decode.
+		// The other formats make maps as they do for Decode. They fill
+		// the batch without the key order, which may then name columns
+		// the batch dropped: the next input starts without it.
+		cd.order = cd.order[:0]
 		return Decode(r, opts, func(rows []Row, lines []int) error {
 			cb.Reset()
 			for i, row := range rows {
@@ -45,8 +49,6 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = 16 << 20
 	}
-	cd := &colDecoder{b: cb}
-	cd.fieldFn = cd.field
 	take := func(b []byte, line int) (bad, err error) {
 		if bad := cd.decode(b, line); bad != nil {
 			return bad, nil
@@ -81,22 +83,25 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	return d, nil
 }
 
-// batchPool reuses the cells of batches across inputs.
-var batchPool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
+// decoderPool reuses decoders and the cells of their batches across
+// inputs (and their key order: the rows of the next input mostly have the
+// same keys).
+var decoderPool = sync.Pool{New: func() any { return &colDecoder{b: new(colbatch.Batch)} }}
 
 // maxPooledCells bounds the cells of a batch kept for reuse (about 32 MB).
 const maxPooledCells = 1 << 20
 
-func putBatch(cb *colbatch.Batch) {
+func putDecoder(d *colDecoder) {
 	cells := 0
-	for _, c := range cb.Cols {
+	for _, c := range d.b.Cols {
 		cells += cap(c.Cells)
 	}
 	if cells > maxPooledCells {
 		return
 	}
-	cb.Reset()
-	batchPool.Put(cb)
+	d.reset()
+	d.arena = nil // its strings live until the rows are committed
+	decoderPool.Put(d)
 }
 
 // colDecoder decodes JSON objects into the rows of a colbatch.Batch.
@@ -105,15 +110,21 @@ type colDecoder struct {
 	// order is the previous row's keys and their columns: rows of one
 	// input mostly repeat it, and comparing a key with the one expected at
 	// its position is cheaper than hashing it.
-	order   []orderedKey
-	arena   []byte // the string values' bytes; never written again once a string points into it
-	row     int    // the row being decoded
-	fieldFn func(int, []byte, flatValue)
+	order []orderedKey
+	arena []byte // the string values' bytes; never written again once a string points into it
+	row   int    // the row being decoded
+	// The row's cells are set as its fields are scanned (the others made
+	// Absent after): seen[c] is gen when this row has set column c, and
+	// set counts them.
+	seen []uint64
+	gen  uint64
+	set  int
 }
 
 type orderedKey struct {
-	key string
-	col int
+	key        string
+	col        int
+	word, mask uint64 // keyWord(key)
 }
 
 // arenaChunk is the size of the string arenas of a batch.
@@ -122,8 +133,26 @@ const arenaChunk = 64 << 10
 // decode adds the row of b (input line line) to the batch, or returns why
 // b is a bad line (the batch then has no row of it).
 func (d *colDecoder) decode(b []byte, line int) error {
-	d.row = d.b.AddRow(line)
-	if scanFlat(b, d.fieldFn) {
+	d.row = d.b.AddUnsetRow(line)
+	d.gen++
+	d.set = 0
+	s := flatScanner{b: b}
+	st := scanField
+	for j := 0; ; j++ {
+		expect, word, mask := "", uint64(0), uint64(0)
+		if j < len(d.order) {
+			o := &d.order[j]
+			expect, word, mask = o.key, o.word, o.mask
+		}
+		if st = s.next(expect, word, mask); st != scanField {
+			break
+		}
+		d.field(j, &s)
+	}
+	if st == scanEnd {
+		if d.set < len(d.b.Cols) {
+			d.clearUnset()
+		}
 		return nil
 	}
 	// The slow path decides (and gives the error), as for rowDecoder.
@@ -151,13 +180,14 @@ func (d *colDecoder) reset() {
 	}
 }
 
-func (d *colDecoder) field(j int, key []byte, v flatValue) {
+func (d *colDecoder) field(j int, s *flatScanner) {
 	var c int
-	if j < len(d.order) && d.order[j].key == string(key) {
+	if s.expected {
 		c = d.order[j].col
 	} else {
-		c = d.b.Column(key)
+		c = d.b.Column(s.key())
 		ok := orderedKey{key: d.b.Cols[c].Name, col: c}
+		ok.word, ok.mask = keyWord(ok.key)
 		switch {
 		case j < len(d.order):
 			d.order[j] = ok
@@ -165,11 +195,27 @@ func (d *colDecoder) field(j int, key []byte, v flatValue) {
 			d.order = append(d.order, ok)
 		}
 	}
-	cell := colbatch.Cell{Kind: v.kind, I: v.i}
-	if v.kind == colbatch.String {
-		cell.S = d.str(v.s)
+	if c >= len(d.seen) {
+		d.seen = append(d.seen, make([]uint64, c+1-len(d.seen))...)
+	}
+	if d.seen[c] != d.gen {
+		d.seen[c] = d.gen
+		d.set++
+	}
+	cell := colbatch.Cell{Kind: s.kind, I: s.num}
+	if s.kind == colbatch.String {
+		cell.S = d.str(s.str())
 	}
 	d.b.Cols[c].Cells[d.row] = cell
+}
+
+// clearUnset makes Absent the cells of the row that its fields did not set.
+func (d *colDecoder) clearUnset() {
+	for c := range d.b.Cols {
+		if c >= len(d.seen) || d.seen[c] != d.gen {
+			d.b.Cols[c].Cells[d.row] = colbatch.Cell{}
+		}
+	}
 }
 
 // str copies s into the arena.

@@ -97,3 +97,49 @@ func TestColumnsNoAllocationPerRow(t *testing.T) {
 		t.Errorf("%v allocations for 1000 rows, want a few per batch", n)
 	}
 }
+
+// TestColumnsUnsetCellsAbsent: a row's cells are set only as its fields
+// are scanned (colbatch.AddUnsetRow); the cells of the keys it lacks are
+// Absent even where the batch's memory held other values past its rows
+// (as a filter that shortened the columns leaves them), on the fast path,
+// the slow path and after a bad line.
+func TestColumnsUnsetCellsAbsent(t *testing.T) {
+	cb := new(colbatch.Batch)
+	stale := make([]colbatch.Cell, 8)
+	for i := range stale {
+		stale[i] = colbatch.Cell{Kind: colbatch.Int, I: 7}
+	}
+	a := cb.ColumnOf("a")
+	cb.Cols[a].Cells = stale[:0]
+	cd := &colDecoder{b: cb}
+	lines := []string{`{"b":1}`, `{"a":2,"b":2}`, `{"b":3,"b":4}`, `{"b":{"x":5}}`, `{"b":6`, `{"b":"y"}`}
+	for i, l := range lines {
+		cd.decode([]byte(l), i+1)
+	}
+	want := []map[string]any{{"b": int64(1)}, {"a": int64(2), "b": int64(2)}, {"b": int64(4)}, {"b": map[string]any{"x": int64(5)}}, {"b": "y"}}
+	if got := cb.Rows(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+}
+
+// TestDecodeColumnsKeyOrderAcrossInputs: a pooled decoder keeps its key
+// order for the next input, and drops it when its batch dropped its
+// columns, also when another format (which fills the batch without the
+// key order) did so with fewer columns left after.
+func TestDecodeColumnsKeyOrderAcrossInputs(t *testing.T) {
+	var header, full strings.Builder
+	for i := range 300 {
+		if i > 0 {
+			header.WriteByte(',')
+			full.WriteByte(',')
+		}
+		fmt.Fprintf(&header, "c%d", i)
+		fmt.Fprintf(&full, "%d", i)
+	}
+	csv := header.String() + "\n" + full.String() + "\n" + strings.Repeat(",", 5) + "5" + strings.Repeat(",", 294) + "\n"
+	for range 20 { // the pool may drop a decoder: most rounds reuse one
+		decodeBoth(t, `{"a":1,"b":"x"}`+"\n"+`{"a":2,"b":"y"}`, DecodeOptions{})
+		decodeBoth(t, csv, DecodeOptions{Format: CSV, BatchRows: 1})
+		decodeBoth(t, `{"a":3,"b":"z"}`, DecodeOptions{})
+	}
+}

@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -142,193 +144,209 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // fast scans a flat object; ok is false when the slow path must decide.
 func (d *rowDecoder) fast(b []byte) (Row, bool) {
 	row := make(Row, max(len(d.order), 8))
-	ok := scanFlat(b, func(field int, key []byte, v flatValue) {
-		k := d.keyAt(field, key)
-		switch v.kind {
+	s := flatScanner{b: b}
+	for j := 0; ; j++ {
+		expect := ""
+		if j < len(d.order) {
+			expect = d.order[j]
+		}
+		if st := s.next(expect, 0, 0); st != scanField {
+			if st != scanEnd {
+				return nil, false
+			}
+			return row, true
+		}
+		k := expect
+		if !s.expected {
+			k = d.keyAt(j, s.key())
+		}
+		switch s.kind {
 		case colbatch.String:
-			row[k] = d.stringValue(field, v.s)
+			row[k] = d.stringValue(j, s.str())
 		case colbatch.Int:
-			row[k] = v.i
+			row[k] = s.num
 		case colbatch.Float:
-			row[k] = math.Float64frombits(uint64(v.i))
+			row[k] = math.Float64frombits(uint64(s.num))
 		case colbatch.Bool:
-			row[k] = v.i != 0
+			row[k] = s.num != 0
 		default:
 			row[k] = nil
 		}
-	})
-	if !ok {
-		return nil, false
 	}
-	return row, true
 }
 
-// flatValue is one scalar of a flat object: kind is colbatch.String (s
-// the bytes between the quotes), Int, Float (i its bits), Bool or Null.
-type flatValue struct {
-	s    []byte
-	i    int64
-	kind colbatch.Kind
+// flatScanner scans a flat object of plain values field by field: next
+// gives each of its fields in order, then scanEnd, or scanSlow when the
+// slow path must decide (fields may have been given by then). Both
+// decoders (rows as maps, rows as columns) use it, so they take and refuse
+// the same inputs. The field is held as offsets in b, not slices of it:
+// storing a pointer costs a write barrier while a collection runs.
+type flatScanner struct {
+	b  []byte
+	i  int
+	in bool // past the '{'
+	// The field: its key is b[ks:ke]; its value's kind is colbatch.String
+	// (b[vs:ve] the bytes between the quotes), Int (num), Float (num its
+	// bits), Bool (num 0 or 1) or Null.
+	ks, ke, vs, ve int
+	num            int64
+	kind           colbatch.Kind
+	// expected is whether the key is the one next was told to expect.
+	expected bool
 }
 
-// scanFlat scans a flat object of plain values, calling field for each of
-// its fields in order (field is its position); ok is false when the slow
-// path must decide (fields may have been reported by then). Both decoders
-// (rows as maps, rows as columns) share it, so they take and refuse the
-// same inputs.
-func scanFlat(b []byte, field func(j int, key []byte, v flatValue)) bool {
-	i, n := 0, len(b)
-	for i < n && isSpace(b[i]) {
+// key returns the key of the field.
+func (s *flatScanner) key() []byte { return s.b[s.ks:s.ke] }
+
+// str returns the bytes of a String value.
+func (s *flatScanner) str() []byte { return s.b[s.vs:s.ve] }
+
+// What flatScanner.next found.
+const (
+	scanField = iota // key and val hold the next field
+	scanEnd          // the object ended, and only space follows it
+	scanSlow         // anything else: the slow path decides
+)
+
+// keyWord returns the 8-byte word and mask of key between quotes, as
+// next compares it, or a zero mask when it is longer than 6 bytes.
+func keyWord(key string) (word, mask uint64) {
+	if key == "" || len(key) > 6 {
+		return 0, 0
+	}
+	var w [8]byte
+	w[0] = '"'
+	copy(w[1:], key)
+	w[len(key)+1] = '"'
+	return binary.LittleEndian.Uint64(w[:]), 1<<(8*(len(key)+2)) - 1
+}
+
+// skipSpace returns the index of the first byte of b from i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
-	if i >= n || b[i] != '{' {
-		return false
-	}
-	i++
-	for i < n && isSpace(b[i]) {
-		i++
-	}
-	if i < n && b[i] == '}' {
-		i++
-		for i < n && isSpace(b[i]) {
-			i++
+	return i
+}
+
+// next scans the next field of the object. expect is the key the caller
+// expects there (the previous row's at that position), or "": a key that
+// is expect byte for byte is not scanned again (expect was plain). A
+// nonzero mask holds the bytes of expect between its quotes, word those
+// bytes (keyWord): one comparison of 8 bytes then decides.
+func (s *flatScanner) next(expect string, word, mask uint64) int {
+	b, n := s.b, len(s.b)
+	i := skipSpace(b, s.i)
+	if !s.in {
+		if i >= n || b[i] != '{' {
+			return scanSlow
 		}
-		return i == n
-	}
-	for j := 0; ; j++ {
-		for i < n && isSpace(b[i]) {
-			i++
+		s.in = true
+		i = skipSpace(b, i+1)
+		if i < n && b[i] == '}' {
+			if skipSpace(b, i+1) != n {
+				return scanSlow
+			}
+			return scanEnd
 		}
-		ks, ke, ok := plainString(b, i)
+	} else {
+		// After a field: a comma and the next field, or the end.
+		if i >= n {
+			return scanSlow
+		}
+		if b[i] == '}' {
+			if skipSpace(b, i+1) != n {
+				return scanSlow
+			}
+			return scanEnd
+		}
+		if b[i] != ',' {
+			return scanSlow
+		}
+		i = skipSpace(b, i+1)
+	}
+	var ks, ke int
+	if mask != 0 && i+8 <= n && binary.LittleEndian.Uint64(b[i:])&mask == word {
+		ks, ke, s.expected = i+1, i+1+len(expect), true
+	} else if e := i + 1 + len(expect); mask == 0 && expect != "" && e < n && b[e] == '"' && b[i] == '"' && string(b[i+1:e]) == expect {
+		ks, ke, s.expected = i+1, e, true
+	} else {
+		var ok bool
+		if ks, ke, ok = plainString(b, i); !ok {
+			return scanSlow
+		}
+		s.expected = false
+	}
+	i = skipSpace(b, ke+1)
+	if i >= n || b[i] != ':' {
+		return scanSlow
+	}
+	i = skipSpace(b, i+1)
+	if i >= n {
+		return scanSlow
+	}
+	switch c := b[i]; {
+	case c == '"':
+		vs, ve, ok := plainString(b, i)
 		if !ok {
-			return false
+			return scanSlow
 		}
-		i = ke + 1
-		for i < n && isSpace(b[i]) {
-			i++
+		s.kind, s.vs, s.ve = colbatch.String, vs, ve
+		i = ve + 1
+	case c == 't':
+		if n-i < 4 || string(b[i:i+4]) != "true" {
+			return scanSlow
 		}
-		if i >= n || b[i] != ':' {
-			return false
+		s.kind, s.num = colbatch.Bool, 1
+		i += 4
+	case c == 'f':
+		if n-i < 5 || string(b[i:i+5]) != "false" {
+			return scanSlow
 		}
-		i++
-		for i < n && isSpace(b[i]) {
-			i++
+		s.kind, s.num = colbatch.Bool, 0
+		i += 5
+	case c == 'n':
+		if n-i < 4 || string(b[i:i+4]) != "null" {
+			return scanSlow
 		}
-		if i >= n {
-			return false
+		s.kind = colbatch.Null
+		i += 4
+	case c == '-' || c >= '0' && c <= '9':
+		end, kind, x, ok := scanNumber(b, i)
+		if !ok {
+			return scanSlow
 		}
-		var v flatValue
-		switch c := b[i]; {
-		case c == '"':
-			vs, ve, ok := plainString(b, i)
-			if !ok {
-				return false
-			}
-			v = flatValue{kind: colbatch.String, s: b[vs:ve]}
-			i = ve + 1
-		case c == 't':
-			if n-i < 4 || string(b[i:i+4]) != "true" {
-				return false
-			}
-			v = flatValue{kind: colbatch.Bool, i: 1}
-			i += 4
-		case c == 'f':
-			if n-i < 5 || string(b[i:i+5]) != "false" {
-				return false
-			}
-			v = flatValue{kind: colbatch.Bool}
-			i += 5
-		case c == 'n':
-			if n-i < 4 || string(b[i:i+4]) != "null" {
-				return false
-			}
-			v = flatValue{kind: colbatch.Null}
-			i += 4
-		case c == '-' || c >= '0' && c <= '9':
-			end, isInt, ok := scanNumber(b, i)
-			if !ok {
-				return false
-			}
-			s := b[i:end]
-			if isInt && string(s) != "-0" {
-				x, ok := parseInt(s)
-				if !ok {
-					return false // beyond int64: json.Number on the slow path
-				}
-				v = flatValue{kind: colbatch.Int, i: x}
-			} else {
-				x, err := strconv.ParseFloat(string(s), 64)
-				if err != nil {
-					return false
-				}
-				v = flatValue{kind: colbatch.Float, i: int64(math.Float64bits(x))}
-			}
-			i = end
-		default:
-			return false // objects, arrays, garbage
-		}
-		field(j, b[ks:ke], v)
-		for i < n && isSpace(b[i]) {
-			i++
-		}
-		if i >= n {
-			return false
-		}
-		if b[i] == ',' {
-			i++
-			continue
-		}
-		if b[i] != '}' {
-			return false
-		}
-		i++
-		for i < n && isSpace(b[i]) {
-			i++
-		}
-		return i == n
+		s.kind, s.num = kind, x
+		i = end
+	default:
+		return scanSlow // objects, arrays, garbage
 	}
+	s.ks, s.ke, s.i = ks, ke, i
+	return scanField
 }
 
-// parseInt parses the digits of a JSON integer (scanNumber checked the
-// grammar); ok is false beyond int64.
-func parseInt(s []byte) (int64, bool) {
-	neg := s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	if len(s) > 18 {
-		// Might not fit: let strconv decide.
-		x, err := strconv.ParseInt(string(s), 10, 64)
-		if neg && err != nil && string(s) == "9223372036854775808" {
-			return math.MinInt64, true
-		}
-		if err != nil {
-			return 0, false
-		}
-		if neg {
-			x = -x
-		}
-		return x, true
-	}
-	var x int64
-	for _, c := range s {
-		x = x*10 + int64(c-'0')
-	}
-	if neg {
-		x = -x
-	}
-	return x, true
-}
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // plainString returns the bounds of the contents of the string starting at
 // b[i] == '"' when it has no escapes and only printable ASCII or valid
-// UTF-8 (what the slow path would return unchanged).
+// UTF-8 (what the slow path would return unchanged). It reads 8 bytes at a
+// time while they are printable ASCII other than '"' and '\\'.
 func plainString(b []byte, i int) (start, end int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return 0, 0, false
 	}
+	j := i + 1
+	for ; j+8 <= len(b); j += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			j += bits.TrailingZeros64(m) / 8
+			break
+		}
+	}
 	ascii := true
-	for j := i + 1; j < len(b); j++ {
+	for ; j < len(b); j++ {
 		c := b[j]
 		switch {
 		case c == '"':
@@ -345,50 +363,121 @@ func plainString(b []byte, i int) (start, end int, ok bool) {
 	return 0, 0, false
 }
 
-// scanNumber checks the JSON number grammar from b[i] and returns its end.
-func scanNumber(b []byte, i int) (end int, isInt, ok bool) {
-	n := len(b)
-	if i < n && b[i] == '-' {
+// specialBytes marks (with its high bit) each byte of the 8 in w that is
+// '"', '\\', a control character (below 0x20) or not ASCII (0x80 and up).
+// Only the lowest marked byte is sure: a borrow from it may mark the next
+// ones; bytes below the first marked one are never marked.
+func specialBytes(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ ('"' * ones) // zero bytes where w has '"'
+	backslash := w ^ ('\\' * ones)
+	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (w - 0x20*ones) | w) & highs
+}
+
+// scanNumber scans the JSON number at b[i] and returns its end and value:
+// kind colbatch.Int (x the int64) or colbatch.Float (x its bits), as
+// compute.DecodeRow reads it; ok is false when the slow path must decide
+// (not a number, an integer beyond int64: a json.Number there, a float out
+// of range). The grammar, the digits and the value are read in one pass.
+// A float is strconv.ParseFloat's bit for bit: short decimals (at most 19
+// digits, an integer below 2^53 times or divided by a power of ten up to
+// 10^22) are exact in float64 arithmetic (both operands are exact and IEEE
+// 754 rounds the one product or quotient correctly); anything else goes to
+// strconv.
+func scanNumber(b []byte, i int) (end int, kind colbatch.Kind, x int64, ok bool) {
+	start, n := i, len(b)
+	neg := i < n && b[i] == '-'
+	if neg {
 		i++
 	}
 	if i >= n {
-		return 0, false, false
+		return 0, 0, 0, false
 	}
-	switch {
-	case b[i] == '0':
+	var mant uint64
+	digits := 0
+	switch c := b[i]; {
+	case c == '0':
 		i++
-	case b[i] >= '1' && b[i] <= '9':
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		digits = 1
+	case c >= '1' && c <= '9':
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
+			digits++
 		}
 	default:
-		return 0, false, false
+		return 0, 0, 0, false
 	}
-	isInt = true
+	isInt, exp := true, 0
 	if i < n && b[i] == '.' {
 		isInt = false
 		i++
 		d := i
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
 		}
 		if i == d {
-			return 0, false, false
+			return 0, 0, 0, false
 		}
+		digits += i - d
+		exp = d - i
 	}
+	bigExp := false
 	if i < n && (b[i] == 'e' || b[i] == 'E') {
 		isInt = false
 		i++
+		eneg := i < n && b[i] == '-'
 		if i < n && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < n && b[i] >= '0' && b[i] <= '9' {
-			i++
+		d, e := i, 0
+		for ; i < n && b[i] >= '0' && b[i] <= '9'; i++ {
+			if i-d < 4 {
+				e = e*10 + int(b[i]-'0')
+			}
 		}
 		if i == d {
-			return 0, false, false
+			return 0, 0, 0, false
 		}
+		bigExp = i-d > 4
+		if eneg {
+			e = -e
+		}
+		exp += e
 	}
-	return i, isInt, true
+	if isInt {
+		switch {
+		case digits <= 18:
+			if neg && mant == 0 {
+				return i, colbatch.Float, int64(math.Float64bits(math.Copysign(0, -1))), true // -0 is a float
+			}
+			x = int64(mant)
+			if neg {
+				x = -x
+			}
+			return i, colbatch.Int, x, true
+		}
+		x, ok := bigInt(b[start:i])
+		return i, colbatch.Int, x, ok
+	}
+	if digits > 19 || bigExp || mant > 1<<53 || exp < -22 || exp > 22 {
+		f, err := strconv.ParseFloat(string(b[start:i]), 64)
+		return i, colbatch.Float, int64(math.Float64bits(f)), err == nil
+	}
+	f := float64(mant)
+	if exp < 0 {
+		f /= pow10[-exp]
+	} else {
+		f *= pow10[exp]
+	}
+	if neg {
+		f = -f
+	}
+	return i, colbatch.Float, int64(math.Float64bits(f)), true
+}
+
+// bigInt parses a JSON integer of 19 digits or more; ok is false beyond
+// int64 (a json.Number on the slow path).
+func bigInt(s []byte) (int64, bool) {
+	x, err := strconv.ParseInt(string(s), 10, 64)
+	return x, err == nil
 }

@@ -1,9 +1,14 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -48,6 +53,10 @@ func checkFastRow(t *testing.T, b []byte) {
 	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: fast %#v %v, slow %#v %v", b, got, gerr, want, werr)
 	}
+	// Again with the same decoder: it now expects b's keys.
+	if again, err := d.decode(b); (err == nil) != (werr == nil) || !reflect.DeepEqual(again, want) {
+		t.Fatalf("%q: fast (keys expected) %#v %v, slow %#v %v", b, again, err, want, werr)
+	}
 	checkColumnRow(t, b, got, gerr)
 }
 
@@ -56,7 +65,6 @@ func checkFastRow(t *testing.T, b []byte) {
 // that columns absent from b are present in the batch).
 func checkColumnRow(t *testing.T, b []byte, want Row, werr error) {
 	cd := &colDecoder{b: new(colbatch.Batch)}
-	cd.fieldFn = cd.field
 	if err := cd.decode([]byte(`{"zz":1,"a":"x"}`), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +80,13 @@ func checkColumnRow(t *testing.T, b []byte, want Row, werr error) {
 	}
 	if got := cd.b.Rows()[1]; cd.b.Len != 2 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: columns %#v, rows %#v", b, got, want)
+	}
+	// Again: the decoder now expects b's keys.
+	if err := cd.decode(b, 3); err != nil {
+		t.Fatalf("%q: columns (keys expected): %v", b, err)
+	}
+	if got := cd.b.Rows()[2]; cd.b.Len != 3 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: columns (keys expected) %#v, rows %#v", b, got, want)
 	}
 }
 
@@ -122,5 +137,153 @@ func TestFastRowValueCache(t *testing.T) {
 	d.decode(line)
 	if n := testing.AllocsPerRun(100, func() { d.decode(line) }); n > 4 {
 		t.Errorf("%v allocations per row of cached values, want the map and one string at most", n)
+	}
+}
+
+var numberSeeds = []string{
+	"0", "-0", "0.0", "-0.0", "1.5", "-2.25", "123.45", "0.1", "0.3", "1e22", "1e23", "1e-22", "1e-23",
+	"9007199254740992", "9007199254740993", "9007199254740992.5", "4.35", "1.7976931348623157e308",
+	"1e309", "-1e309", "4.9e-324", "1e-400", "12345678901234567890.5", "0.000000000000000000001234",
+	"1E+2", "1e-05", "3.0e+000", "123456789012345678e-5", "7.038531e-26", "1e00000000000000000001",
+	"999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807",
+	"9223372036854775808", "-9223372036854775808", "-9223372036854775809", "-", "01", "1.", ".5", "1e", "1e+",
+	"-a", "1.5x", "--1", "+1",
+}
+
+// jsonNumber is the JSON number grammar (RFC 8259).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// TestScanNumberMatchesStrconv: scanNumber takes the JSON numbers, and only
+// them; its integers are strconv.ParseInt's (json.Number beyond int64:
+// not ok), its floats strconv.ParseFloat's bit for bit (not ok out of
+// range), and -0 is a float.
+func TestScanNumberMatchesStrconv(t *testing.T) {
+	for _, s := range numberSeeds {
+		checkScanNumber(t, []byte(s))
+	}
+}
+
+func checkScanNumber(t *testing.T, b []byte) {
+	end, kind, x, ok := scanNumber(b, 0)
+	if !jsonNumber.Match(b) {
+		if ok && end == len(b) {
+			t.Fatalf("scanNumber(%q) took it whole (%v %#x), not a JSON number", b, kind, x)
+		}
+		return
+	}
+	if ok && end != len(b) {
+		t.Fatalf("scanNumber(%q) ended at %d", b, end)
+	}
+	if !bytes.ContainsAny(b, ".eE") && string(b) != "-0" {
+		want, err := strconv.ParseInt(string(b), 10, 64)
+		if ok != (err == nil) || ok && (kind != colbatch.Int || x != want) {
+			t.Fatalf("scanNumber(%q) = %v %d, %v; strconv: %d, %v", b, kind, x, ok, want, err)
+		}
+		return
+	}
+	want, err := strconv.ParseFloat(string(b), 64)
+	if ok != (err == nil) || ok && (kind != colbatch.Float || uint64(x) != math.Float64bits(want)) {
+		t.Fatalf("scanNumber(%q) = %v %v (%#x), %v; strconv: %v (%#x), %v", b, kind, math.Float64frombits(uint64(x)), x, ok, want, math.Float64bits(want), err)
+	}
+}
+
+// FuzzScanNumber: scanNumber is strconv for every JSON number and takes
+// nothing else.
+func FuzzScanNumber(f *testing.F) {
+	for _, s := range numberSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(checkScanNumber)
+}
+
+// plainStringBytewise is plainString one byte at a time (what it was).
+func plainStringBytewise(b []byte, i int) (start, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			if !utf8.Valid(b[i+1 : j]) {
+				return 0, 0, false
+			}
+			return i + 1, j, true
+		case c == '\\' || c < 0x20:
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// TestPlainStringEveryByte: plainString, which reads 8 bytes at a time,
+// stops where the bytewise scan stops for every byte value at every
+// position of a word, before and after another special byte.
+func TestPlainStringEveryByte(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 1; pos < 20; pos++ {
+			for _, after := range []string{`"`, `\"`, "\x01\"", "é\"", "\xff\"", "abcdefghijklmnopq\""} {
+				b := []byte(`"` + strings.Repeat("a", pos-1))
+				b = append(b, byte(c))
+				b = append(b, after...)
+				s, e, ok := plainString(b, 0)
+				ws, we, wok := plainStringBytewise(b, 0)
+				if s != ws || e != we || ok != wok {
+					t.Fatalf("%q: plainString %d, %d, %v; bytewise %d, %d, %v", b, s, e, ok, ws, we, wok)
+				}
+			}
+		}
+	}
+}
+
+// TestExpectedKeys: decoders primed with a row's keys (so that they expect
+// them) take and refuse what compute.DecodeRow does for rows whose key at
+// that position is the same, one byte longer or shorter, unterminated,
+// followed by space, or escaped, for keys of every length around the
+// 8-byte comparison.
+func TestExpectedKeys(t *testing.T) {
+	for n := range 10 {
+		k := "abcdefghij"[:n]
+		variants := []string{`"` + k + `"`, `"` + k + `X"`, `"` + k + `X`, `"` + k + `" `, `"` + k + `\u0041"`, `"` + k + `""`}
+		if n > 0 {
+			variants = append(variants, `"`+k[:n-1]+`"`, `"`+k[:n-1]+`Z"`, `"`+k[:n-1])
+		}
+		for _, v := range variants {
+			for _, row := range []string{`{` + v + `:2}`, `{` + v + `:2,"tail":"0123456789"}`, `{"p":1,` + v + `:2}`,
+				`{"p":1,` + v + `:2,"tail":"0123456789"}`, `{` + v + `:"long value"}`, `{` + v + `:2 }`, `{` + v, `{` + v + `          `} {
+				prime := `{"` + k + `":1,"tail":"x"}`
+				if strings.HasPrefix(row, `{"p":1,`) {
+					prime = `{"p":0,"` + k + `":1,"tail":"x"}`
+				}
+				checkPrimed(t, []byte(prime), []byte(row))
+			}
+		}
+	}
+}
+
+// checkPrimed decodes prime, then b, with one decoder of each kind, and
+// compares b's row with compute.DecodeRow's.
+func checkPrimed(t *testing.T, prime, b []byte) {
+	t.Helper()
+	want, werr := compute.DecodeRow(b)
+	var d rowDecoder
+	if _, err := d.decode(prime); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.decode(b)
+	if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q after %q: fast %#v %v, slow %#v %v", b, prime, got, err, want, werr)
+	}
+	cd := &colDecoder{b: new(colbatch.Batch)}
+	if err := cd.decode(prime, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = cd.decode(b, 2)
+	if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+		t.Fatalf("%q after %q: columns error %v, rows error %v", b, prime, err, werr)
+	}
+	if err == nil {
+		if got := cd.b.Rows()[1]; !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q after %q: columns %#v, rows %#v", b, prime, got, want)
+		}
 	}
 }

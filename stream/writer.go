@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -536,11 +537,19 @@ type joined struct {
 // body cannot be stored go to poison (nil: the first such message makes
 // join return false).
 func join(msgs []Message, poison map[int]error) (joined, bool) {
+	return joinInto(nil, msgs, poison)
+}
+
+// joinInto is join into buf's memory when it is large enough.
+func joinInto(buf []byte, msgs []Message, poison map[int]error) (joined, bool) {
 	size := 0
 	for i := range msgs {
 		size += len(msgs[i].Body) + 1
 	}
-	j := joined{buf: make([]byte, 0, size), size: size, firstLine: make([]int, len(msgs)), lastLine: make([]int, len(msgs))}
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	j := joined{buf: buf[:0], size: size, firstLine: make([]int, len(msgs)), lastLine: make([]int, len(msgs))}
 	line := 0
 	for i := range msgs {
 		j.firstLine[i] = line + 1
@@ -562,6 +571,23 @@ func join(msgs []Message, poison map[int]error) (joined, bool) {
 		j.lastLine[i] = line
 	}
 	return j, true
+}
+
+// joinPool reuses the joined inputs of the by-column path: a batch's
+// bodies are copied into one buffer, garbage once decoded (the decoder
+// copies the strings it keeps), and at bulk rates it was a large
+// allocation per batch.
+var joinPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledJoin bounds the joined inputs kept for reuse.
+const maxPooledJoin = 4 << 20
+
+func putJoined(p *[]byte, buf []byte) {
+	if cap(buf) > maxPooledJoin {
+		return
+	}
+	*p = buf[:0]
+	joinPool.Put(p)
 }
 
 // decodeJoined decodes NDJSON messages as one input; false means a bad line
@@ -667,7 +693,9 @@ func (w *Writer) columnar() bool {
 // which decides and names it as before (running the functions again). A
 // commit error is returned (done) as the map path returns it.
 func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []Position) (res Result, done bool, err error) {
-	j, ok := join(msgs, nil)
+	buf := joinPool.Get().(*[]byte)
+	j, ok := joinInto(*buf, msgs, nil)
+	defer putJoined(buf, j.buf) // DecodeColumns copies what it keeps
 	if !ok {
 		return res, false, nil
 	}

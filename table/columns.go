@@ -71,10 +71,32 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 			cells = cb.Cols[i].Cells
 			used++
 		}
-		for r := range n {
-			var cell colbatch.Cell
-			if cells != nil {
-				cell = cells[r]
+		if cells == nil {
+			// No row has the column.
+			for r := range n {
+				if isTime {
+					cd.vals[r].i = now
+				} else {
+					cd.null[r] = true
+				}
+			}
+			cols[c] = cd
+			continue
+		}
+		same, isString := sameKind(col.Type)
+		for r, cell := range cells[:n] {
+			if cell.Kind == same {
+				// The common case, hoisted out of coerceCell: the cell is
+				// the value as it is (and widens nothing). Only the field
+				// of the type is written: the slab is zero, and storing a
+				// nil string would cost a write barrier during a
+				// collection.
+				if isString {
+					cd.vals[r].s = cell.S
+				} else {
+					cd.vals[r].i = cell.I
+				}
+				continue
 			}
 			if cell.Kind == colbatch.Absent || cell.Kind == colbatch.Null {
 				if isTime {
@@ -113,6 +135,25 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 	}
 	return cols, true, nil
 }
+
+// sameKind returns the kind of cell whose value a column of type t takes
+// as it is (in value.s when isString, else value.i), or an impossible kind.
+func sameKind(t Type) (k colbatch.Kind, isString bool) {
+	switch t {
+	case Int64:
+		return colbatch.Int, false
+	case Float64:
+		return colbatch.Float, false
+	case Bool:
+		return colbatch.Bool, false
+	case String:
+		return colbatch.String, true
+	}
+	return noKind, false
+}
+
+// noKind is no cell's kind.
+const noKind colbatch.Kind = 255
 
 // colSlab is the memory of one part's typed columns (every column's values
 // and nulls in one array each), reused across batches: allocating it per
