@@ -17,6 +17,26 @@ type rowData struct {
 	m  map[string]any
 	cb *colbatch.Batch
 	r  int
+	// hint caches the column of the keys read (by a hash of the key), so
+	// that reading row.x in row after row costs no map lookup; an entry
+	// is used only when its column has the key's name.
+	hint [8]int32
+}
+
+// column is cb.Find(key).
+func (r *rowData) column(key string) int {
+	if len(key) == 0 {
+		return r.cb.Find(key)
+	}
+	h := (len(key) + int(key[0]) + 3*int(key[len(key)-1])) & 7
+	if c := int(r.hint[h]); c < len(r.cb.Cols) && r.cb.Cols[c].Name == key {
+		return c
+	}
+	c := r.cb.Find(key)
+	if c >= 0 {
+		r.hint[h] = int32(c)
+	}
+	return c
 }
 
 // get is the row's value of key; ok is false when the row has no such key.
@@ -25,7 +45,7 @@ func (r *rowData) get(key string) (v any, ok bool) {
 		v, ok = r.m[key]
 		return v, ok
 	}
-	c := r.cb.Find(key)
+	c := r.column(key)
 	if c < 0 {
 		return nil, false
 	}
@@ -179,18 +199,21 @@ func checkRow(L *lua.LState) *rowData {
 
 func rowIndex(L *lua.LState) int {
 	r := checkRow(L)
-	key := L.CheckString(2)
+	L.Push(r.lua(L, L.CheckString(2)))
+	return 1
+}
+
+// lua is row.key as the script reads it (rowIndex, and getRowField for
+// row.key with a constant key).
+func (r *rowData) lua(L *lua.LState, key string) lua.LValue {
 	if r.cb != nil {
-		L.Push(cellToLua(L, r.cb, r.cb.Find(key), r.r))
-		return 1
+		return cellToLua(L, r.cb, r.column(key), r.r)
 	}
 	v, ok := r.m[key]
 	if !ok || v == nil {
-		L.Push(lua.LNil)
-		return 1
+		return lua.LNil
 	}
-	L.Push(ToLua(L, v))
-	return 1
+	return ToLua(L, v)
 }
 
 // cellToLua is ToLua of the value of column c (-1: none) in row r, the

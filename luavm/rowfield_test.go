@@ -1,0 +1,106 @@
+package luavm
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"time"
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
+)
+
+// TestRowFieldFastPath: row.x is read by the OP_GETTABLEKS wrapper
+// (rowfield.go), not by the __index metamethod, and gives what the
+// metamethod gives (row[k], a key in a register, still takes it) for every
+// kind of cell and map value, for a row held by column and a map row, in a
+// nested function too; other values (tables, strings) still index as
+// before. The probe: the metatable's __index is replaced by one that fails,
+// so a read that reaches it fails.
+func TestRowFieldFastPath(t *testing.T) {
+	if !rowFieldFast {
+		t.Fatalf("the row.x wrapper is not installed: gopher-lua's %s is not as rowfield.go expects", errRowFieldLayout)
+	}
+	m := newTestManager(t, Options{})
+	keys := []string{"int", "big", "float", "negzero", "str", "yes", "no", "null", "missing", "obj", "ts", "raw"}
+	src := `
+function slow(row, k)
+  return row[k]
+end
+function others(row)
+  local t = {a = 1}
+  local function inner() return row.int end
+  return inner() + t.a, ("x"):upper(), #row
+end
+`
+	for _, k := range keys {
+		src += "function fast_" + k + "(row) return row." + k + " end\n"
+	}
+	if err := m.Load("fast.lua", src, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	row := map[string]any{
+		"int": int64(1 << 40), "big": json.Number("123456789012345678901234567890"), "float": 2.5, "negzero": math.Copysign(0, -1),
+		"str": "s", "yes": true, "no": false, "null": nil, "obj": map[string]any{"k": []any{int64(1), nil}},
+		"ts": time.Unix(1700000000, 5e8), "raw": json.RawMessage(`{"a":1}`),
+	}
+	cb := &colbatch.Batch{}
+	cb.AddRow(1)
+	r := cb.AddRow(2)
+	for k, v := range row {
+		cb.Set(cb.ColumnOf(k), r, v)
+	}
+	show := func(v lua.LValue) string {
+		b, _ := json.Marshal(FromLua(v))
+		return v.Type().String() + " " + string(b)
+	}
+	err := m.Do(context.Background(), "fast.lua", func(vm *VM) error {
+		slow, err := vm.Func("slow")
+		if err != nil {
+			return err
+		}
+		others, err := vm.Func("others")
+		if err != nil {
+			return err
+		}
+		for name, proxy := range map[string]func() lua.LValue{"map": func() lua.LValue { return vm.Row(row) }, "columns": func() lua.LValue { return vm.RowAt(cb, r) }} {
+			mt := vm.L.GetTypeMetatable(rowTypeName).(*lua.LTable)
+			index := mt.RawGetString("__index")
+			for _, k := range keys {
+				want, err := vm.Call(slow, 1, proxy(), lua.LString(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fast, err := vm.Func("fast_" + k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mt.RawSetString("__index", vm.L.NewFunction(func(L *lua.LState) int {
+					L.RaiseError("row.%s took the metamethod", L.CheckString(2))
+					return 0
+				}))
+				got, err := vm.Call1(fast, proxy())
+				mt.RawSetString("__index", index)
+				if err != nil {
+					t.Fatalf("%s: row.%s: %v", name, k, err)
+				}
+				if show(got) != show(want[0]) {
+					t.Errorf("%s: row.%s = %s, row[k] = %s", name, k, show(got), show(want[0]))
+				}
+			}
+			got, err := vm.Call(others, 3, proxy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != lua.LNumber(1<<40+1) || got[1] != lua.LString("X") || got[2] != lua.LNumber(len(row)) {
+				t.Errorf("%s: inner, table, string and #row: %v", name, got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
