@@ -149,6 +149,20 @@ func toLuaElem(L *lua.LState, v any) lua.LValue {
 	return ToLua(L, v)
 }
 
+// Number stands in a results slice (out []any) for a number result held,
+// unboxed, in a float64 slice beside it: converting a float64 to an
+// interface allocates, and a computed column's result is mostly a number.
+// compute's column path and the engines that fill such slices agree on it
+// (compute.Processor.ProcessColumns, luajit.Script.ValuesColumnsNumbers);
+// NumberToGo gives the value FromLua would have.
+var Number any = numberMark{}
+
+type numberMark struct{}
+
+// NumberToGo is FromLua of the Lua number f: an int64 when f is whole and
+// in range, otherwise the float64.
+func NumberToGo(f float64) any { return numberToGo(f) }
+
 // FromLua converts a Lua value to Go: nil and Null to nil, booleans, whole
 // numbers to int64 and others to float64, strings, tables to []any when they
 // are a sequence 1..n and to map[string]any otherwise (number keys written in

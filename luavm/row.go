@@ -1,7 +1,9 @@
 package luavm
 
 import (
+	"math"
 	"sort"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -21,6 +23,8 @@ type rowData struct {
 	// that reading row.x in row after row costs no map lookup; an entry
 	// is used only when its column has the key's name.
 	hint [8]int32
+	// nums is the block the numbers read are boxed in (number).
+	nums []float64
 }
 
 // column is cb.Find(key).
@@ -207,7 +211,7 @@ func rowIndex(L *lua.LState) int {
 // row.key with a constant key).
 func (r *rowData) lua(L *lua.LState, key string) lua.LValue {
 	if r.cb != nil {
-		return cellToLua(L, r.cb, r.column(key), r.r)
+		return r.cellToLua(L, r.column(key))
 	}
 	v, ok := r.m[key]
 	if !ok || v == nil {
@@ -217,27 +221,59 @@ func (r *rowData) lua(L *lua.LState, key string) lua.LValue {
 }
 
 // cellToLua is ToLua of the value of column c (-1: none) in row r, the
-// scalars without boxing them into an any first.
-func cellToLua(L *lua.LState, cb *colbatch.Batch, c, r int) lua.LValue {
+// scalars without boxing them into an any first, and numbers boxed into
+// r's blocks (number).
+func (r *rowData) cellToLua(L *lua.LState, c int) lua.LValue {
 	if c < 0 {
 		return lua.LNil
 	}
-	cell := cb.Cols[c].Cells[r]
+	cell := r.cb.Cols[c].Cells[r.r]
 	switch cell.Kind {
 	case colbatch.Int:
-		return intNumber(cell.I)
+		if cell.I >= -256 && cell.I < 1024 {
+			return smallNumbers[cell.I+256]
+		}
+		return r.number(float64(cell.I))
 	case colbatch.Float:
-		return floatNumber(cell.Float())
+		return r.number(cell.Float())
 	case colbatch.String:
 		return lua.LString(cell.S)
 	case colbatch.Bool:
 		return lua.LBool(cell.I != 0)
 	case colbatch.Value:
-		if v, _ := cb.Any(cell); v != nil {
+		if v, _ := r.cb.Any(cell); v != nil {
 			return ToLua(L, v)
 		}
 	}
 	return lua.LNil
+}
+
+// numberBlock is how many numbers a row's block boxes.
+const numberBlock = 256
+
+// number is floatNumber(f) boxed without an allocation of its own: an
+// interface holding a float64 points to it, so the float64s of the cells
+// read are laid in blocks of numberBlock, one allocation per block (a
+// block lives as long as any number boxed in it). gopher-lua boxes the
+// results of arithmetic the same way (its allocator); a row's reads were
+// the one allocation per row left on a one-column batch.
+func (r *rowData) number(f float64) lua.LValue {
+	if f >= -256 && f < 1024 && f == math.Trunc(f) && !(f == 0 && math.Signbit(f)) {
+		return smallNumbers[int(f)+256]
+	}
+	if len(r.nums) == cap(r.nums) {
+		r.nums = make([]float64, 0, numberBlock)
+	}
+	r.nums = append(r.nums, f)
+	v := lua.LValue(lua.LNumber(0))
+	(*eface)(unsafe.Pointer(&v)).data = unsafe.Pointer(&r.nums[len(r.nums)-1])
+	return v
+}
+
+// eface is the layout of an interface value: its type and a pointer to
+// its value (a float64 for lua.LNumber, which is never written again).
+type eface struct {
+	typ, data unsafe.Pointer
 }
 
 func rowNewIndex(L *lua.LState) int {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"time"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
