@@ -266,14 +266,15 @@ func (r *rowData) number(f float64) lua.LValue {
 	}
 	r.nums = append(r.nums, f)
 	v := lua.LValue(lua.LNumber(0))
-	(*eface)(unsafe.Pointer(&v)).data = unsafe.Pointer(&r.nums[len(r.nums)-1])
+	(*iface)(unsafe.Pointer(&v)).data = unsafe.Pointer(&r.nums[len(r.nums)-1])
 	return v
 }
 
-// eface is the layout of an interface value: its type and a pointer to
-// its value (a float64 for lua.LNumber, which is never written again).
-type eface struct {
-	typ, data unsafe.Pointer
+// iface is the layout of an interface value: its type (for lua.LValue, a
+// non-empty interface, the itab of the dynamic type) and a pointer to its
+// value (a float64 for lua.LNumber; number never writes it again).
+type iface struct {
+	tab, data unsafe.Pointer
 }
 
 func rowNewIndex(L *lua.LState) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -97,6 +98,59 @@ end
 			if got[0] != lua.LNumber(1<<40+1) || got[1] != lua.LString("X") || got[2] != lua.LNumber(len(row)) {
 				t.Errorf("%s: inner, table, string and #row: %v", name, got)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRowNumbersKept: the numbers a script reads from rows held by column
+// (boxed in blocks, rowData.number) keep their values when the script keeps
+// them past their row, across blocks and collections.
+func TestRowNumbersKept(t *testing.T) {
+	m := newTestManager(t, Options{})
+	src := `
+local kept = {}
+function keep(row) kept[#kept + 1] = row.f; kept[#kept + 1] = row.i; return #kept end
+function sum() local s = 0 for _, v in ipairs(kept) do s = s + v end return s end`
+	if err := m.Load("keep.lua", src, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 3*numberBlock + 7
+	cb := &colbatch.Batch{}
+	want := 0.0
+	for r := range rows {
+		cb.AddRow(r + 1)
+		f, i := float64(r)+0.5, int64(r)*1_000_003
+		cb.Set(cb.ColumnOf("f"), r, f)
+		cb.Set(cb.ColumnOf("i"), r, i)
+		want += f + float64(i)
+	}
+	err := m.Do(context.Background(), "keep.lua", func(vm *VM) error {
+		keep, err := vm.Func("keep")
+		if err != nil {
+			return err
+		}
+		for r := range rows {
+			if _, err := vm.Call1(keep, vm.RowAt(cb, r)); err != nil {
+				return err
+			}
+			if r%100 == 0 {
+				runtime.GC()
+			}
+		}
+		sum, err := vm.Func("sum")
+		if err != nil {
+			return err
+		}
+		got, err := vm.Call1(sum, lua.LNil)
+		if err != nil {
+			return err
+		}
+		if got != lua.LNumber(want) {
+			t.Errorf("the numbers kept sum to %v, want %v", got, want)
 		}
 		return nil
 	})
