@@ -203,10 +203,15 @@ func fromLua(v lua.LValue, depth int) (any, error) {
 }
 
 func numberToGo(f float64) any {
-	if f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 && !math.IsInf(f, 0) {
+	if isInt64(f) {
 		return int64(f)
 	}
 	return f
+}
+
+// isInt64 reports whether the Lua number f comes back to Go as an int64.
+func isInt64(f float64) bool {
+	return f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 && !math.IsInf(f, 0)
 }
 
 func tableToGo(t *lua.LTable, depth int) (any, error) {

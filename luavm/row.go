@@ -279,14 +279,48 @@ type iface struct {
 
 func rowNewIndex(L *lua.LState) int {
 	r := checkRow(L)
-	key := L.CheckString(2)
-	v := L.Get(3)
+	r.setLua(L.CheckString(2), L.Get(3))
+	return 0
+}
+
+// setLua is row.key = v as the script writes it (rowNewIndex, and
+// setRowField for row.key = v with a constant key): nil deletes the key,
+// other values are stored as FromLua gives them. In a row held by column
+// a number, string or boolean goes straight to its cell (the cell Set
+// makes of FromLua's value), without boxing it into an any first.
+func (r *rowData) setLua(key string, v lua.LValue) {
 	if v == lua.LNil {
 		r.delete(key)
-		return 0
+		return
+	}
+	if r.cb != nil {
+		var cell colbatch.Cell
+		switch x := v.(type) {
+		case lua.LNumber:
+			if f := float64(x); isInt64(f) {
+				cell = colbatch.Cell{Kind: colbatch.Int, I: int64(f)}
+			} else {
+				cell = colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(f))}
+			}
+		case lua.LString:
+			cell = colbatch.Cell{Kind: colbatch.String, S: string(x)}
+		case lua.LBool:
+			cell = colbatch.Cell{Kind: colbatch.Bool}
+			if x {
+				cell.I = 1
+			}
+		default:
+			r.set(key, FromLua(v))
+			return
+		}
+		c := r.column(key)
+		if c < 0 {
+			c = r.cb.ColumnOf(key)
+		}
+		r.cb.Cols[c].Cells[r.r] = cell
+		return
 	}
 	r.set(key, FromLua(v))
-	return 0
 }
 
 func rowLen(L *lua.LState) int {

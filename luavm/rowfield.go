@@ -15,8 +15,10 @@ import (
 // instruction of row.x) is wrapped, as OP_CONCAT's is (concat.go): when
 // R(B) is a row proxy, the wrapper reads the field as rowIndex would and
 // stores it in R(A) itself; any other value goes to gopher-lua's handler.
-// A script cannot tell the difference: the row's metatable is hidden from
-// it (getmetatable, sandbox.go), so its __index is always rowIndex.
+// OP_SETTABLEKS (row.x = v) is wrapped the same way, in place of the
+// __newindex call (rowNewIndex). A script cannot tell the difference: the
+// row's metatable is hidden from it (getmetatable, sandbox.go), so its
+// __index and __newindex are always luavm's.
 //
 // The wrapper needs three things gopher-lua keeps private: the running
 // frame (its function's constants and its register base) and the register
@@ -49,11 +51,22 @@ func init() {
 		errRowFieldLayout = "no OP_GETTABLEKS handler"
 		return
 	}
+	nextSet := luaJumpTable[lua.OP_SETTABLEKS]
+	if nextSet == nil {
+		errRowFieldLayout = "no OP_SETTABLEKS handler"
+		return
+	}
 	luaJumpTable[lua.OP_GETTABLEKS] = func(L *lua.LState, inst uint32, baseFrame unsafe.Pointer) int {
 		if getRowField(L, inst) {
 			return 0
 		}
 		return next(L, inst, baseFrame)
+	}
+	luaJumpTable[lua.OP_SETTABLEKS] = func(L *lua.LState, inst uint32, baseFrame unsafe.Pointer) int {
+		if setRowField(L, inst) {
+			return 0
+		}
+		return nextSet(L, inst, baseFrame)
 	}
 	rowFieldFast = true
 }
@@ -106,8 +119,8 @@ func locateState() string {
 	return ""
 }
 
-// getRowField runs inst (OP_GETTABLEKS A B C) when R(B) is a row proxy and
-// the key a constant, and reports whether it did; otherwise gopher-lua's
+// getRowField runs inst (OP_GETTABLEKS A B C: R(A) := R(B)[RK(C)]) when
+// R(B) is a row proxy and RK(C) a string, and reports whether it did; otherwise gopher-lua's
 // handler runs it (nothing was changed).
 func getRowField(L *lua.LState, inst uint32) bool {
 	frame := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateFrame))
@@ -130,15 +143,11 @@ func getRowField(L *lua.LState, inst uint32) bool {
 	if !ok {
 		return false
 	}
-	c := int(inst>>9) & 0x1ff
-	if c&opBitRK == 0 {
-		return false // the key is in a register (a function with over 255 constants)
-	}
 	fn := *(**lua.LFunction)(unsafe.Add(frame, offFrameFn))
-	if fn == nil || fn.Proto == nil || c&^opBitRK >= len(fn.Proto.Constants) {
+	if fn == nil || fn.Proto == nil {
 		return false
 	}
-	key, ok := fn.Proto.Constants[c&^opBitRK].(lua.LString)
+	key, ok := rk(fn, *array, lbase, int(inst>>9)&0x1ff).(lua.LString)
 	if !ok {
 		return false
 	}
@@ -148,4 +157,61 @@ func getRowField(L *lua.LState, inst uint32) bool {
 		*top = a + 1
 	}
 	return true
+}
+
+// setRowField runs inst (OP_SETTABLEKS A B C: R(A)[RK(B)] := RK(C)) when
+// R(A) is a row proxy and RK(B) a string, as the proxy's __newindex
+// (rowNewIndex) would, and reports whether it did; otherwise gopher-lua's
+// handler runs it (nothing was changed).
+func setRowField(L *lua.LState, inst uint32) bool {
+	frame := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateFrame))
+	reg := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateReg))
+	if frame == nil || reg == nil {
+		return false
+	}
+	array := *(*[]lua.LValue)(unsafe.Add(reg, offRegArray))
+	lbase := *(*int)(unsafe.Add(frame, offFrameLocalBase))
+	a := lbase + int(inst>>18)&0xff
+	if a >= len(array) {
+		return false
+	}
+	ud, ok := array[a].(*lua.LUserData)
+	if !ok {
+		return false
+	}
+	r, ok := ud.Value.(*rowData)
+	if !ok {
+		return false
+	}
+	fn := *(**lua.LFunction)(unsafe.Add(frame, offFrameFn))
+	if fn == nil || fn.Proto == nil {
+		return false
+	}
+	// RK(B), the key, is in a register for an assignment (gopher-lua
+	// loads the constant there first); RK(C) is the value.
+	key, ok := rk(fn, array, lbase, int(inst&0x1ff)).(lua.LString)
+	if !ok {
+		return false
+	}
+	v := rk(fn, array, lbase, int(inst>>9)&0x1ff)
+	if v == nil {
+		return false
+	}
+	r.setLua(string(key), v)
+	return true
+}
+
+// rk is RK(x) of the running function: a constant or a register; nil if
+// out of range.
+func rk(fn *lua.LFunction, array []lua.LValue, lbase, x int) lua.LValue {
+	if x&opBitRK != 0 {
+		if k := x &^ opBitRK; k < len(fn.Proto.Constants) {
+			return fn.Proto.Constants[k]
+		}
+		return nil
+	}
+	if lbase+x < len(array) {
+		return array[lbase+x]
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package luavm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"testing"
@@ -151,6 +153,122 @@ function sum() local s = 0 for _, v in ipairs(kept) do s = s + v end return s en
 		}
 		if got != lua.LNumber(want) {
 			t.Errorf("the numbers kept sum to %v, want %v", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRowFieldWrites: row.x = v (the OP_SETTABLEKS wrapper, rowfield.go)
+// changes the row as row[k] = v (the __newindex metamethod) does, for every
+// kind of value and a delete, on a map row and a row held by column (the
+// cells Set makes of the map row's values); the probe is a failing
+// __newindex again.
+func TestRowFieldWrites(t *testing.T) {
+	m := newTestManager(t, Options{})
+	const writes = `{"num", 2.5}, {"int", 3}, {"big", 2^63}, {"huge", 2^70}, {"neg", -7}, {"str", "s"}, {"yes", true}, {"no", false},
+  {"tab", {a = 1, b = {true, "x"}}}, {"null", json.null}, {"kept", "new"}, {"gone", nil}, {"reg", x}, {"inc", row.inc + 1}`
+	src := `local json = require("json")
+function slow(row)
+  local x = row.inc * 2
+  for _, kv in ipairs({` + writes + `}) do
+    local k, v = kv[1], kv[2]
+    row[k] = v
+  end
+  row["gone"] = nil
+end
+function fast(row)
+  local x = row.inc * 2
+  row.num = 2.5 row.int = 3 row.big = 2^63 row.huge = 2^70 row.neg = -7 row.str = "s" row.yes = true row.no = false
+  row.tab = {a = 1, b = {true, "x"}} row.null = json.null row.kept = "new" row.gone = nil row.reg = x row.inc = row.inc + 1
+end`
+	if err := m.Load("writes.lua", src, ScriptConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]any{"inc": int64(41), "kept": "old", "gone": 1.5}
+	show := func(row map[string]any) string {
+		keys := sortedKeys(row)
+		var b []byte
+		for _, k := range keys {
+			b = fmt.Appendf(b, "%s=%#v ", k, row[k])
+		}
+		return string(b)
+	}
+	columns := func() (*colbatch.Batch, int) {
+		cb := &colbatch.Batch{}
+		cb.AddRow(1)
+		r := cb.AddRow(2)
+		for k, v := range base {
+			cb.Set(cb.ColumnOf(k), r, v)
+		}
+		return cb, r
+	}
+	err := m.Do(context.Background(), "writes.lua", func(vm *VM) error {
+		slow, err := vm.Func("slow")
+		if err != nil {
+			return err
+		}
+		fast, err := vm.Func("fast")
+		if err != nil {
+			return err
+		}
+		mt := vm.L.GetTypeMetatable(rowTypeName).(*lua.LTable)
+		newIndex := mt.RawGetString("__newindex")
+		failing := vm.L.NewFunction(func(L *lua.LState) int {
+			L.RaiseError("row.%s = v took the metamethod", L.CheckString(2))
+			return 0
+		})
+		// map rows
+		want, got := maps.Clone(base), maps.Clone(base)
+		if _, err := vm.Call1(slow, vm.Row(want)); err != nil {
+			t.Fatal(err)
+		}
+		mt.RawSetString("__newindex", failing)
+		_, err = vm.Call1(fast, vm.Row(got))
+		mt.RawSetString("__newindex", newIndex)
+		if err != nil {
+			t.Fatalf("map row: %v", err)
+		}
+		if show(got) != show(want) {
+			t.Errorf("map row:\n row.x = v: %s\nrow[k] = v: %s", show(got), show(want))
+		}
+		// rows held by column: the cells
+		wcb, wr := columns()
+		gcb, gr := columns()
+		if _, err := vm.Call1(slow, vm.RowAt(wcb, wr)); err != nil {
+			t.Fatal(err)
+		}
+		mt.RawSetString("__newindex", failing)
+		_, err = vm.Call1(fast, vm.RowAt(gcb, gr))
+		mt.RawSetString("__newindex", newIndex)
+		if err != nil {
+			t.Fatalf("row held by column: %v", err)
+		}
+		cells := func(cb *colbatch.Batch, r int) string {
+			var b []byte
+			for _, k := range sortedKeys(cb.Rows()[r]) {
+				c := cb.Cols[cb.Find(k)].Cells[r]
+				v, _ := cb.Any(c)
+				b = fmt.Appendf(b, "%s=%d:%#v ", k, c.Kind, v)
+			}
+			return string(b)
+		}
+		// what the map row holds, as cells (colbatch's Set of each value)
+		mcb := &colbatch.Batch{}
+		mr := mcb.AddRow(1)
+		for k, v := range want {
+			mcb.Set(mcb.ColumnOf(k), mr, v)
+		}
+		if g, w := cells(gcb, gr), cells(mcb, mr); g != w {
+			t.Errorf("row held by column:\n row.x = v: %s\n   the map: %s", g, w)
+		}
+		if g, w := cells(wcb, wr), cells(mcb, mr); g != w {
+			t.Errorf("row held by column:\nrow[k] = v: %s\n   the map: %s", g, w)
+		}
+		if len(want) != 13 || want["inc"] != int64(42) || want["reg"] != int64(82) {
+			t.Errorf("the writes did not all land: %s", show(want))
 		}
 		return nil
 	})
