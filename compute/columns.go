@@ -3,8 +3,11 @@ package compute
 import (
 	"context"
 	"fmt"
+	"math"
+	"sync"
 
 	"github.com/sluicedb/sluice/internal/colbatch"
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // ColumnHandler is implemented by handlers that evaluate rows held by
@@ -74,14 +77,14 @@ func (p *Processor) ProcessColumns(ctx context.Context, cb *colbatch.Batch) (Col
 	defer p.mu.RUnlock()
 	var b Columns
 	n := cb.Len
-	alive := make([]bool, n)
-	idx := make([]int, n) // indexes of the rows still alive
+	s := getScratch(n)
+	defer putScratch(s)
+	alive, idx := s.alive, s.idx // idx: indexes of the rows still alive
 	for i := range idx {
 		alive[i] = true
 		idx[i] = i
 	}
-	out := make([]any, n)
-	errs := make([]error, n)
+	out, nums, errs := s.out, s.nums, s.errs
 	for _, f := range p.all() {
 		if len(idx) == 0 {
 			break
@@ -89,18 +92,27 @@ func (p *Processor) ProcessColumns(ctx context.Context, cb *colbatch.Batch) (Col
 		o, e := out[:len(idx)], errs[:len(idx)]
 		clear(o)
 		clear(e)
-		f.evaluateColumns(ctx, cb, idx, o, e)
+		f.evaluateColumns(ctx, cb, idx, o, nums[:len(idx)], e)
 		f.stats.calls.Add(int64(len(idx)))
 		col := -1 // the column's index in cb, once it has one
-		set := func(i int, v any) {
+		column := func() int {
 			if col < 0 {
 				col = cb.ColumnOf(f.name)
 			}
-			cb.Set(col, i, v)
+			return col
 		}
+		set := func(i int, v any) { cb.Set(column(), i, v) }
 		kept := idx[:0]
 		for j, i := range idx {
 			v, err := o[j], e[j]
+			if v == luavm.Number && err == nil {
+				if cell, ok := numberCell(nums[j], f); ok {
+					cb.Cols[column()].Cells[i] = cell
+					kept = append(kept, i)
+					continue
+				}
+				v = luavm.NumberToGo(nums[j])
+			}
 			if err == nil {
 				v, err = f.check(v)
 			}
@@ -152,26 +164,66 @@ func (p *Processor) ProcessColumns(ctx context.Context, cb *colbatch.Batch) (Col
 	return b, nil
 }
 
+// numberColumns is implemented by the column handlers and scripts that can
+// hand a number result over unboxed: out[i] = luavm.Number and the number
+// in nums[i] (the Lua engines).
+type numberColumns interface {
+	ValuesColumnsNumbers(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, nums []float64, errs []error) error
+}
+
+// numberCell is the cell of f's column for the number result x, as
+// check and colbatch's Set make it from the value the engine would have
+// boxed (luavm.NumberToGo: an int64 when x is whole, else the float64);
+// ok is false when it is not that simple (a filter, another type, an
+// error to report), and the caller takes the general path.
+func numberCell(x float64, f *function) (colbatch.Cell, bool) {
+	if f.filter {
+		return colbatch.Cell{}, false
+	}
+	switch f.typ {
+	case Float64:
+		if x == 0 {
+			x = 0 // -0 is whole: the int64 0, then the float64 +0
+		}
+		return colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(x))}, true
+	case Int64:
+		if x == math.Trunc(x) && x >= -(1<<63) && x < 1<<63 {
+			return colbatch.Cell{Kind: colbatch.Int, I: int64(x)}, true
+		}
+	}
+	return colbatch.Cell{}, false
+}
+
 // evaluateColumns runs f on the rows at idx of cb: by column when its
-// handler can, otherwise on maps made for the call and written back.
-func (f *function) evaluateColumns(ctx context.Context, cb *colbatch.Batch, idx []int, out []any, errs []error) {
+// handler can, otherwise on maps made for the call and written back. A
+// handler that can leaves its number results in nums (numberColumns).
+func (f *function) evaluateColumns(ctx context.Context, cb *colbatch.Batch, idx []int, out []any, nums []float64, errs []error) {
 	var ch ColumnHandler
 	switch h := f.handler.(type) {
 	case nil:
 		f.evaluate(ctx, nil, out, errs) // every row fails with ErrClosed
 		return
 	case *engineLua:
+		if nc, ok := h.script.(numberColumns); ok {
+			if err := nc.ValuesColumnsNumbers(ctx, cb, idx, out, nums, errs); err != nil {
+				failAll(out, errs, err)
+			}
+			return
+		}
 		if cs, ok := h.script.(ColumnScript); ok {
 			ch = columnScript{cs}
 		}
+	case numberColumns:
+		if err := h.ValuesColumnsNumbers(ctx, cb, idx, out, nums, errs); err != nil {
+			failAll(out, errs, err)
+		}
+		return
 	case ColumnHandler:
 		ch = h
 	}
 	if ch != nil {
 		if err := ch.ValuesColumns(ctx, cb, idx, out, errs); err != nil {
-			for i := range errs {
-				out[i], errs[i] = nil, err
-			}
+			failAll(out, errs, err)
 		}
 		return
 	}
@@ -183,6 +235,44 @@ func (f *function) evaluateColumns(ctx context.Context, cb *colbatch.Batch, idx 
 	for j, i := range idx {
 		setRow(cb, i, rows[j])
 	}
+}
+
+// failAll fails every row with err (the handler could run none).
+func failAll(out []any, errs []error, err error) {
+	for i := range errs {
+		out[i], errs[i] = nil, err
+	}
+}
+
+// scratch is what ProcessColumns needs per batch, kept for the next one.
+type scratch struct {
+	alive []bool
+	idx   []int
+	out   []any
+	nums  []float64
+	errs  []error
+}
+
+var scratchPool sync.Pool
+
+// getScratch returns scratch for n rows (out and errs cleared).
+func getScratch(n int) *scratch {
+	s, _ := scratchPool.Get().(*scratch)
+	if s == nil {
+		s = &scratch{}
+	}
+	if cap(s.idx) < n {
+		*s = scratch{alive: make([]bool, n), idx: make([]int, n), out: make([]any, n), nums: make([]float64, n), errs: make([]error, n)}
+	}
+	s.alive, s.idx, s.out, s.nums, s.errs = s.alive[:n], s.idx[:n], s.out[:n], s.nums[:n], s.errs[:n]
+	return s
+}
+
+// putScratch keeps s for the next batch, without the results it points to.
+func putScratch(s *scratch) {
+	clear(s.out)
+	clear(s.errs)
+	scratchPool.Put(s)
 }
 
 type columnScript struct{ s ColumnScript }

@@ -60,6 +60,15 @@ computed:
     engine: ENGINE
     on_error: null
     func: "function main(row) return row.i / 2 end"
+  - name: fedge
+    type: float64
+    engine: ENGINE
+    func: "function main(row) local i = row.i or 0 if row.f ~= nil then return row.f elseif i == 14 then return 2^70 elseif i == -3 then return -2^63 end return i + 0.25 end"
+  - name: iedge
+    type: int64
+    engine: ENGINE
+    on_error: null
+    func: "function main(row) local i = row.i or 0 if i == 3 then return row.f elseif i == 2 then return 2^63 elseif i == 7 then return 2.5 elseif i == 14 then return -2^63 end return i * 1000000007 end"
   - name: positive
     type: int64
     engine: ENGINE

@@ -308,9 +308,20 @@ const maxBatch = 4096
 // column: the columns the script reads are laid out from cb's cells (no map
 // per row), and the fields it writes or deletes change cb's cells.
 func (s *Script) ValuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, errs []error) error {
+	return s.ValuesColumnsNumbers(ctx, cb, rows, out, nil, errs)
+}
+
+// ValuesColumnsNumbers is ValuesColumns, but a number result is nums[i],
+// with out[i] = luavm.Number, rather than boxed into out[i] (when nums is
+// not nil).
+func (s *Script) ValuesColumnsNumbers(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, nums []float64, errs []error) error {
 	for len(rows) > 0 {
 		n := min(len(rows), maxBatch)
-		if err := s.valuesColumns(ctx, cb, rows[:n], out[:n], errs[:n]); err != nil {
+		var ns []float64
+		if nums != nil {
+			ns, nums = nums[:n], nums[n:]
+		}
+		if err := s.valuesColumns(ctx, cb, rows[:n], out[:n], ns, errs[:n]); err != nil {
 			for i := range rows {
 				if errs[i] == nil && out[i] == nil {
 					errs[i] = err
@@ -323,13 +334,13 @@ func (s *Script) ValuesColumns(ctx context.Context, cb *colbatch.Batch, rows []i
 	return nil
 }
 
-func (s *Script) valuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, errs []error) error {
+func (s *Script) valuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, nums []float64, errs []error) error {
 	v, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.release(v)
-	return v.runColumns(ctx, cb, rows, out, errs)
+	return v.runColumns(ctx, cb, rows, out, nums, errs)
 }
 
 func (s *Script) values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {

@@ -367,8 +367,14 @@ local function wcell(c)
     wraw("false")
   elseif t == T_NULL then
     wraw("null")
-  else -- T_NUM, T_TIME, T_JSON, T_RAW: the arena holds the JSON text
-    wbytes(B.arena + B.off[j], B.len[j])
+  else -- T_NUM, T_TIME, T_JSON, T_RAW: the arena holds the JSON text,
+    -- but for a number laid out without it (len -1: noText in vm.go)
+    local n = B.len[j]
+    if n < 0 then
+      wnum(B.num[j])
+    else
+      wbytes(B.arena + B.off[j], n)
+    end
   end
 end
 

@@ -4,6 +4,7 @@ package luajit
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -60,11 +61,13 @@ func randomString(r *rand.Rand) string {
 // TestJSONMatchesJSONW: json.decode then json.encode in Lua gives the bytes
 // internal/jsonw writes for the same value (the encoder in C for tables,
 // the number formatting, the escaping), and so does json.encode of single
-// numbers read from a row.
+// numbers read from a row and of rows of numbers (laid out without their
+// text: vm.go's noText).
 func TestJSONMatchesJSONW(t *testing.T) {
 	s := load(t, `local json = require("json")
 function main(row)
-  if row.f then return json.encode(row.f) end
+  if row.f then return json.encode(row.f) .. " " .. json.encode(row) end
+  if row.n then return json.encode(row) end
   return json.encode(json.decode(row.j))
 end`, Config{})
 	r := rand.New(rand.NewPCG(1, 2))
@@ -95,8 +98,16 @@ end`, Config{})
 		if x, ok := f.(float64); ok {
 			b, _ := jsonw.AppendFloat(nil, x, 64)
 			rows = append(rows, map[string]any{"f": x})
-			want = append(want, string(b))
+			want = append(want, string(b)+` {"f":`+string(b)+`}`)
 		}
+		// an integer cell as the row's JSON: its digits, all of them
+		// beyond 2^53
+		n := r.Int64() >> r.IntN(64)
+		if r.IntN(2) == 0 {
+			n = -n
+		}
+		rows = append(rows, map[string]any{"n": n})
+		want = append(want, fmt.Sprintf(`{"n":%d}`, n))
 	}
 	out, errs := run(t, s, rows...)
 	bad := 0

@@ -61,5 +61,10 @@ func (*Script) ValuesColumns(context.Context, *colbatch.Batch, []int, []any, []e
 	return ErrUnavailable
 }
 
+// ValuesColumnsNumbers is never reached in this build.
+func (*Script) ValuesColumnsNumbers(context.Context, *colbatch.Batch, []int, []any, []float64, []error) error {
+	return ErrUnavailable
+}
+
 // Close does nothing.
 func (*Script) Close() error { return nil }

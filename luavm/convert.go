@@ -149,6 +149,20 @@ func toLuaElem(L *lua.LState, v any) lua.LValue {
 	return ToLua(L, v)
 }
 
+// Number stands in a results slice (out []any) for a number result held,
+// unboxed, in a float64 slice beside it: converting a float64 to an
+// interface allocates, and a computed column's result is mostly a number.
+// compute's column path and the engines that fill such slices agree on it
+// (compute.Processor.ProcessColumns, luajit.Script.ValuesColumnsNumbers);
+// NumberToGo gives the value FromLua would have.
+var Number any = numberMark{}
+
+type numberMark struct{}
+
+// NumberToGo is FromLua of the Lua number f: an int64 when f is whole and
+// in range, otherwise the float64.
+func NumberToGo(f float64) any { return numberToGo(f) }
+
 // FromLua converts a Lua value to Go: nil and Null to nil, booleans, whole
 // numbers to int64 and others to float64, strings, tables to []any when they
 // are a sequence 1..n and to map[string]any otherwise (number keys written in
@@ -189,10 +203,15 @@ func fromLua(v lua.LValue, depth int) (any, error) {
 }
 
 func numberToGo(f float64) any {
-	if f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 && !math.IsInf(f, 0) {
+	if isInt64(f) {
 		return int64(f)
 	}
 	return f
+}
+
+// isInt64 reports whether the Lua number f comes back to Go as an int64.
+func isInt64(f float64) bool {
+	return f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 && !math.IsInf(f, 0)
 }
 
 func tableToGo(t *lua.LTable, depth int) (any, error) {

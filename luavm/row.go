@@ -1,7 +1,9 @@
 package luavm
 
 import (
+	"math"
 	"sort"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -17,6 +19,28 @@ type rowData struct {
 	m  map[string]any
 	cb *colbatch.Batch
 	r  int
+	// hint caches the column of the keys read (by a hash of the key), so
+	// that reading row.x in row after row costs no map lookup; an entry
+	// is used only when its column has the key's name.
+	hint [8]int32
+	// nums is the block the numbers read are boxed in (number).
+	nums []float64
+}
+
+// column is cb.Find(key).
+func (r *rowData) column(key string) int {
+	if len(key) == 0 {
+		return r.cb.Find(key)
+	}
+	h := (len(key) + int(key[0]) + 3*int(key[len(key)-1])) & 7
+	if c := int(r.hint[h]); c < len(r.cb.Cols) && r.cb.Cols[c].Name == key {
+		return c
+	}
+	c := r.cb.Find(key)
+	if c >= 0 {
+		r.hint[h] = int32(c)
+	}
+	return c
 }
 
 // get is the row's value of key; ok is false when the row has no such key.
@@ -25,7 +49,7 @@ func (r *rowData) get(key string) (v any, ok bool) {
 		v, ok = r.m[key]
 		return v, ok
 	}
-	c := r.cb.Find(key)
+	c := r.column(key)
 	if c < 0 {
 		return nil, false
 	}
@@ -179,54 +203,124 @@ func checkRow(L *lua.LState) *rowData {
 
 func rowIndex(L *lua.LState) int {
 	r := checkRow(L)
-	key := L.CheckString(2)
-	if r.cb != nil {
-		L.Push(cellToLua(L, r.cb, r.cb.Find(key), r.r))
-		return 1
-	}
-	v, ok := r.m[key]
-	if !ok || v == nil {
-		L.Push(lua.LNil)
-		return 1
-	}
-	L.Push(ToLua(L, v))
+	L.Push(r.lua(L, L.CheckString(2)))
 	return 1
 }
 
+// lua is row.key as the script reads it (rowIndex, and getRowField for
+// row.key with a constant key).
+func (r *rowData) lua(L *lua.LState, key string) lua.LValue {
+	if r.cb != nil {
+		return r.cellToLua(L, r.column(key))
+	}
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return lua.LNil
+	}
+	return ToLua(L, v)
+}
+
 // cellToLua is ToLua of the value of column c (-1: none) in row r, the
-// scalars without boxing them into an any first.
-func cellToLua(L *lua.LState, cb *colbatch.Batch, c, r int) lua.LValue {
+// scalars without boxing them into an any first, and numbers boxed into
+// r's blocks (number).
+func (r *rowData) cellToLua(L *lua.LState, c int) lua.LValue {
 	if c < 0 {
 		return lua.LNil
 	}
-	cell := cb.Cols[c].Cells[r]
+	cell := r.cb.Cols[c].Cells[r.r]
 	switch cell.Kind {
 	case colbatch.Int:
-		return intNumber(cell.I)
+		if cell.I >= -256 && cell.I < 1024 {
+			return smallNumbers[cell.I+256]
+		}
+		return r.number(float64(cell.I))
 	case colbatch.Float:
-		return floatNumber(cell.Float())
+		return r.number(cell.Float())
 	case colbatch.String:
 		return lua.LString(cell.S)
 	case colbatch.Bool:
 		return lua.LBool(cell.I != 0)
 	case colbatch.Value:
-		if v, _ := cb.Any(cell); v != nil {
+		if v, _ := r.cb.Any(cell); v != nil {
 			return ToLua(L, v)
 		}
 	}
 	return lua.LNil
 }
 
+// numberBlock is how many numbers a row's block boxes.
+const numberBlock = 256
+
+// number is floatNumber(f) boxed without an allocation of its own: an
+// interface holding a float64 points to it, so the float64s of the cells
+// read are laid in blocks of numberBlock, one allocation per block (a
+// block lives as long as any number boxed in it). gopher-lua boxes the
+// results of arithmetic the same way (its allocator); a row's reads were
+// the one allocation per row left on a one-column batch.
+func (r *rowData) number(f float64) lua.LValue {
+	if f >= -256 && f < 1024 && f == math.Trunc(f) && !(f == 0 && math.Signbit(f)) {
+		return smallNumbers[int(f)+256]
+	}
+	if len(r.nums) == cap(r.nums) {
+		r.nums = make([]float64, 0, numberBlock)
+	}
+	r.nums = append(r.nums, f)
+	v := lua.LValue(lua.LNumber(0))
+	(*iface)(unsafe.Pointer(&v)).data = unsafe.Pointer(&r.nums[len(r.nums)-1])
+	return v
+}
+
+// iface is the layout of an interface value: its type (for lua.LValue, a
+// non-empty interface, the itab of the dynamic type) and a pointer to its
+// value (a float64 for lua.LNumber; number never writes it again).
+type iface struct {
+	tab, data unsafe.Pointer
+}
+
 func rowNewIndex(L *lua.LState) int {
 	r := checkRow(L)
-	key := L.CheckString(2)
-	v := L.Get(3)
+	r.setLua(L.CheckString(2), L.Get(3))
+	return 0
+}
+
+// setLua is row.key = v as the script writes it (rowNewIndex, and
+// setRowField for row.key = v with a constant key): nil deletes the key,
+// other values are stored as FromLua gives them. In a row held by column
+// a number, string or boolean goes straight to its cell (the cell Set
+// makes of FromLua's value), without boxing it into an any first.
+func (r *rowData) setLua(key string, v lua.LValue) {
 	if v == lua.LNil {
 		r.delete(key)
-		return 0
+		return
+	}
+	if r.cb != nil {
+		var cell colbatch.Cell
+		switch x := v.(type) {
+		case lua.LNumber:
+			if f := float64(x); isInt64(f) {
+				cell = colbatch.Cell{Kind: colbatch.Int, I: int64(f)}
+			} else {
+				cell = colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(f))}
+			}
+		case lua.LString:
+			cell = colbatch.Cell{Kind: colbatch.String, S: string(x)}
+		case lua.LBool:
+			cell = colbatch.Cell{Kind: colbatch.Bool}
+			if x {
+				cell.I = 1
+			}
+		default:
+			r.set(key, FromLua(v))
+			return
+		}
+		c := r.column(key)
+		if c < 0 {
+			c = r.cb.ColumnOf(key)
+		}
+		r.cb.Cols[c].Cells[r.r] = cell
+		return
 	}
 	r.set(key, FromLua(v))
-	return 0
 }
 
 func rowLen(L *lua.LState) int {
