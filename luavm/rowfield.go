@@ -119,40 +119,77 @@ func locateState() string {
 	return ""
 }
 
-// getRowField runs inst (OP_GETTABLEKS A B C: R(A) := R(B)[RK(C)]) when
-// R(B) is a row proxy and RK(C) a string, and reports whether it did; otherwise gopher-lua's
-// handler runs it (nothing was changed).
-func getRowField(L *lua.LState, inst uint32) bool {
+// running is the state of the running Lua function that the wrappers
+// read: its register array (from the function's base), and the function
+// (for its constants).
+type running struct {
+	array *[]lua.LValue
+	lbase int
+	fn    *lua.LFunction
+}
+
+// rowAt returns the running function's state and the row proxy in its
+// register x (relative to its base); ok is false when register x holds
+// something else (or the state is not what the offsets expect), and then
+// gopher-lua's handler runs the instruction.
+func rowAt(L *lua.LState, x int) (run running, r *rowData, ok bool) {
 	frame := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateFrame))
 	reg := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateReg))
 	if frame == nil || reg == nil {
-		return false
+		return run, nil, false
 	}
-	array := (*[]lua.LValue)(unsafe.Add(reg, offRegArray))
-	lbase := *(*int)(unsafe.Add(frame, offFrameLocalBase))
-	b := lbase + int(inst&0x1ff)
-	a := lbase + int(inst>>18)&0xff
-	if b >= len(*array) || a >= len(*array) {
-		return false
+	run.array = (*[]lua.LValue)(unsafe.Add(reg, offRegArray))
+	run.lbase = *(*int)(unsafe.Add(frame, offFrameLocalBase))
+	if run.lbase+x >= len(*run.array) {
+		return run, nil, false
 	}
-	ud, ok := (*array)[b].(*lua.LUserData)
+	ud, ok := (*run.array)[run.lbase+x].(*lua.LUserData)
+	if !ok {
+		return run, nil, false
+	}
+	if r, ok = ud.Value.(*rowData); !ok {
+		return run, nil, false
+	}
+	run.fn = *(**lua.LFunction)(unsafe.Add(frame, offFrameFn))
+	if run.fn == nil || run.fn.Proto == nil {
+		return run, nil, false
+	}
+	return run, r, true
+}
+
+// rk is RK(x) of the running function: a constant or a register; nil if
+// out of range.
+func (run running) rk(x int) lua.LValue {
+	if x&opBitRK != 0 {
+		if k := x &^ opBitRK; k < len(run.fn.Proto.Constants) {
+			return run.fn.Proto.Constants[k]
+		}
+		return nil
+	}
+	if run.lbase+x < len(*run.array) {
+		return (*run.array)[run.lbase+x]
+	}
+	return nil
+}
+
+// getRowField runs inst (OP_GETTABLEKS A B C: R(A) := R(B)[RK(C)]) when
+// R(B) is a row proxy and RK(C) a string, and reports whether it did;
+// otherwise gopher-lua's handler runs it (nothing was changed).
+func getRowField(L *lua.LState, inst uint32) bool {
+	run, r, ok := rowAt(L, int(inst&0x1ff))
 	if !ok {
 		return false
 	}
-	r, ok := ud.Value.(*rowData)
+	a := run.lbase + int(inst>>18)&0xff
+	if a >= len(*run.array) {
+		return false
+	}
+	key, ok := run.rk(int(inst>>9) & 0x1ff).(lua.LString)
 	if !ok {
 		return false
 	}
-	fn := *(**lua.LFunction)(unsafe.Add(frame, offFrameFn))
-	if fn == nil || fn.Proto == nil {
-		return false
-	}
-	key, ok := rk(fn, *array, lbase, int(inst>>9)&0x1ff).(lua.LString)
-	if !ok {
-		return false
-	}
-	v := r.lua(L, string(key))
-	(*array)[a] = v
+	(*run.array)[a] = r.lua(L, string(key))
+	reg := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateReg))
 	if top := (*int)(unsafe.Add(reg, offRegTop)); a >= *top {
 		*top = a + 1
 	}
@@ -164,54 +201,20 @@ func getRowField(L *lua.LState, inst uint32) bool {
 // (rowNewIndex) would, and reports whether it did; otherwise gopher-lua's
 // handler runs it (nothing was changed).
 func setRowField(L *lua.LState, inst uint32) bool {
-	frame := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateFrame))
-	reg := *(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(L), offStateReg))
-	if frame == nil || reg == nil {
-		return false
-	}
-	array := *(*[]lua.LValue)(unsafe.Add(reg, offRegArray))
-	lbase := *(*int)(unsafe.Add(frame, offFrameLocalBase))
-	a := lbase + int(inst>>18)&0xff
-	if a >= len(array) {
-		return false
-	}
-	ud, ok := array[a].(*lua.LUserData)
+	run, r, ok := rowAt(L, int(inst>>18)&0xff)
 	if !ok {
-		return false
-	}
-	r, ok := ud.Value.(*rowData)
-	if !ok {
-		return false
-	}
-	fn := *(**lua.LFunction)(unsafe.Add(frame, offFrameFn))
-	if fn == nil || fn.Proto == nil {
 		return false
 	}
 	// RK(B), the key, is in a register for an assignment (gopher-lua
 	// loads the constant there first); RK(C) is the value.
-	key, ok := rk(fn, array, lbase, int(inst&0x1ff)).(lua.LString)
+	key, ok := run.rk(int(inst & 0x1ff)).(lua.LString)
 	if !ok {
 		return false
 	}
-	v := rk(fn, array, lbase, int(inst>>9)&0x1ff)
+	v := run.rk(int(inst>>9) & 0x1ff)
 	if v == nil {
 		return false
 	}
 	r.setLua(string(key), v)
 	return true
-}
-
-// rk is RK(x) of the running function: a constant or a register; nil if
-// out of range.
-func rk(fn *lua.LFunction, array []lua.LValue, lbase, x int) lua.LValue {
-	if x&opBitRK != 0 {
-		if k := x &^ opBitRK; k < len(fn.Proto.Constants) {
-			return fn.Proto.Constants[k]
-		}
-		return nil
-	}
-	if lbase+x < len(array) {
-		return array[lbase+x]
-	}
-	return nil
 }
