@@ -733,6 +733,10 @@ func (m *Manager) Stats() []ScriptStats {
 	return out
 }
 
+// stallWatchdog, when set (tests), runs on every tick right after the clock
+// is stored: a test holds the watchdog there as a starved process would.
+var stallWatchdog atomic.Pointer[func()]
+
 // watchdog is the Manager's one goroutine. Every tick it advances the coarse
 // clock and stops calls past their deadline (and, with a HeapLimit, calls
 // running while the heap is over it); every IdleCheck it closes idle VMs.
@@ -752,7 +756,19 @@ func (m *Manager) watchdog() {
 		case <-tick.C:
 		}
 		t := now()
-		m.clock.Store(t)
+		// A tick that comes late (the process starved of CPU, a long
+		// pause) leaves the coarse clock stale for the whole gap: a call
+		// armed in it got its deadline from the stale clock, and no call
+		// was watched. What the gap has beyond two ticks is not charged
+		// to the calls: their deadlines move by it. Without this a call
+		// armed near the end of a 200 ms stall was stopped as soon as the
+		// watchdog woke (and compute, which ends a run of rows when the
+		// clock moves, ran rows past their time limit while it did not:
+		// TestWatchdogStallNotCharged).
+		late := t - m.clock.Swap(t) - 2*int64(m.opts.WatchdogInterval)
+		if stall := stallWatchdog.Load(); stall != nil {
+			(*stall)()
+		}
 		pools = pools[:0]
 		m.mu.Lock()
 		for p := range m.pools {
@@ -779,6 +795,12 @@ func (m *Manager) watchdog() {
 			vms = p.snapshot(vms[:0])
 			for _, vm := range vms {
 				d := vm.deadline.Load()
+				if late > 0 && d > 0 && d < math.MaxInt64-late {
+					if !vm.deadline.CompareAndSwap(d, d+late) {
+						continue // the call ended or was stopped meanwhile
+					}
+					d += late
+				}
 				switch {
 				case d == deadlineFired:
 					fired = append(fired, firedVM{vm, p.script})
