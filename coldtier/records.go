@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,22 +61,27 @@ type rowSel struct {
 }
 
 // keep appends to kept the rows of blk the claims keep (those no other
-// writer committed); its source columns follow the n written ones.
-func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32) []int32 {
+// writer committed); its source columns follow the n written ones. The
+// claims keep the batch tags they see, and a block's strings live only
+// during its emit call: tag is the last tag, cloned once per change.
+func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32, tag *string) []int32 {
 	tags, offs := &blk.Cols[n], &blk.Cols[n+1]
 	if sel.claimsMu != nil {
 		sel.claimsMu.Lock()
 		defer sel.claimsMu.Unlock()
 	}
 	for _, r := range blk.Rows {
-		var tag, off any
+		var t, off any
 		if !tags.Null(r) && (tags.Type == table.String || tags.Type == table.JSON) {
-			tag = tags.Strs[r]
+			if s := tags.Strs[r]; s != *tag {
+				*tag = strings.Clone(s)
+			}
+			t = *tag
 		}
 		if !offs.Null(r) && offs.Type == table.Int64 {
 			off = offs.Ints[r]
 		}
-		if sel.claims.keep(tag, off) {
+		if sel.claims.keep(t, off) {
 			kept = append(kept, r)
 		}
 	}
@@ -147,11 +153,14 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 				return ctx.Err()
 			}
 		}
-		var keep []int32 // the rows of a block the claims keep
+		var (
+			keep []int32 // the rows of a block the claims keep
+			tag  string  // the last batch tag the claims saw (keep)
+		)
 		err := t.QueryBlocksSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, sel.seqFrom, sel.seqLimit, workers, func(_ []table.Column, blk *table.BlockRows) error {
 			rows := blk.Rows
 			if sel.claims != nil {
-				keep = sel.keep(blk, len(cols), keep[:0])
+				keep = sel.keep(blk, len(cols), keep[:0], &tag)
 				rows = keep
 			}
 			for len(rows) > 0 {
