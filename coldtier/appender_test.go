@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -160,4 +161,32 @@ func arrowValue(a arrow.Array, k int) any {
 		return int64(a.Value(k))
 	}
 	return fmt.Sprintf("unexpected %T", a)
+}
+
+// TestRowSelKeepClonesTags hands the claims a block's batch tags the way a
+// block-wise query gives them, as strings over the decoded block's bytes
+// that the next block overwrites: the claims keep what they saw (the last
+// tag, the sources of the rows written), so the reader must clone the tags
+// it hands over, or the first block's source turns into the second's.
+func TestRowSelKeepClonesTags(t *testing.T) {
+	rc := newRunClaims("me", claims{})
+	sel := rowSel{claims: rc}
+	block := []byte("kafka/t/0/a@0-10")
+	borrowed := unsafe.String(&block[0], len(block))
+	var tag string
+	keepBlock := func(off int64) {
+		blk := &table.BlockRows{Rows: []int32{0}, Cols: []table.ColumnVector{
+			{Type: table.String, Strs: []string{borrowed}}, {Type: table.Int64, Ints: []int64{off}}}}
+		if kept := sel.keep(blk, 0, nil, &tag); len(kept) != 1 {
+			t.Fatalf("kept %v, want row 0", kept)
+		}
+	}
+	keepBlock(5)
+	copy(block, "kafka/t/0/b@0-10") // the next block, decoded into the same bytes
+	keepBlock(6)
+	for _, src := range []string{"kafka/t/0/a", "kafka/t/0/b"} {
+		if _, ok := rc.written[src]; !ok {
+			t.Errorf("no rows written recorded for source %s: %v", src, rc.written)
+		}
+	}
 }
