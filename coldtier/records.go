@@ -313,7 +313,7 @@ func (a *vectorAppender) reserve(b *array.RecordBuilder) {
 	for i, f := range b.Fields() {
 		f.Reserve(a.batchRows)
 		if sb, ok := f.(*array.StringBuilder); ok && a.strBytes[i] > 0 {
-			sb.ReserveData(a.strBytes[i])
+			sb.ReserveData(a.strBytes[i] + a.strBytes[i]/8)
 		}
 	}
 }
@@ -400,10 +400,14 @@ func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *tabl
 			total += len(s)
 		}
 		// AppendStringValues reserves exactly what it appends: grow the
-		// data buffer geometrically here, or a batch's string bytes
-		// would be copied once per block.
-		if sb.DataLen()+total > sb.DataCap() {
-			sb.ReserveData(max(total, sb.DataCap()))
+		// data buffer here, to the whole batch at the bytes per row seen
+		// so far (1/8 more), or a batch's string bytes would be copied
+		// once per block, or once per doubling. The estimate is bounded
+		// by 8× the bytes so far (a few huge first values must not
+		// reserve them for every row), and grows by 1/4 at least.
+		if need := sb.DataLen() + total; need > sb.DataCap() {
+			whole := need / (sb.Len() + len(strs)) * a.batchRows
+			sb.ReserveData(max(need+need/4, min(whole+whole/8, 8*need)) - sb.DataLen())
 		}
 		sb.AppendStringValues(strs, valid)
 	case col.Type == table.Bool && v.Type == table.Bool:
