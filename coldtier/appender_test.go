@@ -190,3 +190,58 @@ func TestRowSelKeepClonesTags(t *testing.T) {
 		}
 	}
 }
+
+// TestVectorAppenderWidenedNulls reads a column widened from int64 to
+// string between two blocks, the string block first: the int64 block's
+// null slots, converted, still hold the earlier block's strings, and must
+// add no bytes to the Arrow column (only its values' bytes are there).
+func TestVectorAppenderWidenedNulls(t *testing.T) {
+	st, err := table.Open(filepath.Join(t.TempDir(), "store"), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tb, err := st.Table(table.Config{Name: "events", HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	var ints, strs []table.Row
+	for i := range 100 {
+		r := table.Row{"user": "u", "ts": day.Add(time.Hour + time.Duration(i)*time.Second)}
+		if i%2 == 0 {
+			r["v"] = int64(i)
+		}
+		ints = append(ints, r)
+		strs = append(strs, table.Row{"user": "u", "ts": day.Add(time.Duration(i) * time.Second), "v": "a long string value " + strconv.Itoa(i)})
+	}
+	if err := tb.Append(ctx, ints); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, strs); err != nil { // widens v to string; earlier in time: read first
+		t.Fatal(err)
+	}
+	col := table.Column{Name: "v", Type: table.String}
+	b := array.NewStringBuilder(memory.NewGoAllocator())
+	defer b.Release()
+	app := vectorAppender{batchRows: 1024}
+	want := 0
+	err = tb.QueryBlocksSeqs(ctx, table.Query{Columns: []string{"v"}, ByKey: true}, 0, 0, 1, func(cs []table.Column, blk *table.BlockRows) error {
+		for _, r := range blk.Rows {
+			if !blk.Cols[0].Null(r) {
+				want += len(blk.Cols[0].Strs[r])
+			}
+		}
+		return app.appendVector(b, col, &blk.Cols[0], blk.Rows)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != 200 || b.NullN() != 50 {
+		t.Fatalf("%d values, %d null; want 200 and 50", b.Len(), b.NullN())
+	}
+	if b.DataLen() != want {
+		t.Errorf("%d bytes of string data, want %d (the values')", b.DataLen(), want)
+	}
+}

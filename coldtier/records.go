@@ -374,8 +374,10 @@ func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *tabl
 		b.AppendNulls(len(rows))
 		return nil
 	}
-	// A null row's slot holds its type's zero value, so the gathered
-	// values line up with valid.
+	// The values are gathered for every row, null ones included (their
+	// slots hold a zero value, or for a column converted to string
+	// whatever they held before: blanked below), so they line up with
+	// valid.
 	var valid []bool
 	if v.HasNulls() {
 		valid = a.valid[:0]
@@ -393,7 +395,15 @@ func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *tabl
 	case col.Type == table.Float64 && v.Type == table.Int64:
 		b.(*array.Float64Builder).AppendValues(convert(v.Ints, rows, &a.floats, func(i int64) float64 { return float64(i) }), valid)
 	case (col.Type == table.String || col.Type == table.JSON) && (v.Type == table.String || v.Type == table.JSON):
-		strs := gather(v.Strs, rows, dense, &a.strs)
+		// A null row's bytes are appended too: a column converted to
+		// string (widened) keeps whatever its null slots held, so they
+		// are blanked in scratch.
+		strs := gather(v.Strs, rows, dense && valid == nil, &a.strs)
+		for i := range valid {
+			if !valid[i] {
+				strs[i] = ""
+			}
+		}
 		sb := b.(*array.StringBuilder)
 		total := 0
 		for _, s := range strs {
