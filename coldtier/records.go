@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,22 +61,27 @@ type rowSel struct {
 }
 
 // keep appends to kept the rows of blk the claims keep (those no other
-// writer committed); its source columns follow the n written ones.
-func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32) []int32 {
+// writer committed); its source columns follow the n written ones. The
+// claims keep the batch tags they see, and a block's strings live only
+// during its emit call: tag is the last tag, cloned once per change.
+func (sel rowSel) keep(blk *table.BlockRows, n int, kept []int32, tag *string) []int32 {
 	tags, offs := &blk.Cols[n], &blk.Cols[n+1]
 	if sel.claimsMu != nil {
 		sel.claimsMu.Lock()
 		defer sel.claimsMu.Unlock()
 	}
 	for _, r := range blk.Rows {
-		var tag, off any
+		var t, off any
 		if !tags.Null(r) && (tags.Type == table.String || tags.Type == table.JSON) {
-			tag = tags.Strs[r]
+			if s := tags.Strs[r]; s != *tag {
+				*tag = strings.Clone(s)
+			}
+			t = *tag
 		}
 		if !offs.Null(r) && offs.Type == table.Int64 {
 			off = offs.Ints[r]
 		}
-		if sel.claims.keep(tag, off) {
+		if sel.claims.keep(t, off) {
 			kept = append(kept, r)
 		}
 	}
@@ -115,10 +121,13 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 			handed []*batchMemory // batches handed over, oldest first, maybe released
 			b      *array.RecordBuilder
 			n      int
+			app    = vectorAppender{batchRows: batchRows}
 		)
 		start := func() error {
 			var err error
-			mem, b, err = r.startBatch(ctx, &handed)
+			if mem, b, err = r.startBatch(ctx, &handed); err == nil {
+				app.reserve(b)
+			}
 			return err
 		}
 		defer func() {
@@ -130,6 +139,7 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 			if n == 0 {
 				return nil
 			}
+			app.sealed(b)
 			rec := b.NewRecordBatch()
 			b.Release()
 			b, n = nil, 0
@@ -143,11 +153,14 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 				return ctx.Err()
 			}
 		}
-		var keep []int32 // the rows of a block the claims keep
+		var (
+			keep []int32 // the rows of a block the claims keep
+			tag  string  // the last batch tag the claims saw (keep)
+		)
 		err := t.QueryBlocksSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, sel.seqFrom, sel.seqLimit, workers, func(_ []table.Column, blk *table.BlockRows) error {
 			rows := blk.Rows
 			if sel.claims != nil {
-				keep = sel.keep(blk, len(cols), keep[:0])
+				keep = sel.keep(blk, len(cols), keep[:0], &tag)
 				rows = keep
 			}
 			for len(rows) > 0 {
@@ -158,7 +171,7 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 				}
 				part := rows[:min(len(rows), batchRows-n)]
 				for i := range cols {
-					if err := appendVector(b.Field(i), cols[i], &blk.Cols[i], part); err != nil {
+					if err := app.appendVector(b.Field(i), cols[i], &blk.Cols[i], part); err != nil {
 						return err
 					}
 				}
@@ -271,68 +284,147 @@ func (m *batchMemory) release() {
 	close(m.released)
 }
 
+// vectorAppender copies blocks' column vectors into a batch's Arrow
+// builders with one bulk append per block and column (AppendValues,
+// AppendStringValues) instead of one builder call per value: the rows of a
+// block are usually a contiguous run without nulls, whose vector is then
+// appended as it is; other rows are first gathered into scratch slices the
+// appender reuses from block to block. It also reserves each batch's
+// builders up front (batchRows rows, the previous batch's string bytes), so
+// that a batch's buffers are allocated once instead of doubled from empty.
+type vectorAppender struct {
+	batchRows int
+	valid     []bool
+	ints      []int64
+	floats    []float64
+	strs      []string
+	bools     []bool
+	times     []arrow.Timestamp
+	// strBytes is the string bytes of each column in the last batch (the
+	// estimate the next batch's data buffer is reserved with).
+	strBytes []int
+}
+
+// reserve sizes a new batch's builders.
+func (a *vectorAppender) reserve(b *array.RecordBuilder) {
+	if len(a.strBytes) < len(b.Fields()) {
+		a.strBytes = make([]int, len(b.Fields()))
+	}
+	for i, f := range b.Fields() {
+		f.Reserve(a.batchRows)
+		if sb, ok := f.(*array.StringBuilder); ok && a.strBytes[i] > 0 {
+			sb.ReserveData(a.strBytes[i] + a.strBytes[i]/8)
+		}
+	}
+}
+
+// sealed notes the string bytes of a batch about to be built.
+func (a *vectorAppender) sealed(b *array.RecordBuilder) {
+	for i, f := range b.Fields() {
+		if sb, ok := f.(*array.StringBuilder); ok && i < len(a.strBytes) {
+			a.strBytes[i] = sb.DataLen()
+		}
+	}
+}
+
+// contiguous reports whether rows are one ascending run (r, r+1, ...).
+func contiguous(rows []int32) bool {
+	for i := 1; i < len(rows); i++ {
+		if rows[i] != rows[i-1]+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// gather returns the values of vals at rows: a subslice of vals when rows
+// are contiguous, else scratch filled with them.
+func gather[T any](vals []T, rows []int32, dense bool, scratch *[]T) []T {
+	if dense {
+		return vals[rows[0] : int(rows[0])+len(rows)]
+	}
+	s := (*scratch)[:0]
+	for _, r := range rows {
+		s = append(s, vals[r])
+	}
+	*scratch = s
+	return s
+}
+
+// convert returns f of each value of vals at rows, in scratch.
+func convert[T, U any](vals []T, rows []int32, scratch *[]U, f func(T) U) []U {
+	s := (*scratch)[:0]
+	for _, r := range rows {
+		s = append(s, f(vals[r]))
+	}
+	*scratch = s
+	return s
+}
+
 // appendVector appends rows of a block's column vector to its Arrow
 // column. The vector has the column's type as the store has it now: one
 // that differs from the run's column (widened during the run) is
 // converted where that loses nothing (int64 into float64) and refused
 // otherwise (the next run writes it with the new type).
-func appendVector(b array.Builder, col table.Column, v *table.ColumnVector, rows []int32) error {
+func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *table.ColumnVector, rows []int32) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	if v.Absent {
 		b.AppendNulls(len(rows))
 		return nil
 	}
-	b.Reserve(len(rows))
-	nulls := v.HasNulls()
+	// The values are gathered for every row, null ones included (their
+	// slots hold a zero value, or for a column converted to string
+	// whatever they held before: blanked below), so they line up with
+	// valid.
+	var valid []bool
+	if v.HasNulls() {
+		valid = a.valid[:0]
+		for _, r := range rows {
+			valid = append(valid, !v.Null(r))
+		}
+		a.valid = valid
+	}
+	dense := contiguous(rows)
 	switch {
 	case col.Type == table.Int64 && v.Type == table.Int64:
-		ib := b.(*array.Int64Builder)
-		for _, r := range rows {
-			if nulls && v.Null(r) {
-				ib.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			ib.UnsafeAppend(v.Ints[r])
-		}
-	case col.Type == table.Float64 && (v.Type == table.Float64 || v.Type == table.Int64):
-		fb := b.(*array.Float64Builder)
-		for _, r := range rows {
-			switch {
-			case nulls && v.Null(r):
-				fb.UnsafeAppendBoolToBitmap(false)
-			case v.Type == table.Int64:
-				fb.UnsafeAppend(float64(v.Ints[r]))
-			default:
-				fb.UnsafeAppend(v.Floats[r])
-			}
-		}
+		b.(*array.Int64Builder).AppendValues(gather(v.Ints, rows, dense, &a.ints), valid)
+	case col.Type == table.Float64 && v.Type == table.Float64:
+		b.(*array.Float64Builder).AppendValues(gather(v.Floats, rows, dense, &a.floats), valid)
+	case col.Type == table.Float64 && v.Type == table.Int64:
+		b.(*array.Float64Builder).AppendValues(convert(v.Ints, rows, &a.floats, func(i int64) float64 { return float64(i) }), valid)
 	case (col.Type == table.String || col.Type == table.JSON) && (v.Type == table.String || v.Type == table.JSON):
+		// A null row's bytes are appended too: a column converted to
+		// string (widened) keeps whatever its null slots held, so they
+		// are blanked in scratch.
+		strs := gather(v.Strs, rows, dense && valid == nil, &a.strs)
+		for i := range valid {
+			if !valid[i] {
+				strs[i] = ""
+			}
+		}
 		sb := b.(*array.StringBuilder)
-		for _, r := range rows {
-			if nulls && v.Null(r) {
-				sb.AppendNull()
-				continue
-			}
-			sb.Append(v.Strs[r])
+		total := 0
+		for _, s := range strs {
+			total += len(s)
 		}
+		// AppendStringValues reserves exactly what it appends: grow the
+		// data buffer here, to the whole batch at the bytes per row seen
+		// so far (1/8 more), or a batch's string bytes would be copied
+		// once per block, or once per doubling. The estimate is bounded
+		// by 8× the bytes so far (a few huge first values must not
+		// reserve them for every row), and grows by 1/4 at least.
+		if need := sb.DataLen() + total; need > sb.DataCap() {
+			whole := need / (sb.Len() + len(strs)) * a.batchRows
+			sb.ReserveData(max(need+need/4, min(whole+whole/8, 8*need)) - sb.DataLen())
+		}
+		sb.AppendStringValues(strs, valid)
 	case col.Type == table.Bool && v.Type == table.Bool:
-		bb := b.(*array.BooleanBuilder)
-		for _, r := range rows {
-			if nulls && v.Null(r) {
-				bb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			bb.UnsafeAppend(v.Ints[r] != 0)
-		}
+		b.(*array.BooleanBuilder).AppendValues(convert(v.Ints, rows, &a.bools, func(i int64) bool { return i != 0 }), valid)
 	case col.Type == table.Timestamp && v.Type == table.Timestamp:
-		tb := b.(*array.TimestampBuilder)
-		for _, r := range rows {
-			if nulls && v.Null(r) {
-				tb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			// time.Time.UnixMicro of the value the store holds (unix ns, UTC).
-			tb.UnsafeAppend(arrow.Timestamp(floorDiv(v.Ints[r], 1000)))
-		}
+		// time.Time.UnixMicro of the value the store holds (unix ns, UTC).
+		b.(*array.TimestampBuilder).AppendValues(convert(v.Ints, rows, &a.times, func(ns int64) arrow.Timestamp { return arrow.Timestamp(floorDiv(ns, 1000)) }), valid)
 	default:
 		return fmt.Errorf("coldtier: column %q (%v): values of type %v: the column changed type during compaction; run again", col.Name, col.Type, v.Type)
 	}

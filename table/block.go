@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -267,6 +268,10 @@ type blockDecoder struct {
 	rows int
 	cols []decodedCol
 	n    int // cols[:n] are in use
+	// borrowStrings makes the string values point into raw instead of a
+	// copy of their bytes: for a reader done with them before the next
+	// decode (a block-wise query, which copies them into Arrow).
+	borrowStrings bool
 }
 
 // decode decodes the block value v stored at key. want reports whether a
@@ -339,7 +344,10 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		}
 		vals := b[off : off+int(vlen)]
 		off += int(vlen)
-		if !want(string(name)) { // no allocation: the conversion is only compared
+		// The name is only looked up: a string over the block's bytes
+		// (string(name) escapes through the func value, a copy per
+		// column and block).
+		if !want(unsafe.String(unsafe.SliceData(name), len(name))) {
 			continue
 		}
 		if d.n == len(d.cols) {
@@ -351,7 +359,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 			c.name = string(name)
 		}
 		c.typ = typ
-		if err := c.decodeValues(d.rows, nulls, bitmap, vals); err != "" {
+		if err := c.decodeValues(d.rows, nulls, bitmap, vals, d.borrowStrings); err != "" {
 			return &CorruptionError{Key: slices.Clone(key), Offset: off - int(vlen), Reason: "column " + c.name + ": " + err}
 		}
 	}
@@ -361,7 +369,7 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 	return nil
 }
 
-func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte) string {
+func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte, borrow bool) string {
 	c.present = c.present[:0]
 	switch nulls {
 	case 0:
@@ -440,8 +448,15 @@ func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte) str
 			return "string bytes do not match lengths"
 		}
 		// One allocation for all strings of the column; each value is a
-		// substring, so keeping one keeps the column's bytes alive.
-		all := string(vals[off:])
+		// substring, so keeping one keeps the column's bytes alive. A
+		// borrowing decoder's strings are the block's own bytes, valid
+		// until its next decode.
+		var all string
+		if borrow && off < len(vals) {
+			all = unsafe.String(&vals[off], len(vals)-off)
+		} else {
+			all = string(vals[off:])
+		}
 		off = len(vals)
 		pos, j := 0, 0
 		for r := range rows {

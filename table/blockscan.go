@@ -14,7 +14,9 @@ import "context"
 // ColumnVector is one projected column of a decoded block, converted to the
 // column's schema type: Int64, Timestamp (unix ns) and Bool (0 or 1) in
 // Ints, Float64 in Floats, String and JSON in Strs. Absent: the block lacks
-// the column, every row is null.
+// the column, every row is null. The strings point into the decoded block
+// (no copy of their bytes per block): like the rest of the vector, they
+// are valid only during the emit call; clone one to keep it.
 type ColumnVector struct {
 	Type    Type
 	Absent  bool
@@ -97,6 +99,7 @@ func (s *blockScan) block(ctx context.Context, key, val []byte) (bool, error) {
 	if s.par == nil {
 		j := &s.inline
 		j.key, j.val = key, val
+		j.dec.borrowStrings = true
 		j.run(s.t, s.p)
 		return s.emitJob(j)
 	}
@@ -157,6 +160,7 @@ func newBlockWorkers(t *Table, p *plan, n int) *parallelScan {
 		go func() {
 			defer ps.wg.Done()
 			for j := range ps.work {
+				j.dec.borrowStrings = true
 				j.run(t, p)
 				close(j.done)
 			}
