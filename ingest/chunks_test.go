@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -160,4 +161,59 @@ func FuzzDecodeChunks(f *testing.F) {
 		}
 		checkChunked(t, string(in), at, DecodeOptions{Policy: Skip, BatchRows: 3})
 	})
+}
+
+// TestStringsArena: rows decoded with the caller's string arena are the
+// rows decoded without it, their strings intact until Reset (across more
+// than one chunk of the arena and strings too long for one); after Reset
+// the next input takes its strings from the same memory.
+func TestStringsArena(t *testing.T) {
+	var in strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&in, `{"user":"user-%d-%s","n":%d}`+"\n", i, strings.Repeat("x", i%50), i)
+	}
+	fmt.Fprintf(&in, `{"user":"%s"}`+"\n", strings.Repeat("long", arenaChunk/8)) // past a quarter of a chunk
+	rows := func(opts DecodeOptions) []Row {
+		var all []Row
+		if _, err := DecodeColumns(strings.NewReader(in.String()), opts, func(cb *colbatch.Batch) error {
+			all = append(all, cb.Rows()...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return all
+	}
+	want := rows(DecodeOptions{})
+	var a Strings
+	for round := range 3 {
+		got := rows(DecodeOptions{Strings: &a, BatchRows: 1000})
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: rows differ from the decoder's own arena's", round)
+		}
+		if round == 0 && len(a.chunks) < 2 {
+			t.Fatalf("%d chunks: the test does not cross a chunk", len(a.chunks))
+		}
+		a.Reset()
+	}
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random: the allocations are not measured")
+	}
+	// Without the arena's reuse an input allocated its 160 KB of strings
+	// again; the long string (32 KB) is allocated each time, and its line
+	// some more.
+	decode := func() {
+		DecodeColumns(strings.NewReader(in.String()), DecodeOptions{Strings: &a}, func(*colbatch.Batch) error { return nil })
+		a.Reset()
+	}
+	decode()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 20
+	for range n {
+		decode()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 96<<10 {
+		t.Errorf("decoding with a reused arena allocated %d bytes per input", per)
+	}
 }

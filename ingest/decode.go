@@ -202,6 +202,9 @@ type DecodeOptions struct {
 	BatchRows int
 	// MaxLine bounds one line (0 = 16 MiB).
 	MaxLine int
+	// Strings, when set, holds the string values DecodeColumns decodes
+	// (see Strings); nil: an arena of the decoder's own.
+	Strings *Strings
 }
 
 // Decoded counts what Decode read.

@@ -113,6 +113,19 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 			b.Record(rec.Name, func(r ingest.Result) []byte { r.AddBadLines(d); return rec.Value(r) })
 		}
 		if columnar {
+			if ts.pipe.Compute == nil {
+				// Without computed columns or filters nothing refers to
+				// the string values once the batch is committed (or
+				// not), unless they are in the result's dead letters.
+				strs := stringsPool.Get().(*ingest.Strings)
+				dopts.Strings = strs
+				defer func() {
+					if len(res.DeadLetters) == 0 {
+						strs.Reset()
+						stringsPool.Put(strs)
+					}
+				}()
+			}
 			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
 		} else {
 			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
@@ -131,6 +144,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	ts.pipe.Counters().Failed.Add(int64(d.BadCount))
 	return res, err
 }
+
+// stringsPool holds the string arenas of one-batch ingests (ingest.Strings).
+var stringsPool = sync.Pool{New: func() any { return new(ingest.Strings) }}
 
 // partRows is how many decoded rows of an atomic batch are held as rows at
 // once before they are computed and encoded into the table's batch.
