@@ -202,6 +202,9 @@ type DecodeOptions struct {
 	BatchRows int
 	// MaxLine bounds one line (0 = 16 MiB).
 	MaxLine int
+	// Strings, when set, holds the string values DecodeColumns decodes
+	// (see Strings); nil: an arena of the decoder's own.
+	Strings *Strings
 }
 
 // Decoded counts what Decode read.
@@ -311,9 +314,27 @@ func rowTaker(add func(Row, int) error) lineTaker {
 
 // linePool holds the scanners' first buffers (64 KiB; a longer line
 // grows a buffer of its own).
-var linePool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+var linePool = sync.Pool{New: func() any { b := make([]byte, lineBufSize); return &b }}
+
+// Chunked is an input already in memory as consecutive pieces (a request
+// body read in chunks). Decode and DecodeColumns read the NDJSON lines of
+// such an input in place, copying only a line that straddles two pieces:
+// reading it through an io.Reader copied every byte twice more (into a
+// bufio.Reader's buffer, then into the line scanner's).
+type Chunked interface {
+	io.Reader
+	// NextChunk returns the next piece, or nil at the end. The piece
+	// returned before is not used once NextChunk is called again.
+	NextChunk() []byte
+}
+
+// lineBufSize is the size of the line scanners' first buffers.
+const lineBufSize = 64 << 10
 
 func decodeNDJSON(r io.Reader, maxLine int, take lineTaker, onBad func(*LineError) error) error {
+	if c, ok := r.(Chunked); ok {
+		return decodeNDJSONChunks(c, maxLine, take, onBad)
+	}
 	er := &errReader{r: r}
 	sc := bufio.NewScanner(er)
 	buf := linePool.Get().(*[]byte)
@@ -345,6 +366,77 @@ func decodeNDJSON(r io.Reader, maxLine int, take lineTaker, onBad func(*LineErro
 			return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", maxLine)})
 		}
 		return err
+	}
+	return nil
+}
+
+// decodeNDJSONChunks is decodeNDJSON over the pieces of src, each line
+// taken where it lies in its piece; a line that straddles pieces is joined
+// in a buffer of its own. Lines, bad lines and errors are decodeNDJSON's,
+// the "line longer than" one included: a bufio.Scanner fails on a line of
+// at least max(maxLine, its first buffer's size) bytes, '\r' included and
+// '\n' not, whether or not the line ends with a newline.
+func decodeNDJSONChunks(src Chunked, maxLine int, take lineTaker, onBad func(*LineError) error) error {
+	limit := max(maxLine, lineBufSize)
+	buf := linePool.Get().(*[]byte)
+	held := (*buf)[:0]      // the start of a line that continues in the next piece
+	defer linePool.Put(buf) // held may have grown into a buffer of its own: buf is still the pool's
+	line := 0
+	tooLong := func() error {
+		return fmt.Errorf("%w: %w", ErrBadInput, &LineError{Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", maxLine)})
+	}
+	one := func(b []byte) error {
+		line++
+		b = bytes.TrimSpace(b)
+		if len(b) == 0 {
+			return nil
+		}
+		bad, err := take(b, line)
+		if bad != nil {
+			return onBad(&LineError{Line: line, Err: bad})
+		}
+		return err
+	}
+	for c := src.NextChunk(); c != nil; c = src.NextChunk() {
+		if len(held) > 0 {
+			i := bytes.IndexByte(c, '\n')
+			if i < 0 {
+				if len(held)+len(c) >= limit {
+					return tooLong()
+				}
+				held = append(held, c...)
+				continue
+			}
+			if len(held)+i >= limit {
+				return tooLong()
+			}
+			held = append(held, c[:i]...)
+			if err := one(held); err != nil {
+				return err
+			}
+			held = held[:0]
+			c = c[i+1:]
+		}
+		for {
+			i := bytes.IndexByte(c, '\n')
+			if i < 0 {
+				break
+			}
+			if i >= limit {
+				return tooLong()
+			}
+			if err := one(c[:i]); err != nil {
+				return err
+			}
+			c = c[i+1:]
+		}
+		if len(c) >= limit {
+			return tooLong()
+		}
+		held = append(held, c...)
+	}
+	if len(held) > 0 {
+		return one(held)
 	}
 	return nil
 }

@@ -72,3 +72,13 @@ func FuzzParseUTCTime(f *testing.F) {
 	}
 	f.Fuzz(checkUTCTime)
 }
+
+// TestParseUTCTimeEveryDay: every day parseUTCTime takes, at the first and
+// the last nanosecond of the day, is time.Parse's (the date arithmetic
+// replaced time.Date: leap days, century years, the ends of the range).
+func TestParseUTCTimeEveryDay(t *testing.T) {
+	for d := time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2262; d = d.AddDate(0, 0, 1) {
+		checkUTCTime(t, d.Format("2006-01-02T15:04:05Z"))
+		checkUTCTime(t, d.Format("2006-01-02")+"T23:59:59.999999999Z")
+	}
+}

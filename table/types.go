@@ -364,11 +364,12 @@ func parseUTCTime(s string) (ns int64, ok bool) {
 	}
 	num := func(i, n int) int {
 		v := 0
-		for _, c := range []byte(s[i : i+n]) {
-			if c < '0' || c > '9' {
+		for k := i; k < i+n; k++ {
+			c := s[k] - '0'
+			if c > 9 {
 				return -1
 			}
-			v = v*10 + int(c-'0')
+			v = v*10 + int(c)
 		}
 		return v
 	}
@@ -390,11 +391,28 @@ func parseUTCTime(s string) (ns int64, ok bool) {
 		if nanos = num(20, len(digits)); nanos < 0 {
 			return 0, false
 		}
-		for range 9 - len(digits) {
-			nanos *= 10
-		}
+		nanos *= int(pow10[9-len(digits)])
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nanos, time.UTC).UnixNano(), true
+	secs := (daysSinceEpoch(year, month, day)*24+int64(hour))*3600 + int64(minute)*60 + int64(sec)
+	return secs*1e9 + int64(nanos), true
+}
+
+// pow10[i] is 10^i.
+var pow10 = [...]int64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+// daysSinceEpoch is the number of days from 1970-01-01 to the proleptic
+// Gregorian date year-month-day (valid, year > 0), by arithmetic rather
+// than time.Date (a third of parseUTCTime): whole 400-year eras of 146 097
+// days, the year counted from March so that February's leap day is last.
+func daysSinceEpoch(year, month, day int) int64 {
+	if month <= 2 {
+		year--
+	}
+	era := year / 400
+	yoe := year - era*400                          // [0, 399]
+	doy := (153*((month+9)%12)+2)/5 + day - 1      // [0, 365], from March 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy         // [0, 146096]
+	return int64(era)*146097 + int64(doe) - 719468 // 719468: 0000-03-01 to 1970-01-01
 }
 
 // daysIn is the number of days of month in year.
