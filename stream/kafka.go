@@ -503,13 +503,7 @@ func (k *Kafka) work(ctx context.Context, cl *kgo.Client, w *partitionWorker) {
 			default:
 			}
 			k.counters.SetLag(p.Topic, p.Partition, p.HighWatermark-(last.Offset+1))
-			// Stored and marked: nothing holds the records any more (the
-			// rows and dead letters copied what they keep), so their
-			// memory goes back to the client's pool (recordPool).
-			for _, r := range p.Records {
-				r.Recycle()
-			}
-			clear(w.gathered)
+			clear(w.gathered) // the records are the client's to free
 		}
 	}
 }
@@ -637,11 +631,6 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 		// a response to decode and a poll).
 		kgo.FetchMinBytes(fetchMin),
 		kgo.WithHooks(connectHook{k.counters}),
-		// Each fetched record batch is decoded into a slice of records
-		// taken from recordPool and given back when the worker recycles
-		// the batch's last record, after storing it: at bulk rates these
-		// slices were a large allocation per record batch.
-		kgo.WithPools(recordPool{}),
 		kgo.ClientID("sluice"),
 	}
 	if k.opts.SessionTimeout > 0 {
@@ -784,48 +773,6 @@ func (k *Kafka) setNext(key tp, next int64) {
 		k.next[key] = next
 	}
 	k.mu.Unlock()
-}
-
-// recordPool is the client's kgo.PoolRecords: slices of records by
-// power-of-two capacity, reused once every record of a slice is recycled
-// (Kafka.work recycles a batch's records after storing and marking them; a
-// batch dropped on a revoke is left to the garbage collector).
-type recordPool struct{}
-
-// recordClasses are the capacities pooled: 2^minRecordClass to
-// 2^(minRecordClass+len-1) records; larger slices are not kept.
-const minRecordClass = 4
-
-var recordClasses [13]sync.Pool
-
-func recordClass(n int) int {
-	c := 0
-	for n > 1<<(minRecordClass+c) {
-		c++
-	}
-	return c
-}
-
-// GetRecords implements kgo.PoolRecords.
-func (recordPool) GetRecords(n int) []kgo.Record {
-	c := recordClass(n)
-	if c >= len(recordClasses) {
-		return make([]kgo.Record, 0, n)
-	}
-	if s, ok := recordClasses[c].Get().(*[]kgo.Record); ok {
-		return (*s)[:0]
-	}
-	return make([]kgo.Record, 0, 1<<(minRecordClass+c))
-}
-
-// PutRecords implements kgo.PoolRecords.
-func (recordPool) PutRecords(rs []kgo.Record) {
-	c := recordClass(cap(rs))
-	if c >= len(recordClasses) || cap(rs) != 1<<(minRecordClass+c) {
-		return // not one of ours
-	}
-	rs = rs[:0]
-	recordClasses[c].Put(&rs)
 }
 
 // connectHook reports whether the client reaches its brokers.
