@@ -153,6 +153,12 @@ type Kafka struct {
 	// writing bounds the batches decoded and stored at once (GOMAXPROCS):
 	// more would only hold more decoded rows in memory.
 	writing chan struct{}
+	// msgBufs are the messages slices of batches stored before, for the
+	// next ones to reuse: a batch's messages (~170 bytes a record,
+	// pointers the GC scans) were a large allocation per batch at bulk
+	// rates. At most GOMAXPROCS are kept, as many as batches are written
+	// at once (writing), fewer than one per partition.
+	msgBufs chan []Message
 }
 
 type tp struct {
@@ -167,7 +173,7 @@ func NewKafka(t Target, tableName string, opts KafkaOptions) (*Kafka, error) {
 	if err := checkStart(opts.Start); err != nil {
 		return nil, err
 	}
-	k := &Kafka{table: tableName, opts: opts, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, ids: map[string][16]byte{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	k := &Kafka{table: tableName, opts: opts, store: t.Store, log: t.Log, counters: newCounters(tableName, "kafka"), next: map[tp]int64{}, ids: map[string][16]byte{}, workers: map[tp]*partitionWorker{}, writing: make(chan struct{}, runtime.GOMAXPROCS(0)), msgBufs: make(chan []Message, runtime.GOMAXPROCS(0))}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -699,7 +705,23 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 	next, known := k.next[key]
 	id := k.ids[p.Topic]
 	k.mu.Unlock()
-	msgs := make([]Message, 0, len(p.Records))
+	var msgs []Message
+	select {
+	case msgs = <-k.msgBufs:
+	default:
+	}
+	if cap(msgs) < len(p.Records) {
+		msgs = make([]Message, 0, len(p.Records))
+	}
+	defer func() {
+		// Cleared so that the bodies (the client's fetch buffers) are not
+		// held until another batch overwrites them.
+		clear(msgs)
+		select {
+		case k.msgBufs <- msgs[:0]:
+		default:
+		}
+	}()
 	source := fmt.Sprintf("kafka/%s/%d/%x", p.Topic, p.Partition, id[:8])
 	last := int64(-1) // the last offset of the batch, control records too
 	for _, r := range p.Records {

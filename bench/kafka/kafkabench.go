@@ -53,9 +53,11 @@ type Options struct {
 	// Dir holds the broker and the stores (default a temporary directory).
 	Dir string
 	Log io.Writer
-	// CPUProfile, when set, receives a 3-second CPU profile of the first
-	// node of each consuming case (name suffixed with the case).
+	// CPUProfile, when set, receives a CPU profile of the first node of
+	// each consuming case (name suffixed with the case), ProfileFor long
+	// (default 3 s) from its first row stored.
 	CPUProfile string
+	ProfileFor time.Duration
 }
 
 // Result is one case's figures.
@@ -131,6 +133,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	}
 	if opts.Rate <= 0 {
 		opts.Rate = 50_000
+	}
+	if opts.ProfileFor <= 0 {
+		opts.ProfileFor = 3 * time.Second
 	}
 	if opts.LatencyFor <= 0 {
 		opts.LatencyFor = 10 * time.Second
@@ -360,7 +365,7 @@ func (b *bench) consume(ctx context.Context, name, computed string, nodes int) (
 		if first.IsZero() && last > 0 {
 			first, firstRows = time.Now(), last
 			if b.opts.CPUProfile != "" {
-				go profile(ns[0].url, b.opts.CPUProfile+"."+name)
+				go profileFor(ns[0].url, b.opts.CPUProfile+"."+name, max(1, int(b.opts.ProfileFor.Seconds())))
 			}
 		}
 		if last >= float64(b.opts.Rows) {
@@ -633,8 +638,6 @@ func Format(rs []Result) string {
 }
 
 // profile saves a 3-second CPU profile of the node at url.
-func profile(url, path string) { profileFor(url, path, 3) }
-
 // profileFor writes a CPU profile of seconds seconds of the node at url.
 func profileFor(url, path string, seconds int) {
 	resp, err := http.Get(url + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
