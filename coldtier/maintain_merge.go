@@ -677,18 +677,9 @@ func (w *mergeWork) mergeToBatches(ctx context.Context, batchRows int) (*rowRead
 			if n == 0 {
 				return nil
 			}
-			rec := b.NewRecordBatch()
-			b.Release()
+			err := r.sendBatch(ctx, b, mem, &handed)
 			b, n = nil, 0
-			mem.seal()
-			handed = append(handed, mem)
-			select {
-			case r.ch <- rec:
-				return nil
-			case <-ctx.Done():
-				rec.Release()
-				return ctx.Err()
-			}
+			return err
 		}
 		emit := func(s *mergeStream) error {
 			if b == nil {

@@ -140,18 +140,9 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 				return nil
 			}
 			app.sealed(b)
-			rec := b.NewRecordBatch()
-			b.Release()
+			err := r.sendBatch(ctx, b, mem, &handed)
 			b, n = nil, 0
-			mem.seal()
-			handed = append(handed, mem)
-			select {
-			case r.ch <- rec:
-				return nil
-			case <-ctx.Done():
-				rec.Release()
-				return ctx.Err()
-			}
+			return err
 		}
 		var (
 			keep []int32 // the rows of a block the claims keep
@@ -217,6 +208,23 @@ func (r *rowReader) startBatch(ctx context.Context, handed *[]*batchMemory) (*ba
 	mem := newBatchMemory(&r.held)
 	r.maxHeld.Store(max(r.maxHeld.Load(), r.held.Add(1)))
 	return mem, array.NewRecordBuilder(mem, r.schema), nil
+}
+
+// sendBatch turns b into a record batch, seals mem (the batch's memory,
+// handed with it to the writer) and sends the batch to the reader's
+// consumer; a run and the maintenance merge end their batches with it.
+func (r *rowReader) sendBatch(ctx context.Context, b *array.RecordBuilder, mem *batchMemory, handed *[]*batchMemory) error {
+	rec := b.NewRecordBatch()
+	b.Release()
+	mem.seal()
+	*handed = append(*handed, mem)
+	select {
+	case r.ch <- rec:
+		return nil
+	case <-ctx.Done():
+		rec.Release()
+		return ctx.Err()
+	}
 }
 
 // waitReleased waits until the writer has released every buffer of batch
