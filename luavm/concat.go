@@ -11,7 +11,7 @@ import (
 // (OP_CONCAT), not a library function limitStrings could wrap, and one
 // instruction cannot be interrupted: `s = s .. s` in a loop went from 512
 // MiB to 1 GiB in one step after the watchdog had decided to stop it, and a
-// server peaked at 1895 MiB for a 256 MiB limit (issue 19). gopher-lua has
+// server peaked at 1895 MiB for a 256 MiB limit. gopher-lua has
 // no hook for it, so its instruction table is reached by go:linkname (the
 // jumpTable of gopher-lua v1.1.2, go.mod's version) and the handler of
 // OP_CONCAT wrapped: before the interpreter joins the operands, the size

@@ -169,7 +169,7 @@ func (r *reader) growTo(n int) {
 // readMore reads once from src into buf[end:], growing buf if it is full:
 // doubled (only data that arrived grows it, never a length the input
 // declares), but to no more than need bytes when need is larger than buf:
-// a 158 MB compressed value took a 256 MiB window before (issue 19).
+// a window doubled past need made a 158 MB compressed value take 256 MiB.
 func (r *reader) readMore(need int) error {
 	if r.err != nil {
 		return r.eofErr()

@@ -62,7 +62,7 @@ func zstdDecode(src, dst []byte) ([]byte, error) {
 // calls at once and makes the others wait for one to finish: the one
 // encoder every append shared (concurrency 1) ran the compression of
 // concurrent batches one at a time, a sixth of the ingest's CPU serialized
-// (issue 18: HTTP ingest stopped growing at 8 cores). A sync.Pool gives
+// (HTTP ingest stopped growing at 8 cores). A sync.Pool gives
 // each its own without a lock, and keeps as many as are used at once.
 var blockEncoders = sync.Pool{New: func() any {
 	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))

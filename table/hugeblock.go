@@ -12,7 +12,7 @@ import (
 )
 
 // A block whose text values reach hugeBlockBytes (one RDB value of 200 MB,
-// issue 19) is written without the two copies encodeBlock and compressBlock
+// say) is written without the two copies encodeBlock and compressBlock
 // make: its payload is never built, the values go from the columns
 // straight into a streaming zstd encoder, and the compressed block is
 // written straight into the Pebble batch. The encoder runs twice, once to
@@ -119,8 +119,8 @@ func (w *fixedWriter) Write(p []byte) (int, error) {
 // newBlockEncoder is the streaming encoder of huge blocks: blockEncoders'
 // settings, but literals are entropy coded when a block has no matches
 // (SpeedFastest skips that): text without repeats, such as a hex or base64
-// value, then shrinks by about half (issue 19's 200 MiB of random hex: 209
-// MB → 105 MB) at about the same speed, and so does every copy Pebble makes
+// value, then shrinks by about half (200 MiB of random hex: 209 MB →
+// 105 MB) at about the same speed, and so does every copy Pebble makes
 // of the block (its batch, the memtable flush's sstable block).
 func newBlockEncoder() (*zstd.Encoder, error) {
 	return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithAllLitEntropyCompression(true), zstd.WithEncoderConcurrency(1))

@@ -90,7 +90,7 @@ type Store struct {
 	// Sequence numbers are handed out by an atomic counter: one lock per
 	// batch (two with the hold's release), shared by every writer of the
 	// store, was the second source of lock waits on the ingest path after
-	// Pebble's commit pipeline (issue 18). reserveMu serializes only the
+	// Pebble's commit pipeline. reserveMu serializes only the
 	// synced reservations on disk, one per seqReserve numbers.
 	nextSeq     atomic.Uint64 // the next sequence number to hand out
 	reservedSeq atomic.Uint64 // sequences below are reserved on disk

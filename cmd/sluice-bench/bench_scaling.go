@@ -22,15 +22,15 @@ import (
 	"github.com/sluicedb/sluice/bench/poolbench"
 )
 
-// benchScalingCmd is `sluice bench scaling`: issue 18's scaling table in
-// one command. Each piece is an existing report run at each CPU count: the
+// benchScalingCmd is `sluice bench scaling`: the scaling table of
+// docs/perf/README.md in one command. Each piece is an existing report run at each CPU count: the
 // ingest and query cases of `bench ingest --cpus` (a server process pinned
 // to p cores, GOMAXPROCS=p, the HTTP clients on the other cores), the pool
 // cells of `bench pool` (a child per cell, pinned likewise) and `bench
 // compact` (in a child pinned likewise: hidden --compact-child).
 var benchScalingCmd = &cobra.Command{
 	Use:   "scaling",
-	Short: "Print issue 18's scaling table: ingest, Lua pool, compaction and queries at each CPU count",
+	Short: "Print the scaling table: ingest, Lua pool, compaction and queries at each CPU count",
 	Long: `Runs at each CPU count p of --cpus, each piece in a process pinned to cores 0..p-1 (taskset)
 with GOMAXPROCS=p and the HTTP clients on the other cores when the machine has more:
 HTTP ingest with no column and with one Lua column (bench ingest, 2p clients), the Lua pool's
@@ -71,8 +71,8 @@ func init() {
 	rootCmd.AddCommand(benchScalingCmd)
 }
 
-// The table's rows, in the issue's order (issue 18), and the multi-partition
-// range query of its item 3.
+// The table's rows, in the order of docs/perf/README.md's scaling table, and
+// the multi-partition range query.
 const (
 	rowIngestNone   = "HTTP ingest, no column: rows/s · server rows per CPU-second"
 	rowIngestLua    = "same, one Lua column"

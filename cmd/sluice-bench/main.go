@@ -1,5 +1,5 @@
 // Command sluice-bench runs the benchmark reports of docs/ (pool, rdb,
-// ingest, kafka, compact, and scaling: issue 18's table of them at each CPU
+// ingest, kafka, compact, and scaling: a table of them at each CPU
 // count) and prints their tables. It is a binary of its own so that the
 // product, sluice, does not carry what the reports start and build: the test servers of internal/coldtest (versitygw) and
 // internal/testkafka, compute/plugbuild and package testing. `sluice bench

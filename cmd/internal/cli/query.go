@@ -77,7 +77,7 @@ func queryCmd() *cobra.Command {
 	cmd.Flags().StringSliceVar(&columns, "columns", nil, "columns to output, in order")
 	cmd.Flags().StringArrayVar(&where, "where", nil, "predicate: 'col OP value' (= != < <= > >=), 'col IN a,b', 'col IS NULL'")
 	cmd.Flags().IntVar(&limit, "limit", 0, "maximum rows (0 = all)")
-	cmd.Flags().StringVar(&format, "format", "ndjson", "ndjson or csv")
+	cmd.Flags().StringVar(&format, "format", "ndjson", "ndjson, csv or arrow (an Arrow IPC stream: sluice-full, or --server on a node built as sluice-full)")
 	cmd.Flags().BoolVar(&clusterWide, "cluster", false, "every node's rows (the node at --server asks the others; docs/cluster.md)")
 	cmd.Flags().BoolVar(&partial, "partial", false, "with --cluster: answer without the nodes that fail, and name them on stderr")
 	return cmd
