@@ -21,7 +21,7 @@ func threadCPU() time.Duration {
 // benchmarks varied 2-4x while this stays within a few percent. It counts
 // only the parser's thread; the background checksum of in-memory input runs
 // on another thread (reported on its own as crc64). Run with RDB_CPU=1; the
-// figures are in docs/rdb-parser-bench.md.
+// figures are in docs/perf/rdb-parser.md.
 func TestCPUThroughput(t *testing.T) {
 	if os.Getenv("RDB_CPU") != "1" {
 		t.Skip("set RDB_CPU=1 to measure CPU-time throughput")

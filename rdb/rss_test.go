@@ -58,7 +58,7 @@ func writeSyntheticFile(path string, size int64) error {
 // TestPeakRSS measures the peak resident set of a child process parsing a
 // large file (RDB_RSS_SIZE bytes, default 1 GiB) through Open with and
 // without mmap. It only runs when RDB_RSS=1 (it writes a big file and takes
-// a while); the figures go to docs/rdb-parser-bench.md.
+// a while); the figures go to docs/perf/rdb-parser.md.
 func TestPeakRSS(t *testing.T) {
 	if path := os.Getenv("RDB_RSS_CHILD"); path != "" {
 		peakRSSChild(t, path)

@@ -23,7 +23,7 @@ import (
 // own parser (prometheus/common/expfmt), the one a scraper uses: every
 // family parses, appears once with its HELP and TYPE, and the counters a
 // test drove carry the values they should, labels unescaped. The families
-// are those of docs/server.md's table, with its types and labels: the
+// are those of docs/reference/metrics.md's table, with its types and labels: the
 // server has a computed column and a filter, compacts into Iceberg, has a
 // Kafka source (at a port nobody listens on: its counters exist all the
 // same) and, built with LuaJIT, a LuaJIT column, so every family has series
@@ -137,7 +137,7 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 		}
 	}
 
-	// The page against docs/server.md: the same families, types and labels.
+	// The page against docs/reference/metrics.md: the same families, types and labels.
 	for name, doc := range documented {
 		f, ok := families[name]
 		switch {
@@ -146,9 +146,9 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 				t.Errorf("%s: in the page, though this test does not make it (a stuck call, a partition held, a LuaJIT script)", name)
 			}
 		case !ok:
-			t.Errorf("%s: in docs/server.md's table, not in /metrics", name)
+			t.Errorf("%s: in docs/reference/metrics.md's table, not in /metrics", name)
 		case strings.ToLower(f.GetType().String()) != doc.kind:
-			t.Errorf("%s: type %s, docs/server.md says %s", name, f.GetType(), doc.kind)
+			t.Errorf("%s: type %s, docs/reference/metrics.md says %s", name, f.GetType(), doc.kind)
 		default:
 			for _, m := range f.Metric {
 				var labels []string
@@ -157,7 +157,7 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 				}
 				slices.Sort(labels)
 				if !slices.Equal(labels, doc.labels) {
-					t.Errorf("%s: labels %v, docs/server.md says %v", name, labels, doc.labels)
+					t.Errorf("%s: labels %v, docs/reference/metrics.md says %v", name, labels, doc.labels)
 					break
 				}
 			}
@@ -165,28 +165,28 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	}
 	for name := range families {
 		if _, ok := documented[name]; !ok {
-			t.Errorf("%s: in /metrics, not in docs/server.md's table", name)
+			t.Errorf("%s: in /metrics, not in docs/reference/metrics.md's table", name)
 		}
 	}
 }
 
-// documentedMetric is a row of docs/server.md's table of families.
+// documentedMetric is a row of docs/reference/metrics.md's table of families.
 type documentedMetric struct {
 	kind   string   // counter, gauge
 	labels []string // sorted
 }
 
-// documentedMetrics reads the table of docs/server.md's "### Metrics":
+// documentedMetrics reads the table of docs/reference/metrics.md's "## Families":
 // `| names | type | labels | what |`.
 func documentedMetrics(t *testing.T) map[string]documentedMetric {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/server.md")
+	doc, err := os.ReadFile("../docs/reference/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(doc), "\n### Metrics\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Families\n")
 	if !ok {
-		t.Fatal(`docs/server.md has no "### Metrics" section`)
+		t.Fatal(`docs/reference/metrics.md has no "## Families" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	code := regexp.MustCompile("`([a-z_]+)`")
@@ -207,13 +207,13 @@ func documentedMetrics(t *testing.T) map[string]documentedMetric {
 		slices.Sort(labels)
 		for _, name := range names(cells[1]) {
 			if _, dup := out[name]; dup {
-				t.Errorf("docs/server.md lists %s twice", name)
+				t.Errorf("docs/reference/metrics.md lists %s twice", name)
 			}
 			out[name] = documentedMetric{kind: strings.TrimSpace(cells[2]), labels: labels}
 		}
 	}
 	if len(out) < 50 {
-		t.Fatalf("docs/server.md's table of metrics has %d families: not read right", len(out))
+		t.Fatalf("docs/reference/metrics.md's table of metrics has %d families: not read right", len(out))
 	}
 	return out
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot `sluice bench pool --csv` output: time per op and peak RSS per strategy.
 
-usage: python3 docs/pool_plot.py docs/pool-default.csv docs/pool.png [goroutines] [cpus]
+usage: python3 docs/perf/pool_plot.py docs/perf/pool-default.csv docs/perf/pool.png [goroutines] [cpus]
 
 Each strategy gets two bars where the published report has a figure for it
 (report: its 2-CPU, 4000-goroutine row) and one otherwise. Time per op is the

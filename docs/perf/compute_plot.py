@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Plot docs/compute-bench.svg from compute's interleaved benchmark.
+"""Plot docs/perf/compute-bench.svg from compute's interleaved benchmark.
 
     go test -run XXX -bench Interleaved -benchtime 60x -count 3 ./compute/ > /tmp/bench-inter.txt
-    python3 docs/compute_plot.py /tmp/bench-inter.txt docs/compute-bench.svg
+    python3 docs/perf/compute_plot.py /tmp/bench-inter.txt docs/perf/compute-bench.svg
 
 Left: each variant's best ns per row (log scale) per workload, sluice beside the Talaria post's figures.
 Right: ratio to native Go of the same workload (1.5x and 1.1x targets drawn).
