@@ -21,7 +21,8 @@ func init() {
 }
 
 func ingestCmd() *cobra.Command {
-	var configPath, data, serverURL, tableName, format, onBad string
+	var configPath, data, tableName, format, onBad string
+	var serverURL nodeURL
 	var batch int
 	var rf rdbIngestFlags
 	cmd := &cobra.Command{
@@ -56,7 +57,7 @@ func ingestCmd() *cobra.Command {
 				return err
 			}
 			if serverURL != "" {
-				c := &server.Client{URL: serverURL}
+				c := &server.Client{URL: string(serverURL)}
 				for _, src := range args {
 					f, err := formatOf(src)
 					if err != nil {
@@ -121,7 +122,7 @@ func ingestCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tableName, "table", "", "table to ingest into")
-	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
+	cmd.Flags().Var(&serverURL, "server", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
 	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv, parquet or rdb (default: by file extension; .rdb is rdb)")
