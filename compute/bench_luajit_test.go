@@ -15,7 +15,7 @@ import (
 )
 
 // The engines side by side, in one run: native Go, gopher-lua (luavm's
-// pool, batched) and LuaJIT (batched), on the workloads of issue 10. Every
+// pool, batched) and LuaJIT (batched), on the engine comparison's workloads. Every
 // variant gets fresh copies of the input row inside the timed loop (as in
 // BenchmarkTrim), except "const", which measures the per-row cost of the
 // boundary alone on rows the script does not change.

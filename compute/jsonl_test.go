@@ -65,7 +65,7 @@ func TestRunJSONLinesLongLine(t *testing.T) {
 }
 
 // TestWriteSummaryOneLinePerFunction: a multi-line last error (a plugin's
-// stack trace, before issue 11) must not break the table.
+// stack trace) must not break the table.
 func TestWriteSummaryOneLinePerFunction(t *testing.T) {
 	var out strings.Builder
 	stats := []Stats{

@@ -611,8 +611,8 @@ func TestLuaErrorsNameTheFile(t *testing.T) {
 }
 
 // TestLuaHugeStringIsARowError: string.rep("-", row.width) with width 2^40
-// (sent over HTTP, it killed the server with a fatal out of memory before
-// issue 11) fails that row under the default limits; the other rows go on.
+// (sent over HTTP, it killed the server with a fatal out of memory without
+// the limits) fails that row under the default limits; the other rows go on.
 func TestLuaHugeStringIsARowError(t *testing.T) {
 	p := newProcessor(t, "computed:\n  - {name: bar, type: string, func: 'function main(row) return string.rep(\"-\", row.width) end'}\n", Options{})
 	b, err := p.Process(context.Background(), rowsOf(t, `{"width":1099511627776}`, `{"width":3}`))
@@ -628,7 +628,7 @@ func TestLuaHugeStringIsARowError(t *testing.T) {
 }
 
 // TestLuaSandboxMessage: a script using a library the sandbox leaves out is
-// told which and how to allow it in the config (issue 11: os.execute gave
+// told which and how to allow it in the config (a bare os.execute gave
 // "attempt to index a non-table object(nil)"), and `allow:` does allow it.
 func TestLuaSandboxMessage(t *testing.T) {
 	p := newProcessor(t, `
@@ -664,7 +664,7 @@ computed:
 // TestLuaRunawayBatch: a looping main times out on max_timeouts rows of a
 // batch (3 by default), then the rest of the batch fails at once with
 // ErrBatchBudget under the column's policy, instead of a timeout per row (a
-// 1000-row batch held an ingest slot for ~83 min before issue 11). The next
+// 1000-row batch held an ingest slot for ~83 min without the budget). The next
 // column and the next batch are not affected.
 func TestLuaRunawayBatch(t *testing.T) {
 	for _, c := range []struct {

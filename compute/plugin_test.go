@@ -313,7 +313,7 @@ func F(map[string]interface{}) (interface{}, error) { return "` + tag + `", nil 
 // TestPluginInitPanic: a plugin whose init panics is a load error naming
 // the plugin and the panic, on one line; loading it again fails the same way
 // (Go's plugin.Open of it would block forever); other plugins still load.
-// Before issue 11 it crashed validate, compute and the server. Both ways are
+// Unguarded, it crashed validate, compute and the server. Both ways are
 // tested: in a check child (what sluice does) and in-process with a recover
 // (for binaries that do not call ServePluginCheck).
 func TestPluginInitPanic(t *testing.T) {

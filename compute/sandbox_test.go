@@ -138,7 +138,7 @@ func TestSandboxCollectGarbageIsCheap(t *testing.T) {
 }
 
 // TestColumnAllowOpensLibraryOnEveryEngine: a column's own allow: opens the
-// library on both engines (issue 21: LuaJIT was given the processor's list
+// library on both engines (LuaJIT was once given the processor's list
 // only), and only for that column.
 func TestColumnAllowOpensLibraryOnEveryEngine(t *testing.T) {
 	const code = `function main(row)
@@ -166,7 +166,7 @@ end`
 // checkStoppedInTime fails t when rows stopped by a time limit of limit
 // took longer than 3x the limit plus half a second: loose enough for a
 // loaded CI machine, tight enough that a watchdog firing a couple of
-// seconds late fails (issue 21).
+// seconds late fails.
 func checkStoppedInTime(t *testing.T, what string, took, limit time.Duration) {
 	t.Helper()
 	if bound := 3*limit + 500*time.Millisecond; took > bound {
@@ -211,7 +211,7 @@ computed:
 // TestJSONDecodeOutOfRange: JSON has no infinity, so json.decode of a number
 // beyond float64's range fails on both engines (LuaJIT returned inf,
 // gopher-lua the number's text as a string), and one too small to be told
-// from zero is 0 (issue 19, item 10).
+// from zero is 0.
 func TestJSONDecodeOutOfRange(t *testing.T) {
 	const code = `local json = require("json")
 function main(row)

@@ -187,7 +187,7 @@ func TestTimeoutStopsTracesAndLoops(t *testing.T) {
 				t.Errorf("the other rows: %v %v", out, errs)
 			}
 			// 3x the limit and half a second: loose for a loaded machine,
-			// and a watchdog a couple of seconds late fails (issue 21).
+			// and a watchdog a couple of seconds late fails.
 			if bound := 3*limit + 500*time.Millisecond; took > bound {
 				t.Errorf("stopped after %v, over %v for a limit of %v", took, bound, limit)
 			}
@@ -275,7 +275,7 @@ func TestNoFunction(t *testing.T) {
 	if _, err := e.Load("x", "while true do end", Config{Timeout: limit}); !errors.Is(err, luavm.ErrTimeout) {
 		t.Errorf("main chunk loop: %v", err)
 	}
-	// 3x the limit and half a second (issue 21: timeouts' elapsed time).
+	// 3x the limit and half a second.
 	if took, bound := time.Since(start), 3*limit+500*time.Millisecond; took > bound {
 		t.Errorf("main chunk loop stopped after %v, over %v", took, bound)
 	}

@@ -29,7 +29,7 @@ function callsMissing() return notDefined(1) end
 // checkStoppedInTime fails t when a call stopped by a time limit of limit
 // took longer than 3x the limit plus half a second: loose enough for a
 // loaded CI machine, tight enough that a watchdog firing a couple of
-// seconds late fails (issue 21: none of these tests bounded the time).
+// seconds late fails.
 func checkStoppedInTime(t *testing.T, what string, took, limit time.Duration) {
 	t.Helper()
 	if bound := 3*limit + 500*time.Millisecond; took > bound {

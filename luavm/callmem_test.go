@@ -43,7 +43,7 @@ function small() local t = {} for i = 1, 1000 do t[i] = i end return #t end`
 // TestConcatLimit: a concatenation with .. whose result would be over the
 // call's string limit (its MemoryLimit here) fails with ErrStringLimit
 // before it is built, so a doubling string never allocates past the limit
-// (the watchdog alone let one more doubling through: issue 19); one up to
+// (the watchdog alone let one more doubling through); one up to
 // the limit is built.
 func TestConcatLimit(t *testing.T) {
 	// No heap budget and a long timeout: only the concat check can stop it.

@@ -332,7 +332,7 @@ function missing() return type(notDefinedAnywhere) end`
 		t.Fatal(err)
 	}
 	// Every left-out library and function says so and how to allow it
-	// (issue 11: os.execute gave "attempt to index a non-table object(nil)").
+	// (a bare os.execute gave "attempt to index a non-table object(nil)").
 	for name, allow := range map[string]string{"io": "io", "os": "os", "debug": "debug", "coroutine": "coroutine", "channel": "channel",
 		"load": "load", "loadstring": "load", "loadfile": "load", "dofile": "load", "package": "require"} {
 		_, err := m.Invoke(context.Background(), "sb", "use", 1, name)

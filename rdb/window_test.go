@@ -8,7 +8,7 @@ import (
 
 // TestWindowGrowsToTheValue reads one value much larger than the window
 // from a stream: the window grows by doubling, but its last step stops at
-// the value's size (issue 19: a 158 MB compressed value took a 256 MiB
+// the value's size (without it, a 158 MB compressed value took a 256 MiB
 // window, not 152 MiB).
 func TestWindowGrowsToTheValue(t *testing.T) {
 	const size = 20<<20 + 12345 // over maxRetainedBuffer, 4 KiB of window doubled to 32 MiB before

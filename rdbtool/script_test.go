@@ -138,8 +138,8 @@ func TestExportScriptErrorNamesKeyAndLine(t *testing.T) {
 }
 
 // TestExportScriptLoopingTopLevel: a script whose top level never ends fails
-// within the load timeout, and a cancelled context stops it at once (issue 11
-// item 1: `sluice rdb --script` hung forever).
+// within the load timeout, and a cancelled context stops it at once
+// (`sluice rdb --script` once hung forever).
 func TestExportScriptLoopingTopLevel(t *testing.T) {
 	path := filepath.Join(fixtureDir, "redis-7.0.15.rdb")
 	script := filepath.Join(t.TempDir(), "loop.lua")

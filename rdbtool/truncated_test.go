@@ -54,8 +54,8 @@ func keyRecords(t *testing.T, path string, data []byte) []keyRecord {
 // and, when the cut falls inside a value, its key; what was written is a
 // prefix of the whole file's export (nothing made up, no record cut short
 // where it could be dropped) and, for JSON, never a valid document, so no
-// consumer takes a cut export for a whole one (issue 11 item 6: the parallel
-// mode wrote the closing "]" and gave valid arrays missing keys).
+// consumer takes a cut export for a whole one (the parallel
+// mode once wrote the closing "]" and gave valid arrays missing keys).
 func TestExportTruncatedAtEveryOffset(t *testing.T) {
 	src := filepath.Join(fixtureDir, "redis-7.0.15-nochecksum.rdb")
 	data, err := os.ReadFile(src)

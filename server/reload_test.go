@@ -63,8 +63,8 @@ tables:
 
 // TestScriptReloadLoopingTopLevel: a new version whose top level never ends
 // is refused after its load timeout (logged, counted), the old version keeps
-// serving, a later fix is loaded, and shutdown completes. Before issue 11
-// it wedged the reload loop and then SIGTERM.
+// serving, a later fix is loaded, and shutdown completes. Without the load
+// timeout it wedged the reload loop and then SIGTERM.
 func TestScriptReloadLoopingTopLevel(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "v.lua")

@@ -6,7 +6,7 @@ import (
 )
 
 // TestHugeStringOverHTTP: `string.rep("-", row.width)` with width 2^40 sent
-// over HTTP killed the server with a fatal out of memory before issue 11.
+// over HTTP killed the server with a fatal out of memory without the limits.
 // Now that row's column fails (null policy) and the server keeps serving.
 func TestHugeStringOverHTTP(t *testing.T) {
 	cfg := `

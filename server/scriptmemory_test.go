@@ -9,7 +9,7 @@ import (
 	"github.com/sluicedb/sluice/internal/procmem"
 )
 
-// scriptMemoryCases are the scripts of issue 19 item 7 that went past the
+// scriptMemoryCases are hostile scripts that went past the
 // memory limits: what each must fail with (in the log line of the failed
 // row), on a column with the default memory_limit (256 MiB) and
 // max_result_bytes (64 MiB).

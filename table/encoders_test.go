@@ -12,7 +12,7 @@ import (
 
 // TestEncodeDoesNotWaitForAnother: a block's compression never waits for
 // the encodes of other appends (one shared encoder made concurrent batches
-// compress one at a time: issue 18).
+// compress one at a time).
 func TestEncodeDoesNotWaitForAnother(t *testing.T) {
 	payload := bytes.Repeat([]byte("sluice block payload "), 100)
 	done := make(chan []byte, 1)

@@ -11,7 +11,7 @@ import (
 
 // TestBenchScalingFillsEveryRow runs the real `sluice-bench scaling` binary
 // at --cpus 1 on tiny sizes and checks that its table has every row of
-// issue 18's table (and item 3's range query) with its cell filled: a piece
+// the scaling table (and the range query) with its cell filled: a piece
 // left out or failing leaves a row missing or a cell "–" or "error".
 func TestBenchScalingFillsEveryRow(t *testing.T) {
 	if testing.Short() {

@@ -24,7 +24,7 @@ import (
 	"github.com/sluicedb/sluice/internal/testkafka"
 )
 
-// The hour of issue 16 item 3, compressed: three nodes in one consumer
+// An hour of continuous commits, compressed: three nodes in one consumer
 // group commit continuously into one Iceberg table, one of them runs the
 // scheduled maintenance (rewrite, manifest merge, snapshot expiry), and at
 // the end the table must have few files per day partition, snapshots and
@@ -135,7 +135,7 @@ func BenchmarkClusterHour(b *testing.B) {
 	b.ReportMetric(float64(r.final.dataFiles), "data-files")
 }
 
-// checkHour checks the promises of issue 16 item 3 on r.
+// checkHour checks the hour's promises on r (docs/perf/cold-tier.md, "The compressed hour").
 func checkHour(t testing.TB, p hourParams, r hourResult) {
 	t.Helper()
 	for reader, c := range r.readers {

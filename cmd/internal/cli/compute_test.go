@@ -160,7 +160,7 @@ func TestTestHelpFlag(t *testing.T) {
 }
 
 // TestValidateDoesNotHangOrCrash: a top level that never ends and a plugin
-// whose init panics are reported by validate; before issue 11 the first hung
+// whose init panics are reported by validate; unguarded, the first hung
 // and the second crashed the process.
 func TestValidateDoesNotHangOrCrash(t *testing.T) {
 	dir := t.TempDir()

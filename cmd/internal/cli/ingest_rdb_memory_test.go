@@ -20,7 +20,7 @@ import (
 )
 
 // bigValueMB is the size of the one big value of TestIngestRDBPeakMemory,
-// the size issue 19 measured.
+// the size of the largest value the memory work measured.
 const bigValueMB = 200
 
 // bigValueRDB has a real redis-server write one string value of

@@ -119,7 +119,7 @@ func TestRDBVerbsOnFixture(t *testing.T) {
 
 // TestRDBJSONTruncatedIsNotValidJSON: `sluice rdb json` on a cut file exits
 // non-zero, names the file and offset, and leaves stdout an unterminated
-// array in both modes (issue 11 item 6: the parallel mode closed the array,
+// array in both modes (the parallel mode once closed the array,
 // so a 29-byte file gave a valid `[]`). rdbtool's
 // TestExportTruncatedAtEveryOffset covers every offset; this checks the
 // command end to end at a spread of them.
