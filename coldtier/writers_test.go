@@ -20,7 +20,7 @@ import (
 // Compactor) committing to one Iceberg table through the PostgreSQL
 // catalog and the REST catalog, each node appending 1000 rows and
 // compacting them every SLUICE_WRITERS_INTERVAL (default 2s, 5x the
-// issue's 10 s, to get more commits in a short run) for
+// 10 s of a deployment, to get more commits in a short run) for
 // SLUICE_WRITERS_DURATION (default 30s): commits/s, the commits redone
 // after another node committed first (CommitRetries), and the p50/p99 of
 // a run (read, upload, commit). At the end every row is in the table once

@@ -356,7 +356,7 @@ function format(n) local args = {} for i = 1, n do args[i] = 1 end return string
 
 // TestDefaultLimits: a Manager without limits in its Options gets a heap
 // budget from GOMEMLIMIT (or the machine's memory) and a string limit below
-// what the scripts asked for. Checked without allocating.
+// what the hostile scripts asked for. Checked without allocating.
 func TestDefaultLimits(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
@@ -380,7 +380,7 @@ func TestDefaultLimits(t *testing.T) {
 		t.Fatalf("defaults under GOMEMLIMIT=400MiB: heap %d, string %d", m.opts.HeapLimit, m.opts.MaxStringSize)
 	}
 	if m.opts.MaxStringSize >= 1e10 || m.opts.MaxStringSize >= 1<<40 {
-		t.Fatal("the default string limit lets the issue's string.rep through")
+		t.Fatal("the default string limit lets a hostile string.rep through")
 	}
 	m = newTestManager(t, Options{HeapLimit: NoHeapLimit, MaxStringSize: -1})
 	if m.opts.HeapLimit != 0 || m.opts.MaxStringSize != math.MaxInt64 {

@@ -60,7 +60,7 @@ func sigterm(t *testing.T, cmd *exec.Cmd, limit time.Duration) (time.Duration, i
 	}
 }
 
-// testPathologicalPattern: the row (string.find of 25 a* before a
+// testPathologicalPattern: a hostile row (string.find of 25 a* before a
 // missing b on 30 bytes), with a 1 s timeout and a 10 s shutdown_timeout,
 // is stored with the column null within a few seconds, /readyz stays 200,
 // and SIGTERM ends the process at once.
