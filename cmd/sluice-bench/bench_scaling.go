@@ -23,7 +23,7 @@ import (
 )
 
 // benchScalingCmd is `sluice bench scaling`: the scaling table of
-// docs/perf/README.md in one command. Each piece is an existing report run at each CPU count: the
+// docs/perf/server.md in one command. Each piece is an existing report run at each CPU count: the
 // ingest and query cases of `bench ingest --cpus` (a server process pinned
 // to p cores, GOMAXPROCS=p, the HTTP clients on the other cores), the pool
 // cells of `bench pool` (a child per cell, pinned likewise) and `bench
@@ -71,7 +71,7 @@ func init() {
 	rootCmd.AddCommand(benchScalingCmd)
 }
 
-// The table's rows, in the order of docs/perf/README.md's scaling table, and
+// The table's rows, in the order of docs/perf/server.md's scaling table, and
 // the multi-partition range query.
 const (
 	rowIngestNone   = "HTTP ingest, no column: rows/s · server rows per CPU-second"
