@@ -34,6 +34,10 @@ rewrites it, and ` + "`TestCLIReference`" + ` fails when it differs from what th
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
 			return
 		}
+		// Execute adds --help to the command it runs; add it to every
+		// command, so that the page is what each --help prints whatever
+		// other tests ran before.
+		c.InitDefaultHelpFlag()
 		b.WriteString("\n## `" + c.CommandPath() + "`\n\n")
 		text := c.Long
 		if text == "" {
