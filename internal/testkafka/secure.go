@@ -1,17 +1,9 @@
 package testkafka
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"os"
-	"path/filepath"
-	"time"
+
+	"github.com/sluicedb/sluice/internal/testcert"
 )
 
 // Secured is a broker's SASL_SSL listener, as managed Kafka services run
@@ -43,96 +35,15 @@ const (
 )
 
 // writeCerts makes the test CAs and the broker's and a client's
-// certificates under dir as PEM files and returns the listener's
-// description (Addr unset) and the broker's key-and-chain file.
+// certificates under dir and returns the listener's description (Addr
+// unset) and the broker's key-and-chain file.
 func writeCerts(dir string) (*Secured, string, error) {
-	s := &Secured{ServerName: secureServerName, User: secureUser, Password: securePassword,
-		CAFile: filepath.Join(dir, "ca.pem"), OtherCAFile: filepath.Join(dir, "other-ca.pem"),
-		ClientCertFile: filepath.Join(dir, "client.pem"), ClientKeyFile: filepath.Join(dir, "client-key.pem")}
-	ca, caKey, err := newCert("sluice test CA", nil, nil, nil, true)
+	f, err := testcert.Write(dir, secureServerName)
 	if err != nil {
 		return nil, "", err
 	}
-	other, _, err := newCert("an unrelated CA", nil, nil, nil, true)
-	if err != nil {
-		return nil, "", err
-	}
-	broker, brokerKey, err := newCert(secureServerName, []string{secureServerName}, ca, caKey, false)
-	if err != nil {
-		return nil, "", err
-	}
-	client, clientKey, err := newCert("sluice test client", nil, ca, caKey, false)
-	if err != nil {
-		return nil, "", err
-	}
-	brokerPEM := filepath.Join(dir, "broker.pem")
-	for _, f := range []struct {
-		path   string
-		blocks []*pem.Block
-	}{
-		{s.CAFile, []*pem.Block{certBlock(ca)}},
-		{s.OtherCAFile, []*pem.Block{certBlock(other)}},
-		{s.ClientCertFile, []*pem.Block{certBlock(client)}},
-		{s.ClientKeyFile, []*pem.Block{keyBlock(clientKey)}},
-		// Kafka's PEM keystore: the key (PKCS#8, unencrypted) then the chain.
-		{brokerPEM, []*pem.Block{keyBlock(brokerKey), certBlock(broker), certBlock(ca)}},
-	} {
-		var data []byte
-		for _, b := range f.blocks {
-			if b == nil {
-				return nil, "", fmt.Errorf("testkafka: encoding %s", f.path)
-			}
-			data = append(data, pem.EncodeToMemory(b)...)
-		}
-		if err := os.WriteFile(f.path, data, 0o600); err != nil {
-			return nil, "", err
-		}
-	}
-	return s, brokerPEM, nil
-}
-
-// newCert makes a certificate for name (a CA when isCA) signed by parent,
-// or self-signed when parent is nil.
-func newCert(name string, dnsNames []string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name}, DNSNames: dnsNames,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("testkafka: certificate %s: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
-}
-
-func certBlock(c *x509.Certificate) *pem.Block {
-	return &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}
-}
-
-func keyBlock(k *ecdsa.PrivateKey) *pem.Block {
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		return nil
-	}
-	return &pem.Block{Type: "PRIVATE KEY", Bytes: der}
+	return &Secured{ServerName: f.ServerName, User: secureUser, Password: securePassword,
+		CAFile: f.CAFile, OtherCAFile: f.OtherCAFile, ClientCertFile: f.ClientCertFile, ClientKeyFile: f.ClientKeyFile}, f.ServerKeyAndChainFile, nil
 }
 
 // secureProps are the server.properties lines of the SASL_SSL listener.
