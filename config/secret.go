@@ -29,16 +29,20 @@ import (
 type Secret struct {
 	Env  string `yaml:"env"`
 	File string `yaml:"file"`
-	// inline is a value given in the YAML itself.
-	inline string
+	// inline is a value given in the YAML itself, behind a pointer: fmt
+	// prints a pointer inside a struct as an address, so even a verb that
+	// bypasses String (%d of a config) cannot show the value.
+	inline *inlineSecret
 }
+
+type inlineSecret struct{ value string }
 
 // ErrSecretUnset is returned by Reveal for a secret that is not configured,
 // whose variable is unset or empty, or whose file is empty.
 var ErrSecretUnset = errors.New("secret not set")
 
 // IsSet reports whether the config gives the secret at all.
-func (s Secret) IsSet() bool { return s.Env != "" || s.File != "" || s.inline != "" }
+func (s Secret) IsSet() bool { return s.Env != "" || s.File != "" || s.inline != nil }
 
 // Reveal returns the secret's value, read now from its variable or file.
 // Errors name the variable or file, never a value.
@@ -61,8 +65,8 @@ func (s Secret) Reveal() (string, error) {
 			return "", fmt.Errorf("secret file %s: %w (empty)", s.File, ErrSecretUnset)
 		}
 		return v, nil
-	case s.inline != "":
-		return s.inline, nil
+	case s.inline != nil:
+		return s.inline.value, nil
 	}
 	return "", ErrSecretUnset
 }
@@ -75,7 +79,7 @@ func (s Secret) String() string {
 		return "env:" + s.Env
 	case s.File != "":
 		return "file:" + s.File
-	case s.inline != "":
+	case s.inline != nil:
 		return "(inline)"
 	}
 	return "(none)"
@@ -104,20 +108,29 @@ func (s Secret) MarshalYAML() (any, error) {
 // UnmarshalYAML takes a scalar as the value and a mapping as a reference.
 func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
-		*s = Secret{inline: n.Value}
+		*s = Secret{inline: &inlineSecret{n.Value}}
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: a secret is a string or a mapping {env: NAME} or {file: PATH}", n.Line)
 	}
-	// A local type without the methods: the plain struct decoding (unknown
-	// keys are errors, as everywhere in the config).
-	type ref Secret
-	var r ref
-	if err := n.Decode(&r); err != nil {
+	// Unknown keys are errors, as everywhere in the config (the decoder's
+	// KnownFields does not reach a custom unmarshaler).
+	var ref map[string]string
+	if err := n.Decode(&ref); err != nil {
 		return err
 	}
-	*s = Secret(r)
+	*s = Secret{}
+	for k, v := range ref {
+		switch k {
+		case "env":
+			s.Env = v
+		case "file":
+			s.File = v
+		default:
+			return fmt.Errorf("line %d: secret key %q: want env or file", n.Line, k)
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/stream"
 )
 
@@ -80,4 +81,16 @@ func natsConn(n config.NATSSource) (stream.NATSConn, error) {
 		c.Token = n.Token.Reveal
 	}
 	return c, nil
+}
+
+// catalogSecrets sets the secrets of an Iceberg catalog section on c.
+func catalogSecrets(ic config.IcebergCatalog, c *coldapi.Catalog) {
+	for _, s := range []struct {
+		from config.Secret
+		to   *func() (string, error)
+	}{{ic.Token, &c.Token}, {ic.Credential, &c.Credential}, {ic.Password, &c.Password}} {
+		if s.from.IsSet() {
+			*s.to = s.from.Reveal
+		}
+	}
 }
