@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -20,9 +21,8 @@ import (
 
 // Files are the PEM files Write makes.
 type Files struct {
-	// ServerName is the one name the server certificate carries (no IP
-	// address: a client connecting to 127.0.0.1 must set the server name
-	// to verify it).
+	// ServerName is the one name the server certificate carries: a host
+	// name, or an IP address (then only that address verifies).
 	ServerName string
 	// CAFile signed the server and client certificates; OtherCAFile is an
 	// unrelated CA that signed neither.
@@ -44,19 +44,19 @@ func Write(dir, serverName string) (*Files, error) {
 		ServerCertFile: filepath.Join(dir, "server.pem"), ServerKeyFile: filepath.Join(dir, "server-key.pem"),
 		ServerKeyAndChainFile: filepath.Join(dir, "server-key-and-chain.pem"),
 		ClientCertFile:        filepath.Join(dir, "client.pem"), ClientKeyFile: filepath.Join(dir, "client-key.pem")}
-	ca, caKey, err := newCert("sluice test CA", nil, nil, nil, true)
+	ca, caKey, err := newCert("sluice test CA", "", nil, nil, true)
 	if err != nil {
 		return nil, err
 	}
-	other, _, err := newCert("an unrelated CA", nil, nil, nil, true)
+	other, _, err := newCert("an unrelated CA", "", nil, nil, true)
 	if err != nil {
 		return nil, err
 	}
-	server, serverKey, err := newCert(serverName, []string{serverName}, ca, caKey, false)
+	server, serverKey, err := newCert(serverName, serverName, ca, caKey, false)
 	if err != nil {
 		return nil, err
 	}
-	client, clientKey, err := newCert("sluice test client", nil, ca, caKey, false)
+	client, clientKey, err := newCert("sluice test client", "", ca, caKey, false)
 	if err != nil {
 		return nil, err
 	}
@@ -85,9 +85,10 @@ func Write(dir, serverName string) (*Files, error) {
 	return f, nil
 }
 
-// newCert makes a certificate for name (a CA when isCA) signed by parent,
-// or self-signed when parent is nil.
-func newCert(name string, dnsNames []string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// newCert makes a certificate for name (a CA when isCA) that carries
+// subjectAlt (a host name or an IP address) when set, signed by parent, or
+// self-signed when parent is nil.
+func newCert(name, subjectAlt string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -97,10 +98,15 @@ func newCert(name string, dnsNames []string, parent *x509.Certificate, parentKey
 		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name}, DNSNames: dnsNames,
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if ip := net.ParseIP(subjectAlt); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else if subjectAlt != "" {
+		tmpl.DNSNames = []string{subjectAlt}
 	}
 	if isCA {
 		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
