@@ -17,7 +17,8 @@ func init() {
 			Warehouse: cfg.Warehouse,
 			S3:        S3{Endpoint: cfg.S3.Endpoint, Region: cfg.S3.Region, PathStyle: cfg.S3.PathStyle},
 			Catalog: Catalog{Type: cfg.Catalog.Type, URI: cfg.Catalog.URI, Name: cfg.Catalog.Name,
-				Namespace: cfg.Catalog.Namespace, Properties: cfg.Catalog.Properties},
+				Namespace: cfg.Catalog.Namespace, Properties: cfg.Catalog.Properties,
+				Token: cfg.Catalog.Token, Credential: cfg.Catalog.Credential, Password: cfg.Catalog.Password},
 			Node: cfg.Node, StateDir: cfg.StateDir, RowGroupRows: cfg.RowGroupRows, Unsorted: cfg.Unsorted,
 		}, t)
 		if err != nil {

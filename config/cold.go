@@ -129,6 +129,47 @@ type IcebergCatalog struct {
 	Name       string            `yaml:"name"`
 	Namespace  string            `yaml:"namespace"`
 	Properties map[string]string `yaml:"properties"`
+	// Token is a rest catalog's bearer token; Credential its OAuth2
+	// client credentials, "client_id:client_secret", which iceberg-go
+	// exchanges for tokens at the catalog's token endpoint (or the
+	// oauth2-server-uri property's, with the scope property's scope).
+	// Both are read when the catalog is opened.
+	Token      Secret `yaml:"token"`
+	Credential Secret `yaml:"credential"`
+	// Password is a PostgreSQL catalog's password, instead of one inside
+	// the uri (which then must not hold one). The server's certificate is
+	// checked as the uri says: sslmode=verify-full and sslrootcert=<CA
+	// file> (docs/security-outbound.md).
+	Password Secret `yaml:"password"`
+}
+
+// secretProperties are catalog properties that hold secrets: they belong
+// in the catalog's Secret fields, since properties are plain strings that
+// any dump of the config shows.
+var secretProperties = []string{"token", "credential", "password"}
+
+func (c *IcebergCatalog) validateSecrets(where string) []error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(where+": compact.iceberg.catalog."+format, args...))
+	}
+	for _, k := range secretProperties {
+		if _, ok := c.Properties[k]; ok {
+			add("properties.%s: a secret in plain properties; give it as catalog.%s: {env: NAME} or {file: PATH}", k, k)
+		}
+	}
+	if c.Type == "rest" && c.Password.IsSet() {
+		add("password: for a sql catalog on PostgreSQL; a rest catalog takes token or credential")
+	}
+	if c.Type != "rest" && (c.Token.IsSet() || c.Credential.IsSet()) {
+		add("token and credential: for a rest catalog")
+	}
+	if c.Token.IsSet() && c.Credential.IsSet() {
+		add("token and credential: set one")
+	}
+	errs = append(errs, c.Token.validate(where+": compact.iceberg.catalog.token")...)
+	errs = append(errs, c.Credential.validate(where+": compact.iceberg.catalog.credential")...)
+	return append(errs, c.Password.validate(where+": compact.iceberg.catalog.password")...)
 }
 
 func (i *Iceberg) validate(where string) []error {
@@ -154,6 +195,7 @@ func (i *Iceberg) validate(where string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.catalog.type %q: want sql or rest", where, i.Catalog.Type))
 	}
+	errs = append(errs, i.Catalog.validateSecrets(where)...)
 	if i.OrphanAge < 0 {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.orphan_age: negative", where))
 	}

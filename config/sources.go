@@ -65,6 +65,94 @@ type KafkaSource struct {
 	// (one synced commit) unless it has max_poll_records sooner (default
 	// 100ms; negative: one batch per poll). docs/streams.md, "Linger".
 	Linger time.Duration `yaml:"linger"`
+	// TLS, when present, connects to the brokers over TLS (every
+	// managed Kafka requires it).
+	TLS *ClientTLS `yaml:"tls"`
+	// SASL, when present, authenticates to the brokers.
+	SASL *KafkaSASL `yaml:"sasl"`
+}
+
+// The SASL mechanisms a Kafka source speaks.
+var KafkaSASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+
+// KafkaSASL is how a Kafka source authenticates: PLAIN, SCRAM-SHA-256 and
+// SCRAM-SHA-512 with Username and Password, OAUTHBEARER with Token (a
+// bearer token the operator renews, e.g. a file a sidecar rewrites: it is
+// read again at every connection). Over a listener without TLS, PLAIN
+// sends the password in the clear: sluice refuses that combination.
+type KafkaSASL struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  Secret `yaml:"password"`
+	Token     Secret `yaml:"token"`
+}
+
+// ClientTLS is how sluice speaks TLS to a server it connects to. The
+// server's certificate is always verified: against CAFile when set, else
+// the system's roots.
+type ClientTLS struct {
+	// CAFile is a PEM file of the CA certificates that may sign the
+	// server's certificate.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate (with its chain)
+	// and its key, for servers that require client certificates.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the server's certificate must carry (default:
+	// the host the address names).
+	ServerName string `yaml:"server_name"`
+	// MinVersion is the oldest TLS version accepted: "1.2" (default) or
+	// "1.3".
+	MinVersion string `yaml:"min_version"`
+}
+
+// TLSVersions are the versions ClientTLS.MinVersion accepts.
+var TLSVersions = []string{"1.2", "1.3"}
+
+func (c *ClientTLS) validate(key string) []error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together", key))
+	}
+	if c.MinVersion != "" && !slices.Contains(TLSVersions, c.MinVersion) {
+		errs = append(errs, fmt.Errorf("%s: min_version %q: want one of %v", key, c.MinVersion, TLSVersions))
+	}
+	return errs
+}
+
+func (s *KafkaSASL) validate(key string, tls bool) []error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(key+": "+format, args...)) }
+	switch s.Mechanism {
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if s.Username == "" || !s.Password.IsSet() {
+			add("%s needs username and password", s.Mechanism)
+		}
+		if s.Token.IsSet() {
+			add("token is for OAUTHBEARER, not %s", s.Mechanism)
+		}
+		if s.Mechanism == "PLAIN" && !tls {
+			add("PLAIN without tls sends the password in the clear: add a tls section")
+		}
+	case "OAUTHBEARER":
+		if !s.Token.IsSet() {
+			add("OAUTHBEARER needs token")
+		}
+		if s.Password.IsSet() {
+			add("password is not used by OAUTHBEARER (token is)")
+		}
+	default:
+		add("mechanism %q: want one of %v", s.Mechanism, KafkaSASLMechanisms)
+	}
+	errs = append(errs, s.Password.validate(key+".password")...)
+	errs = append(errs, s.Token.validate(key+".token")...)
+	return errs
 }
 
 // NATSSource consumes a JetStream stream through a durable pull consumer.
@@ -88,6 +176,36 @@ type NATSSource struct {
 	FetchWait time.Duration `yaml:"fetch_wait"`
 	// MaxMessageBytes: as for Kafka.
 	MaxMessageBytes int64 `yaml:"max_message_bytes"`
+
+	// The server's authentication takes one of: User and Password; Token;
+	// NKeySeedFile (an nkey user's seed, "SU..."); CredsFile (a
+	// decentralized-auth user's JWT and seed, as nsc writes it).
+	User         string `yaml:"user"`
+	Password     Secret `yaml:"password"`
+	Token        Secret `yaml:"token"`
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	CredsFile    string `yaml:"creds_file"`
+	// TLS, when present, connects over TLS (also implied by a tls:// url).
+	TLS *ClientTLS `yaml:"tls"`
+}
+
+func (n *NATSSource) validateAuth(key string) []error {
+	var errs []error
+	ways := 0
+	for _, set := range []bool{n.User != "" || n.Password.IsSet(), n.Token.IsSet(), n.NKeySeedFile != "", n.CredsFile != ""} {
+		if set {
+			ways++
+		}
+	}
+	if ways > 1 {
+		errs = append(errs, fmt.Errorf("%s: set one of user/password, token, nkey_seed_file, creds_file", key))
+	}
+	if (n.User == "") != !n.Password.IsSet() {
+		errs = append(errs, fmt.Errorf("%s: user and password go together", key))
+	}
+	errs = append(errs, n.Password.validate(key+" password")...)
+	errs = append(errs, n.Token.validate(key+" token")...)
+	return append(errs, n.TLS.validate(key+" tls")...)
 }
 
 // KafkaMetadata and NATSMetadata are the metadata names a source accepts.
@@ -149,6 +267,8 @@ func (t *Table) validateSources(where string) []error {
 				add("%s: max_poll_records, fetch_max_bytes, session_timeout and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(k.Format, k.Start, k.Metadata, KafkaMetadata)
+			errs = append(errs, k.TLS.validate(sw+" tls")...)
+			errs = append(errs, k.SASL.validate(sw+" sasl", k.TLS != nil)...)
 			if k.KeyPartitioned {
 				errs = append(errs, t.checkKeyPartitioned(sw)...)
 			}
@@ -156,7 +276,9 @@ func (t *Table) validateSources(where string) []error {
 		if n := s.NATS; n != nil {
 			sw += " nats"
 			if u, err := url.Parse(n.URL); err != nil || u.Host == "" {
-				add("%s: url %q: want nats://host:port", sw, n.URL)
+				add("%s: url: want nats://host:port or tls://host:port", sw)
+			} else if u.User != nil {
+				add("%s: url: holds credentials; give them as user/password or token (never inline in a url, which is logged)", sw)
 			}
 			if n.Stream == "" {
 				add("%s: stream: empty", sw)
@@ -168,6 +290,7 @@ func (t *Table) validateSources(where string) []error {
 				add("%s: max_batch, fetch_wait and max_message_bytes must not be negative", sw)
 			}
 			checkCommon(n.Format, n.Start, n.Metadata, NATSMetadata)
+			errs = append(errs, n.validateAuth(sw)...)
 		}
 	}
 	return errs

@@ -49,12 +49,14 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 		if ic == nil {
 			continue
 		}
+		cat := coldapi.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
+			Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties}
+		catalogSecrets(ic.Catalog, &cat)
 		cfg := coldapi.Config{
 			Warehouse: ic.Warehouse,
 			S3:        coldapi.S3{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle},
-			Catalog: coldapi.Catalog{Type: ic.Catalog.Type, URI: ic.Catalog.URI, Name: ic.Catalog.Name,
-				Namespace: ic.Catalog.Namespace, Properties: ic.Catalog.Properties},
-			Node: ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
+			Catalog:   cat,
+			Node:      ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
 			Continuous: ic.Continuous,
 		}
 		c, err := coldapi.Open(ctx, cfg, ts.table)

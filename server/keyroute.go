@@ -68,6 +68,12 @@ type routedTable struct {
 	name    string
 	brokers []string
 	topics  []string
+	// conn is how the partition lookups reach the brokers: the first
+	// key_partitioned source's TLS and SASL (the sources of one routed
+	// table are one cluster: their brokers are asked together), or the
+	// error building it, reported at each lookup.
+	conn    stream.KafkaConn
+	connErr error
 	// sourceColumns: rows carry their source partition (with a cold
 	// tier), so a scan can show that none of a partition is left.
 	sourceColumns bool
@@ -101,6 +107,7 @@ func newKeyRouter(s *Server) *keyRouter {
 			if rt == nil {
 				rt = &routedTable{name: n, ts: ts, sourceColumns: ts.cfg.Compact.Iceberg != nil,
 					assigned: map[topicPartition]bool{}, stored: map[topicPartition]bool{}, touched: map[topicPartition]uint64{}}
+				rt.conn, rt.connErr = kafkaConn(*sc.Kafka)
 			}
 			rt.brokers = append(rt.brokers, sc.Kafka.Brokers...)
 			rt.topics = append(rt.topics, sc.Kafka.Topics...)
@@ -327,7 +334,14 @@ func (r *keyRouter) startTable(ctx context.Context, rt *routedTable) {
 }
 
 func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(rt.brokers...), kgo.ClientID("sluice-routing"))
+	if rt.connErr != nil {
+		return rt.connErr
+	}
+	connOpts, err := rt.conn.ClientOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(connOpts, kgo.SeedBrokers(rt.brokers...), kgo.ClientID("sluice-routing"))...)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,9 @@ func fillEvery(t *testing.T, v reflect.Value, n *int) {
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			fillEvery(t, v.Field(i), n)
+			if v.Type().Field(i).IsExported() { // config.Secret's inline value is YAML's to set
+				fillEvery(t, v.Field(i), n)
+			}
 		}
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
@@ -121,13 +123,16 @@ func TestStreamOptionsCopyEveryField(t *testing.T) {
 		from, to any
 	}{{k, kafkaOptions(k)}, {nc, natsOptions(nc)}} {
 		to := reflect.ValueOf(c.to)
-		if zero := zeroLeaves(to, to.Type().Name()); len(zero) > 0 {
+		// Conn is built apart, from the tls, sasl and credential keys
+		// (kafkaConn, natsConn: TestConnOfTheSection).
+		zero := slices.DeleteFunc(zeroLeaves(to, to.Type().Name()), func(p string) bool { return strings.Contains(p, ".Conn.") })
+		if len(zero) > 0 {
 			t.Errorf("options not set from the config: %v", zero)
 		}
 		from := reflect.ValueOf(c.from)
 		for i := 0; i < to.NumField(); i++ {
 			name := to.Type().Field(i).Name
-			if to.Field(i).Kind() == reflect.Func {
+			if to.Field(i).Kind() == reflect.Func || name == "Conn" {
 				continue // hooks: zeroLeaves
 			}
 			if f := from.FieldByName(name); !f.IsValid() || !reflect.DeepEqual(f.Interface(), to.Field(i).Interface()) {

@@ -49,10 +49,15 @@ func (s *Server) openSources() error {
 			switch {
 			case sc.Kafka != nil:
 				opts := kafkaOptions(*sc.Kafka)
-				s.router.hooks(n, &opts)
-				src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, opts)
+				if opts.Conn, err = kafkaConn(*sc.Kafka); err == nil {
+					s.router.hooks(n, &opts)
+					src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, opts)
+				}
 			case sc.NATS != nil:
-				src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, natsOptions(*sc.NATS))
+				opts := natsOptions(*sc.NATS)
+				if opts.Conn, err = natsConn(*sc.NATS); err == nil {
+					src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, opts)
+				}
 			default:
 				err = errors.New("neither kafka nor nats")
 			}

@@ -85,6 +85,9 @@ type KafkaOptions struct {
 	// MaxPollRecords records sooner: 0 means DefaultLinger, a negative
 	// value none (one batch per poll). docs/streams.md argues the default.
 	Linger time.Duration
+	// Conn is how every client of the source reaches the brokers: TLS and
+	// SASL.
+	Conn KafkaConn
 }
 
 // The defaults of KafkaOptions and NATSOptions.
@@ -577,7 +580,7 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	if k.opts.Start == StartLatest {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(k.opts.Brokers...), kgo.ClientID("sluice-admin"))
+	admCl, err := k.opts.Conn.newClient(k.opts.Brokers, kgo.ClientID("sluice-admin"))
 	if err != nil {
 		return false, fmt.Errorf("stream: kafka admin client: %w", err)
 	}
@@ -592,7 +595,6 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	// them), so that the offsets committed on leaving cover it.
 	workCtx := context.WithoutCancel(ctx)
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(k.opts.Brokers...),
 		kgo.ConsumerGroup(k.opts.Group),
 		kgo.ConsumeTopics(k.opts.Topics...),
 		kgo.ConsumeResetOffset(reset),
@@ -641,7 +643,7 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 	if k.opts.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(k.opts.InstanceID))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := k.opts.Conn.newClient(k.opts.Brokers, opts...)
 	if err != nil {
 		return false, fmt.Errorf("stream: kafka client: %w", err)
 	}

@@ -61,7 +61,7 @@ func run(m *testing.M) int {
 		panic("nats server not ready")
 	}
 	natsURL = ns.ClientURL()
-	return testkafka.Main(m, 4)
+	return testkafka.MainWith(m, testkafka.Options{Partitions: 4, Secure: true})
 }
 
 // node is one `sluice serve` child process.

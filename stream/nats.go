@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,6 +49,57 @@ type NATSOptions struct {
 	// FetchWait is how long a fetch waits for messages (default
 	// DefaultFetchWait).
 	FetchWait time.Duration
+	// Conn is how the source reaches and proves itself to the server.
+	Conn NATSConn
+}
+
+// NATSConn is how a NATS source connects: TLS, and at most one of
+// user/password, token, nkey seed file and creds file. The zero value is
+// plaintext without credentials.
+type NATSConn struct {
+	// TLS, when set, connects over TLS (verification as the caller set it).
+	TLS *tls.Config
+	// User with Password (a function, read at every connection so that a
+	// rotated file is picked up) logs in by name.
+	User     string
+	Password func() (string, error)
+	// Token, read at every connection, logs in by token.
+	Token func() (string, error)
+	// NKeySeedFile is an nkey user's seed file; CredsFile a user JWT and
+	// seed (decentralized auth): nats.go reads them at every connection.
+	NKeySeedFile string
+	CredsFile    string
+}
+
+// options returns nats.go's options for c, reading its secrets now.
+func (c NATSConn) options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.TLS != nil {
+		opts = append(opts, nats.Secure(c.TLS.Clone()))
+	}
+	switch {
+	case c.Password != nil:
+		pw, err := c.Password()
+		if err != nil {
+			return nil, fmt.Errorf("nats: password of user %s: %w", c.User, err)
+		}
+		opts = append(opts, nats.UserInfo(c.User, pw))
+	case c.Token != nil:
+		token, err := c.Token()
+		if err != nil {
+			return nil, fmt.Errorf("nats: token: %w", err)
+		}
+		opts = append(opts, nats.Token(token))
+	case c.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats: nkey seed file: %w", err)
+		}
+		opts = append(opts, o)
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	return opts, nil
 }
 
 // EnsureDefaults fills o's zero fields with their defaults and returns o
@@ -174,7 +226,11 @@ const streamCheckInterval = 2 * time.Second
 // session consumes over one connection until it fails; reached says
 // whether it got as far as a fetch (which resets the reconnection backoff).
 func (n *NATS) session(ctx context.Context) (reached bool, err error) {
-	nc, err := nats.Connect(n.opts.URL, nats.Name("sluice"), nats.MaxReconnects(0), nats.Timeout(5*time.Second))
+	auth, err := n.opts.Conn.options()
+	if err != nil {
+		return false, err
+	}
+	nc, err := nats.Connect(n.opts.URL, append(auth, nats.Name("sluice"), nats.MaxReconnects(0), nats.Timeout(5*time.Second))...)
 	if err != nil {
 		return false, fmt.Errorf("nats: connect %s: %w", n.opts.URL, err)
 	}

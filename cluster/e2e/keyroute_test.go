@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	s3, s3Err = coldtest.StartS3(dir)
-	code := testkafka.Main(m, partitions)
+	code := testkafka.MainWith(m, testkafka.Options{Partitions: partitions, Secure: true})
 	if s3 != nil {
 		s3.Stop()
 	}

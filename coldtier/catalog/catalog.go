@@ -75,9 +75,16 @@ type Config struct {
 	Name string
 	// Namespace holds sluice's tables (default "sluice").
 	Namespace string
-	// Properties are passed to the catalog as they are (e.g. REST
-	// credentials, "warehouse").
+	// Properties are passed to the catalog as they are (e.g.
+	// "warehouse", "scope", "oauth2-server-uri").
 	Properties map[string]string
+	// Token and Credential, when set, return a rest catalog's bearer token
+	// or its OAuth2 client credentials ("client_id:client_secret"), read
+	// at Open; they take the place of the "token" and "credential"
+	// properties. Password, when set, returns a PostgreSQL catalog's
+	// password. Errors name where the secret was looked for, never a
+	// value.
+	Token, Credential, Password func() (string, error)
 }
 
 // Defaults fills in what l leaves out and checks it: a SQL catalog
@@ -189,6 +196,16 @@ func open(ctx context.Context, l Location, props iceberg.Properties) (icat.Catal
 	case "rest":
 		props["type"] = "rest"
 		props["uri"] = l.Catalog.URI
+		for key, secret := range map[string]func() (string, error){"token": l.Catalog.Token, "credential": l.Catalog.Credential} {
+			if secret == nil {
+				continue
+			}
+			v, err := secret()
+			if err != nil {
+				return nil, fmt.Errorf("coldtier: rest catalog %s: %w", key, err)
+			}
+			props[key] = v
+		}
 	default:
 		return nil, fmt.Errorf("coldtier: catalog type %q: want sql or rest", l.Catalog.Type)
 	}
@@ -272,6 +289,14 @@ func openPostgres(ctx context.Context, c Config, props iceberg.Properties) (icat
 	if err != nil {
 		// pgx redacts the password of the string it quotes.
 		return nil, fmt.Errorf("%w: PostgreSQL connection string: %w", ErrCatalogURI, err)
+	}
+	if c.Password != nil {
+		if pgcfg.Password != "" {
+			return nil, fmt.Errorf("%w: a password both in the PostgreSQL connection string and in catalog.password", ErrCatalogURI)
+		}
+		if pgcfg.Password, err = c.Password(); err != nil {
+			return nil, fmt.Errorf("coldtier: sql catalog password: %w", err)
+		}
 	}
 	if pgcfg.ConnectTimeout == 0 {
 		pgcfg.ConnectTimeout = pgConnectTimeout

@@ -73,6 +73,9 @@ type S3 struct {
 type Catalog struct {
 	Type, URI, Name, Namespace string
 	Properties                 map[string]string
+	// Token, Credential and Password return the catalog's secrets when
+	// set (catalog.Config).
+	Token, Credential, Password func() (string, error)
 }
 
 // Stats describe one compaction run (coldtier.Stats).

@@ -54,13 +54,27 @@ type Server struct {
 	SocketDir string // holds the unix socket .s.PGSQL.<Port>
 	Log       string // the server's output
 	dir       string
+	tls       Options
 	cmd       *exec.Cmd
 	exited    chan struct{}
+}
+
+// Options are how StartWith starts a server.
+type Options struct {
+	// CertFile and KeyFile, when set, turn TLS on (ssl=on) with this PEM
+	// certificate (and chain) and key; the files are copied to the
+	// server's directory, owned by its user as postgres requires.
+	CertFile, KeyFile string
 }
 
 // Start initialises a cluster in a new temporary directory and starts
 // postgres on it, waiting until it accepts connections.
 func Start(ctx context.Context) (*Server, error) {
+	return StartWith(ctx, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -73,7 +87,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Host: "127.0.0.1", SocketDir: dir, Log: filepath.Join(dir, "postgres.log"), dir: dir}
+	s := &Server{Host: "127.0.0.1", SocketDir: dir, Log: filepath.Join(dir, "postgres.log"), dir: dir, tls: o}
 	if err := s.start(ctx, bin, cred); err != nil {
 		s.Stop()
 		return nil, err
@@ -126,9 +140,17 @@ func (s *Server) run(ctx context.Context, bin, data string, cred *syscall.Creden
 	defer logFile.Close()
 	// Durability is not what these tests check: no fsync makes commits,
 	// and so the catalog's compare-and-swap, cheap on a loaded machine.
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-h", s.Host, "-p", strconv.Itoa(s.Port),
+	args := []string{"-D", data, "-h", s.Host, "-p", strconv.Itoa(s.Port),
 		"-k", s.SocketDir, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "shared_buffers=16MB", "-c", "max_connections=60", "-c", "logging_collector=off")
+		"-c", "shared_buffers=16MB", "-c", "max_connections=60", "-c", "logging_collector=off"}
+	if s.tls.CertFile != "" {
+		cert, key, err := s.copyTLSFiles(cred)
+		if err != nil {
+			return err
+		}
+		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file="+cert, "-c", "ssl_key_file="+key)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -305,4 +327,26 @@ func runAs() (*syscall.Credential, error) {
 // TCP, without credentials (tests give them through PGUSER/PGPASSWORD).
 func (s *Server) ConnString(database string) string {
 	return strings.Join([]string{"host=" + s.Host, "port=" + strconv.Itoa(s.Port), "dbname=" + database, "sslmode=disable"}, " ")
+}
+
+// copyTLSFiles copies the certificate and key into the server's directory,
+// readable by the server's user only (postgres refuses a key others can
+// read).
+func (s *Server) copyTLSFiles(cred *syscall.Credential) (cert, key string, err error) {
+	cert, key = filepath.Join(s.dir, "server.crt"), filepath.Join(s.dir, "server.key")
+	for from, to := range map[string]string{s.tls.CertFile: cert, s.tls.KeyFile: key} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return "", "", fmt.Errorf("pgtest: %w", err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			return "", "", fmt.Errorf("pgtest: %w", err)
+		}
+		if cred != nil {
+			if err := os.Chown(to, int(cred.Uid), int(cred.Gid)); err != nil {
+				return "", "", fmt.Errorf("pgtest: give %s to uid %d: %w", to, cred.Uid, err)
+			}
+		}
+	}
+	return cert, key, nil
 }

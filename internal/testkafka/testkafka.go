@@ -24,11 +24,14 @@ var ErrNotInstalled = errors.New("testkafka: Kafka is not installed (scripts/tes
 type Broker struct {
 	// Addr is the client listener, 127.0.0.1:port.
 	Addr string
-	dir  string
-	cp   string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
+	// Secure is the SASL_SSL listener of a broker started with
+	// Options.Secure; nil otherwise.
+	Secure *Secured
+	dir    string
+	cp     string
+	cmd    *exec.Cmd
+	log    *os.File
+	done   chan struct{}
 }
 
 // CacheDir is where scripts/install-kafka installs (the same rule as the
@@ -67,11 +70,26 @@ func Classpath() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// Options are how StartWith starts a broker.
+type Options struct {
+	// Partitions is the topics' default partition count (default 1).
+	Partitions int
+	// Secure adds a SASL_SSL listener (Broker.Secure) beside the
+	// plaintext one, with certificates and users made for the test.
+	Secure bool
+}
+
 // Start formats a fresh KRaft log directory under dir and starts a broker
 // on free 127.0.0.1 ports, waiting until it accepts connections (about
 // 10-25 s on a 2-core machine). Topics are created with `partitions`
 // partitions by default.
 func Start(ctx context.Context, dir string, partitions int) (*Broker, error) {
+	return StartWith(ctx, dir, Options{Partitions: partitions})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir string, o Options) (*Broker, error) {
+	partitions := max(o.Partitions, 1)
 	cp, err := Classpath()
 	if err != nil {
 		return nil, err
@@ -84,13 +102,37 @@ func Start(ctx context.Context, dir string, partitions int) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cp: cp}
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", port)
+	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	var extraProps string
+	var formatArgs []string
+	if o.Secure {
+		sport, err := freeport.Port()
+		if err != nil {
+			return nil, err
+		}
+		sec, brokerPEM, err := writeCerts(dir)
+		if err != nil {
+			return nil, err
+		}
+		sec.Addr = fmt.Sprintf("127.0.0.1:%d", sport)
+		b.Secure = sec
+		listeners += ",SASL_SSL://" + sec.Addr
+		protocols += ",SASL_SSL:SASL_SSL"
+		// The controller and the broker talk over the plaintext listeners.
+		extraProps = "inter.broker.listener.name=PLAINTEXT\n" + secureProps(brokerPEM, sec.CAFile)
+		formatArgs = scramArgs()
+	}
 	props := fmt.Sprintf(`process.roles=broker,controller
 node.id=1
-listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d
-advertised.listeners=PLAINTEXT://127.0.0.1:%d
+listeners=%s,CONTROLLER://127.0.0.1:%d
+advertised.listeners=%s
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=%s
 controller.quorum.bootstrap.servers=127.0.0.1:%d
 log.dirs=%s
 num.partitions=%d
@@ -102,10 +144,7 @@ share.coordinator.state.topic.replication.factor=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.flush.interval.messages=9223372036854775807
-`, port, cport, port, cport, filepath.Join(dir, "data"), partitions)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
+`, listeners, cport, listeners, protocols, cport, filepath.Join(dir, "data"), partitions) + extraProps
 	propsPath := filepath.Join(dir, "server.properties")
 	if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
 		return nil, err
@@ -118,8 +157,8 @@ log.flush.interval.messages=9223372036854775807
 	if len(fields) == 0 {
 		return nil, errors.New("testkafka: random-uuid printed nothing")
 	}
-	if out, err := exec.CommandContext(ctx, "java", "-cp", cp, "kafka.tools.StorageTool", "format",
-		"-t", fields[len(fields)-1], "-c", propsPath, "--standalone").CombinedOutput(); err != nil {
+	format := append([]string{"-cp", cp, "kafka.tools.StorageTool", "format", "-t", fields[len(fields)-1], "-c", propsPath, "--standalone"}, formatArgs...)
+	if out, err := exec.CommandContext(ctx, "java", format...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("testkafka: format storage: %w: %s", err, out)
 	}
 	if err := b.start(ctx); err != nil {
@@ -220,6 +259,13 @@ var shared struct {
 // it: call it from TestMain. When the broker cannot start, tests that call
 // Require fail (CI set) or skip (CI unset).
 func Main(m interface{ Run() int }, partitions int) int {
+	return MainWith(m, Options{Partitions: partitions})
+}
+
+// MainWith is Main with options: Options.Secure gives the package's broker
+// a SASL_SSL listener too (Broker.Secure), at the cost of a few
+// certificates made at start.
+func MainWith(m interface{ Run() int }, o Options) int {
 	dir, err := os.MkdirTemp("", "testkafka-")
 	if err != nil {
 		shared.err = err
@@ -227,7 +273,7 @@ func Main(m interface{ Run() int }, partitions int) int {
 	}
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	shared.b, shared.err = Start(ctx, dir, partitions)
+	shared.b, shared.err = StartWith(ctx, dir, o)
 	cancel()
 	code := m.Run()
 	if shared.b != nil {

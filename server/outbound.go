@@ -1,0 +1,96 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/internal/coldapi"
+	"github.com/sluicedb/sluice/stream"
+)
+
+// clientTLS is the TLS config of a connection sluice opens, from its tls:
+// section; nil for none. The CA file is read now (a bad file stops the
+// start with its name); the client certificate is read at every handshake,
+// so that a renewed certificate needs no restart, after one read now that
+// checks it.
+func clientTLS(c *config.ClientTLS) (*tls.Config, error) {
+	if c == nil {
+		return nil, nil
+	}
+	cfg := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	if c.MinVersion == "1.3" {
+		cfg.MinVersion = tls.VersionTLS13
+	}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate in it", c.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+			return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", c.CertFile, c.KeyFile, err)
+		}
+		certFile, keyFile := c.CertFile, c.KeyFile
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", certFile, keyFile, err)
+			}
+			return &cert, nil
+		}
+	}
+	return cfg, nil
+}
+
+// kafkaConn is stream's connection options of a sources[].kafka section.
+func kafkaConn(k config.KafkaSource) (stream.KafkaConn, error) {
+	tlsCfg, err := clientTLS(k.TLS)
+	if err != nil {
+		return stream.KafkaConn{}, err
+	}
+	c := stream.KafkaConn{TLS: tlsCfg}
+	if s := k.SASL; s != nil {
+		c.Mechanism, c.Username, c.Secret = s.Mechanism, s.Username, s.Password.Reveal
+		if s.Mechanism == stream.SASLOAuthBearer {
+			c.Secret = s.Token.Reveal
+		}
+	}
+	return c, nil
+}
+
+// natsConn is stream's connection options of a sources[].nats section.
+func natsConn(n config.NATSSource) (stream.NATSConn, error) {
+	tlsCfg, err := clientTLS(n.TLS)
+	if err != nil {
+		return stream.NATSConn{}, err
+	}
+	c := stream.NATSConn{TLS: tlsCfg, User: n.User, NKeySeedFile: n.NKeySeedFile, CredsFile: n.CredsFile}
+	if n.Password.IsSet() {
+		c.Password = n.Password.Reveal
+	}
+	if n.Token.IsSet() {
+		c.Token = n.Token.Reveal
+	}
+	return c, nil
+}
+
+// catalogSecrets sets the secrets of an Iceberg catalog section on c.
+func catalogSecrets(ic config.IcebergCatalog, c *coldapi.Catalog) {
+	for _, s := range []struct {
+		from config.Secret
+		to   *func() (string, error)
+	}{{ic.Token, &c.Token}, {ic.Credential, &c.Credential}, {ic.Password, &c.Password}} {
+		if s.from.IsSet() {
+			*s.to = s.from.Reveal
+		}
+	}
+}
