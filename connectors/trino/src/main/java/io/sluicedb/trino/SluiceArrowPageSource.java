@@ -27,7 +27,8 @@ import java.nio.ByteOrder;
 import java.util.List;
 import java.util.Optional;
 
-import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
  * Reads a node's answer in Arrow IPC stream format (format=arrow: int64, float64, bool, utf8 and timestamp[ns, UTC]
@@ -87,7 +88,7 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
                     continue;
                 }
                 if (m.headerType() != MessageHeader.RecordBatch) {
-                    throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": Arrow message type " + m.headerType() + " (want a record batch)");
+                    throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": Arrow message type " + m.headerType() + " (want a record batch)");
                 }
                 RecordBatch batch = (RecordBatch) m.header(new RecordBatch());
                 byte[] data = new byte[Math.toIntExact(m.bodyLength())];
@@ -99,7 +100,7 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
             }
         }
         catch (IOException e) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": reading its Arrow answer after " + positions + " rows: " + e, e);
+            throw new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": reading its Arrow answer after " + positions + " rows: " + e, e);
         }
         finally {
             readNanos += System.nanoTime() - start;
@@ -140,11 +141,11 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
 
     private SourcePage page(RecordBatch batch, byte[] data) {
         if (batch.compression() != null) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": a compressed Arrow batch (the connector reads uncompressed ones)");
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": a compressed Arrow batch (the connector reads uncompressed ones)");
         }
         int rows = Math.toIntExact(batch.length());
         if (batch.nodesLength() != wireColumns) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": an Arrow batch of " + batch.nodesLength() + " columns, want " + wireColumns);
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": an Arrow batch of " + batch.nodesLength() + " columns, want " + wireColumns);
         }
         if (columns.isEmpty()) {
             return SourcePage.create(rows);

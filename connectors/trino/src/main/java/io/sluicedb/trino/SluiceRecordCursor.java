@@ -19,7 +19,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
  * Walks a node's NDJSON answer with Jackson's streaming parser: one token pass per row, values kept in arrays by
@@ -71,7 +72,7 @@ final class SluiceRecordCursor implements RecordCursor {
                 return false;
             }
             if (tok != JsonToken.START_OBJECT) {
-                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": row " + rows + ": not a JSON object");
+                throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": row " + rows + ": not a JSON object");
             }
             java.util.Arrays.fill(nulls, true);
             String error = null;
@@ -93,7 +94,7 @@ final class SluiceRecordCursor implements RecordCursor {
                 read(i, tok);
             }
             if (error != null && fields == 1) {
-                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
+                throw new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
             }
             rows++;
             return true;
@@ -140,7 +141,7 @@ final class SluiceRecordCursor implements RecordCursor {
     }
 
     private TrinoException fail(IOException e) {
-        return new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": reading its answer after " + rows + " rows: " + e.getMessage(), e);
+        return new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": reading its answer after " + rows + " rows: " + e.getMessage(), e);
     }
 
     @Override
