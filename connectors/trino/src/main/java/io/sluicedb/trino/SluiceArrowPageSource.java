@@ -42,6 +42,9 @@ import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
  */
 final class SluiceArrowPageSource implements ConnectorPageSource {
     private static final int CONTINUATION = 0xFFFFFFFF;
+    // A message's metadata (a schema or a batch's buffer list) is small; a larger length means the body is not an
+    // Arrow stream (a proxy's HTML page, say), and allocating it could take the worker's heap.
+    private static final int MAX_METADATA = 16 << 20;
 
     private final String node;
     private final List<SluiceColumnHandle> columns;
@@ -115,6 +118,9 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
         }
         if (len == 0) {
             return null;
+        }
+        if (len < 0 || len > MAX_METADATA) {
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": not an Arrow stream (a message of " + Integer.toUnsignedString(len) + " bytes of metadata)");
         }
         byte[] meta = new byte[len];
         in.readFully(meta);

@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.Map;
 
 import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_LEASE_EXPIRED;
 import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
@@ -29,6 +30,8 @@ import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
  */
 final class SluiceRecordCursor implements RecordCursor {
     private static final JsonFactory JSON = new ObjectMapper().getFactory();
+    // How a node's error line begins when the read lease it reads under ended (server/lease.go's errLeaseEnded).
+    private static final String LEASE_ENDED = "read lease ended";
 
     private final String node;
     private final List<SluiceColumnHandle> columns;
@@ -94,7 +97,9 @@ final class SluiceRecordCursor implements RecordCursor {
                 read(i, tok);
             }
             if (error != null && fields == 1) {
-                throw new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
+                // A node whose lease ends mid-read (its TTL fired) says so in its last line, as its 410 says it later.
+                SluiceErrorCode code = error.startsWith(LEASE_ENDED) ? SLUICE_LEASE_EXPIRED : SLUICE_NODE_ERROR;
+                throw new TrinoException(code, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
             }
             rows++;
             return true;
