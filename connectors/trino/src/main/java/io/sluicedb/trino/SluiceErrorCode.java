@@ -22,7 +22,7 @@ public enum SluiceErrorCode implements ErrorCodeSupplier {
     /** The catalog's token file could not be read. */
     SLUICE_TOKEN_UNREADABLE(4, EXTERNAL);
 
-    // Error codes are unique across the connectors of one Trino; this range is the connector's own.
+    // A range apart from those of Trino's own connectors, so a client can tell the connector's codes from theirs.
     private static final int BASE = 0x0532_0000;
 
     private final ErrorCode errorCode;
