@@ -27,7 +27,8 @@ import java.nio.ByteOrder;
 import java.util.List;
 import java.util.Optional;
 
-import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
  * Reads a node's answer in Arrow IPC stream format (format=arrow: int64, float64, bool, utf8 and timestamp[ns, UTC]
@@ -41,6 +42,9 @@ import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
  */
 final class SluiceArrowPageSource implements ConnectorPageSource {
     private static final int CONTINUATION = 0xFFFFFFFF;
+    // A message's metadata (a schema or a batch's buffer list) is small; a larger length means the body is not an
+    // Arrow stream (a proxy's HTML page, say), and allocating it could take the worker's heap.
+    private static final int MAX_METADATA = 16 << 20;
 
     private final String node;
     private final List<SluiceColumnHandle> columns;
@@ -87,7 +91,7 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
                     continue;
                 }
                 if (m.headerType() != MessageHeader.RecordBatch) {
-                    throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": Arrow message type " + m.headerType() + " (want a record batch)");
+                    throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": Arrow message type " + m.headerType() + " (want a record batch)");
                 }
                 RecordBatch batch = (RecordBatch) m.header(new RecordBatch());
                 byte[] data = new byte[Math.toIntExact(m.bodyLength())];
@@ -99,7 +103,7 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
             }
         }
         catch (IOException e) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": reading its Arrow answer after " + positions + " rows: " + e, e);
+            throw new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": reading its Arrow answer after " + positions + " rows: " + e, e);
         }
         finally {
             readNanos += System.nanoTime() - start;
@@ -114,6 +118,9 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
         }
         if (len == 0) {
             return null;
+        }
+        if (len < 0 || len > MAX_METADATA) {
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": not an Arrow stream (a message of " + Integer.toUnsignedString(len) + " bytes of metadata)");
         }
         byte[] meta = new byte[len];
         in.readFully(meta);
@@ -140,11 +147,11 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
 
     private SourcePage page(RecordBatch batch, byte[] data) {
         if (batch.compression() != null) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": a compressed Arrow batch (the connector reads uncompressed ones)");
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": a compressed Arrow batch (the connector reads uncompressed ones)");
         }
         int rows = Math.toIntExact(batch.length());
         if (batch.nodesLength() != wireColumns) {
-            throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": an Arrow batch of " + batch.nodesLength() + " columns, want " + wireColumns);
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": an Arrow batch of " + batch.nodesLength() + " columns, want " + wireColumns);
         }
         if (columns.isEmpty()) {
             return SourcePage.create(rows);

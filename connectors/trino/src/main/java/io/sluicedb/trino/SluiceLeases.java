@@ -1,5 +1,7 @@
 package io.sluicedb.trino;
 
+import com.google.inject.Inject;
+
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -10,14 +12,15 @@ import java.util.concurrent.ConcurrentHashMap;
  * a commit that waits behind the first. Every lease of a query is ended when the query ends, whatever became of its
  * splits.
  */
-final class SluiceLeases {
+public final class SluiceLeases {
     private final SluiceClient client;
     private final Duration ttl;
     private final Map<String, Map<String, String>> byQuery = new ConcurrentHashMap<>();
 
-    SluiceLeases(SluiceClient client, Duration ttl) {
+    @Inject
+    public SluiceLeases(SluiceClient client, SluiceConfig config) {
         this.client = client;
-        this.ttl = ttl;
+        this.ttl = config.getLeaseTtl().toJavaTime();
     }
 
     /** The lease of query on table: opened now, or the query's earlier one with its splits counted again. */

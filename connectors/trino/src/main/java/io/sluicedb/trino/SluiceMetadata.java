@@ -1,6 +1,7 @@
 package io.sluicedb.trino;
 
 import io.airlift.slice.Slice;
+import io.trino.spi.TrinoException;
 import io.trino.spi.connector.ColumnHandle;
 import io.trino.spi.connector.ColumnMetadata;
 import io.trino.spi.connector.ConnectorMetadata;
@@ -17,21 +18,50 @@ import io.trino.spi.type.LongTimestampWithTimeZone;
 
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
-/** The catalog's one schema, "cluster", holds the node's tables. */
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
+
+/**
+ * The catalog's one schema, "cluster", holds the node's tables. One instance serves one transaction (a statement)
+ * and asks the node about each table, and for the list of tables, at most once: Trino asks for a table's handle, its
+ * columns and its metadata many times while it plans, and one statement should see one schema however a node's
+ * tables change meanwhile.
+ */
 public final class SluiceMetadata implements ConnectorMetadata {
     public static final String SCHEMA = "cluster";
 
     private final SluiceClient client;
     private final SluiceLeases leases;
 
+    // Guarded by this: Trino may call a transaction's metadata from more than one thread.
+    private List<String> tableNames;
+    private final Map<String, Optional<SluiceClient.Table>> tables = new HashMap<>();
+
     SluiceMetadata(SluiceClient client, SluiceLeases leases) {
         this.client = client;
         this.leases = leases;
+    }
+
+    /** The node's table, asked for once in the transaction (its absence too). */
+    private synchronized Optional<SluiceClient.Table> table(String name) {
+        Optional<SluiceClient.Table> t = tables.get(name);
+        if (t == null) {
+            t = client.table(name);
+            tables.put(name, t);
+        }
+        return t;
+    }
+
+    private synchronized List<String> tableNames() {
+        if (tableNames == null) {
+            tableNames = List.copyOf(client.tableNames());
+        }
+        return tableNames;
     }
 
     /** The query is over (read, failed or cancelled): end its read leases, so no node holds its commits longer. */
@@ -51,10 +81,11 @@ public final class SluiceMetadata implements ConnectorMetadata {
         if (!name.getSchemaName().equals(SCHEMA) || startVersion.isPresent() || endVersion.isPresent()) {
             return null;
         }
-        SluiceClient.Table t = client.table(name.getTableName());
-        if (t == null) {
+        Optional<SluiceClient.Table> found = table(name.getTableName());
+        if (found.isEmpty()) {
             return null;
         }
+        SluiceClient.Table t = found.get();
         return new SluiceTableHandle(t.name(), t.hashBy(), t.sortBy(), null, null, List.of());
     }
 
@@ -74,7 +105,7 @@ public final class SluiceMetadata implements ConnectorMetadata {
             return List.of();
         }
         List<SchemaTableName> out = new ArrayList<>();
-        for (String t : client.tableNames()) {
+        for (String t : tableNames()) {
             out.add(new SchemaTableName(SCHEMA, t));
         }
         return out;
@@ -91,10 +122,9 @@ public final class SluiceMetadata implements ConnectorMetadata {
     }
 
     private Map<String, SluiceColumnHandle> columns(String table) {
-        SluiceClient.Table t = client.table(table);
-        if (t == null) {
-            throw new IllegalStateException("sluice table " + table + " is gone");
-        }
+        // A handle made in another transaction (or a table dropped between two statements) may name a table the
+        // node no longer has.
+        SluiceClient.Table t = table(table).orElseThrow(() -> new TrinoException(SLUICE_NODE_ERROR, "sluice table " + table + " is gone from the node"));
         Map<String, SluiceColumnHandle> out = new LinkedHashMap<>();
         for (SluiceClient.Column c : t.columns()) {
             out.put(c.name(), new SluiceColumnHandle(c.name(), c.type()));

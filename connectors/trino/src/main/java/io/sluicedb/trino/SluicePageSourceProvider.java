@@ -1,5 +1,6 @@
 package io.sluicedb.trino;
 
+import com.google.inject.Inject;
 import io.trino.spi.connector.ColumnHandle;
 import io.trino.spi.connector.ConnectorPageSource;
 import io.trino.spi.connector.ConnectorPageSourceProvider;
@@ -18,13 +19,14 @@ import java.util.List;
  * or as NDJSON rows through a record cursor (format "ndjson", for a node built without Arrow: the lean sluice binary).
  * The split is done when its page source closes, read or not: the last one ends the lease.
  */
-final class SluicePageSourceProvider implements ConnectorPageSourceProvider {
+public final class SluicePageSourceProvider implements ConnectorPageSourceProvider {
     private final SluiceClient client;
-    private final String format;
+    private final SluiceConfig.Format format;
 
-    SluicePageSourceProvider(SluiceClient client, String format) {
+    @Inject
+    public SluicePageSourceProvider(SluiceClient client, SluiceConfig config) {
         this.client = client;
-        this.format = format;
+        this.format = config.getFormat();
     }
 
     @Override
@@ -45,7 +47,7 @@ final class SluicePageSourceProvider implements ConnectorPageSourceProvider {
         }
         Runnable done = () -> client.leaseDone(t.table(), s.lease());
         var body = client.query(s.node(), t.table(), s.tier(), s.lease(), format, names, t.from(), t.to(), t.hashes());
-        if (format.equals("arrow")) {
+        if (format == SluiceConfig.Format.ARROW) {
             return new SluiceArrowPageSource(s.node(), cols, names.size(), body, done);
         }
         return new RecordPageSource(cols.stream().map(SluiceColumnHandle::trinoType).toList(), new SluiceRecordCursor(s.node(), cols, body, done));

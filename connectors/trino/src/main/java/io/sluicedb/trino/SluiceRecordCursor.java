@@ -19,7 +19,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_LEASE_EXPIRED;
+import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
  * Walks a node's NDJSON answer with Jackson's streaming parser: one token pass per row, values kept in arrays by
@@ -28,6 +30,8 @@ import static io.trino.spi.StandardErrorCode.GENERIC_INTERNAL_ERROR;
  */
 final class SluiceRecordCursor implements RecordCursor {
     private static final JsonFactory JSON = new ObjectMapper().getFactory();
+    // How a node's error line begins when the read lease it reads under ended (server/lease.go's errLeaseEnded).
+    private static final String LEASE_ENDED = "read lease ended";
 
     private final String node;
     private final List<SluiceColumnHandle> columns;
@@ -71,7 +75,7 @@ final class SluiceRecordCursor implements RecordCursor {
                 return false;
             }
             if (tok != JsonToken.START_OBJECT) {
-                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": row " + rows + ": not a JSON object");
+                throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": row " + rows + ": not a JSON object");
             }
             java.util.Arrays.fill(nulls, true);
             String error = null;
@@ -93,7 +97,9 @@ final class SluiceRecordCursor implements RecordCursor {
                 read(i, tok);
             }
             if (error != null && fields == 1) {
-                throw new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
+                // A node whose lease ends mid-read (its TTL fired) says so in its last line, as its 410 says it later.
+                SluiceErrorCode code = error.startsWith(LEASE_ENDED) ? SLUICE_LEASE_EXPIRED : SLUICE_NODE_ERROR;
+                throw new TrinoException(code, "sluice node " + node + ": the query failed after " + rows + " rows: " + error);
             }
             rows++;
             return true;
@@ -140,7 +146,7 @@ final class SluiceRecordCursor implements RecordCursor {
     }
 
     private TrinoException fail(IOException e) {
-        return new TrinoException(GENERIC_INTERNAL_ERROR, "sluice node " + node + ": reading its answer after " + rows + " rows: " + e.getMessage(), e);
+        return new TrinoException(SLUICE_NODE_ERROR, "sluice node " + node + ": reading its answer after " + rows + " rows: " + e.getMessage(), e);
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.sluicedb.trino;
 
+import com.google.inject.Inject;
 import io.trino.spi.connector.ConnectorSession;
 import io.trino.spi.connector.ConnectorSplit;
 import io.trino.spi.connector.ConnectorSplitManager;
@@ -21,7 +22,8 @@ import java.util.List;
 public final class SluiceSplitManager implements ConnectorSplitManager {
     private final SluiceLeases leases;
 
-    SluiceSplitManager(SluiceLeases leases) {
+    @Inject
+    public SluiceSplitManager(SluiceLeases leases) {
         this.leases = leases;
     }
 
