@@ -22,8 +22,8 @@ import (
 // for a reference, and the YAML says which it is without any escaping.
 //
 // The value is read when it is used (Reveal), not when the config is
-// loaded: a rotated file is picked up by the next connection, and the value
-// never sits in the parsed config. Every way of printing a Secret (fmt, the
+// loaded: a rotated file is picked up by the next connection, and a value
+// from a variable or file never sits in the parsed config. Every way of printing a Secret (fmt, the
 // YAML and JSON encoders, slog) shows only where it comes from, never the
 // value; validation errors name the variable or file, never its contents.
 type Secret struct {

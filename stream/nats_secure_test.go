@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,13 +23,15 @@ import (
 
 // securedNATS are the package's NATS servers that require TLS and
 // credentials: users holds a user with a password and an nkey user, and
-// requires client certificates; tokens requires a token.
+// requires client certificates; tokens requires a token; operator trusts
+// an operator whose account signed the user of credsFile (decentralized
+// auth, as nsc sets it up).
 type securedNATS struct {
-	users, tokens         string // URLs
-	certs                 *testcert.Files
-	dir                   string
-	user, password, token string
-	nkeySeedFile          string
+	users, tokens, operator string // URLs
+	certs                   *testcert.Files
+	dir                     string
+	user, password, token   string
+	nkeySeedFile, credsFile string
 }
 
 var (
@@ -99,13 +102,76 @@ func startSecuredNATS() (*securedNATS, error) {
 	if s.tokens, err = start("tokens", false, natsserver.Options{Authorization: s.token}); err != nil {
 		return nil, err
 	}
+	operator, system, resolver, err := s.writeCreds()
+	if err != nil {
+		return nil, err
+	}
+	if s.operator, err = start("operator", false, natsserver.Options{TrustedOperators: []*jwt.OperatorClaims{operator}, AccountResolver: resolver, SystemAccount: system}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
+// writeCreds makes an operator, a system account and an account with
+// JetStream that it signs, and a user of that account whose JWT and seed go
+// to s.credsFile; it returns the operator's claims, the system account and
+// a resolver that knows both accounts.
+func (s *securedNATS) writeCreds() (_ *jwt.OperatorClaims, system string, _ natsserver.AccountResolver, _ error) {
+	op, err := nkeys.CreateOperator()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	opPub, _ := op.PublicKey()
+	operator := jwt.NewOperatorClaims(opPub)
+	acc, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	accPub, _ := acc.PublicKey()
+	account := jwt.NewAccountClaims(accPub)
+	account.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	accJWT, err := account.Encode(op)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	resolver := &natsserver.MemAccResolver{}
+	if err := resolver.Store(accPub, accJWT); err != nil {
+		return nil, "", nil, err
+	}
+	sys, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	sysPub, _ := sys.PublicKey()
+	sysJWT, err := jwt.NewAccountClaims(sysPub).Encode(op)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := resolver.Store(sysPub, sysJWT); err != nil {
+		return nil, "", nil, err
+	}
+	usr, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	usrPub, _ := usr.PublicKey()
+	usrSeed, _ := usr.Seed()
+	usrJWT, err := jwt.NewUserClaims(usrPub).Encode(acc)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	creds, err := jwt.FormatUserConfig(usrJWT, usrSeed)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	s.credsFile = filepath.Join(s.dir, "user.creds")
+	return operator, sysPub, resolver, os.WriteFile(s.credsFile, creds, 0o600)
+}
+
 // TestNATSSecured: a node consumes a JetStream stream over TLS with a user
-// and password (from a file), an nkey seed file, or a token (from the
-// environment): every message is stored once, and no secret is in the
-// node's log.
+// and password (from a file), an nkey seed file, a token (from the
+// environment) or a creds file (decentralized auth): every message is
+// stored once, and no secret is in the node's log.
 func TestNATSSecured(t *testing.T) {
 	s := natsSecured(t)
 	pwFile := filepath.Join(t.TempDir(), "nats-password")
@@ -123,6 +189,7 @@ func TestNATSSecured(t *testing.T) {
 		{"user and password", s.users, fmt.Sprintf("user: %s, password: {file: %q}, %s", s.user, pwFile, clientTLS), nats.UserInfo(s.user, s.password), s.password},
 		{"nkey", s.users, fmt.Sprintf("nkey_seed_file: %q, %s", s.nkeySeedFile, clientTLS), nkeyOption(t, s.nkeySeedFile), ""},
 		{"token", s.tokens, fmt.Sprintf("token: {env: SLUICE_TEST_NATS_TOKEN}, tls: {ca_file: %q, server_name: %s}", s.certs.CAFile, s.certs.ServerName), nats.Token(s.token), s.token},
+		{"creds file", s.operator, fmt.Sprintf("creds_file: %q, tls: {ca_file: %q, server_name: %s}", s.credsFile, s.certs.CAFile, s.certs.ServerName), nats.UserCredentials(s.credsFile), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stream := publishSecured(t, s, c.url, c.connect, n)

@@ -96,8 +96,9 @@ func TestKafkaSASLSSL(t *testing.T) {
 }
 
 // TestKafkaSASLSSLRefused: with a wrong password, a CA that did not sign
-// the broker's certificate, or no server name (the certificate does not
-// name 127.0.0.1), nothing is stored and /readyz fails naming the cause;
+// the broker's certificate, no server name (the certificate does not name
+// 127.0.0.1), or a password file that is not there, nothing is stored and
+// /readyz fails naming the cause;
 // the wrong password is not in /readyz's answer or the log.
 func TestKafkaSASLSSLRefused(t *testing.T) {
 	sec := secured(t)
@@ -115,6 +116,7 @@ func TestKafkaSASLSSLRefused(t *testing.T) {
 		{"wrong password", serverName, scram, "SASL_AUTHENTICATION_FAILED", sec.CAFile},
 		{"wrong CA", serverName, scram, "certificate signed by unknown authority", sec.OtherCAFile},
 		{"no server name", "", scram, "cannot validate certificate for 127.0.0.1", sec.CAFile},
+		{"password file missing", serverName, fmt.Sprintf("mechanism: SCRAM-SHA-256, username: %s, password: {file: /nonexistent/kafka-password}", sec.User), "secret file: open /nonexistent/kafka-password", sec.CAFile},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := strings.Replace(secureKafkaConfig(sec, topic, uniqueName("g"), c.tlsExtra, c.sasl), sec.CAFile, c.caFile, 1)
