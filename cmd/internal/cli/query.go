@@ -20,6 +20,7 @@ func init() {
 
 func queryCmd() *cobra.Command {
 	var configPath, data, serverURL, tableName, from, to, format string
+	var cf clientFlags
 	var hash, columns, where []string
 	var limit int
 	var clusterWide, partial bool
@@ -46,7 +47,11 @@ func queryCmd() *cobra.Command {
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer out.Flush()
 			if serverURL != "" {
-				_, err := (&server.Client{URL: serverURL}).Query(ctx, tableName, req, out)
+				c, err := cf.client(serverURL, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				_, err = c.Query(ctx, tableName, req, out)
 				if pe := (*server.PartialError)(nil); errors.As(err, &pe) {
 					// Asked for: a warning, not a failure.
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", err)
@@ -68,7 +73,8 @@ func queryCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tableName, "table", "", "table to query")
-	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server; empty = straight from the store")
+	cmd.Flags().StringVar(&serverURL, "server", "", "URL of a running server (https://host:port, or host:port for http://); empty = straight from the store")
+	cf.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server)")
 	cmd.Flags().StringVar(&from, "from", "", "start of the time range (RFC 3339 or unix seconds), inclusive")
