@@ -209,13 +209,6 @@ func (tc *trackedConn) CloseWrite() error {
 	return nil
 }
 
-// Open is the number of connections counted now.
-func (l *connLimiter) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
-
 // warn logs that the cap is reached, at most once every 10 seconds, with
 // the totals so far.
 func (l *connLimiter) warn() {
@@ -232,7 +225,6 @@ func (l *connLimiter) warn() {
 // limiter's connState must be hs.ConnState.
 func (s *Server) serveListener(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) (net.Listener, *connLimiter) {
 	limiter := newConnLimiter(ln, s.cfg.Listen.MaxConnections, s.log)
-	s.conns = limiter
 	if s.tls.config == nil {
 		return limiter, limiter
 	}

@@ -84,10 +84,8 @@ type Server struct {
 
 	reloadSignals <-chan os.Signal // Options.ReloadSignals
 
-	// tls and conns are the listener's TLS and connection cap
-	// (listener.go), set by Serve.
-	tls   listenerTLS
-	conns *connLimiter
+	// tls is the listener's TLS (listener.go), set by Serve.
+	tls listenerTLS
 
 	// nodeID, members and fanout serve cluster queries (cluster.go);
 	// members is nil without a cluster config.
