@@ -26,8 +26,9 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.ca, "ca", "", "with an https:// --server: the CA file (PEM) that verifies the server (default: the system's roots)")
-	cmd.Flags().StringVar(&f.cert, "cert", "", "with an https:// --server: a client certificate (PEM) for a server that asks for one; needs --key")
-	cmd.Flags().StringVar(&f.key, "key", "", "the private key (PEM) of --cert")
+	cmd.Flags().StringVar(&f.cert, "cert", "", "with an https:// --server: a client certificate (PEM) for a server that asks for one; needs --cert-key")
+	// Not --key: ingest's --key selects an RDB's keys.
+	cmd.Flags().StringVar(&f.key, "cert-key", "", "the private key (PEM) of --cert")
 	cmd.Flags().StringVar(&f.serverName, "server-name", "", "the name the server's certificate must carry (default: the host of --server)")
 	cmd.Flags().StringVar(&f.token, "token", "", "token sent as 'Authorization: Bearer' (default: $"+TokenEnv+", which other users cannot read in the process list)")
 }
@@ -51,7 +52,7 @@ func (f *clientFlags) client(serverURL string, stderr io.Writer) (*server.Client
 		return c, nil
 	}
 	if !strings.HasPrefix(base, "https://") {
-		return nil, errors.New("--ca, --cert, --key and --server-name are for an https:// --server")
+		return nil, errors.New("--ca, --cert, --cert-key and --server-name are for an https:// --server")
 	}
 	tc, _, err := tlsfiles.ClientConfig(tlsfiles.ClientOptions{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, ServerName: f.serverName})
 	if err != nil {
