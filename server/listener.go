@@ -53,6 +53,11 @@ func loadTLS(cfg *config.Config) (listenerTLS, error) {
 	return listenerTLS{config: tc, certs: certs, every: t.ReloadInterval}, nil
 }
 
+// storeFiles is the file descriptors kept for everything but client
+// connections: Pebble's table cache (1000 by default), its WAL and
+// manifest, stream sources, the cold tier's connections.
+const storeFiles = 1100
+
 // staleNewConn is how long a connection may stay without its first request
 // before, at the connection cap, it counts as idle: long enough for a TLS
 // handshake over a slow link, short enough that connections opened and
@@ -224,7 +229,12 @@ func (l *connLimiter) warn() {
 // serveListener wraps ln as listen: the connection cap, then TLS. The
 // limiter's connState must be hs.ConnState.
 func (s *Server) serveListener(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) (net.Listener, *connLimiter) {
-	limiter := newConnLimiter(ln, s.cfg.Listen.MaxConnections, s.log)
+	max := s.cfg.Listen.MaxConnections
+	if limit := fdLimit(); limit > 0 && uint64(max)+storeFiles > limit {
+		s.log.Warn("listen.max_connections leaves too few file descriptors for the store: raise the process's limit (ulimit -n, LimitNOFILE=) or lower max_connections",
+			"max_connections", max, "open_files_limit", limit, "store_files", storeFiles)
+	}
+	limiter := newConnLimiter(ln, max, s.log)
 	if s.tls.config == nil {
 		return limiter, limiter
 	}

@@ -142,14 +142,15 @@ func stillOpen(c net.Conn) bool {
 	return open
 }
 
-// tlsServer is a real server with listen.tls, on a port the kernel picks.
-type tlsServer struct {
+// loggedServer is a real server whose log and SIGHUP channel the test
+// holds, on a port the kernel picks (its url assumes listen.tls).
+type loggedServer struct {
 	addr, url string
 	logs      *syncLog
 	hup       chan os.Signal
 }
 
-func startTLSServer(t *testing.T, yaml string) *tlsServer {
+func startLogged(t *testing.T, yaml string) *loggedServer {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -159,7 +160,7 @@ func startTLSServer(t *testing.T, yaml string) *tlsServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &tlsServer{addr: ln.Addr().String(), logs: &syncLog{}, hup: make(chan os.Signal, 1)}
+	ts := &loggedServer{addr: ln.Addr().String(), logs: &syncLog{}, hup: make(chan os.Signal, 1)}
 	ts.url = "https://" + ts.addr
 	s, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(ts.logs, nil)), ReloadSignals: ts.hup})
 	if err != nil {
@@ -235,7 +236,7 @@ func TestTLSCertReloadKeepsConnections(t *testing.T) {
 			if how == "sighup" {
 				interval = "1h"
 			}
-			ts := startTLSServer(t, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n    reload_interval: %s\ntables:\n  - name: t\n", certFile, keyFile, interval))
+			ts := startLogged(t, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n    reload_interval: %s\ntables:\n  - name: t\n", certFile, keyFile, interval))
 			pool := x509.NewCertPool()
 			pool.AddCert(ca.Cert)
 			client := &tls.Config{RootCAs: pool}
@@ -302,7 +303,7 @@ func TestTLSCertReloadKeepsConnections(t *testing.T) {
 func TestTLSRefusesWhatItCannotVerify(t *testing.T) {
 	ca, other := tlstest.NewCA(t, "sluice-test"), tlstest.NewCA(t, "other")
 	srv := ca.Server(t, "server")
-	ts := startTLSServer(t, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n    client_ca_file: %s\n    client_auth: require\ntables:\n  - name: t\n", srv.CertFile, srv.KeyFile, ca.File))
+	ts := startLogged(t, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n    client_ca_file: %s\n    client_auth: require\ntables:\n  - name: t\n", srv.CertFile, srv.KeyFile, ca.File))
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	wrongPool := x509.NewCertPool()
@@ -373,4 +374,13 @@ func (l *syncLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestMaxConnectionsOverFDLimitWarns: a cap the process's open-file limit
+// cannot hold beside the store is said at start.
+func TestMaxConnectionsOverFDLimitWarns(t *testing.T) {
+	ts := startLogged(t, "listen:\n  max_connections: 100000000\ntables:\n  - name: t\n")
+	waitUntil(t, "the warning", func() bool {
+		return strings.Contains(ts.logs.String(), "listen.max_connections leaves too few file descriptors")
+	})
 }
