@@ -138,43 +138,58 @@ func BenchmarkIngestHTTPSCost(b *testing.B) {
 	b.ReportMetric((secureCPU.Seconds()/plainCPU.Seconds()-1)*100, "tls-cost-%")
 }
 
-// BenchmarkTLSHandshake makes b.N new connections to a TLS server process
-// (full handshakes, ECDSA P-256, no session resumption), each closed after
-// one GET /healthz, from two goroutines: handshakes per second, and the
-// server's CPU per handshake.
+// BenchmarkTLSHandshake makes b.N new connections to a server process,
+// each closed after one GET /healthz, from two goroutines: connections per
+// second and the server's CPU per connection, over plain HTTP (the cost of
+// a connection without TLS) and over TLS with full handshakes (ECDSA P-256,
+// no session resumption) with Go's default key exchange (X25519MLKEM768,
+// post-quantum hybrid) and with X25519 alone.
 func BenchmarkTLSHandshake(b *testing.B) {
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server(b, "server")
-	srv := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+benchConfig, "https")
+	plain := startBenchChild(b, benchConfig, "http")
+	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+benchConfig, "https")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	get := func() error {
-		resp, err := hc.Get(srv.url + "/healthz")
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil
-	}
-	for start := time.Now(); get() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			b.Fatal(get())
-		}
-	}
-	b.SetParallelism(1)
-	b.ResetTimer()
-	cpu0 := srv.cpu(b)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := get(); err != nil {
-				b.Error(err)
-				return
+	for _, c := range []struct {
+		name string
+		srv  *benchChild
+		tls  *tls.Config
+	}{
+		{"http", plain, nil},
+		{"tls-default", secure, &tls.Config{RootCAs: pool}},
+		{"tls-x25519", secure, &tls.Config{RootCAs: pool, CurvePreferences: []tls.CurveID{tls.X25519}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: c.tls}}
+			get := func() error {
+				resp, err := hc.Get(c.srv.url + "/healthz")
+				if err != nil {
+					return err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return nil
 			}
-		}
-	})
-	cpu := srv.cpu(b) - cpu0
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handshakes/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/handshake")
+			for start := time.Now(); get() != nil; time.Sleep(20 * time.Millisecond) {
+				if time.Since(start) > 10*time.Second {
+					b.Fatal(get())
+				}
+			}
+			b.SetParallelism(1)
+			b.ResetTimer()
+			cpu0 := c.srv.cpu(b)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := get(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			cpu := c.srv.cpu(b) - cpu0
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/conn")
+		})
+	}
 }
