@@ -40,8 +40,8 @@ func TestIdleConnectionsCannotLockOut(t *testing.T) {
 	}
 }
 
-// floodIdle opens n keep-alive connections to addr, each left idle after
-// one GET /healthz, then checks that a new client gets /healthz from
+// floodIdle opens n keep-alive connections to addr (over TLS with tc),
+// each left idle after one GET /healthz, then checks that a new client gets /healthz from
 // base within 5 s and that at most max of the n stay open.
 func floodIdle(t *testing.T, addr, base string, max, n int, tc *tls.Config) {
 	t.Helper()
@@ -68,12 +68,16 @@ func floodIdle(t *testing.T, addr, base string, max, n int, tc *tls.Config) {
 					continue
 				}
 				conns[i] = c
+				rw := c
+				if tc != nil {
+					rw = tls.Client(c, tc)
+				}
 				c.SetDeadline(deadline)
-				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n"); err != nil {
+				if _, err := io.WriteString(rw, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n"); err != nil {
 					failed.Store(i, err)
 					continue
 				}
-				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				resp, err := http.ReadResponse(bufio.NewReader(rw), nil)
 				if err != nil {
 					failed.Store(i, err)
 					continue
@@ -177,6 +181,24 @@ func startLogged(t *testing.T, yaml string) *loggedServer {
 		}
 	})
 	return ts
+}
+
+// TestIdleTLSConnectionsCannotLockOut is the same over TLS: the cap sees
+// through the TLS connection to the socket it counts (fewer connections:
+// each costs a full handshake).
+func TestIdleTLSConnectionsCannotLockOut(t *testing.T) {
+	ca := tlstest.NewCA(t, "sluice-test")
+	srv := ca.Server(t, "server")
+	const max = 16
+	ts := startLogged(t, fmt.Sprintf("listen:\n  max_connections: %d\n  tls:\n    cert_file: %s\n    key_file: %s\ntables:\n  - name: t\n", max, srv.CertFile, srv.KeyFile))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	tc := &tls.Config{RootCAs: pool, ServerName: "localhost"}
+	waitUntil(t, "the server to answer over TLS", func() bool {
+		c, err := dialTLS(t, ts.addr, tc)
+		return err == nil && c.Close() == nil
+	})
+	floodIdle(t, ts.addr, ts.url, max, 300, tc)
 }
 
 // tlsConn is a keep-alive HTTPS connection driven by hand, so that the test
