@@ -406,3 +406,49 @@ func TestMaxConnectionsOverFDLimitWarns(t *testing.T) {
 		return strings.Contains(ts.logs.String(), "listen.max_connections leaves too few file descriptors")
 	})
 }
+
+// TestBusyConnectionIsNeverEvicted: at the cap, a connection in the middle
+// of a request (here one whose body is half sent, for longer than a new
+// connection's grace) is not closed to make room; the new connection is
+// refused instead, and the request completes.
+func TestBusyConnectionIsNeverEvicted(t *testing.T) {
+	ts := startServer(t, "listen:\n  max_connections: 1\ntables:\n  - name: t\n", "")
+	addr := strings.TrimPrefix(ts.url, "http://")
+	busy, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busy.SetDeadline(time.Now().Add(30 * time.Second))
+	row := `{"n":1}` + "\n"
+	fmt.Fprintf(busy, "POST /v1/tables/t/rows HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/x-ndjson\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", 2*len(row))
+	r := bufio.NewReader(busy)
+	// 100 Continue comes once the handler reads the body: the server has
+	// marked the connection active by then.
+	if resp, err := http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("no 100 Continue: %v", err)
+	}
+	io.WriteString(busy, row)
+	time.Sleep(staleNewConn + 100*time.Millisecond) // past the grace of a connection without a request
+
+	other, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(other, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(other), nil); err == nil {
+		t.Fatalf("a connection over the cap with none idle was served: %s", resp.Status)
+	}
+
+	io.WriteString(busy, row)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("the busy connection, after a new one came at the cap: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"accepted":2`) {
+		t.Fatalf("the busy request: %s %s", resp.Status, body)
+	}
+}
