@@ -452,3 +452,30 @@ func TestBusyConnectionIsNeverEvicted(t *testing.T) {
 		t.Fatalf("the busy request: %s %s", resp.Status, body)
 	}
 }
+
+// TestCheckLoadsTLSFiles: `serve --check` and Serve refuse a certificate
+// whose key is another's, before anything listens.
+func TestCheckLoadsTLSFiles(t *testing.T) {
+	ca := tlstest.NewCA(t, "sluice-test")
+	a, b := ca.Server(t, "a"), ca.Server(t, "b")
+	cfg, err := config.Parse([]byte(fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\ntables:\n  - name: t\n", a.CertFile, b.KeyFile)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "listen.tls") {
+		t.Fatalf("Check: %v", err)
+	}
+	s, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Serve(ctx, ln); err == nil || !strings.Contains(err.Error(), "private key does not match public key") {
+		t.Fatalf("Serve: %v", err)
+	}
+}
