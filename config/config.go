@@ -73,7 +73,55 @@ type Listen struct {
 	HTTP string `yaml:"http"`
 	// Pprof turns on /debug/pprof/ on the API address.
 	Pprof bool `yaml:"pprof"`
+	// TLS, when its cert_file is set, serves the API over HTTPS only.
+	TLS TLS `yaml:"tls"`
+	// MaxConnections bounds the client connections open at once, so that
+	// idle clients cannot take every file descriptor. At the bound, the
+	// connection idle the longest (between requests, or one that sent no
+	// request for a second) is closed to make room for the new one; when
+	// none is, the new connection is closed at once. Default 1024, which
+	// with the store's own files fits the usual 4096 descriptors (raise
+	// the process's limit, `ulimit -n`, before raising this).
+	MaxConnections int `yaml:"max_connections"`
+	// IdleTimeout closes a keep-alive connection that has waited this long
+	// for its next request. Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
+
+// TLS is the API listener's certificate and its policy on client
+// certificates (PEM files). The certificate, its key and the client CA
+// file are read again when they change (checked every reload_interval)
+// and on SIGHUP: new handshakes get the new ones, established connections
+// keep theirs, and files that do not load (a key that does not match, an
+// expired certificate) are logged as an error while the previous
+// certificate keeps serving. TLS 1.2 is the lowest version accepted.
+type TLS struct {
+	// CertFile is the server's certificate chain, leaf first.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the certificate's private key.
+	KeyFile string `yaml:"key_file"`
+	// ClientCAFile holds the CAs that client certificates must chain to.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// ClientAuth is what the server asks of clients: none (the default
+	// without client_ca_file), verify_if_given (the default with it: a
+	// certificate sent is verified, a client without one goes on to the
+	// other ways of authenticating) or require (a handshake without a
+	// verified client certificate is refused).
+	ClientAuth string `yaml:"client_auth"`
+	// ReloadInterval is how often the files are checked for a change (by
+	// size and modification time). Default 10s.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+}
+
+// Enabled reports whether the listener serves TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" }
+
+// The values of listen.tls.client_auth.
+const (
+	ClientAuthNone          = "none"
+	ClientAuthVerifyIfGiven = "verify_if_given"
+	ClientAuthRequire       = "require"
+)
 
 // Limits bound what one client can cost the server.
 type Limits struct {
@@ -177,6 +225,9 @@ const (
 	DefaultQueryTimeout    = 5 * time.Minute
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultIdempotencyTTL  = 24 * time.Hour
+	DefaultMaxConnections  = 1024
+	DefaultIdleTimeout     = 2 * time.Minute
+	DefaultTLSReload       = 10 * time.Second
 	DefaultCompactAfter    = time.Hour
 )
 
@@ -274,6 +325,23 @@ func (c *Config) setDefaults() {
 	if c.Listen.HTTP == "" {
 		c.Listen.HTTP = DefaultHTTP
 	}
+	if c.Listen.MaxConnections == 0 {
+		c.Listen.MaxConnections = DefaultMaxConnections
+	}
+	if c.Listen.IdleTimeout == 0 {
+		c.Listen.IdleTimeout = DefaultIdleTimeout
+	}
+	if t := &c.Listen.TLS; t.Enabled() {
+		if t.ClientAuth == "" {
+			t.ClientAuth = ClientAuthNone
+			if t.ClientCAFile != "" {
+				t.ClientAuth = ClientAuthVerifyIfGiven
+			}
+		}
+		if t.ReloadInterval == 0 {
+			t.ReloadInterval = DefaultTLSReload
+		}
+	}
 	l := &c.Limits
 	if l.MaxBodyBytes == 0 {
 		l.MaxBodyBytes = DefaultMaxBodyBytes
@@ -331,6 +399,13 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen.HTTP); err != nil {
 		add("listen.http %q: %v", c.Listen.HTTP, err)
 	}
+	if c.Listen.MaxConnections < 0 {
+		add("listen.max_connections: negative (%d)", c.Listen.MaxConnections)
+	}
+	if c.Listen.IdleTimeout < 0 {
+		add("listen.idle_timeout: negative (%v)", c.Listen.IdleTimeout)
+	}
+	errs = append(errs, c.Listen.TLS.validate()...)
 	l := c.Limits
 	if l.MaxBodyBytes < 0 {
 		add("limits.max_body_bytes: negative (%d)", l.MaxBodyBytes)
@@ -418,4 +493,33 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// validate checks the TLS section's shape; whether the files load is
+// checked as the server starts (serve --check too).
+func (t TLS) validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("listen.tls."+format, args...)) }
+	if !t.Enabled() {
+		if t.KeyFile != "" || t.ClientCAFile != "" || t.ClientAuth != "" {
+			add("cert_file: empty, but the section sets other keys (TLS needs a certificate)")
+		}
+		return errs
+	}
+	if t.KeyFile == "" {
+		add("key_file: empty (the certificate's private key is required)")
+	}
+	switch t.ClientAuth {
+	case ClientAuthNone:
+	case ClientAuthVerifyIfGiven, ClientAuthRequire:
+		if t.ClientCAFile == "" {
+			add("client_auth %s: client_ca_file is empty (client certificates are verified against it)", t.ClientAuth)
+		}
+	default:
+		add("client_auth %q: not none, verify_if_given or require", t.ClientAuth)
+	}
+	if t.ReloadInterval < 0 {
+		add("reload_interval: negative (%v)", t.ReloadInterval)
+	}
+	return errs
 }

@@ -162,7 +162,7 @@ func startChild(t *testing.T, dir string) (*exec.Cmd, string, *strings.Builder) 
 }
 
 // startChildConfig is startChild with another config.
-func startChildConfig(t *testing.T, dir, config string) (*exec.Cmd, string, *strings.Builder) {
+func startChildConfig(t testing.TB, dir, config string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

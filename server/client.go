@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/compute"
@@ -21,12 +23,21 @@ import (
 )
 
 // Client talks to a running server: `sluice ingest --server` and `sluice
-// query --server`, and the ingest benchmark.
+// query --server`, and the ingest benchmark. Its methods may be called
+// concurrently; the fields must not change after the first call.
 type Client struct {
-	// URL is the server's base URL, e.g. http://127.0.0.1:8080.
+	// URL is the server's base URL, e.g. https://sluice.example:8443;
+	// without a scheme (127.0.0.1:8080) http:// is assumed.
 	URL string
-	// HTTP is the client to use; nil means one with a 5 minute timeout.
+	// HTTP is the client to use; nil means one with a 5 minute timeout
+	// and TLS.
 	HTTP *http.Client
+	// TLS verifies an https:// server (and may present a client
+	// certificate) when HTTP is nil; nil means the system's roots.
+	TLS *tls.Config
+	// Token, when set, is sent as `Authorization: Bearer <token>` with
+	// every request. It is never part of an error or a log line.
+	Token string
 	// MaxRetries bounds the retries of a batch answered 429 or 503
 	// (0 = 20); each waits for the Retry-After the server sent.
 	MaxRetries int
@@ -35,6 +46,9 @@ type Client struct {
 	// connection broke) is sent again and stored once; without it, the
 	// lost answer is an error and the batch may or may not be stored.
 	NoIdempotencyKey bool
+
+	once   sync.Once
+	client *http.Client // HTTP, or the one made from TLS
 }
 
 // lostAnswerRetries bounds the retries of a batch whose answer was lost
@@ -42,10 +56,58 @@ type Client struct {
 const lostAnswerRetries = 5
 
 func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
+	c.once.Do(func() {
+		c.client = c.HTTP
+		if c.client != nil {
+			return
+		}
+		c.client = &http.Client{Timeout: 5 * time.Minute}
+		if c.TLS != nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.TLSClientConfig = c.TLS
+			c.client.Transport = t
+		}
+	})
+	return c.client
+}
+
+// ErrServerURL is wrapped by the requests of a Client whose URL is not an
+// http:// or https:// base URL.
+var ErrServerURL = errors.New("server URL")
+
+// BaseURL is raw as a server's base URL: http:// when it has no scheme
+// (a host:port), no trailing slash. Only http and https are accepted.
+func BaseURL(raw string) (string, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
 	}
-	return &http.Client{Timeout: 5 * time.Minute}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w %q: %w", ErrServerURL, raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%w %q: the scheme is not http or https", ErrServerURL, raw)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%w %q: no host", ErrServerURL, raw)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// newRequest is a request to the server's path with the token.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	base, err := BaseURL(c.URL)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	return req, nil
 }
 
 // StatusError is a non-200 answer of the server. Line is the line of the
@@ -69,7 +131,7 @@ func (e *StatusError) Error() string {
 // first answer.
 func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, body []byte) (ingest.Result, error) {
 	var res ingest.Result
-	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/rows"
+	path := "/v1/tables/" + url.PathEscape(tableName) + "/rows"
 	retries := c.MaxRetries
 	if retries == 0 {
 		retries = 20
@@ -80,7 +142,7 @@ func (c *Client) PostBatch(ctx context.Context, tableName, contentType string, b
 	}
 	lost := 0
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		req, err := c.newRequest(ctx, http.MethodPost, path, bytes.NewReader(body))
 		if err != nil {
 			return res, err
 		}
@@ -203,8 +265,7 @@ func (c *Client) Query(ctx context.Context, tableName string, req QueryRequest, 
 	if err != nil {
 		return 0, err
 	}
-	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/query"
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	hr, err := c.newRequest(ctx, http.MethodPost, "/v1/tables/"+url.PathEscape(tableName)+"/query", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

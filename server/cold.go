@@ -251,7 +251,7 @@ func (c *Client) DeleteOrphans(ctx context.Context, tableName string, age time.D
 
 // post sends an empty POST to path and decodes the JSON answer into res.
 func (c *Client) post(ctx context.Context, what, path string, res any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+path, nil)
+	req, err := c.newRequest(ctx, http.MethodPost, path, nil)
 	if err != nil {
 		return err
 	}

@@ -445,7 +445,7 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 // then retried when body is an io.Seeker (a file), rewound to its start.
 func (c *Client) PostRDB(ctx context.Context, tableName string, body io.Reader, opts ingest.RDBOptions) (RDBResult, error) {
 	var res RDBResult
-	u := strings.TrimRight(c.URL, "/") + "/v1/tables/" + url.PathEscape(tableName) + "/rows?" + RDBValues(opts).Encode()
+	path := "/v1/tables/" + url.PathEscape(tableName) + "/rows?" + RDBValues(opts).Encode()
 	retries := c.MaxRetries
 	if retries == 0 {
 		retries = 20
@@ -456,13 +456,14 @@ func (c *Client) PostRDB(ctx context.Context, tableName string, body io.Reader, 
 		// takes; ctx bounds it. A transport of its own, with a 100-continue
 		// wait, closed after (one snapshot, one connection).
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = c.TLS
 		tr.ExpectContinueTimeout = 5 * time.Second
 		defer tr.CloseIdleConnections()
 		hc = &http.Client{Transport: tr}
 	}
 	seeker, canRetry := body.(io.Seeker)
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.NopCloser(body))
+		req, err := c.newRequest(ctx, http.MethodPost, path, io.NopCloser(body))
 		if err != nil {
 			return res, err
 		}

@@ -52,9 +52,10 @@ type Options struct {
 	// documented bound hold for RSS. It is process-wide, so it is for the
 	// process that is the server: `sluice serve` sets it.
 	SetMemoryLimit bool
-	// ReloadSignals, when set, reloads every table's scripts each time a
-	// value arrives while Serve runs (ReloadScripts): `sluice serve` relays
-	// SIGHUP here. Signals that arrive before Serve wait in the channel.
+	// ReloadSignals, when set, reloads every table's scripts
+	// (ReloadScripts) and the listener's TLS files each time a value
+	// arrives while Serve runs: `sluice serve` relays SIGHUP here. Signals
+	// that arrive before Serve wait in the channel.
 	ReloadSignals <-chan os.Signal
 }
 
@@ -82,6 +83,9 @@ type Server struct {
 	bodyBudget int64
 
 	reloadSignals <-chan os.Signal // Options.ReloadSignals
+
+	// tls is the listener's TLS (listener.go), set by Serve.
+	tls listenerTLS
 
 	// nodeID, members and fanout serve cluster queries (cluster.go);
 	// members is nil without a cluster config.
@@ -356,17 +360,25 @@ func (s *Server) Handler() http.Handler {
 // batches finish and are acknowledged, the schedulers stop, and the store is
 // flushed and closed. It returns after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	var err error
+	if s.tls, err = loadTLS(s.cfg); err != nil {
+		ln.Close()
+		s.Close()
+		return fmt.Errorf("server: %w", err)
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	ln, conns := s.serveListener(bg, ln, &wg)
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: min(s.cfg.Limits.ReadTimeout, 10*time.Second),
 		ReadTimeout:       s.cfg.Limits.ReadTimeout,
 		// WriteTimeout is set per response (queries stream for longer).
-		IdleTimeout: 2 * time.Minute,
+		IdleTimeout: s.cfg.Listen.IdleTimeout,
+		ConnState:   conns.connState,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
 	s.startSchedulers(bg, &wg)
 	if s.reloadSignals != nil {
 		wg.Add(1)
@@ -380,7 +392,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.ready.Store(true)
-	s.log.Info("serving", "addr", ln.Addr().String(), "tables", s.names, "storage", s.cfg.Storage.Dir)
+	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.tls.config != nil, "tables", s.names, "storage", s.cfg.Storage.Dir)
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -540,6 +552,7 @@ func (s *Server) reloadOnSignal(ctx context.Context) {
 			return
 		case sig := <-s.reloadSignals:
 			s.log.Info("signal: reloading scripts", "signal", fmt.Sprint(sig))
+			s.reloadTLS()
 			if err := s.ReloadScripts(ctx); err != nil {
 				s.log.Error("signal: scripts reloaded, with failures (the old versions keep running)", "signal", fmt.Sprint(sig), "error", err)
 				continue
@@ -573,6 +586,9 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
 	errs := checkColdTiers(cfg)
+	if _, err := loadTLS(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	for _, tc := range cfg.Tables {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue

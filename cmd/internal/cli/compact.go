@@ -21,6 +21,7 @@ func init() {
 func compactCmd() *cobra.Command {
 	var configPath, data, tableName string
 	var serverURL nodeURL
+	var cf clientFlags
 	var orphans, maintain bool
 	var olderThan time.Duration
 	cmd := &cobra.Command{
@@ -39,7 +40,10 @@ func compactCmd() *cobra.Command {
 			var res any
 			var err error
 			if serverURL != "" {
-				client := &server.Client{URL: string(serverURL)}
+				client, cerr := cf.client(string(serverURL), cmd.ErrOrStderr())
+				if cerr != nil {
+					return cerr
+				}
 				switch {
 				case maintain:
 					res, err = client.Maintain(ctx, tableName)
@@ -76,7 +80,8 @@ func compactCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tableName, "table", "", "table to compact")
-	cmd.Flags().Var(&serverURL, "server", "URL of a running server; empty = straight on the store (the server must not be running)")
+	cmd.Flags().Var(&serverURL, "server", "URL of a running server (https://host:port, or host:port for http://); empty = straight on the store (the server must not be running)")
+	cf.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (YAML), without --server")
 	cmd.Flags().BoolVar(&orphans, "orphans", false, "instead of compacting, delete the Iceberg table's orphan files (uploads of runs killed before their commit)")
 	cmd.Flags().BoolVar(&maintain, "maintain", false, "instead of compacting, run the Iceberg table's maintenance: rewrite small files, merge manifests, expire old snapshots (compact.iceberg.maintain)")

@@ -23,6 +23,7 @@ func init() {
 func ingestCmd() *cobra.Command {
 	var configPath, data, tableName, format, onBad string
 	var serverURL nodeURL
+	var cf clientFlags
 	var batch int
 	var rf rdbIngestFlags
 	cmd := &cobra.Command{
@@ -57,7 +58,10 @@ func ingestCmd() *cobra.Command {
 				return err
 			}
 			if serverURL != "" {
-				c := &server.Client{URL: string(serverURL)}
+				c, err := cf.client(string(serverURL), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
 				for _, src := range args {
 					f, err := formatOf(src)
 					if err != nil {
@@ -122,7 +126,8 @@ func ingestCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tableName, "table", "", "table to ingest into")
-	cmd.Flags().Var(&serverURL, "server", "URL of a running server (e.g. http://127.0.0.1:8080); empty = straight into the store")
+	cmd.Flags().Var(&serverURL, "server", "URL of a running server (e.g. https://sluice.example:8443, or 127.0.0.1:8080 for http://); empty = straight into the store")
+	cf.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
 	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv, parquet or rdb (default: by file extension; .rdb is rdb)")

@@ -21,6 +21,7 @@ func init() {
 func queryCmd() *cobra.Command {
 	var configPath, data, tableName, from, to, format string
 	var serverURL nodeURL
+	var cf clientFlags
 	var hash, columns, where []string
 	var limit int
 	var clusterWide, partial bool
@@ -47,7 +48,11 @@ func queryCmd() *cobra.Command {
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 64<<10)
 			defer out.Flush()
 			if serverURL != "" {
-				_, err := (&server.Client{URL: string(serverURL)}).Query(ctx, tableName, req, out)
+				c, err := cf.client(string(serverURL), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				_, err = c.Query(ctx, tableName, req, out)
 				if pe := (*server.PartialError)(nil); errors.As(err, &pe) {
 					// Asked for: a warning, not a failure.
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", err)
@@ -69,7 +74,8 @@ func queryCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tableName, "table", "", "table to query")
-	cmd.Flags().Var(&serverURL, "server", "URL of a running server; empty = straight from the store")
+	cmd.Flags().Var(&serverURL, "server", "URL of a running server (https://host:port, or host:port for http://); empty = straight from the store")
+	cf.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server)")
 	cmd.Flags().StringVar(&from, "from", "", "start of the time range (RFC 3339 or unix seconds), inclusive")

@@ -23,7 +23,7 @@ func serveCmd() *cobra.Command {
 	var pprof, check bool
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the ingest and query server (stops gracefully on SIGTERM, reloads scripts on SIGHUP)",
+		Short: "Run the ingest and query server (stops gracefully on SIGTERM, reloads scripts and TLS certificates on SIGHUP)",
 		Long: "Serves POST /v1/tables/{table}/rows, GET/POST /v1/tables/{table}/query, /v1/tables, /metrics,\n" +
 			"/healthz and /readyz for the tables of the config. Every config field can be overridden by a\n" +
 			"SLUICE_... environment variable (see docs/server.md).",
@@ -31,10 +31,11 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			// SIGHUP reloads every table's scripts (its default action
-			// would end the process at once, without a log line or a
-			// flush). Caught from the start: one that arrives while the
-			// store opens waits for Serve.
+			// SIGHUP reloads every table's scripts and the listener's TLS
+			// certificate files (its default action would end the process
+			// at once, without a log line or a flush). Caught from the
+			// start: one that arrives while the store opens waits for
+			// Serve.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
