@@ -36,6 +36,7 @@ type Config struct {
 	Limits  Limits  `yaml:"limits"`
 	Tables  []Table `yaml:"tables"`
 	Cluster Cluster `yaml:"cluster"`
+	Auth    Auth    `yaml:"auth"`
 
 	// BaseDir resolves relative script paths in computed columns and
 	// filters; Load sets it to the config file's directory. The storage and
@@ -73,6 +74,10 @@ type Listen struct {
 	HTTP string `yaml:"http"`
 	// Pprof turns on /debug/pprof/ on the API address.
 	Pprof bool `yaml:"pprof"`
+	// AllowUnauthenticated lets a server without auth listen beyond
+	// loopback (it warns at every start); without it such a server
+	// refuses to start.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 }
 
 // Limits bound what one client can cost the server.
@@ -344,6 +349,7 @@ func (c *Config) Validate() error {
 		add("limits.max_inflight: negative (%d)", l.MaxInflight)
 	}
 	errs = append(errs, c.Cluster.validate()...)
+	errs = append(errs, c.Auth.validate()...)
 	if len(c.Tables) == 0 {
 		add("tables: none configured")
 	}

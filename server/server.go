@@ -11,13 +11,12 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -27,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
@@ -56,6 +56,10 @@ type Options struct {
 	// value arrives while Serve runs (ReloadScripts): `sluice serve` relays
 	// SIGHUP here. Signals that arrive before Serve wait in the channel.
 	ReloadSignals <-chan os.Signal
+	// MemberTLS, when set, is the TLS config of the requests this node
+	// sends to the other members (their CA, this node's client
+	// certificate); nil means Go's defaults.
+	MemberTLS *tls.Config
 }
 
 // Server owns the store, one ingest pipeline per table and the HTTP API.
@@ -92,6 +96,12 @@ type Server struct {
 	// nil when there are none or no cluster config.
 	router *keyRouter
 	leases leaseTable // read leases (lease.go)
+
+	// authn authenticates requests; nil without an auth: config (auth.go).
+	authn *auth.Authenticator
+	audit *auditLog
+	// memberTransport signs every request to another member (auth.go).
+	memberTransport http.RoundTripper
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
@@ -149,6 +159,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, err
 	}
 	s.members = members
+	if err := s.setupAuth(cfg, opts.MemberTLS); err != nil {
+		return nil, err
+	}
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
@@ -323,32 +336,10 @@ type appender struct{ t *table.Table }
 
 func (a appender) Append(ctx context.Context, rows []ingest.Row) error { return a.t.Append(ctx, rows) }
 
-// Handler is the HTTP API.
+// Handler is the HTTP API: the routes of Server.routes, each behind the
+// permission it states (auth.go).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tables/{table}/rows", s.handleRows)
-	mux.HandleFunc("GET /v1/tables/{table}/query", s.handleQuery)
-	mux.HandleFunc("POST /v1/tables/{table}/query", s.handleQuery)
-	mux.HandleFunc("GET /v1/tables", s.handleTables)
-	mux.HandleFunc("GET /v1/tables/{table}", s.handleTable)
-	mux.HandleFunc("GET /v1/tables/{table}/schema", s.handleSchema)
-	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
-	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
-	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
-	mux.HandleFunc("POST /v1/cluster/holdings", s.handleHoldings)
-	s.leaseRoutes(mux)
-	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
-	mux.Handle("GET /metrics", s.metrics)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", s.handleReady)
-	if s.cfg.Listen.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
+	return s.newMux(s.routes())
 }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully:
@@ -356,6 +347,11 @@ func (s *Server) Handler() http.Handler {
 // batches finish and are acknowledged, the schedulers stop, and the store is
 // flushed and closed. It returns after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.checkExposure(ln.Addr()); err != nil {
+		ln.Close()
+		s.Close()
+		return err
+	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: min(s.cfg.Limits.ReadTimeout, 10*time.Second),
@@ -374,6 +370,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			defer wg.Done()
 			s.reloadOnSignal(bg)
 		}()
+	}
+	if s.authn != nil {
+		wg.Go(func() { s.authn.Watch(bg, tokensPoll, s.logTokensReload) })
 	}
 	s.router.run(bg, &wg)
 	s.sources.Start(bg)
@@ -539,6 +538,7 @@ func (s *Server) reloadOnSignal(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case sig := <-s.reloadSignals:
+			s.reloadTokens()
 			s.log.Info("signal: reloading scripts", "signal", fmt.Sprint(sig))
 			if err := s.ReloadScripts(ctx); err != nil {
 				s.log.Error("signal: scripts reloaded, with failures (the old versions keep running)", "signal", fmt.Sprint(sig), "error", err)
