@@ -1,0 +1,321 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/auth"
+	"github.com/sluicedb/sluice/config"
+)
+
+// authTokens are the tokens of authConfig: one per role under test.
+type authTokens struct {
+	loader, reader, ops, scraper string
+}
+
+// authConfig is two tables and an auth section with a token per role;
+// extra is appended (a cluster section).
+func authConfig(t testing.TB, extra string) (string, authTokens) {
+	t.Helper()
+	var toks authTokens
+	var entries strings.Builder
+	for _, e := range []struct {
+		tok   *string
+		name  string
+		roles string
+	}{
+		{&toks.loader, "loader", `["ingest:events"]`},
+		{&toks.reader, "reader", `["query:events"]`},
+		{&toks.ops, "ops", `["admin"]`},
+		{&toks.scraper, "scraper", `["metrics"]`},
+	} {
+		tok, hash, err := auth.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		*e.tok = tok
+		fmt.Fprintf(&entries, "    - {name: %s, hash: %q, roles: %s}\n", e.name, hash, e.roles)
+	}
+	return `
+listen: {http: "127.0.0.1:0", pprof: true}
+auth:
+  tokens:
+` + entries.String() + `
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    schema:
+      - {name: user, type: string}
+      - {name: ts, type: timestamp}
+      - {name: n, type: int64}
+  - name: other
+` + extra, toks
+}
+
+// call sends method target with token (none when empty) and returns the
+// status, the body and the header.
+func call(t testing.TB, method, target, token string, body io.Reader, hdr ...string) (int, string, http.Header) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// concrete fills a route pattern's wildcards.
+func concrete(pattern string) (method, path string) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, path = "GET", pattern
+	}
+	path = strings.NewReplacer("{table}", "events", "{id}", "l1").Replace(path)
+	return method, path
+}
+
+// TestAuthEveryRouteNeedsCredentials: with auth on, every route but
+// health and readiness answers 401 with WWW-Authenticate to a request
+// without credentials: anonymous orphan cleanup, leases, holds and
+// holdings reports among them.
+func TestAuthEveryRouteNeedsCredentials(t *testing.T) {
+	cfg, _ := authConfig(t, "")
+	s := startServer(t, cfg, "")
+	for _, rt := range s.routes() {
+		method, path := concrete(rt.pattern)
+		code, body, hdr := call(t, method, s.url+path, "", strings.NewReader(`{}`))
+		if rt.need.public {
+			if code != http.StatusOK {
+				t.Errorf("%s: public route answered %d", rt.pattern, code)
+			}
+			continue
+		}
+		if code != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != `Bearer realm="sluice"` {
+			t.Errorf("%s without credentials: %d %q (WWW-Authenticate %q), want 401", rt.pattern, code, body, hdr.Get("WWW-Authenticate"))
+		}
+	}
+	// The attacks of a client without credentials, one by one.
+	for _, a := range []struct{ method, path string }{
+		{"POST", "/v1/tables/events/orphans?older_than=0s"},
+		{"POST", "/v1/tables/events/leases"},
+		{"PUT", "/v1/tables/events/leases/x/hold"},
+		{"POST", "/v1/cluster/holdings"},
+		{"POST", "/v1/tables/events/rows"},
+		{"GET", "/v1/tables/events/query"},
+	} {
+		if code, body, _ := call(t, a.method, s.url+a.path, "", strings.NewReader(`{"ttl":"1h"}`)); code != http.StatusUnauthorized {
+			t.Errorf("anonymous %s %s: %d %s", a.method, a.path, code, body)
+		}
+	}
+	if code, _, _ := call(t, "GET", s.url+"/v1/tables", "sluice_not-a-token", nil); code != http.StatusUnauthorized {
+		t.Errorf("an unknown token: %d", code)
+	}
+}
+
+// TestAuthRoutesStateTheirPermission: a route without a permission
+// cannot be served, and every route is registered through the one table.
+func TestAuthRoutesStateTheirPermission(t *testing.T) {
+	s := &Server{}
+	func() {
+		defer func() {
+			if err, _ := recover().(error); !errors.Is(err, ErrRouteWithoutPermission) {
+				t.Errorf("a route without a permission: recovered %v", err)
+			}
+		}()
+		s.newMux([]route{{"GET /x", need{}, func(http.ResponseWriter, *http.Request) {}}})
+	}()
+	files, _ := filepath.Glob("*.go")
+	register := regexp.MustCompile(`\.(HandleFunc|Handle)\(`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(register.FindAll(src, -1))
+		if f == "auth.go" {
+			n-- // newMux's one
+		}
+		if n != 0 {
+			t.Errorf("%s registers %d handler(s) outside Server.routes: every route goes through the table with its permission", f, n)
+		}
+	}
+}
+
+// TestAuthRolesAndTables: a token does what its roles grant, on the tables
+// they name, and a refusal names the permission and the table.
+func TestAuthRolesAndTables(t *testing.T) {
+	cfg, tok := authConfig(t, "")
+	s := startServer(t, cfg, "")
+	row := `{"user":"a","ts":"2026-11-26T10:00:00Z","n":1}` + "\n"
+	want := func(what string, code int, gotCode int, body string, mention ...string) {
+		t.Helper()
+		if gotCode != code {
+			t.Errorf("%s: %d %s, want %d", what, gotCode, body, code)
+		}
+		for _, m := range mention {
+			if !strings.Contains(body, m) {
+				t.Errorf("%s: %q does not name %q", what, body, m)
+			}
+		}
+	}
+	code, body, _ := call(t, "POST", s.url+"/v1/tables/events/rows", tok.loader, strings.NewReader(row))
+	want("loader ingests events", 200, code, body)
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/other/rows", tok.loader, strings.NewReader(row))
+	want("loader ingests other", 403, code, body, "ingest", `\"other\"`)
+	code, body, _ = call(t, "GET", s.url+"/v1/tables/events/query", tok.loader, nil)
+	want("loader queries", 403, code, body, "query", `\"events\"`)
+	code, body, _ = call(t, "GET", s.url+"/v1/tables/events/query", tok.reader, nil)
+	want("reader queries events", 200, code, body)
+	if len(lines(body)) != 1 {
+		t.Errorf("reader's answer: %q", body)
+	}
+	code, body, _ = call(t, "GET", s.url+"/v1/tables/other/query", tok.reader, nil)
+	want("reader queries other", 403, code, body, "query", `\"other\"`)
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/rows", tok.reader, strings.NewReader(row))
+	want("reader ingests", 403, code, body, "ingest")
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=0s", tok.reader, nil)
+	want("reader deletes orphans", 403, code, body, "admin")
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/leases", tok.ops, nil)
+	want("admin opens a lease", 403, code, body, "query")
+	code, body, _ = call(t, "PUT", s.url+"/v1/tables/events/leases/x/hold", tok.reader, strings.NewReader(`{"ttl":"1h"}`))
+	want("reader holds", 403, code, body, "member")
+	code, body, _ = call(t, "POST", s.url+"/v1/cluster/holdings", tok.ops, strings.NewReader(`{}`))
+	want("admin reports holdings", 403, code, body, "member")
+	// A member's part of a cluster query holds the cold tier: a reader
+	// cannot pretend to be a coordinator.
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{}`), headerCoordinator, "x")
+	want("reader as a coordinator", 403, code, body, "member")
+	code, body, _ = call(t, "GET", s.url+"/metrics", tok.reader, nil)
+	want("reader scrapes", 403, code, body, "metrics")
+	code, body, _ = call(t, "GET", s.url+"/metrics", tok.scraper, nil)
+	want("scraper scrapes", 200, code, body)
+	code, body, _ = call(t, "GET", s.url+"/debug/pprof/cmdline", tok.scraper, nil)
+	want("scraper reads pprof", 403, code, body, "admin")
+	// The admin's action runs (no cold tier here: 400) and is audited.
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=1h", tok.ops, nil)
+	want("admin deletes orphans", 400, code, body)
+	logs := s.logs.String()
+	if !regexp.MustCompile(`audit: admin action.*principal=ops.*POST /v1/tables/events/orphans.*table=events.*status=400`).MatchString(logs) {
+		t.Errorf("no audit line of the admin action:\n%s", logs)
+	}
+	if !regexp.MustCompile(`audit: refused.*principal=reader.*table=other.*status=403.*"missing permission query on table \\"other\\""`).MatchString(logs) {
+		t.Errorf("no audit line of the refusal:\n%s", logs)
+	}
+	for _, secret := range []string{tok.loader, tok.reader, tok.ops, tok.scraper} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("a token is in the log")
+		}
+	}
+}
+
+// TestAuthSecretsNeverEchoed: a refused token is neither answered back
+// nor logged, nor is the cluster secret.
+func TestAuthSecretsNeverEchoed(t *testing.T) {
+	dir := t.TempDir()
+	secret := "cluster-secret-0123456789abcdef-never-shown"
+	secretFile := filepath.Join(dir, "secret")
+	os.WriteFile(secretFile, []byte(secret), 0o600)
+	cfg, tok := authConfig(t, fmt.Sprintf("cluster: {members: [\"http://127.0.0.1:1\"], secret_file: %q}\n", secretFile))
+	s := startServer(t, cfg, "")
+	bad := "sluice_guessed-token-that-must-not-be-echoed"
+	for _, target := range []string{"/v1/tables", "/v1/tables/events/query", "/v1/cluster"} {
+		_, body, hdr := call(t, "GET", s.url+target, bad, nil)
+		if strings.Contains(body, bad) || strings.Contains(fmt.Sprint(hdr), bad) {
+			t.Errorf("%s echoes the token: %s", target, body)
+		}
+		_, body, _ = call(t, "GET", s.url+target, "", nil, "Authorization", "Basic "+bad)
+		if strings.Contains(body, bad) {
+			t.Errorf("%s echoes the credential: %s", target, body)
+		}
+	}
+	call(t, "GET", s.url+"/v1/tables", tok.reader, nil)
+	logs := s.logs.String()
+	for _, sec := range []string{bad, tok.reader, secret} {
+		if strings.Contains(logs, sec) {
+			t.Errorf("the log holds a secret:\n%s", logs)
+		}
+	}
+	if !strings.Contains(logs, "audit: refused") {
+		t.Errorf("no refusal logged:\n%s", logs)
+	}
+}
+
+// TestAuthSecureByDefault: without auth, loopback is served with no
+// credentials; beyond loopback the server refuses to start unless the
+// config allows it explicitly, and then warns.
+func TestAuthSecureByDefault(t *testing.T) {
+	const plain = "tables: [{name: events}]\n"
+	s := startServer(t, plain, "")
+	if code, body := get(t, s.url+"/v1/tables"); code != 200 {
+		t.Fatalf("loopback without auth: %d %s", code, body)
+	}
+	serveOn := func(yaml string) (error, string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		srv, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err = srv.Serve(ctx, ln)
+		return err, logs.String()
+	}
+	err, _ := serveOn(plain)
+	if !errors.Is(err, ErrUnauthenticatedExposure) || !strings.Contains(err.Error(), "allow_unauthenticated") {
+		t.Errorf("0.0.0.0 without auth: %v, want ErrUnauthenticatedExposure", err)
+	}
+	err, logs := serveOn("listen: {allow_unauthenticated: true}\n" + plain)
+	if err != nil || !strings.Contains(logs, "WITHOUT authentication") {
+		t.Errorf("allowed explicitly: %v; want a warning in:\n%s", err, logs)
+	}
+	withAuth, _ := authConfig(t, "")
+	if err, _ := serveOn(strings.Replace(withAuth, "127.0.0.1:0", "0.0.0.0:0", 1)); err != nil {
+		t.Errorf("0.0.0.0 with auth: %v", err)
+	}
+	// A cluster with auth needs a secret.
+	cfg, err := config.Parse([]byte(withAuth+"cluster: {members: [\"http://127.0.0.1:1\"]}\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir()}); !errors.Is(err, ErrNoClusterSecret) {
+		t.Errorf("a cluster with auth and no secret: %v", err)
+	}
+}
