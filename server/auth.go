@@ -138,18 +138,27 @@ func (s *Server) guard(rt route) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := rt.need
-		if n.perm == auth.Query && r.Header.Get(headerCoordinator) != "" {
-			n = memberOnly // a member's part of a cluster query holds the cold tier
+		// A member's part of a cluster query holds the cold tier until its
+		// body ends.
+		coordinated := n.perm == auth.Query && r.Header.Get(headerCoordinator) != ""
+		if coordinated {
+			n = memberOnly
 		}
 		table := ""
 		if n.table {
 			table = r.PathValue("table")
 		}
 		p, err := s.authn.Authenticate(r)
-		if err == nil && p.Via == "member" && auth.Unsigned(r) && n.perm != auth.Member {
+		if err == nil && p.Via == "member" && auth.Unsigned(r) && !coordinated {
 			// Only a cluster query's part streams its body (its end is
 			// the end of the hold): every other member request signs it.
 			err = fmt.Errorf("%w: a member request with an unsigned body on %s", auth.ErrBadCredentials, rt.pattern)
+		}
+		if err != nil || !p.Allowed(n.perm, table) {
+			// A refused request's body is not read: close the connection
+			// rather than read what is left of it to reuse it (a cluster
+			// query's part streams a body that ends only with the query).
+			w.Header().Set("Connection", "close")
 		}
 		if err != nil {
 			s.audit.refused(r, p, rt.pattern, table, http.StatusUnauthorized, err.Error())

@@ -319,3 +319,147 @@ func TestAuthSecureByDefault(t *testing.T) {
 		t.Errorf("a cluster with auth and no secret: %v", err)
 	}
 }
+
+// startAuthCluster starts one node per secret (each node's
+// cluster.secret_file holds its secret), all with the same tokens,
+// listing each other as members.
+func startAuthCluster(t *testing.T, secrets ...string) ([]*testServer, authTokens) {
+	t.Helper()
+	dir := t.TempDir()
+	lns := make([]net.Listener, len(secrets))
+	var members []string
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		members = append(members, fmt.Sprintf("%q", "http://"+ln.Addr().String()))
+	}
+	base, tok := authConfig(t, "")
+	nodes := make([]*testServer, len(secrets))
+	for i, ln := range lns {
+		file := filepath.Join(dir, fmt.Sprintf("secret%d", i))
+		if err := os.WriteFile(file, []byte(secrets[i]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := base + fmt.Sprintf("cluster: {members: [%s], node_timeout: 5s, secret_file: %q}\n", strings.Join(members, ", "), file)
+		nodes[i] = serveConfigOn(t, cfg, "", ln)
+	}
+	for _, s := range nodes {
+		waitReady(t, s.url)
+	}
+	for i, s := range nodes {
+		var b strings.Builder
+		for n := i * 10; n < i*10+10; n++ {
+			fmt.Fprintf(&b, `{"user":"u%d","ts":"2026-11-26T10:00:00Z","n":%d}`+"\n", n, n)
+		}
+		if code, body, _ := call(t, "POST", s.url+"/v1/tables/events/rows", tok.loader, strings.NewReader(b.String())); code != 200 {
+			t.Fatalf("ingest: %d %s", code, body)
+		}
+	}
+	return nodes, tok
+}
+
+// TestAuthClusterMembers: members with the cluster secret answer each
+// other's parts of a cluster query and take their holdings reports; a
+// member with another secret, an unsigned request, a replayed or old
+// signature and a report in another node's name are refused.
+func TestAuthClusterMembers(t *testing.T) {
+	const secret = "the-cluster-secret-0123456789abcdef"
+	nodes, tok := startAuthCluster(t, secret, secret)
+	a, b := nodes[0], nodes[1]
+
+	code, body, _ := call(t, "GET", a.url+"/v1/tables/events/query?cluster=true", tok.reader, nil)
+	if code != 200 || len(lines(body)) != 20 {
+		t.Fatalf("cluster query with the secret: %d, %d rows, want 20: %s", code, len(lines(body)), body)
+	}
+
+	// Holdings reports go through the member transport, as the routing's do.
+	report := func(client *http.Client, about string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/v1/cluster/holdings", strings.NewReader(fmt.Sprintf(`{"node":%q,"version":999999}`, about)))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(got)
+	}
+	// Its own report passes authentication (this cluster routes no table
+	// by key: 404 from the handler).
+	if code, body := report(a.memberClient(0), a.nodeID); code != http.StatusNotFound {
+		t.Errorf("a member's own report: %d %s, want 404 (past auth)", code, body)
+	}
+	if code, body := report(a.memberClient(0), "ffff"+b.nodeID); code != http.StatusForbidden || !strings.Contains(body, "only its own") {
+		t.Errorf("a member's report in another node's name: %d %s, want 403", code, body)
+	}
+	// A member request whose body is not signed (streamed) is a cluster
+	// query's part only.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	streamed, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/v1/cluster/holdings", io.MultiReader(strings.NewReader(fmt.Sprintf(`{"node":%q}`, a.nodeID))))
+	if resp, err := a.memberClient(0).Do(streamed); err != nil {
+		t.Errorf("a member's report with an unsigned body: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a member's report with an unsigned body: %d, want 401", resp.StatusCode)
+		}
+	}
+	if code, body := report(http.DefaultClient, a.nodeID); code != http.StatusUnauthorized {
+		t.Errorf("an unsigned report: %d %s, want 401", code, body)
+	}
+	forger := func(s *auth.Signer) *http.Client {
+		return &http.Client{Transport: &auth.MemberTransport{Base: http.DefaultTransport, Signer: s}}
+	}
+	if code, body := report(forger(&auth.Signer{Secret: []byte("a-guessed-secret-0123456789abcdef"), Node: a.nodeID}), a.nodeID); code != http.StatusUnauthorized {
+		t.Errorf("a report signed with another secret: %d %s, want 401", code, body)
+	}
+	old := func() time.Time { return time.Now().Add(-time.Hour) }
+	if code, body := report(forger(&auth.Signer{Secret: []byte(secret), Node: a.nodeID, Now: old}), a.nodeID); code != http.StatusUnauthorized {
+		t.Errorf("a report signed an hour ago: %d %s, want 401", code, body)
+	}
+	// A captured request sent again.
+	var captured *http.Request
+	capture := forger(&auth.Signer{Secret: []byte(secret), Node: a.nodeID})
+	capture.Transport.(*auth.MemberTransport).Base = roundTripper(func(r *http.Request) (*http.Response, error) {
+		captured = r
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	report(capture, a.nodeID)
+	replay, _ := http.NewRequest("POST", captured.URL.String(), strings.NewReader(fmt.Sprintf(`{"node":%q,"version":999999}`, a.nodeID)))
+	replay.Header = captured.Header.Clone()
+	resp, err := http.DefaultClient.Do(replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a replayed report: %d, want 401", resp.StatusCode)
+	}
+	// A reader cannot ask a member for its part of a cluster query.
+	if code, body, _ := call(t, "POST", b.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{"tier":"hot"}`), headerCoordinator, a.nodeID); code != http.StatusForbidden {
+		t.Errorf("a reader as coordinator: %d %s", code, body)
+	}
+	if strings.Contains(a.logs.String()+b.logs.String(), secret) {
+		t.Error("the cluster secret is in a log")
+	}
+}
+
+// TestAuthClusterWrongSecret: a member with another secret is refused,
+// so a cluster query through it fails (and names the node).
+func TestAuthClusterWrongSecret(t *testing.T) {
+	nodes, tok := startAuthCluster(t, "the-cluster-secret-0123456789abcdef", "another-secret-0123456789abcdefgh")
+	code, body, _ := call(t, "GET", nodes[0].url+"/v1/tables/events/query?cluster=true", tok.reader, nil)
+	if code != http.StatusBadGateway || !strings.Contains(body, "401") {
+		t.Errorf("cluster query with a member of another secret: %d %s, want 502 naming 401", code, body)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
