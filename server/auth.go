@@ -230,6 +230,8 @@ func (w *statusWriter) status() int {
 // and remote address, with a count of those dropped.
 type auditLog struct {
 	log *slog.Logger
+	// now is the clock of the rate limit; nil means time.Now.
+	now func() time.Time
 
 	mu      sync.Mutex
 	second  int64
@@ -247,7 +249,11 @@ func (a *auditLog) refused(r *http.Request, p *auth.Principal, pattern, table st
 		remote = r.RemoteAddr
 	}
 	key := p.Name + "@" + remote
-	now := time.Now().Unix()
+	clock := time.Now
+	if a.now != nil {
+		clock = a.now
+	}
+	now := clock().Unix()
 	a.mu.Lock()
 	var summary map[string]int
 	if now != a.second {

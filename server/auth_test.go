@@ -463,3 +463,30 @@ func TestAuthClusterWrongSecret(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestAuditRefusalsRateLimited: a source's refusals are logged at most
+// refusalsPerSecond a second, then the count of those not logged.
+func TestAuditRefusalsRateLimited(t *testing.T) {
+	var logs bytes.Buffer
+	now := time.Unix(1_800_000_000, 0)
+	a := &auditLog{log: slog.New(slog.NewTextHandler(&logs, nil)), now: func() time.Time { return now }}
+	r, _ := http.NewRequest("GET", "/v1/tables", nil)
+	r.RemoteAddr = "192.0.2.7:4000"
+	other, _ := http.NewRequest("GET", "/v1/tables", nil)
+	other.RemoteAddr = "192.0.2.8:4000"
+	for range 20 {
+		a.refused(r, auth.Anonymous, "GET /v1/tables", "", 401, "no credentials")
+	}
+	a.refused(other, auth.Anonymous, "GET /v1/tables", "", 401, "no credentials")
+	if n := strings.Count(logs.String(), `"audit: refused"`); n != refusalsPerSecond+1 {
+		t.Errorf("%d refusal lines in a second, want %d (one source's max, and the other's):\n%s", n, refusalsPerSecond+1, logs.String())
+	}
+	now = now.Add(time.Second)
+	a.refused(r, auth.Anonymous, "GET /v1/tables", "", 401, "no credentials")
+	if !strings.Contains(logs.String(), `"audit: refused requests not logged" source=anonymous@192.0.2.7 dropped=15`) {
+		t.Errorf("no summary of the dropped lines:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), `"audit: refused"`); n != refusalsPerSecond+2 {
+		t.Errorf("the next second's refusal is not logged: %d lines", n)
+	}
+}
