@@ -371,3 +371,20 @@ func (s *Server) logTokensReload(swapped bool, err error) {
 
 // tokensPoll is how often the tokens file is checked for a change.
 const tokensPoll = 2 * time.Second
+
+// authRoleErrors are the bad roles of a's tokens and identities (package
+// auth owns what a role means).
+func authRoleErrors(a config.Auth) []error {
+	var errs []error
+	for i, t := range a.Tokens {
+		if _, err := auth.ParseRoles(t.Roles); err != nil {
+			errs = append(errs, fmt.Errorf("auth.tokens[%d] %q: %w", i, t.Name, err))
+		}
+	}
+	for i, c := range a.ClientCerts {
+		if _, err := auth.ParseRoles(c.Roles); err != nil {
+			errs = append(errs, fmt.Errorf("auth.client_certs[%d] %q: %w", i, c.Name, err))
+		}
+	}
+	return errs
+}

@@ -490,3 +490,49 @@ func TestAuditRefusalsRateLimited(t *testing.T) {
 		t.Errorf("the next second's refusal is not logged: %d lines", n)
 	}
 }
+
+// TestSecurityExample: docs/security.md's example config loads, with its
+// tokens file and a cluster secret beside it, and with it a node refuses
+// anonymous requests.
+func TestSecurityExample(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"sluice.yaml", "tokens.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "examples", "security", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o600)
+	}
+	os.WriteFile(filepath.Join(dir, "cluster-secret"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600)
+	cfg, err := config.Load(filepath.Join(dir, "sluice.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateOptions(cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.authn == nil || s.fanout.Client.Transport.(*auth.MemberTransport).Signer == nil {
+		t.Fatal("the example's auth or cluster secret is not on")
+	}
+	srv := httptestServer(t, s.Handler())
+	if code, _, _ := call(t, "POST", srv+"/v1/tables/events/orphans", "", nil); code != http.StatusUnauthorized {
+		t.Errorf("anonymous orphan cleanup: %d", code)
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String()
+}
