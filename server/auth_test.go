@@ -536,3 +536,42 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// TestAuthTokensFileReloaded: a running server swaps in the tokens file's
+// new tokens when the file changes.
+func TestAuthTokensFileReloaded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.yaml")
+	write := func(name, hash string, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("tokens:\n  - {name: %s, hash: %q, roles: [\"query:*\"]}\n", name, hash)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(path, mod, mod)
+	}
+	old, oldHash, _ := auth.NewToken()
+	next, nextHash, _ := auth.NewToken()
+	write("old", oldHash, time.Now().Add(-time.Hour))
+	s := startServer(t, fmt.Sprintf("auth: {tokens_file: %q}\ntables: [{name: events}]\n", path), "")
+	if code, body, _ := call(t, "GET", s.url+"/v1/tables", old, nil); code != 200 {
+		t.Fatalf("the file's token: %d %s", code, body)
+	}
+	write("next", nextHash, time.Now())
+	deadline := time.Now().Add(4 * tokensPoll)
+	for {
+		code, _, _ := call(t, "GET", s.url+"/v1/tables", next, nil)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new token is refused %v after the file changed: %d", 4*tokensPoll, code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _, _ := call(t, "GET", s.url+"/v1/tables", old, nil); code != http.StatusUnauthorized {
+		t.Errorf("the removed token: %d, want 401", code)
+	}
+	if !strings.Contains(s.logs.String(), "auth: tokens file reloaded") {
+		t.Error("the reload is not logged")
+	}
+}
