@@ -494,6 +494,9 @@ func (s *Server) Close() error {
 		if s.store != nil {
 			errs = append(errs, s.store.Close())
 		}
+		if c, ok := s.memberTransport.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections() // the connections to the other members
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
