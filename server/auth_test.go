@@ -223,6 +223,7 @@ func TestAuthRolesAndTables(t *testing.T) {
 	// The admin's action runs (no cold tier here: 400) and is audited.
 	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=1h", tok.ops, nil)
 	want("admin deletes orphans", 400, code, body)
+	s.stop() // the log is read once the server is done with it
 	logs := s.logs.String()
 	if !regexp.MustCompile(`audit: admin action.*principal=ops.*POST /v1/tables/events/orphans.*table=events.*status=400`).MatchString(logs) {
 		t.Errorf("no audit line of the admin action:\n%s", logs)
@@ -258,6 +259,7 @@ func TestAuthSecretsNeverEchoed(t *testing.T) {
 		}
 	}
 	call(t, "GET", s.url+"/v1/tables", tok.reader, nil)
+	s.stop() // the log is read once the server is done with it
 	logs := s.logs.String()
 	for _, sec := range []string{bad, tok.reader, secret} {
 		if strings.Contains(logs, sec) {
@@ -445,6 +447,8 @@ func TestAuthClusterMembers(t *testing.T) {
 	if code, body, _ := call(t, "POST", b.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{"tier":"hot"}`), headerCoordinator, a.nodeID); code != http.StatusForbidden {
 		t.Errorf("a reader as coordinator: %d %s", code, body)
 	}
+	a.stop()
+	b.stop()
 	if strings.Contains(a.logs.String()+b.logs.String(), secret) {
 		t.Error("the cluster secret is in a log")
 	}
@@ -571,6 +575,7 @@ func TestAuthTokensFileReloaded(t *testing.T) {
 	if code, _, _ := call(t, "GET", s.url+"/v1/tables", old, nil); code != http.StatusUnauthorized {
 		t.Errorf("the removed token: %d, want 401", code)
 	}
+	s.stop()
 	if !strings.Contains(s.logs.String(), "auth: tokens file reloaded") {
 		t.Error("the reload is not logged")
 	}
