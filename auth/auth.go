@@ -81,7 +81,7 @@ func ParseRole(s string) (Grant, error) {
 	}
 	switch {
 	case p == 0:
-		return Grant{}, fmt.Errorf("%w %q: want ingest:TABLE, query:TABLE (TABLE may be *), admin, metrics or member", ErrBadRole, s)
+		return Grant{}, fmt.Errorf("%w %q: want ingest:TABLE, query:TABLE (TABLE may be *), admin or metrics", ErrBadRole, s)
 	case p.PerTable() && (!hasTable || table == ""):
 		return Grant{}, fmt.Errorf("%w %q: %s needs a table: %s:TABLE or %s:*", ErrBadRole, s, name, name, name)
 	case !p.PerTable() && hasTable:
@@ -90,12 +90,22 @@ func ParseRole(s string) (Grant, error) {
 	return Grant{Permission: p, Table: table}, nil
 }
 
-// ParseRoles parses every role, reporting every bad one.
+// ErrMemberRole: member is not a role to configure. A member proves
+// itself with the cluster secret, which also names its node: a token or
+// certificate with member could hold every node's commits in no node's
+// name.
+var ErrMemberRole = errors.New("member is proven with the cluster secret, not granted to a token or certificate")
+
+// ParseRoles parses the roles of a token or certificate, reporting every
+// bad one (member among them: ErrMemberRole).
 func ParseRoles(roles []string) ([]Grant, error) {
 	var grants []Grant
 	var errs []error
 	for _, r := range roles {
 		g, err := ParseRole(r)
+		if err == nil && g.Permission == Member {
+			err = fmt.Errorf("%w %q: %w", ErrBadRole, r, ErrMemberRole)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

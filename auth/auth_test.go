@@ -62,6 +62,9 @@ func TestAllowed(t *testing.T) {
 			t.Errorf("Allowed(%v, %q) = %v, want %v", c.perm, c.table, got, c.want)
 		}
 	}
+	if _, err := ParseRoles([]string{"query:*", "member"}); !errors.Is(err, ErrMemberRole) {
+		t.Errorf("a configured member role: %v, want ErrMemberRole", err)
+	}
 	reader := &Principal{Grants: []Grant{{Permission: Query, Table: "a"}}}
 	if reader.Allowed(Query, "b") || !reader.Allowed(Query, "a") || reader.Allowed(Ingest, "a") {
 		t.Error("query:a must read a only, and not write it")
