@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,25 @@ type authTokens struct {
 // extra is appended (a cluster section).
 func authConfig(t testing.TB, extra string) (string, authTokens) {
 	t.Helper()
+	section, toks := authSection(t)
+	return `
+listen: {http: "127.0.0.1:0", pprof: true}
+` + section + `
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    schema:
+      - {name: user, type: string}
+      - {name: ts, type: timestamp}
+      - {name: n, type: int64}
+  - name: other
+` + extra, toks
+}
+
+// authSection is an auth section with a token per role.
+func authSection(t testing.TB) (string, authTokens) {
+	t.Helper()
 	var toks authTokens
 	var entries strings.Builder
 	for _, e := range []struct {
@@ -48,21 +68,7 @@ func authConfig(t testing.TB, extra string) (string, authTokens) {
 		*e.tok = tok
 		fmt.Fprintf(&entries, "    - {name: %s, hash: %q, roles: %s}\n", e.name, hash, e.roles)
 	}
-	return `
-listen: {http: "127.0.0.1:0", pprof: true}
-auth:
-  tokens:
-` + entries.String() + `
-tables:
-  - name: events
-    hashBy: user
-    sortBy: ts
-    schema:
-      - {name: user, type: string}
-      - {name: ts, type: timestamp}
-      - {name: n, type: int64}
-  - name: other
-` + extra, toks
+	return "auth:\n  tokens:\n" + entries.String(), toks
 }
 
 // call sends method target with token (none when empty) and returns the
@@ -578,5 +584,91 @@ func TestAuthTokensFileReloaded(t *testing.T) {
 	s.stop()
 	if !strings.Contains(s.logs.String(), "auth: tokens file reloaded") {
 		t.Error("the reload is not logged")
+	}
+}
+
+// TestAuthLeaseOverMembers: with auth on, a reader's lease holds every
+// member through the signed member transport, its splits read every row
+// once, and the admin's orphan cleanup runs and is audited while an
+// anonymous one is refused.
+func TestAuthLeaseOverMembers(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	os.WriteFile(secretFile, []byte("the-cluster-secret-0123456789abcdef"), 0o600)
+	lns := make([]net.Listener, 2)
+	var members []string
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		members = append(members, "http://"+ln.Addr().String())
+	}
+	section, tok := authSection(t)
+	warehouse, catalog := t.TempDir(), filepath.Join(t.TempDir(), "catalog.db")
+	nodes := make([]*testServer, len(lns))
+	for i, ln := range lns {
+		cfg := exactClusterConfig(members, fmt.Sprintf("node%d", i), warehouse, catalog)
+		cfg = strings.Replace(cfg, "node_timeout: 10s}", fmt.Sprintf("node_timeout: 10s, secret_file: %q}", secretFile), 1)
+		nodes[i] = serveConfigOn(t, cfg+section, "", ln)
+	}
+	for i, s := range nodes {
+		waitReady(t, s.url)
+		var b strings.Builder
+		for n := i * 50; n < i*50+50; n++ {
+			fmt.Fprintf(&b, `{"user":"u%d","ts":"2024-01-01T00:00:00Z","n":%d}`+"\n", n, n)
+		}
+		if code, body, _ := call(t, "POST", s.url+"/v1/tables/events/rows", tok.loader, strings.NewReader(b.String())); code != 200 {
+			t.Fatalf("ingest: %d %s", code, body)
+		}
+	}
+	if code, _, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=0s", "", nil); code != http.StatusUnauthorized {
+		t.Errorf("anonymous orphan cleanup: %d", code)
+	}
+	code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/leases", tok.reader, strings.NewReader(`{"ttl":"1m"}`))
+	if code != 200 {
+		t.Fatalf("a reader's lease: %d %s", code, body)
+	}
+	var lease Lease
+	if err := json.Unmarshal([]byte(body), &lease); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]int{}
+	for _, sp := range lease.Splits {
+		node := sp.Node
+		if node == "" {
+			node = nodes[0].url
+		}
+		code, body, _ := call(t, "GET", node+"/v1/tables/events/query?tier="+sp.Tier+"&lease="+lease.ID+"&columns=n", tok.reader, nil)
+		if code != 200 {
+			t.Fatalf("split %+v: %d %s", sp, code, body)
+		}
+		for _, row := range lines(body) {
+			n, ok := row["n"].(float64)
+			if !ok {
+				t.Fatalf("split %+v: row %v", sp, row)
+			}
+			seen[int(n)]++
+		}
+	}
+	for n := range 100 {
+		if seen[n] != 1 {
+			t.Errorf("row %d read %d times under the lease, want once", n, seen[n])
+		}
+	}
+	if code, body, _ := call(t, "DELETE", nodes[0].url+"/v1/tables/events/leases/"+lease.ID, tok.reader, nil); code/100 != 2 {
+		t.Errorf("end the lease: %d %s", code, body)
+	}
+	// A compaction now makes sure the Iceberg table exists for the cleanup.
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/compact", tok.ops, nil); code != 200 {
+		t.Errorf("the admin's compaction: %d %s", code, body)
+	}
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=1h", tok.ops, nil); code != 200 {
+		t.Errorf("the admin's orphan cleanup: %d %s", code, body)
+	}
+	nodes[0].stop()
+	if !strings.Contains(nodes[0].logs.String(), "audit: admin action") {
+		t.Error("the admin's orphan cleanup is not audited")
 	}
 }
