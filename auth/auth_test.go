@@ -289,3 +289,42 @@ func TestLoadSecret(t *testing.T) {
 		t.Errorf("short secret: %v", err)
 	}
 }
+
+// BenchmarkAuthenticateToken is the cost a bearer token adds to a request
+// (hash, and a constant-time compare with each of 20 tokens).
+func BenchmarkAuthenticateToken(b *testing.B) {
+	var entries []TokenEntry
+	var last string
+	for i := range 20 {
+		tok, hash, _ := NewToken()
+		entries = append(entries, TokenEntry{Name: "t" + string(rune('a'+i)), Hash: hash, Roles: []string{"ingest:*"}})
+		last = tok
+	}
+	a, err := New(Options{Tokens: entries})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := bearer(last)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Authenticate(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyMember is the cost of checking a member's signature
+// (a GET: no body).
+func BenchmarkVerifyMember(b *testing.B) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v := &Verifier{Secret: secret}
+	s := &Signer{Secret: secret, Node: "n1"}
+	r := httptest.NewRequest("GET", "/v1/cluster?members=false", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sign(r, bodyDigest(nil))
+		if _, err := v.Verify(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
