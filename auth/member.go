@@ -30,7 +30,7 @@ const (
 // UnsignedBody is the digest of a body the sender streams and cannot read
 // before sending (a cluster query's body ends only when the coordinator
 // has read its own part). The rest of the request is signed; the route
-// decides whether it accepts such a body (Verified.UnsignedBody).
+// decides whether it accepts such a body (Unsigned).
 const UnsignedBody = "UNSIGNED-PAYLOAD"
 
 // DefaultSkew is the clock skew a Verifier allows by default: a signature
