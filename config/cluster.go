@@ -23,7 +23,20 @@ type Cluster struct {
 	// NodeTimeout bounds the wait for each node's answer to start and every
 	// wait for more of it. Default 10s.
 	NodeTimeout time.Duration `yaml:"node_timeout"`
+	// SecretFile holds the secret every member signs its requests to the
+	// others with (relative to the config's directory); without it the
+	// secret is the environment variable SLUICE_CLUSTER_SECRET. With auth
+	// on, a cluster needs one (docs/security.md).
+	SecretFile string `yaml:"secret_file"`
+	// TLS is how this node verifies the other members it asks over
+	// https:// (their CA, a server name) and the client certificate it
+	// shows them when their listeners ask for one.
+	TLS *ClientTLS `yaml:"tls"`
 }
+
+// SecretEnv is the environment variable of the cluster secret when
+// cluster.secret_file is not set.
+const SecretEnv = "SLUICE_CLUSTER_SECRET"
 
 // DefaultNodeTimeout is cluster.node_timeout's default.
 const DefaultNodeTimeout = 10 * time.Second
@@ -62,5 +75,5 @@ func (c Cluster) validate() []error {
 	if c.NodeTimeout < 0 {
 		add("cluster.node_timeout: negative (%v)", c.NodeTimeout)
 	}
-	return errs
+	return append(errs, c.TLS.validate("cluster.tls")...)
 }

@@ -36,6 +36,7 @@ type Config struct {
 	Limits  Limits  `yaml:"limits"`
 	Tables  []Table `yaml:"tables"`
 	Cluster Cluster `yaml:"cluster"`
+	Auth    Auth    `yaml:"auth"`
 
 	// BaseDir resolves relative script paths in computed columns and
 	// filters; Load sets it to the config file's directory. The storage and
@@ -86,6 +87,10 @@ type Listen struct {
 	// IdleTimeout closes a keep-alive connection that has waited this long
 	// for its next request. Default 2m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// AllowUnauthenticated lets a server without auth listen beyond
+	// loopback (it warns at every start); without it such a server
+	// refuses to start.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 }
 
 // TLS is the API listener's certificate and its policy on client
@@ -419,6 +424,7 @@ func (c *Config) Validate() error {
 		add("limits.max_inflight: negative (%d)", l.MaxInflight)
 	}
 	errs = append(errs, c.Cluster.validate()...)
+	errs = append(errs, c.Auth.validate()...)
 	if len(c.Tables) == 0 {
 		add("tables: none configured")
 	}

@@ -36,8 +36,8 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) (known map[string]bo
 }
 
 // notConfig are SLUICE_ variables that are not config overrides (the
-// clients' token, the test harness's and scripts').
-var notConfig = []string{"SLUICE_TOKEN", "SLUICE_TEST_", "SLUICE_CACHE_DIR", "SLUICE_RDBGEN_", "SLUICE_BENCH_", "SLUICE_MEM_"}
+// clients' token, the cluster secret, the test harness's and scripts').
+var notConfig = []string{"SLUICE_TOKEN", "SLUICE_TEST_", "SLUICE_CACHE_DIR", "SLUICE_RDBGEN_", "SLUICE_BENCH_", "SLUICE_MEM_", SecretEnv}
 
 // unknownEnv returns a warning for each SLUICE_ variable of environ
 // ("NAME=value") that overrides nothing, with the nearest config variable

@@ -96,7 +96,7 @@ func newKeyRouter(s *Server) *keyRouter {
 		return nil
 	}
 	r := &keyRouter{s: s, views: &cluster.Views{Lease: routeLease}, tables: map[string]*routedTable{},
-		client: &http.Client{Timeout: routeLease / 2}}
+		client: s.memberClient(routeLease / 2)}
 	for _, n := range s.names {
 		ts := s.tables[n]
 		var rt *routedTable
@@ -288,6 +288,13 @@ func (s *Server) handleHoldings(w http.ResponseWriter, r *http.Request) {
 	var h cluster.Holdings
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&h); err != nil {
 		writeError(w, http.StatusBadRequest, "holdings: "+err.Error())
+		return
+	}
+	// A report about node X is X's alone: a member reporting for another
+	// (empty holdings at a huge version) would make key queries skip X.
+	if p := principalOf(r); p != nil && p.Node() != h.Node {
+		s.audit.refused(r, p, "POST /v1/cluster/holdings", "", http.StatusForbidden, "a holdings report about another node")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("holdings: %s may report only its own holdings, not node %q's", p.Name, h.Node))
 		return
 	}
 	if s.router == nil {

@@ -136,15 +136,6 @@ func decodeLeaseRequest(r *http.Request) (time.Duration, error) {
 	return parseLeaseTTL(req.TTL)
 }
 
-func (s *Server) leaseRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/tables/{table}/leases", s.handleLeaseOpen)
-	mux.HandleFunc("POST /v1/tables/{table}/leases/{id}/done", s.handleLeaseDone)
-	mux.HandleFunc("POST /v1/tables/{table}/leases/{id}/splits", s.handleLeaseSplits)
-	mux.HandleFunc("DELETE /v1/tables/{table}/leases/{id}", s.handleLeaseEnd)
-	mux.HandleFunc("PUT /v1/tables/{table}/leases/{id}/hold", s.handleLeaseHold)
-	mux.HandleFunc("DELETE /v1/tables/{table}/leases/{id}/hold", s.handleLeaseUnhold)
-}
-
 // hold holds ts's tier for lease id until ttl or unhold.
 func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.Duration) error {
 	release, err := s.holdTier(ctx, ts)
@@ -354,12 +345,8 @@ func (s *Server) holdOn(ctx context.Context, node, table, id string, body []byte
 	return answer.Node, nil
 }
 
-func (s *Server) leaseClient() *http.Client {
-	if s.fanout.Client != nil {
-		return s.fanout.Client
-	}
-	return http.DefaultClient
-}
+// leaseClient sends the holds to members, through the member transport.
+func (s *Server) leaseClient() *http.Client { return s.fanout.Client }
 
 func leaseURL(node, table, id string) string {
 	return node + "/v1/tables/" + url.PathEscape(table) + "/leases/" + url.PathEscape(id)

@@ -41,6 +41,7 @@ func ValidateOptions(cfg *config.Config) error {
 			}
 		}
 	}
+	errs = append(errs, authRoleErrors(cfg.Auth)...)
 	return errors.Join(errs...)
 }
 

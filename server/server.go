@@ -11,13 +11,12 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -27,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
@@ -57,6 +57,11 @@ type Options struct {
 	// arrives while Serve runs: `sluice serve` relays SIGHUP here. Signals
 	// that arrive before Serve wait in the channel.
 	ReloadSignals <-chan os.Signal
+	// MemberTLS, when set, is the TLS config of the requests this node
+	// sends to the other members (their CA, this node's client
+	// certificate); nil means the config's cluster.tls, and without it
+	// Go's defaults.
+	MemberTLS *tls.Config
 }
 
 // Server owns the store, one ingest pipeline per table and the HTTP API.
@@ -96,6 +101,12 @@ type Server struct {
 	// nil when there are none or no cluster config.
 	router *keyRouter
 	leases leaseTable // read leases (lease.go)
+
+	// authn authenticates requests; nil without an auth: config (auth.go).
+	authn *auth.Authenticator
+	audit *auditLog
+	// memberTransport signs every request to another member (auth.go).
+	memberTransport http.RoundTripper
 
 	ready     atomic.Bool  // false before Serve and once shutdown starts
 	throttled atomic.Int64 // ingest requests answered 429
@@ -153,6 +164,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, err
 	}
 	s.members = members
+	memberTLS := opts.MemberTLS
+	if memberTLS == nil {
+		if memberTLS, err = clientTLS(cfg.Cluster.TLS); err != nil {
+			return nil, fmt.Errorf("cluster.%w", err)
+		}
+	}
+	if err := s.setupAuth(cfg, memberTLS); err != nil {
+		return nil, err
+	}
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
@@ -327,32 +347,10 @@ type appender struct{ t *table.Table }
 
 func (a appender) Append(ctx context.Context, rows []ingest.Row) error { return a.t.Append(ctx, rows) }
 
-// Handler is the HTTP API.
+// Handler is the HTTP API: the routes of Server.routes, each behind the
+// permission it states (auth.go).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tables/{table}/rows", s.handleRows)
-	mux.HandleFunc("GET /v1/tables/{table}/query", s.handleQuery)
-	mux.HandleFunc("POST /v1/tables/{table}/query", s.handleQuery)
-	mux.HandleFunc("GET /v1/tables", s.handleTables)
-	mux.HandleFunc("GET /v1/tables/{table}", s.handleTable)
-	mux.HandleFunc("GET /v1/tables/{table}/schema", s.handleSchema)
-	mux.HandleFunc("POST /v1/tables/{table}/compact", s.handleCompact)
-	mux.HandleFunc("POST /v1/tables/{table}/orphans", s.handleOrphans)
-	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
-	mux.HandleFunc("POST /v1/cluster/holdings", s.handleHoldings)
-	s.leaseRoutes(mux)
-	mux.HandleFunc("POST /v1/tables/{table}/maintain", s.handleMaintain)
-	mux.Handle("GET /metrics", s.metrics)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", s.handleReady)
-	if s.cfg.Listen.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
+	return s.newMux(s.routes())
 }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully:
@@ -360,6 +358,11 @@ func (s *Server) Handler() http.Handler {
 // batches finish and are acknowledged, the schedulers stop, and the store is
 // flushed and closed. It returns after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.checkExposure(ln.Addr()); err != nil {
+		ln.Close()
+		s.Close()
+		return err
+	}
 	var err error
 	if s.tls, err = loadTLS(s.cfg); err != nil {
 		ln.Close()
@@ -386,6 +389,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			defer wg.Done()
 			s.reloadOnSignal(bg)
 		}()
+	}
+	if s.authn != nil {
+		wg.Go(func() { s.authn.Watch(bg, tokensPoll, s.logTokensReload) })
 	}
 	s.router.run(bg, &wg)
 	s.sources.Start(bg)
@@ -507,6 +513,9 @@ func (s *Server) Close() error {
 		if s.store != nil {
 			errs = append(errs, s.store.Close())
 		}
+		if c, ok := s.memberTransport.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections() // the connections to the other members
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -551,6 +560,7 @@ func (s *Server) reloadOnSignal(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case sig := <-s.reloadSignals:
+			s.reloadTokens()
 			s.log.Info("signal: reloading scripts", "signal", fmt.Sprint(sig))
 			s.reloadTLS()
 			if err := s.ReloadScripts(ctx); err != nil {

@@ -17,12 +17,14 @@ import (
 // a method and a path, or a pprof path (registered without a method).
 var routePattern = regexp.MustCompile(`^((GET|HEAD|POST|PUT|PATCH|DELETE) )?/[A-Za-z0-9_./{}-]*$`)
 
-// registeredRoutes returns the mux patterns of package server: every string
-// literal of its product files passed as the first argument of a Handle or
-// HandleFunc call. Reading the source rather than a running mux keeps the
-// test free of a server (no store, no config) and of any change to how
-// Handler builds its mux; a pattern passed through a variable would be
-// missed, so the test also requires the count to stay plausible.
+// registeredRoutes returns the mux patterns of package server: the first
+// field of every `route` composite literal of its product files (the one
+// route table, server/auth.go's routes, where each route states its
+// permission), and any string literal passed as the first argument of a
+// Handle or HandleFunc call outside newMux (which registers that table).
+// Reading the source rather than a running mux keeps the test free of a
+// server (no store, no config); a pattern passed through a variable would
+// be missed, so the test also requires the count to stay plausible.
 func registeredRoutes(t *testing.T, dir string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -39,28 +41,49 @@ func registeredRoutes(t *testing.T, dir string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc" {
-				return true
-			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
+		record := func(e ast.Expr, what string) {
+			lit, ok := e.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
-				t.Errorf("%s: a route registered with a pattern that is not a literal; the reference test cannot read it", fset.Position(call.Pos()))
-				return true
+				t.Errorf("%s: %s with a pattern that is not a literal; the reference test cannot read it", fset.Position(e.Pos()), what)
+				return
 			}
 			pattern, err := strconv.Unquote(lit.Value)
 			if err != nil || !routePattern.MatchString(pattern) {
 				t.Errorf("%s: %s: not a route pattern this test knows", fset.Position(lit.Pos()), lit.Value)
-				return true
+				return
 			}
 			seen[pattern] = true
-			return true
-		})
+		}
+		for _, decl := range f.Decls {
+			fn, isFunc := decl.(*ast.FuncDecl)
+			ast.Inspect(decl, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.CompositeLit:
+					if id, ok := n.Type.(*ast.Ident); ok && id.Name == "route" && len(n.Elts) > 0 {
+						record(n.Elts[0], "a route")
+					}
+					if at, ok := n.Type.(*ast.ArrayType); ok {
+						if id, ok := at.Elt.(*ast.Ident); ok && id.Name == "route" {
+							for _, el := range n.Elts {
+								if cl, ok := el.(*ast.CompositeLit); ok && len(cl.Elts) > 0 {
+									record(cl.Elts[0], "a route")
+								}
+							}
+						}
+					}
+				case *ast.CallExpr:
+					sel, ok := n.Fun.(*ast.SelectorExpr)
+					if !ok || len(n.Args) == 0 || sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc" {
+						return true
+					}
+					if isFunc && fn.Name.Name == "newMux" {
+						return true
+					}
+					record(n.Args[0], "a route registered")
+				}
+				return true
+			})
+		}
 	}
 	routes := make([]string, 0, len(seen))
 	for r := range seen {
