@@ -574,12 +574,49 @@ func fillSource(t *testing.T, tb *table.Table, first, n int) {
 // TestClaimsRecheckOnConflict: nodes A and B both hold the same 300
 // messages (a partition that moved between them). Between node A's claim
 // read and its commit, B commits them: A's commit conflicts (the run pins
-// the table's head), A reads the claims again, finds B's over the offsets
-// it wrote, and writes its files again without them. Each message is in
-// the Iceberg table once.
+// the table's head, so iceberg-go does not replay it on the new head), A
+// reads the claims again, finds B's over the offsets it wrote, and writes
+// its files again without them. Each message is in the Iceberg table once,
+// with a SQL catalog and with a REST catalog (whose conflict iceberg-go
+// would replay without the pin).
 func TestClaimsRecheckOnConflict(t *testing.T) {
-	dir := t.TempDir()
-	shared := testConfig(t, dir, "claims-conflict")
+	t.Run("sql", func(t *testing.T) {
+		dir := t.TempDir()
+		shared := testConfig(t, dir, "claims-conflict")
+		a := claimsConflict(t, dir, shared)
+		checkRowsOnce(t, "after both runs", shared, a.c, rowSet([2]int{0, 300}))
+	})
+	t.Run("rest", func(t *testing.T) {
+		dir := t.TempDir()
+		rest, err := coldtest.StartREST(dir)
+		coldtest.Require(t, err)
+		defer rest.Stop()
+		shared := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"),
+			Catalog: coldtier.Catalog{Type: "rest", URI: rest.URI}}
+		a := claimsConflict(t, dir, shared)
+		seen := map[int64]int{}
+		err = a.c.QueryValues(context.Background(), table.Query{Columns: []string{"n"}}, true, func(_ []table.Column, vals []any) error {
+			seen[vals[0].(int64)]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, k := range seen {
+			if k != 1 || n < 0 || n >= 300 {
+				t.Errorf("row n=%d read %d times", n, k)
+			}
+		}
+		if len(seen) != 300 {
+			t.Errorf("%d distinct rows, want 300", len(seen))
+		}
+	})
+}
+
+// claimsConflict has node B commit the 300 messages both nodes hold
+// between node A's claim read and its commit, and returns node A.
+func claimsConflict(t *testing.T, dir string, shared coldtier.Config) *node {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, b := openNode(t, dir, "node-a", shared), openNode(t, dir, "node-b", shared)
@@ -608,7 +645,7 @@ func TestClaimsRecheckOnConflict(t *testing.T) {
 	if stA.Rows != 0 || stA.Skipped != 300 {
 		t.Errorf("node A's run: %d rows committed, %d skipped; want 0 and the 300 node B committed", stA.Rows, stA.Skipped)
 	}
-	checkRowsOnce(t, "after both runs", shared, a.c, rowSet([2]int{0, 300}))
+	return a
 }
 
 // TestRunBoundMatchesConfig: the orphan_age floor of the config counts a
