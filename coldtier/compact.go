@@ -124,6 +124,13 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 		c.Close()
 		return nil, err
 	}
+	// No step of this writer is in flight now: the in-flight markers it
+	// left are of steps a kill interrupted. Left there, they would only
+	// delay the orphan cleanup (markerBound), so failing to remove them
+	// does not keep the node from starting.
+	if tbl, err := c.cat.LoadTable(ctx, c.ident); err == nil {
+		_ = c.removeOwnMarkers(ctx, tbl, "")
+	}
 	return c, nil
 }
 
@@ -165,10 +172,13 @@ func (c *Compactor) pendingPath() string {
 //
 //  1. finish a crashed run if its record is still there: if its snapshot
 //     (sluice.run = its id) is in the Iceberg table, do its local step
-//     (remove its blocks, move the watermark); if not, drop the record (the
-//     files it may have uploaded are orphans no snapshot references);
+//     (remove its blocks, move the watermark); if not, drop its in-flight
+//     marker and its record (the files it may have uploaded are orphans no
+//     snapshot references);
 //  2. fix the run: its watermark and (with Remove) the highest sequence of
 //     the blocks before it, and record both in the state dir (fsynced);
+//     then write the run's in-flight marker to the warehouse, which keeps
+//     every orphan cleanup off its files until step 5 (inflight.go);
 //  3. evolve the Iceberg schema if the sluice schema gained columns;
 //  4. stream the rows into Parquet files (day partitions) uploaded by
 //     iceberg-go, then commit one snapshot carrying the run's id and
@@ -177,7 +187,7 @@ func (c *Compactor) pendingPath() string {
 //  5. the local step: with Remove, delete exactly the blocks read (those
 //     before the watermark with sequence <= the recorded one; blocks written
 //     meanwhile stay for the next run); record the watermark in the table;
-//     delete the run's record.
+//     remove the run's marker, then its record.
 //
 // A kill at any point leaves either no snapshot (rows still in the store,
 // redone next run) or a snapshot plus a record that step 1 finishes, so
@@ -260,6 +270,10 @@ func (c *Compactor) retain(ctx context.Context, wm time.Time, mark uint64, remov
 	return nil
 }
 
+// runStaged runs after a run's files are uploaded and staged, before its
+// commit (tests run another writer's commit or cleanup there).
+var runStaged = func() {}
+
 // errRewrite: another writer committed, since the run read the claims,
 // offsets of a batch the run wrote; its files must be written again.
 var errRewrite = errors.New("another writer claimed offsets this run wrote")
@@ -276,10 +290,13 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 	cols := c.t.Schema()
 	written := visible(cols)
 	for attempt := 0; ; attempt++ {
-		tx, tbl, err := c.begin(ctx, p, written)
+		tx, tbl, started, err := c.begin(ctx, p, written)
 		if err != nil {
 			return st, err
 		}
+		// Past it the cleanups no longer honour the run's marker for sure
+		// (inflight.go): the run abandons its files rather than commit.
+		deadline := started.Add(MaxRunDuration)
 		if hasSourceColumns(cols) {
 			// Skip what other writers committed, and commit only if no
 			// one committed anything meanwhile (commit then decides).
@@ -316,6 +333,7 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			}
 		}
 		fault("after-upload")
+		runStaged()
 		if st.Rows == 0 {
 			// Nothing to commit: no snapshot, only the local step (nothing
 			// was read that is not in the Iceberg table already: blocks
@@ -326,10 +344,10 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return st, c.finish(ctx, p)
+			return st, c.finish(ctx, tbl, p)
 		}
 		c.mu.Lock()
-		committed, err := c.commit(ctx, tx, written, props, files, sel.claims)
+		committed, err := c.commit(ctx, tx, written, props, files, sel.claims, deadline)
 		if errors.Is(err, errRewrite) && attempt < maxRewrites {
 			c.mu.Unlock()
 			c.counters.CommitRetries.Add(1)
@@ -345,15 +363,28 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			c.counters.Skipped.Add(st.Skipped)
 		}
 		c.account(&st, committed, p.Run)
-		return st, c.finish(ctx, p)
+		return st, c.finish(ctx, committed, p)
 	}
 }
 
 // begin is steps 2 and 3 of Compact: it loads (or creates) the Iceberg
-// table, records the run p in the state dir (fsynced) and opens the run's
-// transaction with the schema evolved to cols and the writer properties
-// brought up to date.
-func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, *itable.Table, error) {
+// table, records the run p in the state dir (fsynced), writes its
+// in-flight marker (inflight.go) and opens the run's transaction with the
+// schema evolved to cols and the writer properties brought up to date. It
+// returns when the marker was written.
+func (c *Compactor) begin(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, *itable.Table, time.Time, error) {
+	tx, tbl, err := c.beginTx(ctx, p, cols)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	started, err := c.writeMarker(ctx, tbl, p.Run, "run")
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	return tx, tbl, started, nil
+}
+
+func (c *Compactor) beginTx(ctx context.Context, p pending, cols []table.Column) (*itable.Transaction, *itable.Table, error) {
 	schema, err := newSchema(cols)
 	if err != nil {
 		return nil, nil, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
@@ -603,15 +634,28 @@ func (c *Compactor) recover(ctx context.Context, st *Stats) error {
 			c.counters.LastWatermark.Store(p.Watermark)
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.finish(ctx, p)
+			return c.finish(ctx, tbl, p)
 		}
 	}
-	// Not committed: the rows are all still in the store.
+	// Not committed: the rows are all still in the store, the files it
+	// uploaded are orphans.
+	return c.endRun(ctx, tbl, p)
+}
+
+// endRun ends the run p once its files' fate is decided (committed, or
+// abandoned): its in-flight marker goes, then its record. A kill between
+// the two leaves the record, whose recovery decides the same again.
+func (c *Compactor) endRun(ctx context.Context, tbl *itable.Table, p pending) error {
+	markerKept()
+	if err := c.removeMarker(ctx, tbl, p.Run); err != nil {
+		return err
+	}
 	return removeSync(c.pendingPath())
 }
 
-// finish is the local step of a committed run.
-func (c *Compactor) finish(ctx context.Context, p pending) error {
+// finish is the local step of a committed run (tbl is the Iceberg table
+// as loaded at or after the commit).
+func (c *Compactor) finish(ctx context.Context, tbl *itable.Table, p pending) error {
 	wm := time.Unix(0, p.Watermark).UTC()
 	if p.Continuous {
 		mark, err := c.t.CommittedSeq()
@@ -626,7 +670,7 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 		if err := c.retain(ctx, wm, mark, p.Remove); err != nil {
 			return err
 		}
-		return removeSync(c.pendingPath())
+		return c.endRun(ctx, tbl, p)
 	}
 	if p.Remove {
 		if _, err := c.t.DeleteBlocks(ctx, wm, p.MaxSeq); err != nil {
@@ -638,7 +682,7 @@ func (c *Compactor) finish(ctx context.Context, p pending) error {
 			return err
 		}
 	}
-	return removeSync(c.pendingPath())
+	return c.endRun(ctx, tbl, p)
 }
 
 // maxBatchRows bounds the rows of the Arrow batches a run streams into the
@@ -794,8 +838,11 @@ const maxCommitAttempts = 30
 // compare-and-swap itself (commit.retry.* properties), but a snapshot
 // requirement that already fails when the catalog loads the table comes
 // back as a plain error: that is the case handled here.
-func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile, rc *runClaims) (*itable.Table, error) {
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile, rc *runClaims, deadline time.Time) (*itable.Table, error) {
 	for attempt := 1; ; attempt++ {
+		if time.Now().After(deadline) {
+			return nil, ErrRunTooLong
+		}
 		committed, err := tx.Commit(ctx)
 		if err == nil {
 			return committed, nil
@@ -868,31 +915,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// DeleteOrphanFiles deletes the files under the table's location that no
-// snapshot references and that are older than olderThan: the data files of
-// runs killed between their upload and their commit. olderThan must exceed
-// the longest run of any node writing to the table (a younger unreferenced
-// file may be another node's upload in flight). It is iceberg-go's orphan
-// cleanup; it lists the whole table location, so call it rarely. It
-// waits for this compactor's maintenance pass: a rewrite's files uploaded
-// before the cleanup loaded the table and committed after it, and the
-// files an expiry committed and is about to delete, would look orphan
-// (coldtier/cluster.TestClusterHour lost a live rewritten file so).
-func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
-	c.maint.mu.Lock()
-	defer c.maint.mu.Unlock()
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	tbl, err := c.cat.LoadTable(ctx, c.ident)
-	if err != nil {
-		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
-	}
-	res, err := tbl.DeleteOrphanFiles(ctx, itable.WithFilesOlderThan(olderThan))
-	if err != nil {
-		return nil, fmt.Errorf("coldtier: delete orphan files of %s: %w", strings.Join(c.ident, "."), err)
-	}
-	c.counters.OrphanFiles.Add(int64(len(res.DeletedFiles)))
-	return res.DeletedFiles, nil
 }

@@ -38,7 +38,12 @@ import (
 // process run one at a time (compaction runs go on meanwhile), and their
 // totals for /metrics.
 type maintenance struct {
-	mu                                                   sync.Mutex
+	mu sync.Mutex
+	// marker names the pass's in-flight marker (inflight.go), rewritten
+	// before each step writes files; stepStarted is when. REQUIRES: mu.
+	marker      string
+	stepStarted time.Time
+
 	runs, filesRewritten, snapshotsExpired, filesDeleted atomic.Int64
 	groupsMerged                                         atomic.Int64
 }
@@ -156,6 +161,12 @@ func (c *Compactor) Maintain(ctx context.Context, opts MaintainOptions) (Maintai
 	if err != nil {
 		return st, fmt.Errorf("coldtier: load %s: %w", name, err)
 	}
+	c.maint.marker = "maintain-" + uuid.NewString()
+	defer func(loaded *itable.Table) {
+		// The pass's files are committed or abandoned now. A marker left
+		// by a failed removal is honoured for markerBound, then ignored.
+		_ = c.removeMarker(context.WithoutCancel(ctx), loaded, c.maint.marker)
+	}(tbl)
 	if !opts.NoRewrite {
 		if tbl, err = c.rewrite(ctx, tbl, opts, &st); err != nil {
 			return st, fmt.Errorf("coldtier: %s: rewrite small files: %w", name, err)
@@ -216,6 +227,9 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		return nil, err
 	}
 	for _, g := range plan.Groups {
+		if err := c.maintStep(ctx, tbl); err != nil {
+			return nil, err
+		}
 		group := itable.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
 		// The new files (up to target bytes) go up in small parts, few
 		// at a time: the upload is what grows with the file.
@@ -327,6 +341,9 @@ func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res it
 			return nil, fmt.Errorf("stage: %w", err)
 		}
 		rewriteStaged()
+		if err := c.maintDeadline(); err != nil {
+			return nil, err
+		}
 		committed, err := tx.Commit(ctx)
 		if err == nil {
 			return committed, nil
@@ -403,6 +420,9 @@ func (c *Compactor) removeFiles(ctx context.Context, tbl *itable.Table, files []
 // commit.manifest.target-size-bytes, 8 MiB by default) in one replace
 // snapshot that changes no data file.
 func (c *Compactor) mergeManifests(ctx context.Context, tbl *itable.Table, st *MaintainStats) (*itable.Table, error) {
+	if err := c.maintStep(ctx, tbl); err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
 		if tbl.CurrentSnapshot() == nil {
 			return tbl, nil
@@ -419,6 +439,9 @@ func (c *Compactor) mergeManifests(ctx context.Context, tbl *itable.Table, st *M
 		}
 		if res.IsNoOp() {
 			return tbl, nil
+		}
+		if err := c.maintDeadline(); err != nil {
+			return nil, err
 		}
 		committed, err := tx.Commit(ctx)
 		if err == nil {
@@ -458,6 +481,9 @@ func (c *Compactor) mergeManifests(ctx context.Context, tbl *itable.Table, st *M
 // write.metadata.previous-versions-max = opts.MetadataVersions, so the
 // metadata files stay bounded too.
 func (c *Compactor) expire(ctx context.Context, tbl *itable.Table, opts MaintainOptions, st *MaintainStats) (*itable.Table, error) {
+	if err := c.maintStep(ctx, tbl); err != nil {
+		return nil, err
+	}
 	for attempt := 1; ; attempt++ {
 		head := tbl.CurrentSnapshot()
 		if head == nil {
@@ -482,6 +508,9 @@ func (c *Compactor) expire(ctx context.Context, tbl *itable.Table, opts Maintain
 		}
 		headID := head.SnapshotID
 		reqs := []itable.Requirement{itable.AssertTableUUID(tbl.Metadata().TableUUID()), itable.AssertRefSnapshotID(itable.MainBranch, &headID)}
+		if err := c.maintDeadline(); err != nil {
+			return nil, err
+		}
 		meta, loc, err := c.cat.CommitTable(ctx, c.ident, reqs, updates)
 		if err != nil {
 			if !conflict(err) || attempt >= maxCommitAttempts {
@@ -632,6 +661,28 @@ func snapshotWith(tbl *itable.Table, key, value string) *itable.Snapshot {
 		if snaps[i].Summary != nil && snaps[i].Summary.Properties[key] == value {
 			return &snaps[i]
 		}
+	}
+	return nil
+}
+
+// maintStep (re)writes the pass's in-flight marker before a step writes
+// its files: the files of the step before are committed or abandoned by
+// then, so the marker need only cover this step's. REQUIRES: maint.mu.
+func (c *Compactor) maintStep(ctx context.Context, tbl *itable.Table) error {
+	started, err := c.writeMarker(ctx, tbl, c.maint.marker, "maintain")
+	if err != nil {
+		return err
+	}
+	c.maint.stepStarted = started
+	return nil
+}
+
+// maintDeadline is ErrRunTooLong once the step has run for longer than
+// MaxRunDuration: its commit would come after cleanups may stop honouring
+// its marker. REQUIRES: maint.mu.
+func (c *Compactor) maintDeadline() error {
+	if time.Since(c.maint.stepStarted) > MaxRunDuration {
+		return ErrRunTooLong
 	}
 	return nil
 }

@@ -43,9 +43,12 @@ type Iceberg struct {
 	// the table's whole location, so keep it rare.
 	OrphanInterval time.Duration `yaml:"orphan_interval"`
 	// OrphanAge is how old an unreferenced file must be before it is
-	// deleted (default 72h). It must exceed the longest compaction run of
-	// any node writing to the table: a younger unreferenced file may be
-	// another node's upload about to be committed.
+	// deleted (default 72h), also the least older_than an on-demand
+	// cleanup may ask for. sluice's own uploads in flight are kept
+	// whatever the age (their runs' in-flight markers name them,
+	// docs/cold-tier.md "Orphan cleanup"); the age is the margin for
+	// everything else, so it must exceed MinOrphanAge: the longest read
+	// lease plus the longest compaction run.
 	OrphanAge time.Duration `yaml:"orphan_age"`
 	// Maintain is the table's maintenance: small files rewritten into
 	// large ones, manifests merged, old snapshots expired
@@ -92,10 +95,22 @@ func (m *IcebergMaintain) MaintainInterval() time.Duration {
 	return m.Interval
 }
 
-// Defaults of the orphan cleanup.
+// Defaults and bounds of the orphan cleanup.
 const (
 	DefaultOrphanInterval = 24 * time.Hour
 	DefaultOrphanAge      = 72 * time.Hour
+	// MaxLeaseTTL is the longest read lease a server grants (the
+	// server's MaxLeaseTTL): while one lives, no node commits, so an
+	// upload may wait that long for its commit.
+	MaxLeaseTTL = time.Hour
+	// MaxCompactionRun is how long after its start a compaction run (or
+	// a maintenance step) may still commit (coldtier.MaxRunDuration,
+	// lease waits included); past it the run abandons its files.
+	MaxCompactionRun = 6 * time.Hour
+	// MinOrphanAge is the bound orphan_age must exceed: an unreferenced
+	// file younger than a lease and a run may be an upload whose commit
+	// is still to come.
+	MinOrphanAge = MaxLeaseTTL + MaxCompactionRun
 )
 
 // Orphans returns the orphan cleanup's interval (0: never) and age, with
@@ -196,8 +211,12 @@ func (i *Iceberg) validate(where string) []error {
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.catalog.type %q: want sql or rest", where, i.Catalog.Type))
 	}
 	errs = append(errs, i.Catalog.validateSecrets(where)...)
-	if i.OrphanAge < 0 {
+	switch {
+	case i.OrphanAge < 0:
 		errs = append(errs, fmt.Errorf("%s: compact.iceberg.orphan_age: negative", where))
+	case i.OrphanAge > 0 && i.OrphanAge <= MinOrphanAge:
+		errs = append(errs, fmt.Errorf("%s: compact.iceberg.orphan_age %v: must exceed %v, the longest read lease (%v) plus the longest compaction run (%v): a younger unreferenced file may be an upload whose commit is still to come",
+			where, i.OrphanAge, MinOrphanAge, MaxLeaseTTL, MaxCompactionRun))
 	}
 	m := i.Maintain
 	for _, f := range []struct {

@@ -82,3 +82,37 @@ func TestIcebergCatalogURI(t *testing.T) {
 		}
 	}
 }
+
+// TestOrphanAgeFloor: an orphan_age that does not exceed the longest read
+// lease plus the longest compaction run is refused, naming the bound; one
+// just above it, or none (the default), is taken.
+func TestOrphanAgeFloor(t *testing.T) {
+	parse := func(age string) error {
+		cfg := strings.Replace(icebergConfig, "orphan_interval: 6h", "orphan_interval: 6h\n        orphan_age: "+age, 1)
+		_, err := Parse([]byte(cfg), func(string) (string, bool) { return "", false })
+		return err
+	}
+	for _, age := range []string{"30s", "1h", "7h"} {
+		err := parse(age)
+		if err == nil || !strings.Contains(err.Error(), "orphan_age "+mustDuration(t, age).String()+": must exceed 7h0m0s, the longest read lease (1h0m0s) plus the longest compaction run (6h0m0s)") {
+			t.Errorf("orphan_age %s: %v; want the floor named", age, err)
+		}
+	}
+	for _, age := range []string{"7h1m", "72h"} {
+		if err := parse(age); err != nil {
+			t.Errorf("orphan_age %s: %v", age, err)
+		}
+	}
+	if DefaultOrphanAge <= MinOrphanAge {
+		t.Errorf("the default orphan_age %v does not exceed MinOrphanAge %v", DefaultOrphanAge, MinOrphanAge)
+	}
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

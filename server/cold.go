@@ -125,8 +125,25 @@ type OrphansResult struct {
 	Deleted []string `json:"deleted"`
 }
 
+// ErrOrphanAgeFloor: an on-demand orphan cleanup asked for an age below
+// the table's floor (orphanFloor).
+var ErrOrphanAgeFloor = errors.New("orphan cleanup age below the floor")
+
+// orphanFloor is the least age an on-demand cleanup of ic's table may
+// ask for: its orphan_age, the age the scheduled cleanup trusts, and never
+// less than config.MinOrphanAge (a lease and a run: an unreferenced file
+// younger than that may be an upload whose commit is to come). sluice's
+// own uploads in flight are safe whatever the age (their in-flight
+// markers); the floor keeps the margin for every other writer of the
+// table, whoever sends the request.
+func orphanFloor(ic *config.Iceberg) time.Duration {
+	_, age := ic.Orphans()
+	return max(age, config.MinOrphanAge)
+}
+
 // DeleteOrphansNow deletes the orphan files of the table's Iceberg table
-// that are older than age (0: the table's compact.iceberg.orphan_age).
+// that are older than age (0: the table's compact.iceberg.orphan_age); an
+// age below orphanFloor is refused (ErrOrphanAgeFloor).
 func (s *Server) DeleteOrphansNow(ctx context.Context, name string, age time.Duration) (OrphansResult, error) {
 	res := OrphansResult{Table: name, Deleted: []string{}}
 	ts, ok := s.tables[name]
@@ -138,6 +155,10 @@ func (s *Server) DeleteOrphansNow(ctx context.Context, name string, age time.Dur
 	}
 	if age == 0 {
 		_, age = ts.cfg.Compact.Iceberg.Orphans()
+	}
+	if floor := orphanFloor(ts.cfg.Compact.Iceberg); age < floor {
+		return res, fmt.Errorf("table %q: %w: older_than %v is below %v (the table's compact.iceberg.orphan_age, never below %v: the longest read lease plus the longest compaction run)",
+			name, ErrOrphanAgeFloor, age, floor, config.MinOrphanAge)
 	}
 	deleted, err := s.deleteOrphans(ctx, ts, age)
 	if err != nil {
@@ -156,14 +177,18 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("older_than %q: want a duration >= 0 such as 72h", v))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("older_than %q: want a duration such as 72h", v))
 			return
 		}
-		// 0 means "every unreferenced file", which only an operator who
-		// knows no run is in flight should ask for; keep it expressible.
+		// An explicit 0 is an age like any other (refused below the
+		// floor), not the default that an absent older_than asks for.
 		age = max(d, time.Nanosecond)
 	}
 	res, err := s.DeleteOrphansNow(r.Context(), r.PathValue("table"), age)
+	if errors.Is(err, ErrOrphanAgeFloor) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	writeRunResult(w, res, err, errNoIceberg)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluicedb/sluice/config"
 	"io"
 	"net/http"
 	"net/url"
@@ -44,8 +45,8 @@ const (
 	DefaultLeaseTTL = 5 * time.Minute
 	// MaxLeaseTTL bounds a lease's TTL: while a lease lives no node
 	// commits, and a waiting commit makes every other query of the node
-	// wait too.
-	MaxLeaseTTL = time.Hour
+	// wait too. It is config's, since the orphan_age floor counts it.
+	MaxLeaseTTL = config.MaxLeaseTTL
 )
 
 // errLeaseEnded ends the reads of a lease whose TTL fired or that was

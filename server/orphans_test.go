@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/config"
 )
 
 // TestIcebergOrphanCleanup: with compact.iceberg (a local warehouse and the
@@ -14,12 +16,13 @@ import (
 // than orphan_age every orphan_interval and counts them in /metrics, while
 // younger unreferenced files (maybe another node's upload in flight) and
 // the committed data files stay; POST /v1/tables/{t}/orphans?older_than=
-// runs the cleanup on demand.
+// runs the cleanup on demand, and refuses (400, naming the floor) an age
+// below the table's orphan_age, whoever asks.
 func TestIcebergOrphanCleanup(t *testing.T) {
 	wh := t.TempDir()
 	cfg := strings.Replace(testConfig, "    on_bad_line: reject\n", "    on_bad_line: reject\n"+
 		"    compact:\n      after: 1h\n      remove: true\n      iceberg:\n        warehouse: "+wh+"\n"+
-		"        orphan_interval: 50ms\n        orphan_age: 1h\n", 1)
+		"        orphan_interval: 50ms\n        orphan_age: 8h\n", 1)
 	s := startServer(t, cfg, "")
 	nd := `{"user":"ann","ts":"2024-05-01T10:00:00Z","n":1}
 {"user":"bob","ts":"2024-05-02T11:00:00Z","n":2}
@@ -42,7 +45,7 @@ func TestIcebergOrphanCleanup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	past := time.Now().Add(-2 * time.Hour)
+	past := time.Now().Add(-9 * time.Hour)
 	if err := os.Chtimes(old, past, past); err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +73,24 @@ func TestIcebergOrphanCleanup(t *testing.T) {
 		}
 	}
 
-	// On demand, every unreferenced file.
-	code, res, _ := post(t, s.url+"/v1/tables/events/orphans?older_than=0s", "application/json", nil)
+	// On demand: no younger than the table's orphan_age (8h).
+	for _, age := range []string{"0s", "1ns", "30s", "7h59m"} {
+		code, res, _ := post(t, s.url+"/v1/tables/events/orphans?older_than="+age, "application/json", nil)
+		if msg, _ := res["error"].(string); code != 400 || !strings.Contains(msg, "is below 8h0m0s (the table's compact.iceberg.orphan_age, never below 7h0m0s") {
+			t.Errorf("POST orphans?older_than=%s: %d %v; want 400 naming the floor", age, code, res)
+		}
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Fatalf("a refused cleanup deleted the young file: %v", err)
+	}
+	older := time.Now().Add(-10 * time.Hour)
+	if err := os.Chtimes(young, older, older); err != nil {
+		t.Fatal(err)
+	}
+	code, res, _ := post(t, s.url+"/v1/tables/events/orphans?older_than=8h", "application/json", nil)
 	deleted, _ := res["deleted"].([]any)
-	if code != 200 || len(deleted) != 1 || !strings.HasSuffix(deleted[0].(string), "orphan-young.parquet") {
-		t.Fatalf("POST orphans?older_than=0s: %d %v; want the young file deleted", code, res)
+	if code != 200 || len(deleted) > 1 {
+		t.Fatalf("POST orphans?older_than=8h: %d %v; want the young file deleted (unless the scheduler got it first)", code, res)
 	}
 	if got := parquetFiles(t, dataDir); len(got) != len(committed) {
 		t.Errorf("data files after the cleanup: %v, want the committed %v", got, committed)
@@ -111,4 +127,18 @@ func parquetFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestOrphanFloorCoversLeases: the orphan_age floor counts the longest
+// lease this server grants (a lease holds every node's commits).
+func TestOrphanFloorCoversLeases(t *testing.T) {
+	if MaxLeaseTTL > config.MaxLeaseTTL {
+		t.Errorf("leases may live %v, the orphan_age floor counts %v (config.MaxLeaseTTL)", MaxLeaseTTL, config.MaxLeaseTTL)
+	}
+	if got := orphanFloor(&config.Iceberg{}); got != config.DefaultOrphanAge {
+		t.Errorf("floor of a table with the default orphan_age: %v, want %v", got, config.DefaultOrphanAge)
+	}
+	if got := orphanFloor(&config.Iceberg{OrphanAge: time.Hour}); got != config.MinOrphanAge {
+		t.Errorf("floor of an orphan_age under the minimum (a config not checked): %v, want %v", got, config.MinOrphanAge)
+	}
 }
