@@ -23,10 +23,20 @@ type Cluster struct {
 	// NodeTimeout bounds the wait for each node's answer to start and every
 	// wait for more of it. Default 10s.
 	NodeTimeout time.Duration `yaml:"node_timeout"`
+	// ReaderTimeout bounds how long a node that holds its cold tier for a
+	// cluster query (no commit meanwhile) waits for its reader to make
+	// progress: a member for its coordinator, the coordinator for its
+	// client. Past it the query fails and the holds end. Default 30s.
+	ReaderTimeout time.Duration `yaml:"reader_timeout"`
 }
 
 // DefaultNodeTimeout is cluster.node_timeout's default.
 const DefaultNodeTimeout = 10 * time.Second
+
+// DefaultReaderTimeout is cluster.reader_timeout's default: well above a
+// node timeout (a coordinator waits that long for its members and its own
+// hold before it reads), well below the query timeout.
+const DefaultReaderTimeout = 30 * time.Second
 
 // Enabled reports whether the config names a way to find the nodes.
 func (c Cluster) Enabled() bool { return len(c.Members) > 0 || c.DNS != "" }
@@ -61,6 +71,9 @@ func (c Cluster) validate() []error {
 	}
 	if c.NodeTimeout < 0 {
 		add("cluster.node_timeout: negative (%v)", c.NodeTimeout)
+	}
+	if c.ReaderTimeout < 0 {
+		add("cluster.reader_timeout: negative (%v)", c.ReaderTimeout)
 	}
 	return errs
 }
