@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
@@ -33,6 +34,11 @@ const (
 	// of them, with those that failed in the middle of theirs.
 	headerMissing = "Sluice-Missing-Nodes"
 )
+
+// beforeOwnPart, when a test sets it, runs on a coordinator after every
+// member holds and before it reads its own part: a coordinator busy for a
+// while, which its members must wait for.
+var beforeOwnPart atomic.Pointer[func()]
 
 // newNodeID is a random id for this process: a coordinator recognises its
 // own request among the members' by it, whatever address the member list
@@ -217,6 +223,9 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	ownPart := func() {
 		release()
 		endBodies()
+	}
+	if hook := beforeOwnPart.Load(); hook != nil {
+		(*hook)()
 	}
 	// The client's writes are bounded: a client that stops reading fails
 	// the query (and ends every hold) after the reader timeout.
