@@ -13,7 +13,7 @@ import (
 // node killed after storing them and before its consumer group learned
 // their offsets, whose partition's next owner read them again); the
 // coordinator of a cluster query gives each offset to one node (Assign),
-// and each node leaves out of its answer the offsets given to another.
+// and each node answers only for the offsets given to it.
 //
 // Its size is one range per run of consecutive batches a node holds of a
 // partition, not one per row: a partition a node consumed without a

@@ -415,8 +415,8 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	}
 }
 
-// memberBody is what a member reads of its request body after the query
-// (cluster.go's memberBody writes it).
+// memberBodyReader is what a member reads of its request body after the
+// query (cluster.go's memberBody writes it).
 type memberBodyReader struct {
 	keep  chan cluster.Offsets // the share, once (nil: it did not parse)
 	ended chan struct{}        // the body ended (err: how, nil at EOF)
