@@ -168,6 +168,11 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		bodiesMu.Unlock()
 		return r, nil
 	})
+	defer func() {
+		for _, a := range answers {
+			a.Close()
+		}
+	}()
 	var missing []string
 	var errs []error
 	for _, a := range answers {

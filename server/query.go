@@ -391,7 +391,11 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 		select {
 		case keep = <-body.keep:
 		case <-body.ended:
-			fail(fmt.Errorf("the coordinator ended the query before this node's share: %w", body.err))
+			err := body.err
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			fail(fmt.Errorf("the coordinator ended the query before this node's share: %w", err))
 			return
 		case <-ctx.Done():
 			fail(context.Cause(ctx))
