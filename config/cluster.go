@@ -32,6 +32,11 @@ type Cluster struct {
 	// https:// (their CA, a server name) and the client certificate it
 	// shows them when their listeners ask for one.
 	TLS *ClientTLS `yaml:"tls"`
+	// ReaderTimeout bounds how long a node that holds its cold tier for a
+	// cluster query (no commit meanwhile) waits for its reader to make
+	// progress: a member for its coordinator, the coordinator for its
+	// client. Past it the query fails and the holds end. Default 30s.
+	ReaderTimeout time.Duration `yaml:"reader_timeout"`
 }
 
 // SecretEnv is the environment variable of the cluster secret when
@@ -40,6 +45,11 @@ const SecretEnv = "SLUICE_CLUSTER_SECRET"
 
 // DefaultNodeTimeout is cluster.node_timeout's default.
 const DefaultNodeTimeout = 10 * time.Second
+
+// DefaultReaderTimeout is cluster.reader_timeout's default: well above a
+// node timeout (a coordinator waits that long for its members and its own
+// hold before it reads), well below the query timeout.
+const DefaultReaderTimeout = 30 * time.Second
 
 // Enabled reports whether the config names a way to find the nodes.
 func (c Cluster) Enabled() bool { return len(c.Members) > 0 || c.DNS != "" }
@@ -74,6 +84,9 @@ func (c Cluster) validate() []error {
 	}
 	if c.NodeTimeout < 0 {
 		add("cluster.node_timeout: negative (%v)", c.NodeTimeout)
+	}
+	if c.ReaderTimeout < 0 {
+		add("cluster.reader_timeout: negative (%v)", c.ReaderTimeout)
 	}
 	return append(errs, c.TLS.validate("cluster.tls")...)
 }

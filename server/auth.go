@@ -88,6 +88,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/tables/{table}/leases/{id}/splits", readTable, s.handleLeaseSplits},
 		{"DELETE /v1/tables/{table}/leases/{id}", readTable, s.handleLeaseEnd},
 		{"PUT /v1/tables/{table}/leases/{id}/hold", memberOnly, s.handleLeaseHold},
+		{"PUT /v1/tables/{table}/leases/{id}/share", memberOnly, s.handleLeaseShare},
 		{"DELETE /v1/tables/{table}/leases/{id}/hold", memberOnly, s.handleLeaseUnhold},
 		{"GET /metrics", metrics, s.metrics.ServeHTTP},
 		{"GET /healthz", public, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }},

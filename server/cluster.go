@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/config"
@@ -32,6 +34,11 @@ const (
 	// of them, with those that failed in the middle of theirs.
 	headerMissing = "Sluice-Missing-Nodes"
 )
+
+// beforeOwnPart, when a test sets it, runs on a coordinator after every
+// member holds and before it reads its own part: a coordinator busy for a
+// while, which its members must wait for.
+var beforeOwnPart atomic.Pointer[func()]
 
 // newNodeID is a random id for this process: a coordinator recognises its
 // own request among the members' by it, whatever address the member list
@@ -128,28 +135,37 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	local := req
 	local.Cluster, local.Partial, local.Tier = false, false, ""
 	peer := local
-	peer.Tier, peer.Format = "hot", format
+	peer.Tier, peer.Format, peer.Offsets = "hot", format, true
 	body, err := json.Marshal(peer)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	// Every member holds its cold tier from before its header until its
-	// request body ends: the body is the query and then nothing until this
-	// node has read its own part (the Iceberg table's rows included), so
-	// no member commits between its read of its store and ours of the
+	// request body ends: the body is the query, then the share of source
+	// offsets the member answers for, then nothing but heartbeats until
+	// this node has read its own part (the Iceberg table's rows included),
+	// so no member commits between its read of its store and ours of the
 	// table (docs/cluster.md, "What is exact").
 	readDone := make(chan struct{})
 	endBodies := sync.OnceFunc(func() { close(readDone) })
 	defer endBodies()
+	beats := &heartbeat{}
+	go beats.run(max(s.readerTimeout()/4, time.Millisecond), readDone)
+	var bodiesMu sync.Mutex
+	bodies := map[string]*memberBody{}
 	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query",
-			io.MultiReader(bytes.NewReader(body), waitReader{ctx: ctx, done: readDone}))
+		mb := newMemberBody(ctx, body, readDone)
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", mb)
 		if err != nil {
 			return nil, err
 		}
 		r.Header.Set("Content-Type", "application/json")
 		r.Header.Set(headerCoordinator, s.nodeID)
+		beats.add(mb)
+		bodiesMu.Lock()
+		bodies[node] = mb
+		bodiesMu.Unlock()
 		return r, nil
 	})
 	defer func() {
@@ -200,15 +216,30 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		return
 	}
 	defer release()
+	// Each message once: every node that reads its store (this one
+	// first) reports the source offsets its rows hold, each offset is
+	// given to one of them, and each answers only for its share
+	// (overlap.go). Every member waits for its share before it reads.
+	keep, err := s.shareOffsets(ctx, ts, local, answers, bodies)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cluster query: this node: "+err.Error())
+		return
+	}
 	ownPart := func() {
 		release()
 		endBodies()
 	}
+	if hook := beforeOwnPart.Load(); hook != nil {
+		(*hook)()
+	}
+	// The client's writes are bounded: a client that stops reading fails
+	// the query (and ends every hold) after the reader timeout.
+	client := deadlineWriter{w: w, rc: http.NewResponseController(w), limit: s.readerTimeout(), end: deadline(s.cfg.Limits.QueryTimeout)}
 	if isEncoded {
-		s.clusterQueryEncoded(ctx, w, ts, local, encoded, answers, missing, start, ownPart)
+		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart)
 		return
 	}
-	n, err := s.query(ctx, name, local, w, format, start, true)
+	n, err := s.query(ctx, name, local, client, format, start, true, keep)
 	ownPart()
 	if err != nil && n < 0 {
 		writeError(w, queryErrorCode(err), err.Error())
@@ -232,9 +263,9 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		}
 		var copied int
 		if format == "csv" {
-			copied, err = copyCSV(w, a, left)
+			copied, err = copyCSV(client, a, left)
 		} else {
-			copied, err = copyLines(w, a, left)
+			copied, err = copyLines(client, a, left)
 		}
 		n += copied
 		if err != nil {
@@ -259,8 +290,8 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 // appends every other node's answer, so the client gets one stream. An
 // error after the header is reported in the Sluice-Error trailer (an Arrow
 // stream has no error row).
-func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, ts *tableState, req QueryRequest,
-	f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func()) {
+func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, client io.Writer, ts *tableState, req QueryRequest,
+	keep cluster.Offsets, f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func()) {
 	fail := func(err error) {
 		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
 		w.Header().Set(cluster.TrailerError, err.Error())
@@ -274,7 +305,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	sw := &startWriter{w: w, start: start}
+	sw := &startWriter{w: client, start: start}
 	bw := bufio.NewWriterSize(sw, 64<<10)
 	enc, err := f.NewEncoder(bw, cols)
 	if err != nil {
@@ -283,7 +314,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 	defer enc.Close()
 	n := 0
-	err = s.tierValues(ctx, ts, q, false, true, func(_ []table.Column, vals []any) error {
+	err = s.tierValues(ctx, ts, q, false, true, keep, func(_ []table.Column, vals []any) error {
 		n++
 		return enc.Row(vals)
 	})
@@ -334,21 +365,106 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 }
 
-// waitReader is a request body's end: it reads nothing until done is
-// closed, then EOF; or the request's context's error when it ends first
-// (the transport waits for the body's writer before a cancelled request
-// returns).
-type waitReader struct {
-	ctx  context.Context
-	done <-chan struct{}
+// shareOffsets gives each source offset held by this node's store or by
+// a member's (its answer's headerOffsets) to one of them, this node
+// first, sends every member its share on its request body, and returns
+// this node's. A member that failed is left out: with partial, its share
+// is missing as its rows are.
+func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, answers []*cluster.Answer,
+	bodies map[string]*memberBody) (cluster.Offsets, error) {
+	q, err := req.tableQuery(ts.table)
+	if err != nil {
+		return nil, err
+	}
+	own, err := s.heldOffsets(ctx, ts, q)
+	if err != nil {
+		return nil, err
+	}
+	held := []cluster.Offsets{own}
+	var members []*memberBody
+	for _, a := range answers {
+		if a.Err != nil || a.Header.Get("Content-Type") == "" { // failed, or 204: this node itself
+			continue
+		}
+		h, err := cluster.ParseOffsets(a.Header.Get(headerOffsets))
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", a.Node, err)
+		}
+		held = append(held, h)
+		members = append(members, bodies[a.Node])
+	}
+	keep := cluster.Assign(held)
+	for i, mb := range members {
+		mb.send([]byte(keep[i+1].String() + "\n"))
+	}
+	return keep[0], nil
 }
 
-func (r waitReader) Read([]byte) (int, error) {
+// memberBody is the request body of a cluster query to a member: the
+// query, then the member's share of source offsets (one line), with
+// heartbeats (a space) while the coordinator works, and its end once the
+// coordinator has read its own part (done); the request's context's error
+// when it ends first (the transport waits for the body's writer before a
+// cancelled request returns).
+type memberBody struct {
+	ctx     context.Context
+	done    <-chan struct{}
+	mu      sync.Mutex
+	pending []byte
+	wake    chan struct{}
+}
+
+func newMemberBody(ctx context.Context, query []byte, done <-chan struct{}) *memberBody {
+	return &memberBody{ctx: ctx, done: done, pending: bytes.Clone(query), wake: make(chan struct{}, 1)}
+}
+
+// send queues p after what is pending.
+func (b *memberBody) send(p []byte) {
+	b.mu.Lock()
+	b.pending = append(b.pending, p...)
+	b.mu.Unlock()
+	b.notify()
+}
+
+// beat queues a heartbeat unless bytes are pending anyway.
+func (b *memberBody) beat() {
+	b.mu.Lock()
+	if len(b.pending) == 0 {
+		b.pending = append(b.pending, ' ')
+	}
+	b.mu.Unlock()
+	b.notify()
+}
+
+func (b *memberBody) notify() {
 	select {
-	case <-r.done:
-		return 0, io.EOF
-	case <-r.ctx.Done():
-		return 0, context.Cause(r.ctx)
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *memberBody) Read(p []byte) (int, error) {
+	for {
+		b.mu.Lock()
+		if len(b.pending) > 0 {
+			n := copy(p, b.pending)
+			b.pending = b.pending[n:]
+			b.mu.Unlock()
+			return n, nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-b.done:
+			b.mu.Lock()
+			left := len(b.pending)
+			b.mu.Unlock()
+			if left == 0 {
+				return 0, io.EOF
+			}
+		case <-b.ctx.Done():
+			return 0, context.Cause(b.ctx)
+		}
 	}
 }
 

@@ -289,3 +289,38 @@ func TestClusterQueryWithoutConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterQueryBusyCoordinatorKeepsMembers: a coordinator busy with
+// its own part for three reader timeouts (a hook holds it there) reads no
+// member's answer meanwhile; its heartbeats are the members' progress, so
+// the query ends complete, every row once.
+func TestClusterQueryBusyCoordinatorKeepsMembers(t *testing.T) {
+	lns := make([]net.Listener, 3)
+	var members []string
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		members = append(members, "http://"+ln.Addr().String())
+	}
+	const readerTimeout = 500 * time.Millisecond
+	cfg := strings.Replace(clusterConfig(members, "5s"), "node_timeout: 5s", "node_timeout: 5s, reader_timeout: 500ms", 1)
+	var nodes []*testServer
+	for _, ln := range lns {
+		nodes = append(nodes, serveConfigOn(t, cfg, "", ln))
+	}
+	for i, s := range nodes {
+		waitReady(t, s.url)
+		fillNode(t, s, i*100, 100)
+	}
+	busy := func() { time.Sleep(3 * readerTimeout) }
+	beforeOwnPart.Store(&busy)
+	defer beforeOwnPart.Store(nil)
+	a := clusterQuery(t, nodes[0], url.Values{"cluster": {"true"}})
+	if a.code != 200 || a.body != "" {
+		t.Fatalf("a coordinator busy for %v: %d %s", 3*readerTimeout, a.code, a.body)
+	}
+	wantEach(t, a, 300, nil)
+}

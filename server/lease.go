@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/internal/rowformat"
+	"github.com/sluicedb/sluice/table"
 )
 
 // Read leases make a query that an engine splits into separate requests
@@ -95,6 +96,10 @@ type heldLease struct {
 	cancel  context.CancelCauseFunc
 	readers sync.WaitGroup
 	timer   *time.Timer
+	// keep is this node's share of the source offsets (overlap.go): its
+	// reads leave out the stream rows of every other offset. Set by the
+	// coordinator before it hands out the splits; nil until then.
+	keep cluster.Offsets
 }
 
 // clusterLease is a lease this node coordinates.
@@ -137,11 +142,18 @@ func decodeLeaseRequest(r *http.Request) (time.Duration, error) {
 	return parseLeaseTTL(req.TTL)
 }
 
-// hold holds ts's tier for lease id until ttl or unhold.
-func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.Duration) error {
+// hold holds ts's tier for lease id until ttl or unhold, and returns the
+// source offsets its store's rows hold (heldOffsets; nil when they carry
+// none): a split may read any of them, whatever its filters.
+func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.Duration) (cluster.Offsets, error) {
 	release, err := s.holdTier(ctx, ts)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	held, err := s.heldOffsets(ctx, ts, table.Query{})
+	if err != nil {
+		release()
+		return nil, err
 	}
 	hl := &heldLease{table: ts.cfg.Name, ttl: ttl, release: release}
 	hl.ctx, hl.cancel = context.WithCancelCause(context.Background())
@@ -153,7 +165,7 @@ func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.D
 	if _, dup := s.leases.held[key]; dup {
 		s.leases.mu.Unlock()
 		release()
-		return fmt.Errorf("%w: lease %s is held already", errBadQuery, id)
+		return nil, fmt.Errorf("%w: lease %s is held already", errBadQuery, id)
 	}
 	s.leases.held[key] = hl
 	s.leases.mu.Unlock()
@@ -162,7 +174,37 @@ func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.D
 			s.log.Warn("read lease expired on this member: its reads end with an error", "table", ts.cfg.Name, "lease", id, "ttl", ttl)
 		}
 	})
-	return nil
+	return held, nil
+}
+
+// share sets the offsets lease id's reads on this node answer for.
+func (s *Server) share(table, id string, keep cluster.Offsets) bool {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	hl := s.leases.held[leaseKey(table, id)]
+	if hl != nil {
+		hl.keep = keep
+	}
+	return hl != nil
+}
+
+// handleLeaseShare is a member's share of the source offsets, from the
+// lease's coordinator once every node holds (text: cluster.Offsets).
+func (s *Server) handleLeaseShare(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+	var keep cluster.Offsets
+	if err == nil {
+		keep, err = cluster.ParseOffsets(string(b))
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "lease share: "+err.Error())
+		return
+	}
+	if !s.share(r.PathValue("table"), r.PathValue("id"), keep) {
+		writeError(w, http.StatusGone, leaseGone(r.PathValue("table"), r.PathValue("id")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // unhold ends a held lease: its reads stop with cause, then the tier is
@@ -214,11 +256,12 @@ func (s *Server) handleLeaseHold(w http.ResponseWriter, r *http.Request) {
 	}
 	// The coordinator gives up after its node timeout (its request's
 	// context then ends this wait).
-	if err := s.hold(r.Context(), ts, r.PathValue("id"), ttl); err != nil {
+	held, err := s.hold(r.Context(), ts, r.PathValue("id"), ttl)
+	if err != nil {
 		writeError(w, queryErrorCode(err), "lease: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"node": s.nodeID})
+	writeJSON(w, http.StatusOK, holdAnswer{Node: s.nodeID, Offsets: held.String()})
 }
 
 func (s *Server) handleLeaseUnhold(w http.ResponseWriter, r *http.Request) {
@@ -269,38 +312,55 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	type held struct {
-		node string
-		err  error
+		answer holdAnswer
+		err    error
 	}
 	results := make([]held, len(nodes))
 	var wg sync.WaitGroup
 	for i, node := range nodes {
 		wg.Go(func() {
-			results[i].node, results[i].err = s.holdOn(ctx, node, name, id, body)
+			results[i].answer, results[i].err = s.holdOn(ctx, node, name, id, body)
 		})
 	}
 	wg.Wait()
 	var errs []error
 	self := false
+	// Each message once: every split's node reports the source offsets
+	// its store holds, each is given to one of them (the coordinator's
+	// first), and each split reads only its share (overlap.go).
+	var offsets []cluster.Offsets
+	var sharers []string // their nodes, "" for this node's own hold
 	for i, res := range results {
 		if res.err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", nodes[i], res.err))
 			continue
 		}
+		o, err := cluster.ParseOffsets(res.answer.Offsets)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", nodes[i], err))
+			continue
+		}
 		tier := "hot"
-		if res.node == s.nodeID {
+		if res.answer.Node == s.nodeID {
 			tier, self = "all", true
+			offsets, sharers = append([]cluster.Offsets{o}, offsets...), append([]string{nodes[i]}, sharers...)
+		} else {
+			offsets, sharers = append(offsets, o), append(sharers, nodes[i])
 		}
 		cl.lease.Splits = append(cl.lease.Splits, LeaseSplit{Node: nodes[i], Tier: tier})
 	}
 	if len(errs) == 0 && !self {
 		// Not in its own member list (or no cluster config): hold here.
-		if err := s.hold(ctx, ts, id, ttl); err != nil {
+		if o, err := s.hold(ctx, ts, id, ttl); err != nil {
 			errs = append(errs, fmt.Errorf("this node: %w", err))
 		} else {
 			cl.local = true
 			cl.lease.Splits = append(cl.lease.Splits, LeaseSplit{Node: "", Tier: "all"})
+			offsets, sharers = append([]cluster.Offsets{o}, offsets...), append([]string{""}, sharers...)
 		}
+	}
+	if len(errs) == 0 {
+		errs = s.shareLease(ctx, name, id, sharers, cluster.Assign(offsets))
 	}
 	if len(errs) > 0 {
 		s.endLease(cl, id, "")
@@ -321,29 +381,75 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cl.lease)
 }
 
-// holdOn asks node to hold for the lease and returns its node id.
-func (s *Server) holdOn(ctx context.Context, node, table, id string, body []byte) (string, error) {
+// holdAnswer is a member's answer to a hold: its node id (the coordinator
+// finds itself by it) and the source offsets its store holds.
+type holdAnswer struct {
+	Node    string `json:"node"`
+	Offsets string `json:"offsets,omitempty"`
+}
+
+// holdOn asks node to hold for the lease.
+func (s *Server) holdOn(ctx context.Context, node, table, id string, body []byte) (holdAnswer, error) {
+	var answer holdAnswer
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, leaseURL(node, table, id)+"/hold", bytes.NewReader(body))
 	if err != nil {
-		return "", err
+		return answer, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.leaseClient().Do(req)
 	if err != nil {
-		return "", err
+		return answer, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("hold: %s: %s", resp.Status, bytes.TrimSpace(b))
-	}
-	var answer struct {
-		Node string `json:"node"`
+		return answer, fmt.Errorf("hold: %s: %s", resp.Status, bytes.TrimSpace(b))
 	}
 	if err := json.Unmarshal(b, &answer); err != nil {
-		return "", fmt.Errorf("hold: %w", err)
+		return answer, fmt.Errorf("hold: %w", err)
 	}
-	return answer.Node, nil
+	return answer, nil
+}
+
+// shareLease gives each node of a lease its share (keep[i] to nodes[i];
+// node "" is this node's own hold), every node at once.
+func (s *Server) shareLease(ctx context.Context, table, id string, nodes []string, keep []cluster.Offsets) []error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		if node == "" {
+			if !s.share(table, id, keep[i]) {
+				errs[i] = fmt.Errorf("this node: %s", leaseGone(table, id))
+			}
+			continue
+		}
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, leaseURL(node, table, id)+"/share",
+				strings.NewReader(keep[i].String()))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			resp, err := s.leaseClient().Do(req)
+			if err != nil {
+				errs[i] = fmt.Errorf("node %s: share: %w", node, err)
+				return
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				errs[i] = fmt.Errorf("node %s: share: %s: %s", node, resp.Status, bytes.TrimSpace(b))
+			}
+		})
+	}
+	wg.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // leaseClient sends the holds to members, through the member transport.
@@ -466,8 +572,10 @@ func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, nam
 	key := leaseKey(name, req.Lease)
 	s.leases.mu.Lock()
 	hl := s.leases.held[key]
+	var keep cluster.Offsets
 	if hl != nil {
 		hl.readers.Add(1)
+		keep = hl.keep
 	}
 	s.leases.mu.Unlock()
 	if hl == nil {
@@ -494,7 +602,7 @@ func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, nam
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	n, err := s.query(ctx, name, req, w, format, start, true)
+	n, err := s.query(ctx, name, req, w, format, start, true, keep)
 	if err != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
 		err = context.Cause(ctx)
 	}

@@ -45,6 +45,11 @@ type QueryRequest struct {
 	Tier    string `json:"tier,omitempty"`
 	// Lease reads this node's part under a read lease's hold (lease.go).
 	Lease string `json:"lease,omitempty"`
+	// Offsets is set by a cluster query's coordinator: the member reports
+	// the source offsets its answer holds (header Sluice-Offsets) and
+	// answers only for the share that the rest of the request body names
+	// (overlap.go).
+	Offsets bool `json:"offsets,omitempty"`
 }
 
 // TimeBound is a query's from or to: RFC 3339 or unix seconds, as text.
@@ -263,12 +268,14 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	peer := coordinator != ""
 	var req QueryRequest
 	var err error
+	var rest io.Reader // a member's request body after the query
 	if r.Method == http.MethodPost {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err = dec.Decode(&req); err != nil {
 			err = fmt.Errorf("%w: body: %v", errBadQuery, err)
 		}
+		rest = io.MultiReader(dec.Buffered(), r.Body)
 	} else {
 		req, err = ParseQueryURL(r.URL.Query())
 	}
@@ -299,6 +306,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		s.queryUnderLease(ctx, w, name, req, format)
 		return
 	}
+	if peer && rest != nil {
+		s.memberQuery(ctx, w, rc, name, req, format, rest)
+		return
+	}
 	// An error after the header goes in a trailer for a coordinator, and
 	// for a format that has no error row (Arrow).
 	_, encoded := rowformat.Lookup(format)
@@ -310,31 +321,8 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	held := false
-	if peer {
-		// A cluster query's member: hold the cold tier (no commit of this
-		// node until the coordinator has read the Iceberg table), and only
-		// then send the header, which tells the coordinator it may read.
-		// The hold ends when the coordinator ends its request body, after
-		// its own part (docs/cluster.md, "What is exact").
-		release, err := s.holdTier(ctx, s.tables[name])
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "cluster query: "+err.Error())
-			return
-		}
-		defer release()
-		held = true
-		_ = rc.EnableFullDuplex() // read the request body's end after the answer started
-		_ = rc.SetReadDeadline(deadline(s.cfg.Limits.QueryTimeout))
-		start()
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		start = nil
-		defer waitBodyEnd(ctx, r.Body)
-	}
-	n, err := s.query(ctx, name, req, w, format, start, held)
-	if err != nil && n < 0 && !held {
+	n, err := s.query(ctx, name, req, w, format, start, false, nil)
+	if err != nil && n < 0 {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
@@ -346,6 +334,133 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		endWithError(w, format, err)
 	}
+}
+
+// memberQuery is a cluster query's member's answer (docs/cluster.md,
+// "What is exact"): hold the cold tier (no commit of this node until the
+// coordinator has read the Iceberg table), report the source offsets this
+// node's rows hold, and only then send the header, which tells the
+// coordinator it may read; read this node's share from the request body,
+// answer with its rows, and hold until the coordinator ends the body,
+// after its own part. An error after the header goes in a trailer. A
+// coordinator that makes no progress for the reader timeout (reads no
+// row, sends no heartbeat) ends the answer and the hold (stall.go).
+func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, name string,
+	req QueryRequest, format string, rest io.Reader) {
+	ts := s.tables[name]
+	release, err := s.holdTier(ctx, ts)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "cluster query: "+err.Error())
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watch := watchStall(s.readerTimeout(), rc, cancel, "the coordinator")
+	defer watch.Stop()
+	fail := func(err error) {
+		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errReaderStalled) {
+			err = cause
+		}
+		s.log.Warn("cluster query: member answer failed", "table", name, "error", err)
+		w.Header().Set(cluster.TrailerError, err.Error())
+	}
+	var held cluster.Offsets
+	if req.Offsets {
+		q, err := req.tableQuery(ts.table)
+		if err == nil {
+			held, err = s.heldOffsets(ctx, ts, q)
+		}
+		if err != nil {
+			writeError(w, queryErrorCode(err), "cluster query: "+err.Error())
+			return
+		}
+		w.Header().Set(headerOffsets, held.String())
+	}
+	_ = rc.EnableFullDuplex() // read the request body's end after the answer started
+	_ = rc.SetReadDeadline(deadline(s.cfg.Limits.QueryTimeout))
+	setContentType(w, format)
+	w.Header().Set("Trailer", cluster.TrailerError)
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	body := readMemberBody(rest, req.Offsets, watch)
+	var keep cluster.Offsets
+	if req.Offsets {
+		select {
+		case keep = <-body.keep:
+		case <-body.ended:
+			err := body.err
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			fail(fmt.Errorf("the coordinator ended the query before this node's share: %w", err))
+			return
+		case <-ctx.Done():
+			fail(context.Cause(ctx))
+			return
+		}
+		if keep == nil {
+			fail(fmt.Errorf("the coordinator sent a bad share: %w", body.err))
+			return
+		}
+	}
+	n, err := s.query(ctx, name, req, progressWriter{w: w, watch: watch}, format, nil, true, keep)
+	if err != nil {
+		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
+		fail(err)
+		return
+	}
+	select {
+	case <-body.ended:
+	case <-ctx.Done():
+		fail(context.Cause(ctx))
+	}
+}
+
+// memberBodyReader is what a member reads of its request body after the
+// query (cluster.go's memberBody writes it).
+type memberBodyReader struct {
+	keep  chan cluster.Offsets // the share, once (nil: it did not parse)
+	ended chan struct{}        // the body ended (err: how, nil at EOF)
+	err   error
+}
+
+// readMemberBody reads rest on its own goroutine: the share line when
+// share, then heartbeats, each of which is progress, to the end, which
+// disarms the watch (the coordinator has read its own part).
+func readMemberBody(rest io.Reader, share bool, watch *stallWatch) *memberBodyReader {
+	b := &memberBodyReader{keep: make(chan cluster.Offsets, 1), ended: make(chan struct{})}
+	go func() {
+		br := bufio.NewReader(rest)
+		var line []byte
+		for {
+			c, err := br.ReadByte()
+			if err != nil {
+				if err != io.EOF {
+					b.err = err
+				}
+				watch.Stop()
+				close(b.ended)
+				return
+			}
+			watch.progress()
+			switch {
+			case !share || c == ' ':
+			case c == '\n':
+				keep, err := cluster.ParseOffsets(string(line))
+				if err != nil {
+					b.err = err
+				}
+				b.keep <- keep
+				share = false
+			default:
+				line = append(line, c)
+			}
+		}
+	}()
+	return b
 }
 
 // checkFormat accepts ndjson (""), csv and the formats this binary links
@@ -399,12 +514,14 @@ func endWithError(w io.Writer, format string, err error) {
 // byte is written (an HTTP handler writes its header there). It returns the
 // rows written, or -1 with an error when nothing was written.
 func (s *Server) Query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func()) (int, error) {
-	return s.query(ctx, tableName, req, w, format, start, false)
+	return s.query(ctx, tableName, req, w, format, start, false, nil)
 }
 
 // query is Query; held says the caller holds the table's cold tier
-// (holdTier), so the rows are read without taking its lock again.
-func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func(), held bool) (int, error) {
+// (holdTier), so the rows are read without taking its lock again. A
+// non-nil keep leaves out the stream rows of other source offsets (a
+// cluster query's share of this node, overlap.go).
+func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, w io.Writer, format string, start func(), held bool, keep cluster.Offsets) (int, error) {
 	ts, ok := s.tables[tableName]
 	if !ok {
 		return -1, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
@@ -501,7 +618,7 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	err = s.tierValues(ctx, ts, q, req.Tier == "hot", held, emit)
+	err = s.tierValues(ctx, ts, q, req.Tier == "hot", held, keep, emit)
 	if err != nil && !started {
 		return -1, err
 	}
@@ -525,8 +642,14 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 
 // tierValues answers q from ts: hotOnly leaves out the rows the Iceberg
 // table holds (tier=hot: the hot store's rows it lacks); held says the
-// caller holds the cold tier (holdTier).
-func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, emit func([]table.Column, []any) error) error {
+// caller holds the cold tier (holdTier); a non-nil keep (only with held)
+// leaves out the stream rows of the source offsets it lacks.
+func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, keep cluster.Offsets, emit func([]table.Column, []any) error) error {
+	if keep != nil && held && ts.cold != nil {
+		return keepValues(ts, q, keep, emit, func(q table.Query, emit func([]table.Column, []any) error) error {
+			return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+		})
+	}
 	switch {
 	case ts.cold == nil:
 		return ts.table.QueryValues(ctx, q, emit)
@@ -550,22 +673,6 @@ func (s *Server) holdTier(ctx context.Context, ts *tableState) (release func(), 
 		return func() {}, nil
 	}
 	return ts.cold.Hold(ctx)
-}
-
-// waitBodyEnd reads a cluster query's request body to its end: the
-// coordinator ends it once it has read its own part (the Iceberg table
-// included), and the member holds its cold tier until then. A coordinator
-// that goes away ends it with an error; ctx bounds the wait.
-func waitBodyEnd(ctx context.Context, body io.Reader) {
-	done := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, body)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
 }
 
 func csvField(v any) string {

@@ -1,0 +1,437 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicedb/sluice/internal/freeport"
+	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/server"
+)
+
+// coldNodes makes n nodes (not started) consuming topic in group into one
+// Iceberg table (a local warehouse and SQLite catalog they share), each
+// committing only on demand; readerTimeout is cluster.reader_timeout.
+func coldNodes(t *testing.T, n int, broker, topic, group string, readerTimeout time.Duration) []*node {
+	dir := t.TempDir()
+	warehouse, catalog := filepath.Join(dir, "warehouse"), filepath.Join(dir, "catalog.db")
+	nodes := make([]*node, n)
+	var members []string
+	for i := range nodes {
+		port, err := freeport.Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = &node{name: fmt.Sprintf("node%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		members = append(members, strconv.Quote(nodes[i].url))
+	}
+	for _, nd := range nodes {
+		nd.cfg = filepath.Join(dir, nd.name+".yaml")
+		nd.logPath = filepath.Join(dir, nd.name+".log")
+		cfg := fmt.Sprintf(`
+storage: {dir: %q}
+listen: {http: %q}
+limits: {query_timeout: 2m}
+cluster: {members: [%s], node_timeout: 5s, reader_timeout: %s}
+tables:
+  - name: events
+    hashBy: user
+    sortBy: ts
+    schema:
+      - {name: id, type: int64}
+      - {name: user, type: string}
+      - {name: ts, type: timestamp}
+      - {name: pad, type: string}
+    sources:
+      - kafka:
+          brokers: [%s]
+          topics: [%s]
+          group: %s
+          session_timeout: 6s
+    compact:
+      after: 1h
+      remove: true
+      iceberg:
+        warehouse: %s
+        catalog: {uri: %q}
+        node: %s
+        continuous: true
+        orphan_interval: -1s
+        maintain: {interval: -1s}
+`, filepath.Join(dir, nd.name), strings.TrimPrefix(nd.url, "http://"), strings.Join(members, ", "), readerTimeout,
+			broker, topic, group, warehouse, catalog, nd.name)
+		if err := os.WriteFile(nd.cfg, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nd.kill)
+	}
+	return nodes
+}
+
+// produceRows produces the ids [from, to) to topic, each with pad bytes of
+// padding.
+func produceRows(t *testing.T, cl *kgo.Client, topic string, from, to, pad int) {
+	t.Helper()
+	padding := strings.Repeat("x", pad)
+	var recs []*kgo.Record
+	for id := from; id < to; id++ {
+		u := user(id)
+		ts := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC).Add(time.Duration(id) * time.Second).Format(time.RFC3339)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(u),
+			Value: fmt.Appendf(nil, `{"id":%d,"user":%q,"ts":%q,"pad":%q}`, id, u, ts, padding)})
+		if len(recs) == 5000 || id == to-1 {
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			recs = recs[:0]
+		}
+	}
+}
+
+// kafkaSetup creates topic on the test broker and returns a producer and
+// an admin client.
+func kafkaSetup(t *testing.T, topic string) (broker string, producer *kgo.Client, adm *kadm.Client) {
+	b := testkafka.Require(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm = kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	producer, err = kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	return b.Addr, producer, adm
+}
+
+// countIDs reads an NDJSON answer's ids; a row of error or a trailer error
+// fails it.
+func countIDs(resp *http.Response) (map[int64]int, error) {
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	ids := map[int64]int{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var row struct {
+			ID    *int64 `json:"id"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row.Error != "" || row.ID == nil {
+			return nil, fmt.Errorf("line %q: %v", sc.Text(), err)
+		}
+		ids[*row.ID]++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if msg := resp.Trailer.Get("Sluice-Error"); msg != "" {
+		return nil, fmt.Errorf("trailer: %s", msg)
+	}
+	return ids, nil
+}
+
+func get(t *testing.T, u string) (map[int64]int, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	return countIDs(resp)
+}
+
+// onceEach fails t unless ids holds every id below n once and nothing else.
+func onceEach(t *testing.T, what string, ids map[int64]int, n int) {
+	t.Helper()
+	var twice, missing []int64
+	for id, k := range ids {
+		if k > 1 {
+			twice = append(twice, id)
+		}
+	}
+	for id := range int64(n) {
+		if ids[id] == 0 {
+			missing = append(missing, id)
+		}
+	}
+	if len(twice) > 0 || len(missing) > 0 || len(ids) != n {
+		t.Fatalf("%s: %d rows for %d ids: %d ids seen twice (e.g. %v), %d missing (e.g. %v)",
+			what, sumOf(ids), n, len(twice), first(twice), len(missing), first(missing))
+	}
+}
+
+func sumOf(ids map[int64]int) int {
+	s := 0
+	for _, k := range ids {
+		s += k
+	}
+	return s
+}
+
+func first(ids []int64) []int64 { return ids[:min(len(ids), 5)] }
+
+// waitLocal waits until node n's own query (its store and the table) holds
+// want ids.
+func waitLocal(t *testing.T, n *node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ids, err := get(t, n.url+"/v1/tables/events/query?columns=id")
+		if err == nil && len(ids) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d ids within 90s (%v)", n.name, len(ids), want, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// leaseRead opens a read lease on coordinator c and reads its splits one
+// by one, as the Trino connector does, into one count.
+func leaseRead(t *testing.T, c *node) map[int64]int {
+	t.Helper()
+	resp, err := http.Post(c.url+"/v1/tables/events/leases", "application/json", strings.NewReader(`{"ttl":"1m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease server.Lease
+	err = json.NewDecoder(resp.Body).Decode(&lease)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("open lease on %s: status %d, %v", c.name, resp.StatusCode, err)
+	}
+	defer func() {
+		req, _ := http.NewRequest(http.MethodDelete, c.url+"/v1/tables/events/leases/"+lease.ID, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	all := map[int64]int{}
+	for _, sp := range lease.Splits {
+		base := sp.Node
+		if base == "" {
+			base = c.url
+		}
+		q := url.Values{"tier": {sp.Tier}, "lease": {lease.ID}, "columns": {"id"}}
+		ids, err := get(t, base+"/v1/tables/events/query?"+q.Encode())
+		if err != nil {
+			t.Fatalf("split %s (%s) of a lease on %s: %v", base, sp.Tier, c.name, err)
+		}
+		for id, k := range ids {
+			all[id] += k
+		}
+	}
+	return all
+}
+
+// TestClusterQueryFailoverOverlap: the failover overlap, made on purpose.
+// node0 stores every message of a six-partition topic and is killed with
+// SIGKILL; the group's committed offsets are then where a node killed
+// before its offset commit leaves them (the start of the topic), so node1,
+// which joins the group next, reads every message again from there, and
+// node0 restarts on its store. Both stores now hold every message, none
+// committed to the Iceberg table. A cluster query from either node, and a
+// read lease's splits read together (what the Trino connector does),
+// return each id once; and so after node1 commits them, and after node0's
+// next run skips them.
+func TestClusterQueryFailoverOverlap(t *testing.T) {
+	const topic, group, n = "overlap", "overlap-group", 3000
+	broker, producer, adm := kafkaSetup(t, topic)
+	nodes := coldNodes(t, 2, broker, topic, group, 30*time.Second)
+	produceRows(t, producer, topic, 0, n, 10)
+
+	nodes[0].start(t)
+	waitLocal(t, nodes[0], n)
+	nodes[0].kill()
+	// The dead node's offset commits are lost: the group's offsets go back
+	// to the start (the broker takes the reset once the group is empty,
+	// after the dead member's session timeout).
+	reset := kadm.Offsets{}
+	for p := range int32(partitions) {
+		reset.AddOffset(topic, p, 0, -1)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := adm.CommitOffsets(context.Background(), group, reset)
+		if err == nil && resp.Error() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reset the group's offsets: %v %v", err, resp.Error())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	nodes[1].start(t)
+	waitLocal(t, nodes[1], n)
+	nodes[0].start(t)
+	waitLocal(t, nodes[0], n)
+
+	for _, c := range nodes {
+		ids, err := get(t, c.url+"/v1/tables/events/query?cluster=true&columns=id")
+		if err != nil {
+			t.Fatalf("cluster query from %s: %v", c.name, err)
+		}
+		onceEach(t, "cluster query from "+c.name+" before any commit", ids, n)
+		onceEach(t, "a lease's splits from "+c.name+" before any commit", leaseRead(t, c), n)
+	}
+	// A selective query: a where clause, a key, a limit.
+	ids, err := get(t, nodes[1].url+"/v1/tables/events/query?cluster=true&columns=id&where=id<100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onceEach(t, "cluster query with where id<100", ids, 100)
+	if ids, err := get(t, nodes[0].url+"/v1/tables/events/query?cluster=true&columns=id&limit=500"); err != nil || len(ids) != 500 || sumOf(ids) != 500 {
+		t.Fatalf("cluster query with limit 500: %d ids, %d rows, %v", len(ids), sumOf(ids), err)
+	}
+
+	for _, c := range []*node{nodes[1], nodes[0]} {
+		resp, err := http.Post(c.url+"/v1/tables/events/compact", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("compact %s: %d %s", c.name, resp.StatusCode, b)
+		}
+		for _, q := range nodes {
+			ids, err := get(t, q.url+"/v1/tables/events/query?cluster=true&columns=id")
+			if err != nil {
+				t.Fatalf("cluster query from %s: %v", q.name, err)
+			}
+			onceEach(t, fmt.Sprintf("cluster query from %s after %s committed", q.name, c.name), ids, n)
+			onceEach(t, fmt.Sprintf("a lease's splits from %s after %s committed", q.name, c.name), leaseRead(t, q), n)
+		}
+	}
+}
+
+// idleQuery sends a cluster query to c on a raw connection with a small
+// receive buffer and reads its status line only: the coordinator blocks on
+// its first writes, every node holding its cold tier.
+func idleQuery(t *testing.T, c *node) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(conn, "GET /v1/tables/events/query?cluster=true HTTP/1.1\r\nHost: %s\r\n\r\n", strings.TrimPrefix(c.url, "http://"))
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReaderSize(conn, 16).ReadString('\n')
+	if err != nil || !strings.Contains(line, " 200 ") {
+		t.Fatalf("cluster query: %q %v", line, err)
+	}
+	return conn
+}
+
+// compactTakes commits node m's new rows on demand and says how long the
+// commit waited; a commit that waits past limit fails t.
+func compactTakes(t *testing.T, m *node, limit time.Duration) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.url+"/v1/tables/events/compact", nil)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: compact: %v: its cold tier is still held %v after the query's reader stopped",
+			m.name, err, time.Since(start).Round(time.Millisecond))
+	}
+	var res struct {
+		Rows int64 `json:"rows"`
+	}
+	json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || res.Rows == 0 {
+		t.Fatalf("%s: compact: status %d, %d rows: want the new rows committed", m.name, resp.StatusCode, res.Rows)
+	}
+	return time.Since(start)
+}
+
+// TestClusterQueryIdleReader: a cluster query whose answer nobody reads
+// (the client reads its status line and stops), and one whose coordinator
+// is then stopped with SIGSTOP, hold every node's cold tier only until the
+// reader timeout (3s here, against a query timeout of 2 minutes): a member's
+// commit waits for the hold, then goes through.
+func TestClusterQueryIdleReader(t *testing.T) {
+	const topic, group = "idle-reader", "idle-reader-group"
+	const readerTimeout = 3 * time.Second
+	broker, producer, _ := kafkaSetup(t, topic)
+	nodes := coldNodes(t, 2, broker, topic, group, readerTimeout)
+	for _, nd := range nodes {
+		nd.start(t)
+	}
+	// 20 MB of rows, ~10 MB a node: more than the sockets between a node
+	// and its reader buffer.
+	const n = 20000
+	produceRows(t, producer, topic, 0, n, 1000)
+	waitLocalCluster(t, nodes[0], n)
+	next := n
+	for _, stop := range []bool{false, true} {
+		what := "an idle client"
+		if stop {
+			what = "a stopped coordinator"
+		}
+		conn := idleQuery(t, nodes[0])
+		if stop {
+			nodes[0].cmd.Process.Signal(syscall.SIGSTOP)
+		}
+		produceRows(t, producer, topic, next, next+100, 10)
+		next += 100
+		time.Sleep(500 * time.Millisecond) // node1 stores some of them
+		took := compactTakes(t, nodes[1], readerTimeout+20*time.Second)
+		if took < readerTimeout/3 {
+			t.Fatalf("%s: node1's commit waited %v: the query held nothing, the test did not reach the hold", what, took)
+		}
+		t.Logf("%s: node1's commit waited %v for the hold to end", what, took.Round(time.Millisecond))
+		if stop {
+			nodes[0].cmd.Process.Signal(syscall.SIGCONT)
+		}
+		conn.Close()
+	}
+}
+
+// waitLocalCluster waits until a cluster query from c holds want ids.
+func waitLocalCluster(t *testing.T, c *node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		ids, err := get(t, c.url+"/v1/tables/events/query?cluster=true&columns=id")
+		if err == nil && len(ids) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d ids within 120s (%v)", c.name, len(ids), want, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/config"
+)
+
+// A cluster query holds every node's cold tier (no commit) while its
+// coordinator reads the Iceberg table; a reader that stops reading must
+// not keep those holds until the query's write timeout. Each node that
+// holds for a cluster query bounds how long its reader may make no
+// progress (cluster.reader_timeout): a member its coordinator (rows read,
+// or the coordinator's heartbeats on the request body while it is busy
+// with its own part), the coordinator its client (each write). Past it the
+// query fails and the holds end.
+
+// errReaderStalled ends a cluster query whose reader made no progress
+// for the reader timeout.
+var errReaderStalled = errors.New("the reader made no progress")
+
+// readerTimeout is cluster.reader_timeout, or its default.
+func (s *Server) readerTimeout() time.Duration {
+	if t := s.cfg.Cluster.ReaderTimeout; t > 0 {
+		return t
+	}
+	return config.DefaultReaderTimeout
+}
+
+// stallWatch ends a member's answer when its coordinator makes no progress
+// for limit: it cancels the query's context and breaks the connection's
+// pending reads and writes, so that the handler returns and releases its
+// hold.
+type stallWatch struct {
+	last     atomic.Int64 // unix nanoseconds of the last progress
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+func watchStall(limit time.Duration, rc *http.ResponseController, cancel context.CancelCauseFunc, reader string) *stallWatch {
+	w := &stallWatch{stop: make(chan struct{})}
+	w.progress()
+	tick := max(limit/8, time.Millisecond)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case now := <-t.C:
+				if idle := now.Sub(time.Unix(0, w.last.Load())); idle >= limit {
+					cancel(fmt.Errorf("%w for %v: %s", errReaderStalled, limit, reader))
+					_ = rc.SetWriteDeadline(time.Now())
+					_ = rc.SetReadDeadline(time.Now())
+					return
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *stallWatch) progress() { w.last.Store(time.Now().UnixNano()) }
+
+// Stop disarms the watch.
+func (w *stallWatch) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+// progressWriter reports each completed write to its watch.
+type progressWriter struct {
+	w     io.Writer
+	watch *stallWatch
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if n > 0 {
+		p.watch.progress()
+	}
+	return n, err
+}
+
+// deadlineWriter bounds each write to a client by limit (and by the
+// query's own deadline): a client that stops reading fails the query
+// after limit, instead of after the query's timeout.
+type deadlineWriter struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	limit time.Duration
+	end   time.Time // the query's deadline
+}
+
+func (d deadlineWriter) Write(b []byte) (int, error) {
+	end := time.Now().Add(d.limit)
+	if !d.end.IsZero() && d.end.Before(end) {
+		end = d.end
+	}
+	_ = d.rc.SetWriteDeadline(end)
+	n, err := d.w.Write(b)
+	if err != nil && isTimeout(err) {
+		err = fmt.Errorf("%w for %v: the client: %w", errReaderStalled, d.limit, err)
+	}
+	return n, err
+}
+
+// heartbeat sends one byte to every member's request body at a steady
+// pace while the coordinator works on its own part: a member counts it as
+// progress (watchStall). A stopped coordinator (SIGSTOP) sends none.
+type heartbeat struct {
+	mu     sync.Mutex
+	bodies []*memberBody
+}
+
+func (h *heartbeat) add(b *memberBody) {
+	h.mu.Lock()
+	h.bodies = append(h.bodies, b)
+	h.mu.Unlock()
+}
+
+// run beats every period until done closes.
+func (h *heartbeat) run(period time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			h.mu.Lock()
+			for _, b := range h.bodies {
+				b.beat()
+			}
+			h.mu.Unlock()
+		}
+	}
+}
