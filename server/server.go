@@ -437,7 +437,10 @@ func (s *Server) awaitStopped(ctx context.Context, wg *sync.WaitGroup) error {
 			if s.queue.Len() == 0 {
 				return nil
 			}
-			stopped = nil // wait for ingest alone from now on
+			// The schedulers and sources are done but batches are still
+			// queued: wait for them alone, until ctx ends.
+			stopped = nil
+			continue
 		case <-tick.C:
 			if stopped == nil && s.queue.Len() == 0 {
 				return nil
