@@ -112,6 +112,8 @@ type tableState struct {
 	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
+	// routingOff is set once key routing is off for the table (keyroute.go).
+	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
 	// filters did not load at start: the table is read-only (writes get
 	// ErrTableDegraded, its sources do not start) until a restart loads
