@@ -23,3 +23,21 @@ func KafkaKeyPartition(key []byte, partitions int32) int32 {
 	}
 	return int32(kafkaKeyPartitioner.ForTopic("").Partition(&kgo.Record{Key: key}, int(partitions)))
 }
+
+// KafkaKeyPartitioner returns KafkaKeyPartition as a function that reuses
+// one partitioner, for checking many keys at once; it is not safe for
+// concurrent use.
+func KafkaKeyPartitioner() func(key []byte, partitions int32) int32 {
+	tp := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	rec := &kgo.Record{}
+	return func(key []byte, partitions int32) int32 {
+		if partitions <= 0 {
+			return -1
+		}
+		if key == nil {
+			key = []byte{}
+		}
+		rec.Key = key
+		return int32(tp.Partition(rec, int(partitions)))
+	}
+}

@@ -49,6 +49,11 @@ type TableHoldings struct {
 	// that the Iceberg table does not: those assigned, and those it
 	// stored rows of and has not shown to be committed.
 	Holds map[string][]int32 `json:"holds,omitempty"`
+	// Off, when not empty, says why the node's rows of the table are not
+	// where their keys say (a message in another partition than its key
+	// hashes to, or rows routed by another partition count): no
+	// coordinator routes the table while a live report says so.
+	Off string `json:"off,omitempty"`
 }
 
 // holdsAny reports whether h holds a partition of want.
@@ -173,6 +178,9 @@ func (v *Views) Route(members []string, self, table string, counts map[string]in
 			continue
 		}
 		th, ok := e.h.Tables[table]
+		if ok && th.Off != "" {
+			return nil, &NotRoutable{fmt.Sprintf("%s: %s", url, th.Off)}
+		}
 		if !ok || !th.Ready {
 			asked = append(asked, url)
 			continue

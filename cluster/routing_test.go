@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -101,5 +103,32 @@ func TestViewsRoute(t *testing.T) {
 	v.Polled("http://c", now, other)
 	if _, err := v.Route(members, "A", "t", counts, map[string][]int32{"k": {0}}); err == nil {
 		t.Fatal("partition counts differ: routed anyway")
+	}
+}
+
+// A live report that says routing is off (its node's rows are not where
+// their keys say, even before it is ready) stops routing the table; once
+// its lease ran out the node is asked anyway, and the others route again.
+func TestViewsRouteOff(t *testing.T) {
+	now := time.Unix(1000, 0)
+	v := &Views{Lease: 3 * time.Second, Now: func() time.Time { return now }}
+	members := []string{"http://b", "http://c"}
+	counts := map[string]int32{"k": 6}
+	want := map[string][]int32{"k": {1}}
+	off := holdings("B", 1, 2)
+	th := off.Tables["t"]
+	th.Ready, th.Off = false, "topic k partition 2 offset 7: its key hashes to partition 1"
+	off.Tables["t"] = th
+	v.Polled("http://b", now, off)
+	v.Polled("http://c", now, holdings("C", 1, 3))
+	var nr *NotRoutable
+	if _, err := v.Route(members, "A", "t", counts, want); !errors.As(err, &nr) || !strings.Contains(err.Error(), "http://b: topic k partition 2") {
+		t.Fatalf("a member says routing is off: %v, want *NotRoutable naming it", err)
+	}
+	now = now.Add(3 * time.Second)
+	v.Polled("http://c", now, holdings("C", 2, 3))
+	asked, err := v.Route(members, "A", "t", counts, want)
+	if err != nil || !slices.Equal(asked, []string{"http://b"}) {
+		t.Fatalf("b's lease ran out: asked %v (%v), want b alone", asked, err)
 	}
 }

@@ -151,6 +151,11 @@ type Limits struct {
 	// and stores nothing again. Default 24h; negative: the header is
 	// ignored.
 	IdempotencyTTL time.Duration `yaml:"idempotency_ttl"`
+	// IdempotencyMaxKeys bounds the live Idempotency-Keys of one table
+	// (each costs ~500 B of store until its TTL ends): a request with a
+	// new key beyond it is refused (429), never stored without its key.
+	// Default DefaultIdempotencyMaxKeys.
+	IdempotencyMaxKeys int `yaml:"idempotency_max_keys"`
 }
 
 // Table is one time-series table.
@@ -233,7 +238,10 @@ const (
 	DefaultMaxConnections  = 1024
 	DefaultIdleTimeout     = 2 * time.Minute
 	DefaultTLSReload       = 10 * time.Second
-	DefaultCompactAfter    = time.Hour
+	// DefaultIdempotencyMaxKeys: a key a second for a day, twice over
+	// (~100 MB of store a table at most).
+	DefaultIdempotencyMaxKeys = 200_000
+	DefaultCompactAfter       = time.Hour
 )
 
 // Parse decodes YAML (unknown fields are errors: a typo must not silently
@@ -366,6 +374,9 @@ func (c *Config) setDefaults() {
 	if l.IdempotencyTTL == 0 {
 		l.IdempotencyTTL = DefaultIdempotencyTTL
 	}
+	if l.IdempotencyMaxKeys == 0 {
+		l.IdempotencyMaxKeys = DefaultIdempotencyMaxKeys
+	}
 	if c.Cluster.NodeTimeout == 0 {
 		c.Cluster.NodeTimeout = DefaultNodeTimeout
 	}
@@ -422,6 +433,9 @@ func (c *Config) Validate() error {
 	}
 	if l.MaxInflight < 0 {
 		add("limits.max_inflight: negative (%d)", l.MaxInflight)
+	}
+	if l.IdempotencyMaxKeys < 0 {
+		add("limits.idempotency_max_keys: negative (%d)", l.IdempotencyMaxKeys)
 	}
 	errs = append(errs, c.Cluster.validate()...)
 	errs = append(errs, c.Auth.validate()...)

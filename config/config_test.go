@@ -269,12 +269,16 @@ tables:
   - name: nohash
     sources:
       - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: g2, key_partitioned: true}
+  - name: untyped
+    hashBy: user
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [events], group: g3, key_partitioned: true}
 `
 	_, err := Parse([]byte(bad), env)
 	if err == nil {
 		t.Fatal("bad key_partitioned accepted")
 	}
-	for _, want := range []string{`hashBy column "score" is float64`, "sources[1] is not a key_partitioned kafka source", "the table has no hashBy column"} {
+	for _, want := range []string{`hashBy column "score" is float64`, "sources[1] is not a key_partitioned kafka source", "the table has no hashBy column", `hashBy column "user" has no declared type`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

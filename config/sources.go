@@ -305,10 +305,21 @@ func (t *Table) checkKeyPartitioned(where string) []error {
 	if t.HashBy == "" {
 		errs = append(errs, fmt.Errorf("%s: key_partitioned: the table has no hashBy column", where))
 	} else {
+		// Without a declared type the key form of a value is a guess (the
+		// JSON number 7 and the string "7" are different keys): refused
+		// rather than a table that never routes or routes on a guess.
+		declared := false
 		for _, c := range t.Schema {
-			if c.Name == t.HashBy && c.Type != "string" && c.Type != "int64" {
+			if c.Name != t.HashBy {
+				continue
+			}
+			declared = true
+			if c.Type != "string" && c.Type != "int64" {
 				errs = append(errs, fmt.Errorf("%s: key_partitioned: hashBy column %q is %s; want string or int64", where, c.Name, c.Type))
 			}
+		}
+		if !declared {
+			errs = append(errs, fmt.Errorf("%s: key_partitioned: hashBy column %q has no declared type; declare it in the schema as string or int64", where, t.HashBy))
 		}
 	}
 	for i, s := range t.Sources {

@@ -3,10 +3,55 @@ package luavm
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 )
+
+// invokeBounded is m.Invoke with the test's own bounds on the call: it is
+// cancelled when the live heap passes maxHeap or after limit, so that a
+// call whose memory guard is broken fails the test soon and small instead
+// of allocating until its script's timeout. stopped says which bound
+// ended it ("" when none did).
+func invokeBounded(m *Manager, script, fn string, maxHeap uint64, limit time.Duration, args ...any) (res []any, err error, stopped string) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	watched := make(chan struct{})
+	over := make(chan struct{})
+	go func() {
+		defer close(watched)
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			metrics.Read(sample)
+			if sample[0].Value.Uint64() > maxHeap {
+				close(over)
+				cancel()
+				return
+			}
+		}
+	}()
+	res, err = m.Invoke(ctx, script, fn, 1, args...)
+	if ctx.Err() != nil {
+		stopped = fmt.Sprintf("the test's %v bound", limit)
+	}
+	cancel()
+	<-watched
+	select {
+	case <-over:
+		stopped = fmt.Sprintf("the test's %d MiB heap bound", maxHeap>>20)
+	default:
+	}
+	return res, err, stopped
+}
 
 // TestMemoryLimitPerCall: with the process heap budget off, a call that
 // doubles a string or grows a table is stopped near its script's
@@ -22,7 +67,13 @@ function small() local t = {} for i = 1, 1000 do t[i] = i end return #t end`
 	}
 	for _, fn := range []string{"doubling", "grow"} {
 		start := time.Now()
-		_, err := m.Invoke(context.Background(), "mem.lua", fn, 0)
+		// 16 times the limit and 40 s: far beyond what the guard lets
+		// through, far below what a call without one would take.
+		_, err, stopped := invokeBounded(m, "mem.lua", fn, 16*32<<20, 40*time.Second)
+		if stopped != "" {
+			t.Errorf("%s: stopped by %s after %v (%v), not by its MemoryLimit", fn, stopped, time.Since(start), err)
+			continue
+		}
 		// The doubling string may be refused by the concatenation's own
 		// check first (TestConcatLimit).
 		if !errors.Is(err, ErrMemoryLimit) && (fn != "doubling" || !errors.Is(err, ErrStringLimit)) {

@@ -120,7 +120,20 @@ function ok() return ("abc"):find("b") end`
 	}
 	for _, fn := range []string{"find", "match", "gmatch", "gsub"} {
 		start := time.Now()
-		_, err := m.Invoke(context.Background(), "slow.lua", fn, 1)
+		// The test's own bound: a matcher that does not see the script's
+		// deadline backtracks for ever, and the test must fail, not hang
+		// (ctx has no deadline: the script's timeout is what is tested).
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := m.Invoke(ctx, "slow.lua", fn, 1); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(timeout + 10*time.Second):
+			cancel()
+			t.Fatalf("%s: still running %v after it started, timeout %v (the match is left running)", fn, time.Since(start), timeout)
+		}
+		cancel()
 		elapsed := time.Since(start)
 		if !errors.Is(err, ErrTimeout) {
 			t.Errorf("%s: %v, want ErrTimeout", fn, err)

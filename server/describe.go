@@ -104,5 +104,10 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintf(&b, "degraded: table %q refuses writes: %s\n", n, ts.degraded)
 		}
 	}
+	// Key routing that is off leaves the node ready: its answers stay
+	// exact (every node is asked), only slower.
+	for _, off := range s.router.offTables() {
+		fmt.Fprintf(&b, "key routing off (key queries ask every node): %s\n", off)
+	}
 	io.WriteString(w, b.String())
 }

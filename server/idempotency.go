@@ -41,6 +41,11 @@ var (
 	errKeyInProgress = errors.New("a request with this Idempotency-Key is in progress")
 	// errKeyReused: the key was used with a different body (422).
 	errKeyReused = errors.New("Idempotency-Key already used with a different body")
+	// errKeysFull: the table has limits.idempotency_max_keys live keys
+	// (429). The request is refused rather than the oldest key evicted:
+	// a retry of the evicted key's batch would store it twice without a
+	// word, where a refused request stored nothing and says so.
+	errKeysFull = errors.New("too many live Idempotency-Keys")
 )
 
 // idempotency is the server's state for Idempotency-Key requests.
@@ -48,6 +53,12 @@ type idempotency struct {
 	mu       sync.Mutex
 	inflight map[string]struct{} // record names being ingested
 	replays  atomic.Int64        // answers replayed from a record
+	// live counts each table's stored records (expired ones too until
+	// the sweep deletes them), read from the store at a table's first
+	// keyed request and recounted by every sweep; pending counts its
+	// new keys being ingested, which may add a record each.
+	live    map[string]int
+	pending map[string]int
 }
 
 // idempotencyRecord is the stored value of a key.
@@ -63,11 +74,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // keyedRequest is one request with an Idempotency-Key, from the lookup to
 // the end of its ingest.
 type keyedRequest struct {
-	s      *Server
-	name   string // the record's position name
-	sum    uint32
-	size   int64
-	replay *ingest.Result // the stored answer, when this is a retry
+	s     *Server
+	table string
+	name  string // the record's position name
+	// reserved: a new key counted in pending until end; stored: its
+	// record was staged with the rows (it may be there from now on).
+	reserved bool
+	stored   atomic.Bool
+	sum      uint32
+	size     int64
+	replay   *ingest.Result // the stored answer, when this is a retry
 }
 
 // parseIdempotencyKey returns the header's key: a string of 1 to 255
@@ -92,7 +108,7 @@ func parseIdempotencyKey(v string) (string, error) {
 // caller answers from replay when it is set, and calls end in every case
 // once it has answered or ingested.
 func (s *Server) beginKeyed(tableName, key string, body *chunkReader) (*keyedRequest, error) {
-	k := &keyedRequest{s: s, name: idempotencyPrefix + tableName + "/" + key}
+	k := &keyedRequest{s: s, table: tableName, name: idempotencyPrefix + tableName + "/" + key}
 	for _, c := range body.chunks {
 		k.sum = crc32.Update(k.sum, castagnoli, c)
 		k.size += int64(len(c))
@@ -113,6 +129,10 @@ func (s *Server) beginKeyed(tableName, key string, body *chunkReader) (*keyedReq
 		return nil, err
 	}
 	if stored == nil {
+		if err := k.reserve(); err != nil {
+			k.end()
+			return nil, err
+		}
 		return k, nil
 	}
 	var rec idempotencyRecord
@@ -132,9 +152,53 @@ func (s *Server) beginKeyed(tableName, key string, body *chunkReader) (*keyedReq
 	return k, nil
 }
 
+// reserve counts k, a key the table has no record of, against the
+// table's bound, or fails with errKeysFull.
+func (k *keyedRequest) reserve() error {
+	s := k.s
+	bound := s.cfg.Limits.IdempotencyMaxKeys
+	if bound <= 0 {
+		return nil
+	}
+	s.idem.mu.Lock()
+	defer s.idem.mu.Unlock()
+	live, known := s.idem.live[k.table]
+	if !known {
+		n, err := s.countKeys(k.table)
+		if err != nil {
+			return err
+		}
+		if s.idem.live == nil {
+			s.idem.live, s.idem.pending = map[string]int{}, map[string]int{}
+		}
+		s.idem.live[k.table], live = n, n
+	}
+	if live+s.idem.pending[k.table] >= bound {
+		return fmt.Errorf("%w: table %q holds %d (limits.idempotency_max_keys), each kept for limits.idempotency_ttl %v; retry once older keys expire, or send the batch without a key",
+			errKeysFull, k.table, bound, s.cfg.Limits.IdempotencyTTL)
+	}
+	s.idem.pending[k.table]++
+	k.reserved = true
+	return nil
+}
+
+// countKeys counts the stored records of table.
+func (s *Server) countKeys(table string) (int, error) {
+	n := 0
+	err := s.store.Positions(idempotencyPrefix+table+"/", func(string, []byte) error {
+		n++
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("server: count the Idempotency-Keys of table %s: %w", table, err)
+	}
+	return n, nil
+}
+
 // record is the IngestRecord that stores k's answer with the rows.
 func (k *keyedRequest) record() *IngestRecord {
 	return &IngestRecord{Name: k.name, Value: func(res ingest.Result) []byte {
+		k.stored.Store(true)
 		b, err := json.Marshal(idempotencyRecord{At: k.s.now().UnixMilli(), Sum: k.sum, Size: k.size, Result: res})
 		if err != nil {
 			panic(err) // a Result always marshals
@@ -143,10 +207,19 @@ func (k *keyedRequest) record() *IngestRecord {
 	}}
 }
 
-// end ends k's progress mark.
+// end ends k's progress mark; a new key whose record was staged counts
+// as live from now on (if its batch failed after all, the next sweep's
+// count corrects it).
 func (k *keyedRequest) end() {
 	k.s.idem.mu.Lock()
 	delete(k.s.idem.inflight, k.name)
+	if k.reserved {
+		k.reserved = false
+		k.s.idem.pending[k.table]--
+		if k.stored.Load() {
+			k.s.idem.live[k.table]++
+		}
+	}
 	k.s.idem.mu.Unlock()
 }
 
@@ -159,6 +232,8 @@ func keyedStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, errKeyReused):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, errKeysFull):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -168,6 +243,14 @@ func (s *Server) sweepIdempotency(ctx context.Context) {
 	ttl := s.cfg.Limits.IdempotencyTTL
 	now := s.now()
 	var expired []string
+	// The count is taken under the lock, so that no request ends between
+	// the count and its use: a record is then counted here, or by its
+	// request's end, or (committed before the walk, ended after) by both,
+	// which refuses early until the next sweep but never admits a key
+	// beyond the bound.
+	s.idem.mu.Lock()
+	defer s.idem.mu.Unlock()
+	kept := map[string]int{}
 	err := s.store.Positions(idempotencyPrefix, func(name string, value []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -175,11 +258,18 @@ func (s *Server) sweepIdempotency(ctx context.Context) {
 		var rec idempotencyRecord
 		if err := json.Unmarshal(value, &rec); err != nil || now.Sub(time.UnixMilli(rec.At)) >= ttl {
 			expired = append(expired, name)
+		} else if table, _, ok := strings.Cut(strings.TrimPrefix(name, idempotencyPrefix), "/"); ok {
+			kept[table]++
 		}
 		return nil
 	})
 	if err == nil {
 		err = s.store.DeletePositions(expired)
+	}
+	if err == nil {
+		for table := range s.idem.live {
+			s.idem.live[table] = kept[table]
+		}
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -348,3 +348,66 @@ func TestClientDoesNotResendUnsent(t *testing.T) {
 		t.Fatalf("took %v: a refused connection was resent", d)
 	}
 }
+
+// TestIdempotencyKeysBounded: with limits.idempotency_max_keys 3, a
+// fourth live key of a table is refused with 429 naming the bound and
+// stores nothing, while retries of the three stored keys are still
+// answered from their records (never stored twice); the bound holds over
+// a restart (the count is read from the store) and frees up as the keys
+// expire and are swept.
+func TestIdempotencyKeysBounded(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	yaml := strings.Replace(testConfig, "limits: {", "limits: {idempotency_max_keys: 3, ", 1)
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	open := func() (*testServer, func()) {
+		srv, err := New(context.Background(), cfg, Options{StorageDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Now: func() time.Time { return time.Unix(0, now.Load()) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.ready.Store(true)
+		hs := httptest.NewServer(srv.Handler())
+		return &testServer{Server: srv, url: hs.URL}, func() { hs.Close(); srv.Close() }
+	}
+	s, closeServer := open()
+	for _, key := range []string{"k1", "k2", "k3"} {
+		if code, r, _ := keyedPost(t, s.url, key, keyedBody(key, 2)); code != 200 {
+			t.Fatalf("%s: %d %s", key, code, r.Error)
+		}
+	}
+	refused := func(s *testServer) {
+		t.Helper()
+		code, r, _ := keyedPost(t, s.url, "k4", keyedBody("k4", 2))
+		if code != http.StatusTooManyRequests || !strings.Contains(r.Error, "idempotency_max_keys") || !strings.Contains(r.Error, `holds 3`) {
+			t.Fatalf("a fourth key: %d %q, want 429 naming the bound", code, r.Error)
+		}
+		if n := countUsers(t, s.url)["k4"]; n != 0 {
+			t.Fatalf("the refused batch stored %d rows", n)
+		}
+	}
+	refused(s)
+	for _, key := range []string{"k1", "k2", "k3"} {
+		if code, _, hdr := keyedPost(t, s.url, key, keyedBody(key, 2)); code != 200 || hdr.Get(replayedHeader) != "true" {
+			t.Fatalf("retry of %s at the bound: %d replayed=%q", key, code, hdr.Get(replayedHeader))
+		}
+	}
+	closeServer()
+	s, closeServer = open()
+	defer closeServer()
+	refused(s)
+	now.Add(int64(s.cfg.Limits.IdempotencyTTL + time.Second))
+	s.sweepIdempotency(context.Background())
+	if code, r, _ := keyedPost(t, s.url, "k4", keyedBody("k4", 2)); code != 200 {
+		t.Fatalf("a new key once the old ones expired: %d %s", code, r.Error)
+	}
+	for _, key := range []string{"k1", "k2", "k3", "k4"} {
+		if n := countUsers(t, s.url)[key]; n != 2 {
+			t.Errorf("rows of %s: %d, want 2 (stored once)", key, n)
+		}
+	}
+}

@@ -79,8 +79,16 @@ type routedTable struct {
 	sourceColumns bool
 	ts            *tableState
 
-	ready    bool
-	counts   map[string]int32
+	ready bool
+	// counts are the topics' partition counts read at start; known is
+	// closed once they are.
+	counts map[string]int32
+	known  chan struct{}
+	// off, when not empty, is why key routing is off for the table
+	// (durably: the record in the store says so too); offDone is closed
+	// once every member was told, or one lease has passed.
+	off      string
+	offDone  chan struct{}
 	assigned map[topicPartition]bool
 	// stored are partitions this store stored rows of and may still hold
 	// uncommitted (from its stored positions at start, and partitions
@@ -105,7 +113,7 @@ func newKeyRouter(s *Server) *keyRouter {
 				continue
 			}
 			if rt == nil {
-				rt = &routedTable{name: n, ts: ts, sourceColumns: ts.cfg.Compact.Iceberg != nil,
+				rt = &routedTable{name: n, ts: ts, sourceColumns: ts.cfg.Compact.Iceberg != nil, known: make(chan struct{}),
 					assigned: map[topicPartition]bool{}, stored: map[topicPartition]bool{}, touched: map[topicPartition]uint64{}}
 				rt.conn, rt.connErr = kafkaConn(*sc.Kafka)
 			}
@@ -139,6 +147,23 @@ func (r *keyRouter) hooks(table string, o *stream.KafkaOptions) {
 	}
 	o.OnAssigned = func(ctx context.Context, ps map[string][]int32) { r.assigned(ctx, table, ps) }
 	o.OnReleased = func(ps map[string][]int32) { r.released(table, ps) }
+	o.CheckKeys = func(ctx context.Context, msgs []stream.Message) error { return r.checkKeys(ctx, table, msgs) }
+}
+
+// offTables says, in table order, which tables' key routing is off and why.
+func (r *keyRouter) offTables() []string {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var off []string
+	for _, n := range r.s.names {
+		if rt := r.tables[n]; rt != nil && rt.off != "" {
+			off = append(off, fmt.Sprintf("table %q: %s", n, rt.off))
+		}
+	}
+	return off
 }
 
 // holdings is this node's report.
@@ -151,7 +176,7 @@ func (r *keyRouter) holdings() cluster.Holdings {
 func (r *keyRouter) holdingsLocked() cluster.Holdings {
 	h := cluster.Holdings{Node: r.s.nodeID, Version: r.version, Tables: map[string]cluster.TableHoldings{}}
 	for n, rt := range r.tables {
-		th := cluster.TableHoldings{Ready: rt.ready, Partitions: maps.Clone(rt.counts),
+		th := cluster.TableHoldings{Ready: rt.ready, Off: rt.off, Partitions: maps.Clone(rt.counts),
 			Assigned: map[string][]int32{}, Holds: map[string][]int32{}}
 		for tp := range rt.assigned {
 			th.Assigned[tp.topic] = append(th.Assigned[tp.topic], tp.partition)
@@ -184,17 +209,16 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 	r.mu.Lock()
 	rt := r.tables[table]
 	r.events++
+	var grown string
 	for topic, parts := range ps {
 		for _, p := range parts {
 			tp := topicPartition{topic, p}
 			rt.assigned[tp] = true
 			rt.touched[tp] = r.events
-			if n, ok := rt.counts[topic]; ok && p >= n {
-				// The topic has more partitions than when this node
-				// started: keys now map elsewhere. Never routed again
-				// until a restart reads the counts anew.
-				rt.ready = false
-				r.s.log.Error("key routing: the topic has more partitions than at start; key queries ask every node until a restart", "table", table, "topic", topic, "partition", p, "partitions_at_start", n)
+			if n, ok := rt.counts[topic]; ok && p >= n && grown == "" {
+				// The topic has more partitions than the rows stored
+				// so far were routed by: keys now map elsewhere.
+				grown = fmt.Sprintf("topic %s has a partition %d; the table's rows were routed by %d partitions", topic, p, n)
 			}
 		}
 	}
@@ -202,9 +226,24 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 	report := r.holdingsLocked()
 	gained := time.Now()
 	r.mu.Unlock()
+	if grown != "" {
+		// Off before any row of the new partitions is stored; the
+		// report sent below says so too.
+		if err := r.turnOff(ctx, rt, grown); err != nil {
+			r.s.log.Error("key routing: recording that routing is off", "table", table, "error", err)
+		}
+		return
+	}
+	r.announceOrWait(ctx, table, report, gained, "new partitions")
+}
+
+// announceOrWait sends report to every member; when one did not take it,
+// it waits until one lease after since (the member's lease on an older
+// report has run out by then) or ctx ends.
+func (r *keyRouter) announceOrWait(ctx context.Context, table string, report cluster.Holdings, since time.Time, what string) {
 	if err := r.announce(ctx, report); err != nil {
-		wait := time.Until(gained.Add(routeLease))
-		r.s.log.Warn("key routing: a member did not take this node's new partitions; waiting out its lease before storing them", "table", table, "error", err, "wait", wait)
+		wait := time.Until(since.Add(routeLease))
+		r.s.log.Warn("key routing: a member did not take this node's report; waiting out its lease", "table", table, "news", what, "error", err, "wait", wait)
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
@@ -212,6 +251,132 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 		case <-ctx.Done():
 		}
 	}
+}
+
+// routingRecord is what a node's store keeps of a routed table's routing:
+// the partition counts its rows were routed by, and why routing is off.
+// It outlives restarts because the rows do: a row stored under another
+// count or in another partition than its key's stays where it is.
+type routingRecord struct {
+	Partitions map[string]int32 `json:"partitions"`
+	Off        string           `json:"off,omitempty"`
+}
+
+// routingRecordName names a table's routingRecord among the store's
+// positions (outside every source's names, which begin with the table).
+func routingRecordName(table string) string { return "keyrouting\x00" + table }
+
+func (r *keyRouter) readRecord(table string) (routingRecord, error) {
+	rec := routingRecord{Partitions: map[string]int32{}}
+	v, err := r.s.store.Position(routingRecordName(table))
+	if err != nil || v == nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, fmt.Errorf("key routing record of table %s: %w", table, err)
+	}
+	if rec.Partitions == nil {
+		rec.Partitions = map[string]int32{}
+	}
+	return rec, nil
+}
+
+func (r *keyRouter) writeRecord(table string, rec routingRecord) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return r.s.store.PutPosition(routingRecordName(table), v)
+}
+
+// turnOff turns key routing off for rt, for good: it records why in the
+// store, says so in this node's report and sends that to every member (or
+// waits out a lease), and only then returns, so that no row that routing
+// would miss is stored before every coordinator asks every node. Callers
+// that find it being turned off wait for that too.
+func (r *keyRouter) turnOff(ctx context.Context, rt *routedTable, why string) error {
+	r.mu.Lock()
+	if rt.off != "" {
+		done := rt.offDone
+		r.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	rt.off = why
+	rt.offDone = make(chan struct{})
+	rt.ts.routingOff.Store(true)
+	r.version++
+	report := r.holdingsLocked()
+	since := time.Now()
+	r.mu.Unlock()
+	defer close(rt.offDone)
+	r.s.log.Error("key routing is off for the table: key queries ask every node", "table", rt.name, "why", why)
+	rec, err := r.readRecord(rt.name)
+	if err == nil {
+		rec.Off = why
+		err = r.writeRecord(rt.name, rec)
+	}
+	r.announceOrWait(ctx, rt.name, report, since, "routing off")
+	if err != nil {
+		return fmt.Errorf("key routing of table %s: record that it is off: %w", rt.name, err)
+	}
+	return nil
+}
+
+// checkKeys is a source's CheckKeys: every message's key must be in the
+// partition Kafka's default partitioner (murmur2) gives it among the
+// partitions the table's rows are routed by. A message that is not (a
+// producer with another partitioner, a message without a key, a topic
+// grown since) turns routing off before it is stored.
+func (r *keyRouter) checkKeys(ctx context.Context, table string, msgs []stream.Message) error {
+	rt := r.tables[table]
+	if rt.ts.routingOff.Load() {
+		r.mu.Lock()
+		done := rt.offDone
+		r.mu.Unlock()
+		if done != nil {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	// The counts are read at start; a batch waits for them (the brokers
+	// that gave it answer the metadata request too).
+	select {
+	case <-rt.known:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	counts := rt.counts
+	r.mu.Unlock()
+	partition := cluster.KafkaKeyPartitioner()
+	for i := range msgs {
+		m := &msgs[i]
+		n, ok := counts[m.Topic]
+		var why string
+		switch {
+		case !ok:
+			why = fmt.Sprintf("topic %s: its partition count is unknown", m.Topic)
+		case m.Key == nil:
+			why = fmt.Sprintf("topic %s partition %d offset %d: a message without a key", m.Topic, m.Partition, m.Offset)
+		default:
+			if want := partition(m.Key, n); want != m.Partition {
+				why = fmt.Sprintf("topic %s partition %d offset %d: its key hashes (murmur2, Kafka's default partitioner) to partition %d of %d; the producer partitions otherwise", m.Topic, m.Partition, m.Offset, want, n)
+			}
+		}
+		if why != "" {
+			return r.turnOff(ctx, rt, why)
+		}
+	}
+	return nil
 }
 
 // released is a source's OnReleased: no more rows of ps are stored here;
@@ -379,11 +544,51 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 			}
 		}
 	}
+	rec, err := r.readRecord(rt.name)
+	if err != nil {
+		return err
+	}
+	why := rec.Off
+	changed := false
+	for topic, n := range counts {
+		was, ok := rec.Partitions[topic]
+		switch {
+		case !ok:
+			rec.Partitions[topic], changed = n, true
+		case was != n && why == "":
+			why = fmt.Sprintf("topic %s has %d partitions; the table's rows in this store were routed by %d", topic, n, was)
+		}
+	}
+	if changed {
+		if err := r.writeRecord(rt.name, rec); err != nil {
+			return err
+		}
+	}
+	if why != "" && rec.Off == "" {
+		r.mu.Lock()
+		rt.counts = counts
+		r.mu.Unlock()
+		if err := r.turnOff(ctx, rt, why); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rt.counts = counts
+	if why != "" && rt.off == "" {
+		rt.off = why // found in the record: members learn it from the report
+		rt.offDone = make(chan struct{})
+		close(rt.offDone)
+		rt.ts.routingOff.Store(true)
+		r.s.log.Error("key routing is off for the table: key queries ask every node", "table", rt.name, "why", why)
+	}
 	for _, tp := range stored {
 		rt.stored[tp] = true
+	}
+	select {
+	case <-rt.known:
+	default:
+		close(rt.known)
 	}
 	for tp := range rt.assigned {
 		if tp.partition >= counts[tp.topic] {
@@ -545,8 +750,11 @@ func (r *keyRouter) route(table string, req QueryRequest, members []string) (ask
 		return members, "the table's sources are not key_partitioned"
 	}
 	r.mu.Lock()
-	ready, counts := rt.ready, maps.Clone(rt.counts)
+	ready, counts, off := rt.ready, maps.Clone(rt.counts), rt.off
 	r.mu.Unlock()
+	if off != "" {
+		return members, "key routing is off for the table: " + off
+	}
 	if !ready {
 		return members, "this node does not know the topics' partitions yet"
 	}

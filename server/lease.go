@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sluicedb/sluice/config"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
 )
@@ -48,7 +49,15 @@ const (
 	// commits, and a waiting commit makes every other query of the node
 	// wait too. It is config's, since the orphan_age floor counts it.
 	MaxLeaseTTL = config.MaxLeaseTTL
+	// MaxLeasesPerClient bounds the leases one client has open on the
+	// node that coordinates them: every lease stops every node's commits
+	// while it lives, so no one client may hold them without bound. An
+	// engine opens one per query it reads (Trino: one per table scan).
+	MaxLeasesPerClient = 8
 )
+
+// errTooManyLeases: the client has MaxLeasesPerClient leases open (429).
+var errTooManyLeases = errors.New("too many open read leases")
 
 // errLeaseEnded ends the reads of a lease whose TTL fired or that was
 // ended while they ran.
@@ -83,6 +92,48 @@ type leaseTable struct {
 	mu          sync.Mutex
 	held        map[string]*heldLease
 	coordinated map[string]*clusterLease
+	// opening counts each client's leases being opened (not yet in
+	// coordinated), so that concurrent opens cannot pass the bound.
+	opening map[string]int
+}
+
+// clientOf names who sent r, the unit of MaxLeasesPerClient: the remote
+// IP address. Once requests are authenticated, the principal names the
+// client instead (clients behind one proxy share an address).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// reserve counts a lease being opened by client against its bound; the
+// caller calls the returned release once the lease is in coordinated or
+// failed to open.
+func (lt *leaseTable) reserve(client string) (release func(), err error) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	open := lt.opening[client]
+	for _, cl := range lt.coordinated {
+		if cl.client == client {
+			open++
+		}
+	}
+	if open >= MaxLeasesPerClient {
+		return nil, fmt.Errorf("%w: client %s has %d open on this node, the most one client may (MaxLeasesPerClient); end one (DELETE) or let its TTL end it", errTooManyLeases, client, open)
+	}
+	if lt.opening == nil {
+		lt.opening = map[string]int{}
+	}
+	lt.opening[client]++
+	return func() {
+		lt.mu.Lock()
+		defer lt.mu.Unlock()
+		if lt.opening[client]--; lt.opening[client] == 0 {
+			delete(lt.opening, client)
+		}
+	}, nil
 }
 
 // heldLease is this node's hold of a table's cold tier for a lease.
@@ -105,6 +156,7 @@ type heldLease struct {
 // clusterLease is a lease this node coordinates.
 type clusterLease struct {
 	table   string
+	client  string // who opened it (clientOf)
 	lease   Lease
 	members []string // every member asked to hold (each is told when it ends)
 	local   bool     // this node holds outside its member list
@@ -292,6 +344,13 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	client := clientOf(r)
+	release, err := s.leases.reserve(client)
+	if err != nil {
+		writeError(w, http.StatusTooManyRequests, "lease: "+err.Error())
+		return
+	}
+	defer release()
 	var nodes []string
 	if s.members != nil {
 		if nodes, err = s.members.Members(r.Context()); err != nil {
@@ -300,7 +359,7 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := newNodeID()
-	cl := &clusterLease{table: name, members: nodes, lease: Lease{ID: id, TTL: ttl.String()}}
+	cl := &clusterLease{table: name, client: client, members: nodes, lease: Lease{ID: id, TTL: ttl.String()}}
 	body, _ := json.Marshal(LeaseRequest{TTL: ttl.String()})
 	timeout := s.fanout.NodeTimeout
 	if timeout <= 0 {

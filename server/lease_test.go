@@ -392,3 +392,57 @@ func TestLeaseEndsReadsInProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestLeasesBoundedPerClient: one client opening more leases at once than
+// MaxLeasesPerClient gets exactly that many, the others 429 naming the
+// bound; once it ends one it may open another.
+func TestLeasesBoundedPerClient(t *testing.T) {
+	nodes := startColdCluster(t, 2)
+	extra := 4
+	codes := make([]int, MaxLeasesPerClient+extra)
+	leases := make([]Lease, len(codes))
+	bodies := make([]string, len(codes))
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() { codes[i], leases[i], bodies[i] = openLease(t, nodes[0].url, "1m") })
+	}
+	wg.Wait()
+	var open []Lease
+	refused := 0
+	for i, code := range codes {
+		switch code {
+		case http.StatusOK:
+			open = append(open, leases[i])
+		case http.StatusTooManyRequests:
+			refused++
+			if !strings.Contains(bodies[i], "MaxLeasesPerClient") || !strings.Contains(bodies[i], "client 127.0.0.1") {
+				t.Errorf("429 does not name the bound and the client: %s", bodies[i])
+			}
+		default:
+			t.Fatalf("lease %d: %d %s", i, code, bodies[i])
+		}
+	}
+	end := func(l Lease) {
+		req, _ := http.NewRequest(http.MethodDelete, nodes[0].url+"/v1/tables/events/leases/"+l.ID, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	defer func() {
+		for _, l := range open {
+			end(l)
+		}
+	}()
+	if len(open) != MaxLeasesPerClient || refused != extra {
+		t.Fatalf("%d leases opened and %d refused, want %d and %d", len(open), refused, MaxLeasesPerClient, extra)
+	}
+	end(open[0])
+	open = open[1:]
+	code, l, body := openLease(t, nodes[0].url, "1m")
+	if code != http.StatusOK {
+		t.Fatalf("after one ended: %d %s", code, body)
+	}
+	open = append(open, l)
+}

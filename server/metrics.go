@@ -75,6 +75,12 @@ var tableFamilies = []tableFamily{
 	newTableFamily("sluice_compaction_runs_total", "Compaction runs that succeeded.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactRuns.Load() }),
 	newTableFamily("sluice_compaction_errors_total", "Compaction runs that failed.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactErrors.Load() }),
 	newTableFamily("sluice_compaction_rows_total", "Rows written to Parquet by compaction.", prometheus.CounterValue, func(t *tableState) int64 { return t.compactRows.Load() }),
+	newTableFamily("sluice_key_routing_off", "1 when key routing is off for the table: its rows are not where their Kafka keys say (another partitioner, a grown topic), so key queries ask every node.", prometheus.GaugeValue, func(t *tableState) int64 {
+		if t.routingOff.Load() {
+			return 1
+		}
+		return 0
+	}),
 	newTableFamily("sluice_table_degraded", "1 when the table's computed columns or filters did not load at start (it refuses writes).", prometheus.GaugeValue, func(t *tableState) int64 {
 		if t.degraded != "" {
 			return 1

@@ -127,6 +127,8 @@ type tableState struct {
 	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
+	// routingOff is set once key routing is off for the table (keyroute.go).
+	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
 	// filters did not load at start: the table is read-only (writes get
 	// ErrTableDegraded, its sources do not start) until a restart loads
@@ -455,7 +457,10 @@ func (s *Server) awaitStopped(ctx context.Context, wg *sync.WaitGroup) error {
 			if s.queue.Len() == 0 {
 				return nil
 			}
-			stopped = nil // wait for ingest alone from now on
+			// The schedulers and sources are done but batches are still
+			// queued: wait for them alone, until ctx ends.
+			stopped = nil
+			continue
 		case <-tick.C:
 			if stopped == nil && s.queue.Len() == 0 {
 				return nil

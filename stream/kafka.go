@@ -80,6 +80,12 @@ type KafkaOptions struct {
 	// follows the assignment with them (docs/cluster.md).
 	OnAssigned func(ctx context.Context, partitions map[string][]int32)
 	OnReleased func(partitions map[string][]int32)
+	// CheckKeys, when set, sees each batch's messages before they are
+	// stored: key routing checks there that every message's key is in
+	// the partition Kafka's default partitioner gives it, and turns
+	// itself off before a misplaced row can be stored. An error fails the
+	// batch, which is retried.
+	CheckKeys func(ctx context.Context, msgs []Message) error
 	// Linger is how long a partition's worker gathers polls before it
 	// stores them in one batch (one synced commit), unless it has
 	// MaxPollRecords records sooner: 0 means DefaultLinger, a negative
@@ -752,6 +758,11 @@ func (k *Kafka) storePartition(ctx context.Context, p kgo.FetchTopicPartition) e
 		// where storing would cost a synced write per transaction.
 		k.setNext(key, last+1)
 		return nil
+	}
+	if k.opts.CheckKeys != nil {
+		if err := k.opts.CheckKeys(ctx, msgs); err != nil {
+			return fmt.Errorf("topic %s partition %d: check keys: %w", p.Topic, p.Partition, err)
+		}
 	}
 	select {
 	case k.writing <- struct{}{}:

@@ -86,3 +86,23 @@ func prefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// PutPosition stores value as the position named name on its own, synced:
+// for a record that belongs to no batch of rows (what a table's key
+// routing found), which must survive a crash once this returns.
+func (s *Store) PutPosition(name string, value []byte) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(positionKey(name), value, nil); err != nil {
+		return fmt.Errorf("table: stage position %q: %w", name, err)
+	}
+	if err := s.commitSync(b, false); err != nil {
+		return fmt.Errorf("table: store position %q: %w", name, err)
+	}
+	return nil
+}

@@ -27,6 +27,24 @@ func spaceOptions(t *testing.T) Options {
 	}
 }
 
+// closeWithin closes s, waiting at most limit: a store whose writes
+// stalled on a full disk (the guard broken) may never close, and the test
+// must then fail and go on to its cleanups (the tmpfs is unmounted lazily,
+// open files and all) instead of hanging its package until -timeout.
+func closeWithin(t *testing.T, s *Store, limit time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(limit):
+		t.Errorf("the store did not close within %v (its writes stall: the disk filled past the guard); left open", limit)
+	}
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
@@ -118,7 +136,7 @@ func TestDiskFullRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer closeWithin(t, s, 30*time.Second)
 	if st := s.SpaceStatus(); !st.ReserveHeld || st.Full != nil {
 		t.Fatalf("fresh store: want the reserve held and writes accepted: %+v", st)
 	}
@@ -165,7 +183,7 @@ func TestDiskFullFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer closeWithin(t, s, 30*time.Second)
 	tb, err := s.Table(Config{Name: "blobs", HashBy: "k", SortBy: "ts"})
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +220,7 @@ func TestDiskFullReserveCatchesENOSPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer closeWithin(t, s, 30*time.Second)
 	if !s.SpaceStatus().ReserveHeld {
 		t.Fatal("no reserve")
 	}
@@ -270,7 +288,7 @@ func TestDiskFullRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open on a full disk: %v", err)
 	}
-	defer s.Close()
+	defer closeWithin(t, s, 30*time.Second)
 	tb, err = s.Table(Config{Name: "blobs", HashBy: "k", SortBy: "ts"})
 	if err != nil {
 		t.Fatal(err)
