@@ -227,7 +227,7 @@ func TestAuthRolesAndTables(t *testing.T) {
 	code, body, _ = call(t, "GET", s.url+"/debug/pprof/cmdline", tok.scraper, nil)
 	want("scraper reads pprof", 403, code, body, "admin")
 	// The admin's action runs (no cold tier here: 400) and is audited.
-	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=1h", tok.ops, nil)
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=72h", tok.ops, nil)
 	want("admin deletes orphans", 400, code, body)
 	s.stop() // the log is read once the server is done with it
 	logs := s.logs.String()
@@ -660,11 +660,33 @@ func TestAuthLeaseOverMembers(t *testing.T) {
 	if code, body, _ := call(t, "DELETE", nodes[0].url+"/v1/tables/events/leases/"+lease.ID, tok.reader, nil); code/100 != 2 {
 		t.Errorf("end the lease: %d %s", code, body)
 	}
+	// The lease bound counts per principal once requests are
+	// authenticated: the 429 names the token's principal, not the address.
+	var held []string
+	for range MaxLeasesPerClient {
+		code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/leases", tok.reader, strings.NewReader(`{"ttl":"1m"}`))
+		if code != 200 {
+			t.Fatalf("lease %d of the bound: %d %s", len(held), code, body)
+		}
+		var l Lease
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l.ID)
+	}
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/leases", tok.reader, strings.NewReader(`{"ttl":"1m"}`)); code != http.StatusTooManyRequests || !strings.Contains(body, "client reader") {
+		t.Errorf("a lease over the bound: %d %s, want 429 naming the principal reader", code, body)
+	}
+	for _, id := range held {
+		if code, body, _ := call(t, "DELETE", nodes[0].url+"/v1/tables/events/leases/"+id, tok.reader, nil); code/100 != 2 {
+			t.Errorf("end lease %s: %d %s", id, code, body)
+		}
+	}
 	// A compaction now makes sure the Iceberg table exists for the cleanup.
 	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/compact", tok.ops, nil); code != 200 {
 		t.Errorf("the admin's compaction: %d %s", code, body)
 	}
-	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=1h", tok.ops, nil); code != 200 {
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=72h", tok.ops, nil); code != 200 {
 		t.Errorf("the admin's orphan cleanup: %d %s", code, body)
 	}
 	nodes[0].stop()

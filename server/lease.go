@@ -97,10 +97,14 @@ type leaseTable struct {
 	opening map[string]int
 }
 
-// clientOf names who sent r, the unit of MaxLeasesPerClient: the remote
-// IP address. Once requests are authenticated, the principal names the
-// client instead (clients behind one proxy share an address).
+// clientOf names who sent r, the unit of MaxLeasesPerClient: the
+// authenticated principal when auth is on (clients behind one proxy share
+// an address, and one client may come from many), the remote IP address
+// otherwise.
 func clientOf(r *http.Request) string {
+	if p := principalOf(r); p != nil {
+		return p.Name
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
