@@ -154,7 +154,7 @@ type IcebergCatalog struct {
 	// Password is a PostgreSQL catalog's password, instead of one inside
 	// the uri (which then must not hold one). The server's certificate is
 	// checked as the uri says: sslmode=verify-full and sslrootcert=<CA
-	// file> (docs/security-outbound.md).
+	// file> (docs/security.md, "Outbound").
 	Password Secret `yaml:"password"`
 }
 

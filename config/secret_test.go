@@ -171,7 +171,7 @@ func TestSecretForms(t *testing.T) {
 }
 
 // TestSecurityExamples: the configs of examples/security/ (the ones
-// docs/security-outbound.md shows) load, with the variables they name set.
+// docs/security.md, "Outbound" shows) load, with the variables they name set.
 func TestSecurityExamples(t *testing.T) {
 	for _, name := range []string{"KAFKA_PASSWORD", "NATS_TOKEN", "ICEBERG_REST_CREDENTIAL"} {
 		t.Setenv(name, "x")
