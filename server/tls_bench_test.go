@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/internal/tlsfiles/tlstest"
 )
 
@@ -77,21 +78,26 @@ func benchBodies() [][]byte {
 
 // BenchmarkIngestHTTPSCost sends b.N batches of 1000 rows to two server
 // processes, one plain HTTP and one HTTPS (ECDSA P-256, TLS 1.3,
-// keep-alive), in alternating rounds so that both see the same machine,
-// each with a bearer token, from two client goroutines. It reports each
-// server's rows per CPU-second (the server process's CPU only, not the
-// client's) and the CPU TLS adds.
+// keep-alive, a bearer token checked against the auth: section), in
+// alternating rounds so that both see the same machine, from two client
+// goroutines. It reports each server's rows per CPU-second (the server
+// process's CPU only, not the client's) and the CPU TLS and the token
+// check add.
 func BenchmarkIngestHTTPSCost(b *testing.B) {
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server(b, "server")
 	plain := startBenchChild(b, benchConfig, "http")
-	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+benchConfig, "https")
+	// The HTTPS server checks the token (auth on, one ingest role); the
+	// plain one has no auth: the figure is TLS and authentication together.
+	const token = "bench-token-0123456789abcdef"
+	authSection := fmt.Sprintf("auth:\n  tokens:\n    - {name: bench, hash: %q, roles: [\"ingest:bench\"]}\n", auth.HashToken(token))
+	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, "https")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	client := func(tc *tls.Config) *Client {
 		tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 4}
 		b.Cleanup(tr.CloseIdleConnections)
-		return &Client{HTTP: &http.Client{Transport: tr, Timeout: time.Minute}, Token: "bench-token-0123456789abcdef", NoIdempotencyKey: true}
+		return &Client{HTTP: &http.Client{Transport: tr, Timeout: time.Minute}, Token: token, NoIdempotencyKey: true}
 	}
 	plainClient, secureClient := client(nil), client(&tls.Config{RootCAs: pool})
 	plainClient.URL, secureClient.URL = plain.url, secure.url
@@ -148,7 +154,11 @@ func BenchmarkTLSHandshake(b *testing.B) {
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server(b, "server")
 	plain := startBenchChild(b, benchConfig, "http")
-	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+benchConfig, "https")
+	// The HTTPS server checks the token (auth on, one ingest role); the
+	// plain one has no auth: the figure is TLS and authentication together.
+	const token = "bench-token-0123456789abcdef"
+	authSection := fmt.Sprintf("auth:\n  tokens:\n    - {name: bench, hash: %q, roles: [\"ingest:bench\"]}\n", auth.HashToken(token))
+	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, "https")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	for _, c := range []struct {
