@@ -2,50 +2,38 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"os"
 
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldapi"
+	"github.com/sluicedb/sluice/internal/tlsfiles"
 	"github.com/sluicedb/sluice/stream"
 )
 
 // clientTLS is the TLS config of a connection sluice opens, from its tls:
 // section; nil for none. The CA file is read now (a bad file stops the
-// start with its name); the client certificate is read at every handshake,
-// so that a renewed certificate needs no restart, after one read now that
-// checks it.
+// start with its name); the client certificate is read now (checked) and
+// again at a handshake when its files changed, so that a renewed
+// certificate needs no restart.
 func clientTLS(c *config.ClientTLS) (*tls.Config, error) {
 	if c == nil {
 		return nil, nil
 	}
-	cfg := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	cfg, certs, err := tlsfiles.ClientConfig(tlsfiles.ClientOptions{
+		CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName,
+	})
+	if err != nil {
+		return nil, err
+	}
 	if c.MinVersion == "1.3" {
 		cfg.MinVersion = tls.VersionTLS13
 	}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s: no PEM certificate in it", c.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
-			return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", c.CertFile, c.KeyFile, err)
-		}
-		certFile, keyFile := c.CertFile, c.KeyFile
+	if certs != nil {
+		// A handshake looks at the files first (their size and time: a
+		// stat), so a renewed certificate is used from the next
+		// connection on; a renewal that does not load keeps the last one.
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls cert_file %s, key_file %s: %w", certFile, keyFile, err)
-			}
-			return &cert, nil
+			certs.Reload(false)
+			return certs.GetClientCertificate(nil)
 		}
 	}
 	return cfg, nil
