@@ -65,7 +65,10 @@ func runChild(dir string) int {
 // fault step.
 func killAt(t *testing.T, dir string, cfg coldtier.Config, step string) {
 	t.Helper()
-	buf, _ := json.Marshal(cfg)
+	buf, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatalf("the child's config: %v", err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+dir, childConfigEnv+"="+string(buf), coldtier.FaultEnv+"="+step)
 	stderr, err := cmd.StderrPipe()

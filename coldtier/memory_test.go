@@ -74,7 +74,10 @@ func compactChildPeak(t *testing.T, rows int) int64 {
 			t.Fatal(err)
 		}
 		cfg := testConfig(t, runDir, "memory-"+strconv.Itoa(rows)+"-"+strconv.Itoa(run))
-		buf, _ := json.Marshal(cfg)
+		buf, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("the child's config: %v", err)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+runDir, childConfigEnv+"="+string(buf))
 		var stderr strings.Builder
@@ -83,7 +86,7 @@ func compactChildPeak(t *testing.T, rows int) int64 {
 			t.Fatal(err)
 		}
 		peak := procmem.SamplePeak(cmd.Process.Pid, "RssAnon")
-		err := cmd.Wait()
+		err = cmd.Wait()
 		p := peak()
 		if err != nil || !strings.Contains(stderr.String(), "child: compaction done") {
 			t.Fatalf("child: %v\n%s", err, stderr.String())

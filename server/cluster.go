@@ -245,6 +245,10 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
+	if clientLeft(ctx, err) {
+		s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
+		return
+	}
 	if err != nil {
 		s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
 		endWithError(w, format, err)
@@ -268,6 +272,12 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 			copied, err = copyLines(client, a, left)
 		}
 		n += copied
+		if clientLeft(ctx, err) {
+			// The client hung up or stopped reading: no member failed,
+			// and there is no one to tell.
+			s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
+			return
+		}
 		if err != nil {
 			if !req.Partial {
 				s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
@@ -283,6 +293,15 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	if all := append(missing, late...); len(all) > 0 {
 		w.Header().Set(headerMissing, strings.Join(all, ","))
 	}
+}
+
+// clientLeft reports whether err ends a cluster query because its client
+// went: a write to it failed, or the request's context was canceled, which
+// net/http does when the client closes its connection (a member's answer
+// then fails to read with "context canceled", which is not the member's
+// failure).
+func clientLeft(ctx context.Context, err error) bool {
+	return err != nil && (errors.Is(err, errClientWrite) || errors.Is(context.Cause(ctx), context.Canceled))
 }
 
 // clusterQueryEncoded is clusterQuery's second half for a format of
@@ -340,6 +359,12 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		}
 		copied, err := enc.Append(a, left)
 		n += copied
+		if clientLeft(ctx, err) {
+			// The client hung up or stopped reading: no member failed,
+			// and there is no one to tell.
+			s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
+			return
+		}
 		if err != nil {
 			if !req.Partial {
 				fail(fmt.Errorf("node %s: %w", a.Node, err))

@@ -324,3 +324,34 @@ func TestClusterQueryBusyCoordinatorKeepsMembers(t *testing.T) {
 	}
 	wantEach(t, a, 300, nil)
 }
+
+// TestClusterQueryClientHangsUp: a client that hangs up in the middle of a
+// cluster query's answer is the client's doing, logged as such; it is not
+// taken for a member that failed (with partial=true the member would be
+// named missing).
+func TestClusterQueryClientHangsUp(t *testing.T) {
+	nodes := startCluster(t, 2)
+	// The member's part is larger than the sockets' buffers, so the
+	// coordinator is still copying it when the client goes.
+	fillNode(t, nodes[1], 0, 200_000)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(nodes[0].url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /v1/tables/events/query?cluster=true&partial=true HTTP/1.1\r\nHost: sluice\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(conn, make([]byte, 64<<10)); err != nil {
+		t.Fatalf("the answer's start: %v", err)
+	}
+	conn.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(nodes[0].logs.String(), "the client left before the end of the answer") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line saying the client left within 20s; the coordinator's log:\n%s\nthe member's:\n%s", nodes[0].logs.String(), nodes[1].logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if logs := nodes[0].logs.String(); strings.Contains(logs, "partial answer without the rest of a node") || strings.Contains(logs, "failed mid-stream") {
+		t.Errorf("the client's hang-up was logged as a node's failure:\n%s", logs)
+	}
+}

@@ -104,11 +104,19 @@ func (d deadlineWriter) Write(b []byte) (int, error) {
 	}
 	_ = d.rc.SetWriteDeadline(end)
 	n, err := d.w.Write(b)
-	if err != nil && isTimeout(err) {
-		err = fmt.Errorf("%w for %v: the client: %w", errReaderStalled, d.limit, err)
+	switch {
+	case err == nil:
+	case isTimeout(err):
+		err = fmt.Errorf("%w: %w for %v: the client: %w", errClientWrite, errReaderStalled, d.limit, err)
+	default:
+		err = fmt.Errorf("%w: %w", errClientWrite, err)
 	}
 	return n, err
 }
+
+// errClientWrite marks an error of writing to the query's client (it hung
+// up or stopped reading), so that it is not taken for a member's failure.
+var errClientWrite = errors.New("writing to the client")
 
 // heartbeat sends one byte to every member's request body at a steady
 // pace while the coordinator works on its own part: a member counts it as

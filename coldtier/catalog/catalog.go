@@ -84,7 +84,7 @@ type Config struct {
 	// properties. Password, when set, returns a PostgreSQL catalog's
 	// password. Errors name where the secret was looked for, never a
 	// value.
-	Token, Credential, Password func() (string, error)
+	Token, Credential, Password func() (string, error) `json:"-"`
 }
 
 // Defaults fills in what l leaves out and checks it: a SQL catalog

@@ -74,8 +74,9 @@ type Catalog struct {
 	Type, URI, Name, Namespace string
 	Properties                 map[string]string
 	// Token, Credential and Password return the catalog's secrets when
-	// set (catalog.Config).
-	Token, Credential, Password func() (string, error)
+	// set (catalog.Config). They are functions, read at each connection,
+	// and never encoded (a config passed as JSON carries no secret).
+	Token, Credential, Password func() (string, error) `json:"-"`
 }
 
 // Stats describe one compaction run (coldtier.Stats).
