@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedb/sluice/config"
 	_ "github.com/sluicedb/sluice/internal/arrowformat" // registers format=arrow, the connector's default
 	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -40,11 +41,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testnode.Child() // the overlap test's node processes
 	code := m.Run()
 	if s3 != nil {
 		s3.Stop()
 		os.RemoveAll(s3Dir)
 	}
+	stopKafka()
 	os.Exit(code)
 }
 
