@@ -660,8 +660,47 @@ func TestAuthLeaseOverMembers(t *testing.T) {
 	if code, body, _ := call(t, "DELETE", nodes[0].url+"/v1/tables/events/leases/"+lease.ID, tok.reader, nil); code/100 != 2 {
 		t.Errorf("end the lease: %d %s", code, body)
 	}
-	// The lease bound counts per principal once requests are
-	// authenticated: the 429 names the token's principal, not the address.
+	// A compaction now makes sure the Iceberg table exists for the cleanup.
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/compact", tok.ops, nil); code != 200 {
+		t.Errorf("the admin's compaction: %d %s", code, body)
+	}
+	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=72h", tok.ops, nil); code != 200 {
+		t.Errorf("the admin's orphan cleanup: %d %s", code, body)
+	}
+	nodes[0].stop()
+	if !strings.Contains(nodes[0].logs.String(), "audit: admin action") {
+		t.Error("the admin's orphan cleanup is not audited")
+	}
+}
+
+// TestAuthLeasesBoundedPerPrincipal: with auth on, the read-lease bound
+// counts per authenticated principal: the 429 names the token's principal,
+// not the address every client here shares.
+func TestAuthLeasesBoundedPerPrincipal(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	os.WriteFile(secretFile, []byte("the-cluster-secret-0123456789abcdef"), 0o600)
+	lns := make([]net.Listener, 2)
+	var members []string
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		members = append(members, "http://"+ln.Addr().String())
+	}
+	section, tok := authSection(t)
+	warehouse, catalog := t.TempDir(), filepath.Join(t.TempDir(), "catalog.db")
+	nodes := make([]*testServer, len(lns))
+	for i, ln := range lns {
+		cfg := exactClusterConfig(members, fmt.Sprintf("node%d", i), warehouse, catalog)
+		cfg = strings.Replace(cfg, "node_timeout: 10s}", fmt.Sprintf("node_timeout: 10s, secret_file: %q}", secretFile), 1)
+		nodes[i] = serveConfigOn(t, cfg+section, "", ln)
+	}
+	for _, s := range nodes {
+		waitReady(t, s.url)
+	}
 	var held []string
 	for range MaxLeasesPerClient {
 		code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/leases", tok.reader, strings.NewReader(`{"ttl":"1m"}`))
@@ -681,16 +720,5 @@ func TestAuthLeaseOverMembers(t *testing.T) {
 		if code, body, _ := call(t, "DELETE", nodes[0].url+"/v1/tables/events/leases/"+id, tok.reader, nil); code/100 != 2 {
 			t.Errorf("end lease %s: %d %s", id, code, body)
 		}
-	}
-	// A compaction now makes sure the Iceberg table exists for the cleanup.
-	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/compact", tok.ops, nil); code != 200 {
-		t.Errorf("the admin's compaction: %d %s", code, body)
-	}
-	if code, body, _ := call(t, "POST", nodes[0].url+"/v1/tables/events/orphans?older_than=72h", tok.ops, nil); code != 200 {
-		t.Errorf("the admin's orphan cleanup: %d %s", code, body)
-	}
-	nodes[0].stop()
-	if !strings.Contains(nodes[0].logs.String(), "audit: admin action") {
-		t.Error("the admin's orphan cleanup is not audited")
 	}
 }
