@@ -40,6 +40,10 @@ const (
 // while, which its members must wait for.
 var beforeOwnPart atomic.Pointer[func()]
 
+// beforeShareWait, when a test sets it, runs on a member before it waits
+// for its share, with the channel closed when its request body ends.
+var beforeShareWait atomic.Pointer[func(ended <-chan struct{})]
+
 // newNodeID is a random id for this process: a coordinator recognises its
 // own request among the members' by it, whatever address the member list
 // knows it by (a pod IP, a service name, localhost).

@@ -388,17 +388,32 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	body := readMemberBody(rest, req.Offsets, watch)
 	var keep cluster.Offsets
 	if req.Offsets {
+		if hook := beforeShareWait.Load(); hook != nil {
+			(*hook)(body.ended)
+		}
+		got := false
 		select {
 		case keep = <-body.keep:
+			got = true
 		case <-body.ended:
+			// The share and the body's end may both be in by now (a
+			// coordinator whose own part was quick): select picks either,
+			// so the end counts only when no share came before it.
+			select {
+			case keep = <-body.keep:
+				got = true
+			default:
+			}
+		case <-ctx.Done():
+			fail(context.Cause(ctx))
+			return
+		}
+		if !got {
 			err := body.err
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
 			fail(fmt.Errorf("the coordinator ended the query before this node's share: %w", err))
-			return
-		case <-ctx.Done():
-			fail(context.Cause(ctx))
 			return
 		}
 		if keep == nil {
