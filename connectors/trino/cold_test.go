@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(s3Dir)
 	}
 	stopKafka()
+	stopTrino()
 	os.Exit(code)
 }
 
@@ -298,12 +299,9 @@ func TestTrinoExactDuringCommits(t *testing.T) {
 		}
 	}
 
-	trino, err := coldtest.StartTrino(t.TempDir(), map[string]string{
-		"sluice":  catalogFile(t, nodes[1]),
-		"iceberg": icebergCatalogFile(t, restURI, sharedS3(t).Endpoint),
-	}, pluginDir)
-	coldtest.Require(t, err)
-	defer trino.Stop()
+	trino := sharedTrino(t)
+	sluiceCat := newCatalog(t, trino, "sluice", catalogFile(t, nodes[1]))
+	icebergCat := newCatalog(t, trino, "iceberg", icebergCatalogFile(t, restURI, sharedS3(t).Endpoint))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	query := func(sql string) [][]any {
@@ -349,11 +347,11 @@ func TestTrinoExactDuringCommits(t *testing.T) {
 		sql  string
 		want int64
 	}{
-		{fmt.Sprintf("SELECT count(*) FROM sluice.cluster.events WHERE ts >= %s AND ts < %s", ts(from), ts(to)), inRange},
-		{fmt.Sprintf("SELECT count(*) FROM iceberg.sluice.events WHERE ts >= %s AND ts < %s", ts(from), ts(to)), inRange},
-		{fmt.Sprintf("SELECT count(*) FROM sluice.cluster.events WHERE \"user\" = 'u7' AND ts < %s", ts(steadyEnd)), ofUser7},
-		{fmt.Sprintf("SELECT count(*) FROM sluice.cluster.events s JOIN iceberg.sluice.events i ON s.n = i.n AND s.ts = i.ts WHERE i.ts < %s", ts(steadyEnd)), steady},
-		{fmt.Sprintf("SELECT count(DISTINCT s.n) FROM sluice.cluster.events s JOIN iceberg.sluice.events i ON s.n = i.n WHERE s.\"user\" = 'u7' AND i.ts < %s", ts(steadyEnd)), ofUser7},
+		{fmt.Sprintf("SELECT count(*) FROM "+sluiceCat+".cluster.events WHERE ts >= %s AND ts < %s", ts(from), ts(to)), inRange},
+		{fmt.Sprintf("SELECT count(*) FROM "+icebergCat+".sluice.events WHERE ts >= %s AND ts < %s", ts(from), ts(to)), inRange},
+		{fmt.Sprintf("SELECT count(*) FROM "+sluiceCat+".cluster.events WHERE \"user\" = 'u7' AND ts < %s", ts(steadyEnd)), ofUser7},
+		{fmt.Sprintf("SELECT count(*) FROM "+sluiceCat+".cluster.events s JOIN "+icebergCat+".sluice.events i ON s.n = i.n AND s.ts = i.ts WHERE i.ts < %s", ts(steadyEnd)), steady},
+		{fmt.Sprintf("SELECT count(DISTINCT s.n) FROM "+sluiceCat+".cluster.events s JOIN "+icebergCat+".sluice.events i ON s.n = i.n WHERE s.\"user\" = 'u7' AND i.ts < %s", ts(steadyEnd)), ofUser7},
 	}
 
 	load := startLiveLoad(t, nodes)
@@ -364,7 +362,7 @@ func TestTrinoExactDuringCommits(t *testing.T) {
 		for i := range before {
 			before[i] = load.stored[i].Load()
 		}
-		rows := query("SELECT n / 1000000 AS part, count(*), count(DISTINCT n), min(n), max(n) FROM sluice.cluster.events GROUP BY 1 ORDER BY 1")
+		rows := query("SELECT n / 1000000 AS part, count(*), count(DISTINCT n), min(n), max(n) FROM " + sluiceCat + ".cluster.events GROUP BY 1 ORDER BY 1")
 		var after [3]int64
 		for i := range after {
 			after[i] = load.stored[i].Load()

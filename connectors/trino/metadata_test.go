@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,9 +51,8 @@ func TestTrinoMetadataOncePerStatement(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	trino, err := coldtest.StartTrino(t.TempDir(), map[string]string{"sluice": catalogFile(t, "http://"+ln.Addr().String())}, pluginDir)
-	coldtest.Require(t, err)
-	defer trino.Stop()
+	trino := sharedTrino(t)
+	cat := newCatalog(t, trino, "sluice", catalogFile(t, "http://"+ln.Addr().String()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -71,6 +71,7 @@ func TestTrinoMetadataOncePerStatement(t *testing.T) {
 		"SELECT column_name FROM sluice.information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'events'",
 		"SHOW TABLES FROM sluice.cluster",
 	} {
+		sql = strings.ReplaceAll(sql, "sluice.", cat+".") // this test's own catalog of the package's Trino
 		d0, l0 := described.Load(), listed.Load()
 		if _, _, err := trino.Query(ctx, sql); err != nil {
 			log, _ := os.ReadFile(trino.Log)

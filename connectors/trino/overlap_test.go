@@ -210,19 +210,15 @@ func TestTrinoFailoverOverlap(t *testing.T) {
 	nodes[0].Start(t)
 	waitStored(t, nodes[0], n)
 
-	trino, err := coldtest.StartTrino(t.TempDir(), map[string]string{
-		"sluice":  catalogFile(t, nodes[0].URL),
-		"sluice1": catalogFile(t, nodes[1].URL),
-	}, pluginDir)
-	coldtest.Require(t, err)
-	defer trino.Stop()
+	trino := sharedTrino(t)
+	catalogs := []string{newCatalog(t, trino, "sluice", catalogFile(t, nodes[0].URL)), newCatalog(t, trino, "sluice", catalogFile(t, nodes[1].URL))}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// onceEach asks through each catalog (each node the coordinator of its
 	// read lease) for the rows, the distinct ids and their range.
 	onceEach := func(when string) {
 		t.Helper()
-		for _, catalog := range []string{"sluice", "sluice1"} {
+		for _, catalog := range catalogs {
 			sql := "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM " + catalog + ".cluster.events"
 			_, rows, err := trino.Query(ctx, sql)
 			if err != nil {

@@ -113,13 +113,13 @@ cluster:
 		return catalogFile(t, node) + "sluice.tls.ca-file=" + ca.File + "\nsluice.tls.cert-file=" + trinoPair.CertFile +
 			"\nsluice.tls.key-file=" + trinoPair.KeyFile + "\nsluice.token-file=" + tokenFile + "\n"
 	}
-	trino, err := coldtest.StartTrino(t.TempDir(), map[string]string{"sluice": catalog(tokenFile), "wrongtoken": catalog(wrongTokenFile)}, pluginDir)
-	coldtest.Require(t, err)
-	defer trino.Stop()
+	trino := sharedTrino(t)
+	right := newCatalog(t, trino, "sluice", catalog(tokenFile))
+	wrong := newCatalog(t, trino, "wrongtoken", catalog(wrongTokenFile))
 
 	qctx, qcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer qcancel()
-	_, rows, err := trino.Query(qctx, "SELECT count(*), sum(n) FROM sluice.cluster.events")
+	_, rows, err := trino.Query(qctx, "SELECT count(*), sum(n) FROM "+right+".cluster.events")
 	if err != nil {
 		log, _ := os.ReadFile(trino.Log)
 		t.Fatalf("over TLS with the token: %v\nTrino log (end): %s", err, log[max(0, len(log)-3000):])
@@ -128,7 +128,7 @@ cluster:
 		t.Errorf("over TLS with the token: %v, want [[100 4950]]", rows)
 	}
 
-	_, _, err = trino.Query(qctx, "SELECT count(*) FROM wrongtoken.cluster.events")
+	_, _, err = trino.Query(qctx, "SELECT count(*) FROM "+wrong+".cluster.events")
 	if err == nil {
 		t.Fatal("a catalog with a wrong token read the table")
 	}

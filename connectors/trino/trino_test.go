@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -129,6 +131,62 @@ func catalogFile(t testing.TB, node string) string {
 	return strings.ReplaceAll(block, placeholder, node) + "\n"
 }
 
+// The package's one Trino (with the sluice plugin beside the installed
+// ones), started by the first test that needs it and stopped by TestMain:
+// a Trino start costs about half a minute of CPU. Each test adds catalogs
+// of its own (newCatalog), so tests do not see each other's.
+var (
+	trinoOnce  sync.Once
+	trinoSrv   *coldtest.Trino
+	trinoErr   error
+	trinoDir   string
+	catalogSeq atomic.Int64
+)
+
+func sharedTrino(t testing.TB) *coldtest.Trino {
+	t.Helper()
+	coldtest.Require(t, coldtest.FindTrino())
+	requirePlugin(t)
+	trinoOnce.Do(func() {
+		if trinoDir, trinoErr = os.MkdirTemp("", "trino-server-"); trinoErr == nil {
+			trinoSrv, trinoErr = coldtest.StartTrino(trinoDir, nil, pluginDir)
+		}
+	})
+	coldtest.Require(t, trinoErr)
+	return trinoSrv
+}
+
+func stopTrino() {
+	if trinoSrv != nil {
+		trinoSrv.Stop()
+	}
+	if trinoDir != "" {
+		os.RemoveAll(trinoDir)
+	}
+}
+
+// newCatalog adds a catalog of the test's own to tr, from a catalog
+// properties file's contents, and returns its name (prefix_N); it is
+// dropped when the test ends.
+func newCatalog(t testing.TB, tr *coldtest.Trino, prefix, props string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s_%d", prefix, catalogSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tr.CreateCatalog(ctx, name, props); err != nil {
+		log, _ := os.ReadFile(tr.Log)
+		t.Fatalf("create catalog %s: %v\nTrino log (end): %s", name, err, log[max(0, len(log)-3000):])
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := tr.DropCatalog(ctx, name); err != nil {
+			t.Errorf("drop catalog %s: %v", name, err)
+		}
+	})
+	return name
+}
+
 func requirePlugin(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(pluginDir, "trino-sluice-0.1.0.jar")); err != nil {
@@ -157,12 +215,8 @@ func TestTrinoReadsCluster(t *testing.T) {
 	}
 	const total = 3 * perNode
 
-	dir := t.TempDir()
-	started := time.Now()
-	trino, err := coldtest.StartTrino(dir, map[string]string{"sluice": catalogFile(t, nodes[1])}, pluginDir)
-	coldtest.Require(t, err)
-	defer trino.Stop()
-	t.Logf("Trino started in %v", time.Since(started).Round(time.Millisecond))
+	trino := sharedTrino(t)
+	cat := newCatalog(t, trino, "sluice", catalogFile(t, nodes[1]))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -204,7 +258,7 @@ func TestTrinoReadsCluster(t *testing.T) {
 			ofUser7++
 		}
 	}
-	tbl := "sluice.cluster.events"
+	tbl := cat + ".cluster.events"
 	expect("SELECT count(*) FROM "+tbl, total)
 	expect("SELECT count(DISTINCT n) FROM "+tbl, total)
 	expect("SELECT sum(n) FROM "+tbl, sumN)
@@ -225,7 +279,7 @@ func TestTrinoReadsCluster(t *testing.T) {
 	// One split per node: a join of the table with itself pairs every row
 	// with exactly its own.
 	expect("SELECT count(*) FROM "+tbl+" a JOIN "+tbl+" b ON a.n = b.n", total)
-	expect("SELECT count(*) FROM sluice.information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'events'", 5)
+	expect("SELECT count(*) FROM "+cat+".information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'events'", 5)
 }
 
 // BenchmarkTrinoCluster reads every row of a three-node cluster through
