@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,10 @@ type IngestOptions struct {
 	// the rows of a one-batch ingest (BatchRows 0): the Idempotency-Key
 	// record of an HTTP request (idempotency.go).
 	Record *IngestRecord
+	// Origin names where the input came from in its dead letters' origin
+	// column and ids ("http key=<Idempotency-Key>", "http
+	// request=<id>", "file <path>"); the rows' input line is beside it.
+	Origin string
 }
 
 // IngestRecord is a position committed with an ingest's rows; Value gets
@@ -93,6 +99,7 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
 			b := ts.pipe.Begin()
 			defer b.Close()
+			b.Origin = opts.Origin
 			if err := b.AddColumns(ctx, cb, &res); err != nil {
 				return err
 			}
@@ -100,13 +107,22 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		})
 	case opts.BatchRows > 0:
 		// Every BatchRows rows are a batch of their own, durable on return.
-		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
+		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error {
+			b := ts.pipe.Begin()
+			defer b.Close()
+			b.Origin = opts.Origin
+			if err := b.Add(ctx, rows, lines, &res); err != nil {
+				return err
+			}
+			return b.Commit(ctx, &res)
+		})
 	default:
 		// One atomic batch, decoded and encoded into the table's pending
 		// batch partRows rows at a time: its memory is the encoded blocks,
 		// not a map per row of the whole input.
 		b := ts.pipe.Begin()
 		defer b.Close()
+		b.Origin = opts.Origin
 		dopts.BatchRows = partRows
 		if rec := opts.Record; rec != nil {
 			// d is the decode's outcome by the time Commit calls this.
@@ -263,7 +279,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		s.writeBodyError(w, err)
 		return
 	}
-	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes}
+	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r)}
 	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
 		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader))
 		if answered {
@@ -592,4 +608,23 @@ const memBaseline = 64 << 20
 // the Go runtime's soft memory limit unless GOMEMLIMIT is set.
 func MemoryBound(maxBody int64, maxInflight int) int64 {
 	return memBaseline + int64(maxInflight)*memPerSlot*maxBody
+}
+
+// requestIDHeader names, in an ingest answer, the id a request without an
+// Idempotency-Key gets: its dead letters' origin is "http request=<id>".
+const requestIDHeader = "Sluice-Request-Id"
+
+// requestOrigin is the dead-letter origin of an ingest request: its
+// Idempotency-Key when it has one (a retry's dead letters then get the
+// same ids), otherwise a random request id, answered in Sluice-Request-Id
+// so that the client can find them.
+func requestOrigin(w http.ResponseWriter, r *http.Request) string {
+	if k := r.Header.Get(idempotencyKeyHeader); k != "" {
+		return "http key=" + k
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	w.Header().Set(requestIDHeader, id)
+	return "http request=" + id
 }

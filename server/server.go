@@ -326,6 +326,14 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 		ts.pipe.DeadLetters = appender{dt}
 		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: dschema}
+		if tc.Compact.Iceberg != nil {
+			// The dead letters go to the Iceberg table <name>_deadletter
+			// beside the main one, committed as the main table's rows are
+			// (the same catalog, namespace, schedule and commit protocol):
+			// its users see what the table could not take, and it outlives
+			// the node's store (docs/streams.md, "Dead letters and replay").
+			dts.cfg.Compact = tc.Compact
+		}
 		dts.pipe = &ingest.Pipeline{Table: appender{dt}, RowOf: schemaErrorRow}
 		ts.deadLetter = dts
 	}
