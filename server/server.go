@@ -127,6 +127,9 @@ type tableState struct {
 	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
+	// replayMu, of a dead-letter table, is held by a replay of its
+	// dead letters (replay.go).
+	replayMu sync.Mutex
 	// routingOff is set once key routing is off for the table (keyroute.go).
 	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
