@@ -86,8 +86,8 @@ var ErrNoDeadLetters = errors.New("the table has no dead-letter table")
 // deadLetter is one row of a dead-letter table as replay reads it.
 type deadLetter struct {
 	id, origin, format, loader, column, errText, body string
-	line                                             int64
-	at                                               time.Time
+	line                                              int64
+	at                                                time.Time
 }
 
 // replayColumns are the dead-letter columns replay reads, in the order
