@@ -122,7 +122,7 @@ func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) 
 		case o.Reason != "" && !strings.Contains(d.errText, o.Reason) && !strings.Contains(d.loader, o.Reason):
 		case done[d.id]:
 			res.Done++
-		case d.loader == "bad_line" || strings.Contains(d.format, stream.FormatTruncated):
+		case d.loader == "bad_line" || d.body == "" || strings.Contains(d.format, stream.FormatTruncated):
 			res.Kept++
 		default:
 			todo = append(todo, d)

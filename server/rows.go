@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,11 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		counted = &countingReader{r: zr}
 	}
 	dopts := ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows}
+	var skipped *badLines
+	if ts.pipe.DeadLetters != nil && ts.policy == ingest.Skip {
+		skipped = &badLines{format: opts.Format, origin: opts.Origin, now: s.now()}
+		dopts.BadLine = skipped.add
+	}
 	var d ingest.Decoded
 	// Without computed columns or filters, rows go from the decoder to the
 	// table by column, without a map per row (ingest.DecodeColumns).
@@ -105,6 +111,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 			}
 			return b.Commit(ctx, &res)
 		})
+		if err == nil {
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
+		}
 	case opts.BatchRows > 0:
 		// Every BatchRows rows are a batch of their own, durable on return.
 		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error {
@@ -116,6 +125,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 			}
 			return b.Commit(ctx, &res)
 		})
+		if err == nil {
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
+		}
 	default:
 		// One atomic batch, decoded and encoded into the table's pending
 		// batch partRows rows at a time: its memory is the encoded blocks,
@@ -145,6 +157,11 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
 		} else {
 			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+		}
+		if err == nil {
+			// The skipped lines are durable dead letters before the
+			// batch is acknowledged (as compute's are).
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
 		}
 		if err == nil {
 			err = b.Commit(ctx, &res)
@@ -627,4 +644,46 @@ func requestOrigin(w http.ResponseWriter, r *http.Request) string {
 	id := hex.EncodeToString(b[:])
 	w.Header().Set(requestIDHeader, id)
 	return "http request=" + id
+}
+
+// badLines are the lines an ingest under on_bad_line: skip skipped, as
+// dead letters: the line itself (a JSON array's element as an array of
+// one), its line, the request's origin; CSV and Parquet rows are named but
+// not kept (without their header or file they mean nothing, and replay
+// leaves such a dead letter as it is).
+type badLines struct {
+	format ingest.Format
+	origin string
+	now    time.Time
+	rows   []ingest.Row
+}
+
+func (b *badLines) add(e *ingest.LineError) {
+	row := ingest.Row{"time": b.now, "column": "", "filter": false, "loader": "input", "source": "",
+		"error": e.Error(), "line": int64(e.Line),
+		"id": ingest.DeadLetterID(b.origin, strconv.Itoa(e.Line), "input")}
+	if b.origin != "" {
+		row["origin"] = b.origin
+	}
+	switch {
+	case e.Text == "":
+		row["row"] = ""
+	case b.format == ingest.JSONArray:
+		row["row"], row["format"] = "["+e.Text+"]", ingest.JSONArray.String()
+	default:
+		row["row"], row["format"] = e.Text, ingest.NDJSON.String()
+	}
+	b.rows = append(b.rows, row)
+}
+
+// store appends the dead letters to dead (nil b: nothing to store).
+func (b *badLines) store(ctx context.Context, dead ingest.Appender) error {
+	if b == nil || len(b.rows) == 0 {
+		return nil
+	}
+	if err := dead.Append(ctx, b.rows); err != nil {
+		return fmt.Errorf("storing %d skipped lines as dead letters: %w", len(b.rows), err)
+	}
+	b.rows = nil
+	return nil
 }

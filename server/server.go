@@ -303,7 +303,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 {
+	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 || ts.policy == ingest.Skip {
 		// The dead-letter output of a table is the table <name>_deadletter
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).
