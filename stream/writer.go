@@ -369,7 +369,7 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 	origin := w.origin(m)
 	row := table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
 		"error": err.Error(), "row": text, "origin": origin, "format": format,
-		"id": ingest.DeadLetterID(origin, "message", kind)}
+		"id": ingest.DeadLetterID(origin, "message", kind)} // sourceOfDead adds the incarnation
 	var ce *compute.Error
 	if errors.As(err, &ce) {
 		// A reject column or filter: name it as a deadletter policy would.
@@ -388,10 +388,15 @@ const (
 	FormatTruncated = ";truncated"
 )
 
-// sourceOfDead adds to a dead letter of msgs[m] the hidden source columns
+// sourceOfDead adds to a dead letter of msgs[m] its message's source
+// incarnation in its id (the origin names the topic and offset, and a
+// recreated topic counts its offsets again), and the hidden source columns
 // its message's rows get (addSource), so that the cold tier commits it to
 // the dead-letter Iceberg table once across nodes, as it does the rows.
 func (w *Writer) sourceOfDead(r table.Row, msgs []Message, m int) table.Row {
+	if id, ok := r["id"].(string); ok && msgs[m].Source != "" {
+		r["id"] = ingest.DeadLetterID(msgs[m].Source, id)
+	}
 	if !w.target.SourceColumns || msgs[m].Source == "" {
 		return r
 	}
