@@ -216,6 +216,7 @@ type replayed struct {
 // rows of each that decodes and computes, a new dead letter for each that
 // fails, and a record of each.
 func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLetter, res *ReplayResult) error {
+	unstored := unstoredMetadata(ts)
 	rs := make([]*replayed, len(part))
 	for i, d := range part {
 		r := &replayed{d: d}
@@ -234,6 +235,11 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 		if err != nil {
 			r.failure = err.Error()
 			continue
+		}
+		for _, row := range rows {
+			for _, c := range unstored {
+				delete(row, c)
+			}
 		}
 		r.rows = rows
 	}
@@ -288,6 +294,32 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 		return nil
 	}
 	return errors.New("every dead letter of the batch failed again and the batch still fails")
+}
+
+// unstoredMetadata are the message metadata columns (_key, _topic, ...)
+// of ts's sources that its static schema lacks: a row dead letter holds
+// them, as the scripts saw them, and the table does not store them (the
+// stream writer drops them after the scripts ran).
+func unstoredMetadata(ts *tableState) []string {
+	if len(ts.schema) == 0 {
+		return nil
+	}
+	var out []string
+	for _, sc := range ts.cfg.Sources {
+		var names []string
+		switch {
+		case sc.Kafka != nil:
+			names = sc.Kafka.Metadata
+		case sc.NATS != nil:
+			names = sc.NATS.Metadata
+		}
+		for _, n := range names {
+			if _, listed := ts.schema["_"+n]; !listed {
+				out = append(out, "_"+n)
+			}
+		}
+	}
+	return out
 }
 
 // refusedBy is the dead letters whose rows the table's error err is about
