@@ -679,9 +679,14 @@ func DeadLetterRows(dls []DeadLetter, now time.Time) []Row {
 		at := d.Origin + "\x00" + strconv.Itoa(d.Line)
 		n := seen[at]
 		seen[at]++
+		id := DeadLetterID(d.Origin, strconv.Itoa(d.Line), strconv.Itoa(n), d.Loader, d.Column)
+		if d.Origin == "" {
+			// Nothing names the input (a caller that set no origin): the
+			// time and the row tell two batches' dead letters apart.
+			id = DeadLetterID(id, now.Format(time.RFC3339Nano), string(js))
+		}
 		rows[i] = Row{"time": now, "column": d.Column, "filter": d.Filter, "loader": d.Loader,
-			"source": d.Source, "error": d.Error, "row": string(js), "format": FormatRow,
-			"id": DeadLetterID(d.Origin, strconv.Itoa(d.Line), strconv.Itoa(n), d.Loader, d.Column)}
+			"source": d.Source, "error": d.Error, "row": string(js), "format": FormatRow, "id": id}
 		if d.Origin != "" {
 			rows[i]["origin"] = d.Origin
 		}

@@ -664,6 +664,10 @@ func (b *badLines) add(e *ingest.LineError) {
 		"id": ingest.DeadLetterID(b.origin, strconv.Itoa(e.Line), "input")}
 	if b.origin != "" {
 		row["origin"] = b.origin
+	} else {
+		// Nothing names the input: the time and the text tell two
+		// requests' lines apart.
+		row["id"] = ingest.DeadLetterID(row["id"].(string), b.now.Format(time.RFC3339Nano), e.Text)
 	}
 	switch {
 	case e.Text == "":
