@@ -64,6 +64,9 @@ func DecodeColumns(r io.Reader, opts DecodeOptions, emit func(*colbatch.Batch) e
 	}
 	onBad := func(e *LineError) error {
 		d.bad(e)
+		if opts.Policy != Reject && opts.BadLine != nil {
+			opts.BadLine(e)
+		}
 		if opts.Policy == Reject {
 			return fmt.Errorf("%w: %w", ErrBadInput, e)
 		}

@@ -178,6 +178,10 @@ func ParsePolicy(s string) (Policy, error) {
 type LineError struct {
 	Line int
 	Err  error
+	// Text is the bad line itself (a JSON array's bad element), for its
+	// dead letter; empty for CSV and Parquet, whose rows need their header
+	// or file to mean anything.
+	Text string
 }
 
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
@@ -205,6 +209,10 @@ type DecodeOptions struct {
 	// Strings, when set, holds the string values DecodeColumns decodes
 	// (see Strings); nil: an arena of the decoder's own.
 	Strings *Strings
+	// BadLine, when set, is called with every bad line Skip skips (all of
+	// them, not only the MaxReported that Decoded keeps): the caller makes
+	// them dead letters.
+	BadLine func(*LineError)
 }
 
 // Decoded counts what Decode read.
@@ -250,6 +258,9 @@ func Decode(r io.Reader, opts DecodeOptions, emit func(rows []Row, lines []int) 
 	}
 	onBad := func(e *LineError) error {
 		d.bad(e)
+		if opts.Policy != Reject && opts.BadLine != nil {
+			opts.BadLine(e)
+		}
 		if opts.Policy == Reject {
 			return fmt.Errorf("%w: %w", ErrBadInput, e)
 		}
@@ -352,7 +363,7 @@ func decodeNDJSON(r io.Reader, maxLine int, take lineTaker, onBad func(*LineErro
 			if er.err != nil {
 				return er.err
 			}
-			if err := onBad(&LineError{Line: line, Err: bad}); err != nil {
+			if err := onBad(&LineError{Line: line, Err: bad, Text: string(b)}); err != nil {
 				return err
 			}
 			continue
@@ -393,7 +404,7 @@ func decodeNDJSONChunks(src Chunked, maxLine int, take lineTaker, onBad func(*Li
 		}
 		bad, err := take(b, line)
 		if bad != nil {
-			return onBad(&LineError{Line: line, Err: bad})
+			return onBad(&LineError{Line: line, Err: bad, Text: string(b)})
 		}
 		return err
 	}
@@ -492,7 +503,7 @@ func decodeJSONArray(r io.Reader, maxLine int, take lineTaker, onBad func(*LineE
 		line := lineAt(dec.InputOffset() - int64(len(raw)))
 		bad, err := take(raw, line)
 		if bad != nil {
-			if err := onBad(&LineError{Line: line, Err: bad}); err != nil {
+			if err := onBad(&LineError{Line: line, Err: bad, Text: string(raw)}); err != nil {
 				return err
 			}
 			continue

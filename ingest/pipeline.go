@@ -2,9 +2,13 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -68,10 +72,11 @@ type Result struct {
 }
 
 // DeadLetter is a row a deadletter policy routed away, with its input line
-// (0 when unknown).
+// (0 when unknown) and where its input came from (Batch.Origin).
 type DeadLetter struct {
 	compute.DeadLetter
-	Line int `json:"line,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Origin string `json:"origin,omitempty"`
 }
 
 // AddBadLines records the bad lines of a decode in r.
@@ -158,6 +163,9 @@ type Batch struct {
 	pending int        // kept rows not yet committed
 	failed  bool
 	records []record // staged by Record, written at Commit
+	// Origin names where the batch's input came from ("http <key>",
+	// "file <path>"), for its dead letters' origin and id.
+	Origin string
 }
 
 // record is a position staged with Batch.Record.
@@ -208,7 +216,7 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 		if err != nil {
 			return p.computeFailed(err, in, res, locate)
 		}
-		if err := p.keepDeadLetters(ctx, withLines(cb.DeadLetters, input, lines), in, len(cb.Rows), res); err != nil {
+		if err := b.keepDeadLetters(ctx, withLines(cb.DeadLetters, input, lines), in, len(cb.Rows), res); err != nil {
 			return err
 		}
 		rows = cb.Rows
@@ -417,7 +425,7 @@ func (b *Batch) computeColumns(ctx context.Context, cb *colbatch.Batch, offset i
 			}
 		}
 	}
-	if err := p.keepDeadLetters(ctx, dls, in, len(out.Kept), res); err != nil {
+	if err := b.keepDeadLetters(ctx, dls, in, len(out.Kept), res); err != nil {
 		return nil, err
 	}
 	if len(out.Kept) == in {
@@ -457,7 +465,11 @@ func (p *Pipeline) computeFailed(err error, in int, res *Result, locate func(i i
 
 // keepDeadLetters stores the dead letters of a compute step over in rows
 // of which kept were kept, and counts them and the filtered rows.
-func (p *Pipeline) keepDeadLetters(ctx context.Context, dls []DeadLetter, in, kept int, res *Result) error {
+func (b *Batch) keepDeadLetters(ctx context.Context, dls []DeadLetter, in, kept int, res *Result) error {
+	p := b.p
+	for i := range dls {
+		dls[i].Origin = b.Origin
+	}
 	if p.DeadLetters != nil && len(dls) > 0 {
 		if err := p.DeadLetters.Append(ctx, DeadLetterRows(dls, time.Now())); err != nil {
 			p.countFailed(in, res)
@@ -604,10 +616,35 @@ func (b *Batch) fail(res *Result) {
 // DeadLetterColumns are the columns of a dead-letter table, as stored by
 // DeadLetterRows: when the row failed, where (column or filter, its loader
 // and source), the error, and the row itself as JSON text (as it was when
-// the function failed).
+// the function failed); id is the dead letter's stable name (DeadLetterID),
+// origin where its input came from, format how row is to be decoded again
+// (FormatRow: a row as JSON; otherwise the message's format and row its
+// body as received), and replay_of, on the rows a replay adds, the id of
+// the dead letter that replay took (docs/streams.md, "Dead letters and
+// replay").
 var DeadLetterColumns = []struct{ Name, Type string }{
 	{"time", "timestamp"}, {"column", "string"}, {"filter", "bool"}, {"loader", "string"},
 	{"source", "string"}, {"error", "string"}, {"row", "string"}, {"line", "int64"},
+	{"id", "string"}, {"origin", "string"}, {"format", "string"}, {"replay_of", "string"},
+}
+
+// FormatRow is the format column of a dead letter whose row column is a
+// row as a JSON object (a function or the schema refused the row), not a
+// message body as received.
+const FormatRow = "row"
+
+// DeadLetterID is the stable id of a dead letter: a hash of where its
+// input came from and where in it (origin, line, ordinal, ...). The same
+// input failing the same way gets the same id wherever and however often
+// it is stored (a retried batch, two nodes consuming one message), so a
+// replay takes each once.
+func DeadLetterID(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // withLines finds the input line of each dead letter: its Row is the input
@@ -633,18 +670,49 @@ func withLines(dls []compute.DeadLetter, input []Row, lines []int) []DeadLetter 
 // null when unknown).
 func DeadLetterRows(dls []DeadLetter, now time.Time) []Row {
 	rows := make([]Row, len(dls))
+	seen := map[string]int{} // dead letters so far of one origin and line: the ordinal in the id
 	for i, d := range dls {
-		js, err := compute.AppendJSONRow(nil, d.Row, nil)
+		js, err := compute.AppendJSONRow(nil, withoutHidden(d.Row), nil)
 		if err != nil {
 			js = []byte(fmt.Sprintf("%q", fmt.Sprint(d.Row)))
 		}
+		at := d.Origin + "\x00" + strconv.Itoa(d.Line)
+		n := seen[at]
+		seen[at]++
+		id := DeadLetterID(d.Origin, strconv.Itoa(d.Line), strconv.Itoa(n), d.Loader, d.Column)
+		if d.Origin == "" {
+			// Nothing names the input (a caller that set no origin): the
+			// time and the row tell two batches' dead letters apart.
+			id = DeadLetterID(id, now.Format(time.RFC3339Nano), string(js))
+		}
 		rows[i] = Row{"time": now, "column": d.Column, "filter": d.Filter, "loader": d.Loader,
-			"source": d.Source, "error": d.Error, "row": string(js)}
+			"source": d.Source, "error": d.Error, "row": string(js), "format": FormatRow, "id": id}
+		if d.Origin != "" {
+			rows[i]["origin"] = d.Origin
+		}
 		if d.Line > 0 {
 			rows[i]["line"] = int64(d.Line)
 		}
 	}
 	return rows
+}
+
+// withoutHidden is row without sluice's hidden columns (names starting with
+// "_sluice_", the stream sources' offsets): a replayed row must not carry
+// them in (they are refused from input), and they are not the input.
+func withoutHidden(row map[string]any) map[string]any {
+	for k := range row {
+		if strings.HasPrefix(k, "_sluice_") {
+			out := make(map[string]any, len(row))
+			for k, v := range row {
+				if !strings.HasPrefix(k, "_sluice_") {
+					out[k] = v
+				}
+			}
+			return out
+		}
+	}
+	return row
 }
 
 // leftOut is an append error that left some rows out and can take the
@@ -668,7 +736,7 @@ func (b *Batch) deadLetterLeftOut(ctx context.Context, lo leftOut, input, rows [
 			return rows, lo // not about these rows
 		}
 		skip[k] = true
-		d := DeadLetter{DeadLetter: compute.DeadLetter{Row: rows[k], Loader: "schema", Error: lo.RowReason(i)}}
+		d := DeadLetter{DeadLetter: compute.DeadLetter{Row: rows[k], Loader: "schema", Error: lo.RowReason(i)}, Origin: b.Origin}
 		if in := inputIndex(input, rows, k); in >= 0 && in < len(lines) {
 			d.Line = lines[in]
 		}

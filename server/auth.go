@@ -68,6 +68,9 @@ func (s *Server) routes() []route {
 	}
 	rs := []route{
 		{"POST /v1/tables/{table}/rows", ingestRows, s.handleRows},
+		// A replay stores the table's dead letters in it again: rows an
+		// ingester of the table may send anyway.
+		{"POST /v1/tables/{table}/replay", ingestRows, s.handleReplay},
 		// A request with Sluice-Coordinator is a member's part of a
 		// cluster query and holds this node's cold tier: guard asks
 		// member of it.

@@ -336,7 +336,7 @@ func (s *Server) IngestSource(ctx context.Context, tableName, src string, batchR
 	if batchRows <= 0 {
 		batchRows = 10000
 	}
-	res, err := s.Ingest(ctx, tableName, rc, IngestOptions{Format: ingest.FormatOfPath(src), BatchRows: batchRows})
+	res, err := s.Ingest(ctx, tableName, rc, IngestOptions{Format: ingest.FormatOfPath(src), BatchRows: batchRows, Origin: "file " + src})
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", src, err)
 	}

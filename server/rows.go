@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +37,10 @@ type IngestOptions struct {
 	// the rows of a one-batch ingest (BatchRows 0): the Idempotency-Key
 	// record of an HTTP request (idempotency.go).
 	Record *IngestRecord
+	// Origin names where the input came from in its dead letters' origin
+	// column and ids ("http key=<Idempotency-Key>", "http
+	// request=<id>", "file <path>"); the rows' input line is beside it.
+	Origin string
 }
 
 // IngestRecord is a position committed with an ingest's rows; Value gets
@@ -84,6 +91,11 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		counted = &countingReader{r: zr}
 	}
 	dopts := ingest.DecodeOptions{Format: opts.Format, Policy: ts.policy, Schema: ts.schema, BatchRows: opts.BatchRows}
+	var skipped *badLines
+	if ts.pipe.DeadLetters != nil && ts.policy == ingest.Skip {
+		skipped = &badLines{format: opts.Format, origin: opts.Origin, now: s.now()}
+		dopts.BadLine = skipped.add
+	}
 	var d ingest.Decoded
 	// Without computed columns or filters, rows go from the decoder to the
 	// table by column, without a map per row (ingest.DecodeColumns).
@@ -93,20 +105,36 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 		d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
 			b := ts.pipe.Begin()
 			defer b.Close()
+			b.Origin = opts.Origin
 			if err := b.AddColumns(ctx, cb, &res); err != nil {
 				return err
 			}
 			return b.Commit(ctx, &res)
 		})
+		if err == nil {
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
+		}
 	case opts.BatchRows > 0:
 		// Every BatchRows rows are a batch of their own, durable on return.
-		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return ts.pipe.Ingest(ctx, rows, lines, &res) })
+		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error {
+			b := ts.pipe.Begin()
+			defer b.Close()
+			b.Origin = opts.Origin
+			if err := b.Add(ctx, rows, lines, &res); err != nil {
+				return err
+			}
+			return b.Commit(ctx, &res)
+		})
+		if err == nil {
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
+		}
 	default:
 		// One atomic batch, decoded and encoded into the table's pending
 		// batch partRows rows at a time: its memory is the encoded blocks,
 		// not a map per row of the whole input.
 		b := ts.pipe.Begin()
 		defer b.Close()
+		b.Origin = opts.Origin
 		dopts.BatchRows = partRows
 		if rec := opts.Record; rec != nil {
 			// d is the decode's outcome by the time Commit calls this.
@@ -129,6 +157,11 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
 		} else {
 			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+		}
+		if err == nil {
+			// The skipped lines are durable dead letters before the
+			// batch is acknowledged (as compute's are).
+			err = skipped.store(ctx, ts.pipe.DeadLetters)
 		}
 		if err == nil {
 			err = b.Commit(ctx, &res)
@@ -263,7 +296,7 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		s.writeBodyError(w, err)
 		return
 	}
-	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes}
+	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r)}
 	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
 		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader))
 		if answered {
@@ -592,4 +625,69 @@ const memBaseline = 64 << 20
 // the Go runtime's soft memory limit unless GOMEMLIMIT is set.
 func MemoryBound(maxBody int64, maxInflight int) int64 {
 	return memBaseline + int64(maxInflight)*memPerSlot*maxBody
+}
+
+// requestIDHeader names, in an ingest answer, the id a request without an
+// Idempotency-Key gets: its dead letters' origin is "http request=<id>".
+const requestIDHeader = "Sluice-Request-Id"
+
+// requestOrigin is the dead-letter origin of an ingest request: its
+// Idempotency-Key when it has one (a retry's dead letters then get the
+// same ids), otherwise a random request id, answered in Sluice-Request-Id
+// so that the client can find them.
+func requestOrigin(w http.ResponseWriter, r *http.Request) string {
+	if k := r.Header.Get(idempotencyKeyHeader); k != "" {
+		return "http key=" + k
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	w.Header().Set(requestIDHeader, id)
+	return "http request=" + id
+}
+
+// badLines are the lines an ingest under on_bad_line: skip skipped, as
+// dead letters: the line itself (a JSON array's element as an array of
+// one), its line, the request's origin; CSV and Parquet rows are named but
+// not kept (without their header or file they mean nothing, and replay
+// leaves such a dead letter as it is).
+type badLines struct {
+	format ingest.Format
+	origin string
+	now    time.Time
+	rows   []ingest.Row
+}
+
+func (b *badLines) add(e *ingest.LineError) {
+	row := ingest.Row{"time": b.now, "column": "", "filter": false, "loader": "input", "source": "",
+		"error": e.Error(), "line": int64(e.Line),
+		"id": ingest.DeadLetterID(b.origin, strconv.Itoa(e.Line), "input")}
+	if b.origin != "" {
+		row["origin"] = b.origin
+	} else {
+		// Nothing names the input: the time and the text tell two
+		// requests' lines apart.
+		row["id"] = ingest.DeadLetterID(row["id"].(string), b.now.Format(time.RFC3339Nano), e.Text)
+	}
+	switch {
+	case e.Text == "":
+		row["row"] = ""
+	case b.format == ingest.JSONArray:
+		row["row"], row["format"] = "["+e.Text+"]", ingest.JSONArray.String()
+	default:
+		row["row"], row["format"] = e.Text, ingest.NDJSON.String()
+	}
+	b.rows = append(b.rows, row)
+}
+
+// store appends the dead letters to dead (nil b: nothing to store).
+func (b *badLines) store(ctx context.Context, dead ingest.Appender) error {
+	if b == nil || len(b.rows) == 0 {
+		return nil
+	}
+	if err := dead.Append(ctx, b.rows); err != nil {
+		return fmt.Errorf("storing %d skipped lines as dead letters: %w", len(b.rows), err)
+	}
+	b.rows = nil
+	return nil
 }

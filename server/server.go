@@ -127,6 +127,9 @@ type tableState struct {
 	policy ingest.Policy
 	// deadLetter is the table's dead-letter table, when a policy uses it.
 	deadLetter *tableState
+	// replayMu, of a dead-letter table, is held by a replay of its
+	// dead letters (replay.go).
+	replayMu sync.Mutex
 	// routingOff is set once key routing is off for the table (keyroute.go).
 	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
@@ -300,7 +303,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 	t.SetMaxColumns(tc.MaxColumns)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 {
+	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 || ts.policy == ingest.Skip {
 		// The dead-letter output of a table is the table <name>_deadletter
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).
@@ -326,6 +329,14 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 		ts.pipe.DeadLetters = appender{dt}
 		dts := &tableState{cfg: config.Table{Name: dcfg.Name, SortBy: "time"}, table: dt, schema: dschema}
+		if tc.Compact.Iceberg != nil {
+			// The dead letters go to the Iceberg table <name>_deadletter
+			// beside the main one, committed as the main table's rows are
+			// (the same catalog, namespace, schedule and commit protocol):
+			// its users see what the table could not take, and it outlives
+			// the node's store (docs/streams.md, "Dead letters and replay").
+			dts.cfg.Compact = tc.Compact
+		}
 		dts.pipe = &ingest.Pipeline{Table: appender{dt}, RowOf: schemaErrorRow}
 		ts.deadLetter = dts
 	}

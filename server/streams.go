@@ -9,15 +9,11 @@ import (
 	"github.com/sluicedb/sluice/stream"
 )
 
-// deadLetterColumns are the columns of tc's dead-letter table: those of
-// ingest, plus the message origin (topic, partition and offset, or stream
-// and sequence) when the table has stream sources.
-func deadLetterColumns(tc config.Table) []struct{ Name, Type string } {
-	cols := ingest.DeadLetterColumns
-	if len(tc.Sources) > 0 {
-		cols = append(cols[:len(cols):len(cols)], struct{ Name, Type string }{"origin", "string"})
-	}
-	return cols
+// deadLetterColumns are the columns of tc's dead-letter table
+// (ingest.DeadLetterColumns: origin holds a stream message's topic,
+// partition and offset, or stream and sequence).
+func deadLetterColumns(config.Table) []struct{ Name, Type string } {
+	return ingest.DeadLetterColumns
 }
 
 // openSources makes the stream sources of every table; they start with

@@ -278,22 +278,28 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 		// The origin column locates a row (topic, partition and offset, or
 		// stream sequence); a line within a message body is not kept.
 		letters := make([]ingest.DeadLetter, len(dls))
+		from := make([]int, len(dls)) // the message of each dead letter (-1: unknown)
 		for i, dl := range dls {
 			letters[i] = ingest.DeadLetter{DeadLetter: dl}
+			from[i] = -1
+			if k, ok := index[reflect.ValueOf(dl.Row).UnsafePointer()]; ok {
+				from[i] = int(msgOf[k])
+				letters[i].Origin = w.origin(&msgs[from[i]])
+			}
 		}
 		for i, r := range ingest.DeadLetterRows(letters, now) {
-			if k, ok := index[reflect.ValueOf(dls[i].Row).UnsafePointer()]; ok {
-				r["origin"] = w.origin(&msgs[msgOf[k]])
+			if from[i] >= 0 {
+				w.sourceOfDead(r, msgs, from[i])
 			}
 			dead = append(dead, r)
 		}
 	}
 	for _, m := range sortedKeys(d.poison) {
-		dead = append(dead, w.messageDeadLetter(now, &msgs[m], d.poison[m], "poison"))
+		dead = append(dead, w.sourceOfDead(w.messageDeadLetter(now, &msgs[m], d.poison[m], "poison"), msgs, m))
 	}
 	for _, m := range sortedKeys(d.bad) {
 		if _, p := d.poison[m]; !p {
-			dead = append(dead, w.messageDeadLetter(now, &msgs[m], d.bad[m], "bad_line"))
+			dead = append(dead, w.sourceOfDead(w.messageDeadLetter(now, &msgs[m], d.bad[m], "bad_line"), msgs, m))
 		}
 	}
 	if len(w.unstored) > 0 {
@@ -343,17 +349,27 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 	return kept, dead, st, false, nil
 }
 
+// messageDeadLetter is the dead letter of a whole message: its body as
+// received (gzip-decoded), its origin, and a format that says how replay
+// decodes it again: the source's format, with ";quoted" when the body is
+// not UTF-8 (kept as a Go-quoted string) and ";truncated" when it was
+// longer than maxDeadLetterBody (it cannot be replayed).
 func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind string) table.Row {
 	body := m.Body
+	format := w.format.String()
 	if len(body) > maxDeadLetterBody {
 		body = body[:maxDeadLetterBody]
+		format += FormatTruncated
 	}
 	text := string(body)
 	if !utf8.ValidString(text) {
 		text = strconv.Quote(text)
+		format += FormatQuoted
 	}
+	origin := w.origin(m)
 	row := table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
-		"error": err.Error(), "row": text, "origin": w.origin(m)}
+		"error": err.Error(), "row": text, "origin": origin, "format": format,
+		"id": ingest.DeadLetterID(origin, "message", kind)} // sourceOfDead adds the incarnation
 	var ce *compute.Error
 	if errors.As(err, &ce) {
 		// A reject column or filter: name it as a deadletter policy would.
@@ -364,6 +380,29 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 		row["column"] = se.Column
 	}
 	return row
+}
+
+// The suffixes of a dead letter's format (messageDeadLetter).
+const (
+	FormatQuoted    = ";quoted"
+	FormatTruncated = ";truncated"
+)
+
+// sourceOfDead adds to a dead letter of msgs[m] its message's source
+// incarnation in its id (the origin names the topic and offset, and a
+// recreated topic counts its offsets again), and the hidden source columns
+// its message's rows get (addSource), so that the cold tier commits it to
+// the dead-letter Iceberg table once across nodes, as it does the rows.
+func (w *Writer) sourceOfDead(r table.Row, msgs []Message, m int) table.Row {
+	if id, ok := r["id"].(string); ok && msgs[m].Source != "" {
+		r["id"] = ingest.DeadLetterID(msgs[m].Source, id)
+	}
+	if !w.target.SourceColumns || msgs[m].Source == "" {
+		return r
+	}
+	r[table.SourceBatchColumn] = sourceBatch(msgs)
+	r[table.SourceOffsetColumn] = msgs[m].Offset
+	return r
 }
 
 func rowIndex(rows []ingest.Row) map[any]int {
@@ -762,11 +801,11 @@ func (w *Writer) computeColumns(ctx context.Context, msgs []Message, msgOf []int
 	}
 	letters := make([]ingest.DeadLetter, len(out.DeadLetters))
 	for i, dl := range out.DeadLetters {
-		letters[i] = ingest.DeadLetter{DeadLetter: dl}
+		letters[i] = ingest.DeadLetter{DeadLetter: dl, Origin: w.origin(&msgs[msgOf[out.DeadLetterRows[i]]])}
 	}
 	dead := ingest.DeadLetterRows(letters, w.now())
 	for i, r := range dead {
-		r["origin"] = w.origin(&msgs[msgOf[out.DeadLetterRows[i]]])
+		w.sourceOfDead(r, msgs, int(msgOf[out.DeadLetterRows[i]]))
 	}
 	return dead, nil
 }

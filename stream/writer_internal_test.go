@@ -233,3 +233,59 @@ func TestWriterBoundsMessages(t *testing.T) {
 		t.Errorf("dead letters %v: want the big message and the bomb, each naming the bound", reasons)
 	}
 }
+
+// TestWriterDeadLetterIdentity: a dead letter of a stream carries an id
+// that names its message (the same message gives the same id, another
+// incarnation of the topic another), its origin, its format and, for a
+// table committed to Iceberg, its message's source columns (so that two
+// stores holding the message commit its dead letter once).
+func TestWriterDeadLetterIdentity(t *testing.T) {
+	ctx := context.Background()
+	s, err := table.Open(t.TempDir(), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(table.Config{Name: "events", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := s.Table(table.Config{Name: "events_deadletter", SortBy: "time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWriter(Target{Store: s, Table: tb, DeadLetters: dl, SourceColumns: true}, "ndjson", nil, kafkaFields,
+		func(m *Message) string { return "kafka " + m.Topic + "@" + strconv.FormatInt(m.Offset, 10) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(source string, offset int64) {
+		t.Helper()
+		msgs := []Message{{Topic: "t", Offset: offset, Source: source, Body: []byte("{broken\xff")}}
+		if res, err := w.Write(ctx, msgs, nil); err != nil || res.DeadLetters != 1 {
+			t.Fatalf("write: %+v %v", res, err)
+		}
+	}
+	write("kafka/t/0/aaa", 7)
+	write("kafka/t/0/aaa", 7) // the same message again (another store would do the same)
+	write("kafka/t/0/bbb", 7) // the topic recreated: the same offset, another message
+	var rows []table.Row
+	if err := dl.Query(ctx, table.Query{Columns: []string{"id", "origin", "format", "row", table.SourceBatchColumn, table.SourceOffsetColumn}},
+		func(r table.Row) error { rows = append(rows, maps.Clone(r)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d dead letters, want 3", len(rows))
+	}
+	if rows[0]["id"] != rows[1]["id"] || rows[0]["id"] == rows[2]["id"] || rows[0]["id"] == "" {
+		t.Fatalf("ids %v %v %v: want the same message's equal, the other incarnation's different", rows[0]["id"], rows[1]["id"], rows[2]["id"])
+	}
+	for _, r := range rows {
+		if r["origin"] != "kafka t@7" || r["format"] != "ndjson"+FormatQuoted || r["row"] != strconv.Quote("{broken\xff") {
+			t.Fatalf("dead letter %v: want its origin, its format (quoted) and its body", r)
+		}
+		if r[table.SourceOffsetColumn] != int64(7) || !strings.HasPrefix(r[table.SourceBatchColumn].(string), "kafka/t/0/") {
+			t.Fatalf("dead letter %v: want its message's source columns", r)
+		}
+	}
+}
