@@ -1,0 +1,69 @@
+package coldtier
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/apache/iceberg-go/utils"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
+)
+
+// The AWS SDK logs through the aws.Config it was loaded with, and its
+// default logger writes "SDK <date> WARN ..." lines straight to os.Stderr
+// (e.g. "falling back to IMDSv1" when a node has no credentials): lines
+// that break a log every other line of which is JSON. iceberg-go loads that
+// config itself, for each file IO, unless the context carries one
+// (utils.WithAwsConfig). So the Compactor loads the config once, with the
+// server's logger, and every entry point that may reach S3 hands it down
+// in its context (withAWS).
+
+// awsLogger is the AWS SDK's logging.Logger over slog.
+type awsLogger struct{ log *slog.Logger }
+
+func (l awsLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelInfo
+	switch c {
+	case logging.Warn:
+		level = slog.LevelWarn
+	case logging.Debug:
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "aws-sdk")
+}
+
+// loadAWSConfig loads the AWS SDK's config for an s3:// warehouse with
+// log as its logger (nil for another warehouse, or without a logger: the
+// file IO then loads its own). The region and the credentials given in
+// the config are iceberg-go's file IO properties too, which it applies
+// over this config; the rest (environment, shared files, IMDS) is the
+// SDK's usual chain.
+func loadAWSConfig(ctx context.Context, cfg *Config, log *slog.Logger) (*aws.Config, error) {
+	if log == nil || !strings.HasPrefix(cfg.Warehouse, "s3://") {
+		return nil, nil
+	}
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithLogger(awsLogger{log}),
+		awsconfig.WithRegion(cfg.S3.Region),
+	}
+	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: load the AWS SDK config: %w", err)
+	}
+	// nil: iceberg-go then gives its S3 client the HTTP client it tunes
+	// for many parallel uploads, as it does with a config of its own.
+	ac.HTTPClient = nil
+	return &ac, nil
+}
+
+// withAWS is ctx carrying the Compactor's AWS config, for iceberg-go's S3
+// file IO to use instead of loading its own.
+func (c *Compactor) withAWS(ctx context.Context) context.Context {
+	if c.aws == nil {
+		return ctx
+	}
+	return utils.WithAwsConfig(ctx, c.aws)
+}
