@@ -1,14 +1,20 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log"
+	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
 )
 
@@ -133,5 +139,34 @@ func TestColdCommitFailuresDegrade(t *testing.T) {
 	// The rows are in the Iceberg table: the query reads both tiers.
 	if code, res, _ := post(t, s.url+"/v1/tables/events/compact", "application/json", nil); code != 200 {
 		t.Fatalf("compact after the fix: %d %v", code, res)
+	}
+}
+
+// TestProcessLogTakesLogPackage: with ProcessLog, what a library writes
+// with the standard log package (iceberg-go's warnings) is a line of the
+// server's handler, not plain text on stderr.
+func TestProcessLogTakesLogPackage(t *testing.T) {
+	prev, prevFlags := slog.Default(), log.Flags()
+	t.Cleanup(func() {
+		slog.SetDefault(prev)
+		log.SetOutput(os.Stderr)
+		log.SetFlags(prevFlags)
+	})
+	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	s, err := New(context.Background(), cfg, Options{StorageDir: t.TempDir(), ProcessLog: true,
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &out}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	log.Printf("WARNING: dropped table %s but failed to purge files", "t")
+	var rec map[string]any
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil || rec["msg"] != "WARNING: dropped table t but failed to purge files" {
+		t.Errorf("the log package's line through the server's handler: %q (%v)", lines[len(lines)-1], err)
 	}
 }
