@@ -25,7 +25,7 @@ func TestColdLagBound(t *testing.T) {
 	check(h, at(3), 0, 3*time.Second, true) // rows of a former run may wait
 	h.start(at(4), 10)
 	h.succeeded(at(5), at(4))
-	check(h, at(6), 10, 0, true)            // nothing stored since the run's start
+	check(h, at(6), 10, 0, true)             // nothing stored since the run's start
 	check(h, at(9), 12, 3*time.Second, true) // stored after the look at 6 s
 	h.start(at(10), 12)
 	h.failed(at(11), errors.New("refused"))
