@@ -17,9 +17,10 @@ import (
 // (e.g. "falling back to IMDSv1" when a node has no credentials): lines
 // that break a log every other line of which is JSON. iceberg-go loads that
 // config itself, for each file IO, unless the context carries one
-// (utils.WithAwsConfig). So the Compactor loads the config once, with the
-// server's logger, and every entry point that may reach S3 hands it down
-// in its context (withAWS).
+// (utils.WithAwsConfig). So every entry point of the tier that may reach
+// S3 loads it with the server's logger and hands it down in its context
+// (withAWS): loaded at each call, as iceberg-go does, so that credentials
+// rotated in the environment's files are read as before.
 
 // awsLogger is the AWS SDK's logging.Logger over slog.
 type awsLogger struct{ log *slog.Logger }
@@ -59,11 +60,14 @@ func loadAWSConfig(ctx context.Context, cfg *Config, log *slog.Logger) (*aws.Con
 	return &ac, nil
 }
 
-// withAWS is ctx carrying the Compactor's AWS config, for iceberg-go's S3
-// file IO to use instead of loading its own.
+// withAWS is ctx carrying an AWS config with the Compactor's logger, for
+// iceberg-go's S3 file IO to use instead of loading its own. A config that
+// does not load leaves ctx as it is: the file IO then loads its own and
+// reports the error where it fails.
 func (c *Compactor) withAWS(ctx context.Context) context.Context {
-	if c.aws == nil {
+	ac, err := loadAWSConfig(ctx, &c.cfg, c.cfg.Logger)
+	if err != nil || ac == nil {
 		return ctx
 	}
-	return utils.WithAwsConfig(ctx, c.aws)
+	return utils.WithAwsConfig(ctx, ac)
 }

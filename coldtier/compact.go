@@ -17,7 +17,6 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	itable "github.com/apache/iceberg-go/table"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/uuid"
 
 	"github.com/sluicedb/sluice/table"
@@ -97,19 +96,12 @@ type Compactor struct {
 	// writer names the store in the claims of source offsets (claims.go).
 	writer string
 	maint  maintenance // Maintain (maintain.go)
-	// aws is the AWS SDK config the S3 file IO gets through the context
-	// (withAWS); nil: it loads its own.
-	aws *aws.Config
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
 // the first run) and finishes a run that crashed after its commit.
 func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 	if err := cfg.defaults(); err != nil {
-		return nil, err
-	}
-	awsCfg, err := loadAWSConfig(ctx, &cfg, cfg.Logger)
-	if err != nil {
 		return nil, err
 	}
 	counters := &Counters{}
@@ -124,7 +116,7 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 		}
 		return nil, err
 	}
-	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters, writer: writer, aws: awsCfg}
+	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters, writer: writer}
 	ctx = c.withAWS(ctx)
 	// A run that crashed after its commit left its rows in both tiers:
 	// finish it before anything queries them.
