@@ -96,6 +96,7 @@ type Compactor struct {
 	// writer names the store in the claims of source offsets (claims.go).
 	writer string
 	maint  maintenance // Maintain (maintain.go)
+	aws    awsConfigs  // the S3 file IO's AWS config (awslog.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
