@@ -96,6 +96,7 @@ type Compactor struct {
 	// writer names the store in the claims of source offsets (claims.go).
 	writer string
 	maint  maintenance // Maintain (maintain.go)
+	aws    awsConfigs  // the S3 file IO's AWS config (awslog.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
@@ -117,6 +118,7 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 		return nil, err
 	}
 	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters, writer: writer}
+	ctx = c.withAWS(ctx)
 	// A run that crashed after its commit left its rows in both tiers:
 	// finish it before anything queries them.
 	var st Stats

@@ -3,6 +3,7 @@ package coldtier
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/apache/iceberg-go"
@@ -40,6 +41,9 @@ type Config struct {
 	// compaction speed when nearly every block holds one row (millions of
 	// keys); sorted files let readers skip row groups by key.
 	Unsorted bool
+	// Logger receives the AWS SDK's own log lines (S3 file IO); nil
+	// leaves the SDK's default, which writes plain text to stderr.
+	Logger *slog.Logger `json:"-"`
 }
 
 // S3 is an S3-compatible endpoint (package catalog opens the file IO).

@@ -20,6 +20,7 @@ func init() {
 				Namespace: cfg.Catalog.Namespace, Properties: cfg.Catalog.Properties,
 				Token: cfg.Catalog.Token, Credential: cfg.Catalog.Credential, Password: cfg.Catalog.Password},
 			Node: cfg.Node, StateDir: cfg.StateDir, RowGroupRows: cfg.RowGroupRows, Unsorted: cfg.Unsorted,
+			Logger: cfg.Logger,
 		}, t)
 		if err != nil {
 			return nil, err
@@ -34,8 +35,11 @@ type tier struct {
 	continuous bool
 }
 
+// The entry points that may reach S3 hand the Compactor's AWS config down
+// in their context (withAWS, awslog.go).
+
 func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (coldapi.Stats, error) {
-	st, err := t.Compactor.Compact(ctx, watermark, Options{Remove: remove, Continuous: t.continuous})
+	st, err := t.Compactor.Compact(t.withAWS(ctx), watermark, Options{Remove: remove, Continuous: t.continuous})
 	return coldapi.Stats{Rows: st.Rows, Bytes: st.Bytes, Files: st.Files, Watermark: st.Watermark,
 		SnapshotID: st.SnapshotID, Recovered: st.Recovered}, err
 }
@@ -50,6 +54,18 @@ func (t tier) Counters() coldapi.Counters {
 }
 
 func (t tier) Maintain(ctx context.Context, o coldapi.MaintainOptions) (coldapi.MaintainStats, error) {
-	st, err := t.Compactor.Maintain(ctx, MaintainOptions(o))
+	st, err := t.Compactor.Maintain(t.withAWS(ctx), MaintainOptions(o))
 	return coldapi.MaintainStats(st), err
+}
+
+func (t tier) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	return t.Compactor.DeleteOrphanFiles(t.withAWS(ctx), olderThan)
+}
+
+func (t tier) QueryValues(ctx context.Context, q table.Query, cold bool, emit func([]table.Column, []any) error) error {
+	return t.Compactor.QueryValues(t.withAWS(ctx), q, cold, emit)
+}
+
+func (t tier) QueryValuesHeld(ctx context.Context, q table.Query, cold, hotOnly bool, emit func([]table.Column, []any) error) error {
+	return t.Compactor.QueryValuesHeld(t.withAWS(ctx), q, cold, hotOnly, emit)
 }

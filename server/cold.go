@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -58,6 +59,7 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 			Catalog:   cat,
 			Node:      ic.Node, StateDir: stateDir, RowGroupRows: ic.RowGroupRows, Unsorted: ic.Unsorted,
 			Continuous: ic.Continuous,
+			Logger:     s.log.With("table", n),
 		}
 		c, err := coldapi.Open(ctx, cfg, ts.table)
 		if err != nil {
@@ -65,6 +67,7 @@ func (s *Server) openColdTiers(ctx context.Context, stateDir string) []error {
 			continue
 		}
 		ts.cold = c
+		ts.coldHealth = newColdHealth(ic.Continuous, s.now(), ts.table.CompactedThrough())
 	}
 	return errs
 }
@@ -83,17 +86,31 @@ func (s *Server) closeColdTiers() []error {
 func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldapi.Stats, error) {
 	watermark := s.now().Add(-ts.cfg.Compact.After)
 	start := time.Now()
+	ts.coldHealth.start(s.now(), ts.table.Stats().RowsAppended)
 	st, err := ts.cold.Compact(ctx, watermark, ts.cfg.Compact.Remove)
 	if err != nil {
 		if ctx.Err() == nil {
 			ts.compactErrors.Add(1)
-			s.log.Error("compaction to iceberg failed", "table", ts.cfg.Name, "watermark", watermark, "error", err)
+			// Logged at ERROR once a minute at most: /readyz and the
+			// metrics say it at any time (docs/operations/health.md).
+			failures, loud := ts.coldHealth.failed(s.now(), err)
+			level, msg := slog.LevelDebug, "compaction to iceberg failed"
+			if loud {
+				level = slog.LevelError
+			}
+			if failures > 1 {
+				msg = "compaction to iceberg still failing (the table is degraded in /readyz)"
+			}
+			s.log.Log(ctx, level, msg, "table", ts.cfg.Name, "consecutive_failures", failures, "watermark", watermark, "error", err)
 		}
 		return st, err
 	}
 	ts.compactRuns.Add(1)
 	ts.compactRows.Add(st.Rows)
 	ts.lastCompact.Store(st.Watermark.UnixNano())
+	if ended := ts.coldHealth.succeeded(s.now(), st.Watermark); ended > 0 {
+		s.log.Info("compaction to iceberg succeeds again", "table", ts.cfg.Name, "failed_runs", ended)
+	}
 	if st.Rows > 0 || st.Recovered {
 		s.log.Info("compacted to iceberg", "table", ts.cfg.Name, "rows", st.Rows, "bytes", st.Bytes,
 			"snapshot", st.SnapshotID, "watermark", st.Watermark, "recovered_run", st.Recovered,

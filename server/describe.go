@@ -25,6 +25,10 @@ type TableInfo struct {
 	// Degraded is why the table's computed columns or filters did not
 	// load at start (it refuses writes); empty when it serves.
 	Degraded string `json:"degraded,omitempty"`
+	// Cold is the health of the table's cold tier (compact.iceberg):
+	// whether its commits fail, its last commit, its lag. It is not
+	// Degraded: the table still takes writes, into its store.
+	Cold *ColdStatus `json:"cold,omitempty"`
 }
 
 func (s *Server) info(ts *tableState) TableInfo {
@@ -38,6 +42,10 @@ func (s *Server) info(ts *tableState) TableInfo {
 	}
 	if ts.proc != nil {
 		ti.Compute = ts.proc.Stats()
+	}
+	if ts.coldHealth != nil {
+		st := ts.coldHealth.status(s.now(), ti.Stats.RowsAppended)
+		ti.Cold = &st
 	}
 	return ti
 }
@@ -102,6 +110,16 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	for _, n := range s.names {
 		if ts := s.tables[n]; ts.degraded != "" {
 			fmt.Fprintf(&b, "degraded: table %q refuses writes: %s\n", n, ts.degraded)
+		}
+	}
+	// Nor does a cold tier whose commits fail: the table still stores
+	// what comes (the store grows, the Iceberg table goes stale), and
+	// every node usually shares the cause (the catalog, the credentials).
+	// Its line says since when and why; the metrics say how far behind.
+	now := s.now()
+	for _, n := range s.names {
+		if ts := s.tables[n]; ts.coldHealth != nil {
+			b.WriteString(ts.coldHealth.status(now, ts.table.Stats().RowsAppended).readyLine(n))
 		}
 	}
 	// Key routing that is off leaves the node ready: its answers stay

@@ -126,6 +126,10 @@ var (
 	tableSizeDesc     = prometheus.NewDesc("sluice_table_size_bytes", "Estimated disk usage of each table.", []string{"table"}, nil)
 	readyDesc         = prometheus.NewDesc("sluice_ready", "1 when the server accepts ingest.", nil, nil)
 	stuckCallsDesc    = prometheus.NewDesc("sluice_compute_stuck_calls", fmt.Sprintf("Script calls told to stop (timeout) that still run after %v: a partition or ingest slot they hold makes no progress.", luavm.DefaultStuckAfter), []string{"table"}, nil)
+	coldLagDesc       = prometheus.NewDesc("sluice_coldtier_lag_seconds", "How long the oldest row of the table not yet in its Iceberg table has waited, at most (continuous: since it was stored; by watermark: now minus the last committed watermark); absent until known.", []string{"table"}, nil)
+	coldLastDesc      = prometheus.NewDesc("sluice_coldtier_last_commit_timestamp_seconds", "Unix time of the end of the last compaction run to Iceberg that succeeded; absent before the first since the start.", []string{"table"}, nil)
+	coldFailuresDesc  = prometheus.NewDesc("sluice_coldtier_consecutive_failures", "Compaction runs to Iceberg failed in a row (0: the last one succeeded).", []string{"table"}, nil)
+	coldDegradedDesc  = prometheus.NewDesc("sluice_coldtier_degraded", "1 while the table's Iceberg commits fail (its last run failed): the store keeps the rows, the Iceberg table goes stale.", []string{"table"}, nil)
 	stuckSecondsDesc  = prometheus.NewDesc("sluice_compute_stuck_seconds", "Since when each stuck script call was told to stop.", []string{"table", "script"}, nil)
 
 	// the store's disk space (diskfull.go)
@@ -145,7 +149,7 @@ func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	for _, d := range []*prometheus.Desc{computeErrorsDesc, computeCallsDesc, throttledDesc, replaysDesc, inflightDesc, inflightLimitDesc,
-		compactionLagDesc, storeSizeDesc, tableSizeDesc, readyDesc, stuckCallsDesc, stuckSecondsDesc,
+		compactionLagDesc, coldLagDesc, coldLastDesc, coldFailuresDesc, coldDegradedDesc, storeSizeDesc, tableSizeDesc, readyDesc, stuckCallsDesc, stuckSecondsDesc,
 		diskFreeDesc, diskMinFreeDesc, diskReserveDesc, diskFullDesc, readOnlyDesc, writesRefusedDesc} {
 		ch <- d
 	}
@@ -185,6 +189,15 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, f := range coldFamilies {
 				counter(f.desc, float64(f.value(cc)), n)
 			}
+			st := t.coldHealth.status(now, t.table.Stats().RowsAppended)
+			if st.LagSeconds != nil {
+				gauge(coldLagDesc, *st.LagSeconds, n)
+			}
+			if st.LastCommit != nil {
+				gauge(coldLastDesc, float64(st.LastCommit.UnixNano())/1e9, n)
+			}
+			gauge(coldFailuresDesc, float64(st.ConsecutiveFailures), n)
+			gauge(coldDegradedDesc, boolValue(st.Degraded), n)
 		}
 	}
 	counter(throttledDesc, float64(s.throttled.Load()))

@@ -52,6 +52,12 @@ type Options struct {
 	// documented bound hold for RSS. It is process-wide, so it is for the
 	// process that is the server: `sluice serve` sets it.
 	SetMemoryLimit bool
+	// ProcessLog makes Logger the process's log too: slog's default and
+	// the standard log package, where libraries write (iceberg-go's
+	// warnings) and where nothing else would make their lines JSON. It is
+	// process-wide, so it is for the process that is the server: `sluice
+	// serve` sets it.
+	ProcessLog bool
 	// ReloadSignals, when set, reloads every table's scripts
 	// (ReloadScripts) and the listener's TLS files each time a value
 	// arrives while Serve runs: `sluice serve` relays SIGHUP here. Signals
@@ -142,6 +148,7 @@ type tableState struct {
 	compactRows                            atomic.Int64
 	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
 	cold                                   coldapi.Tier // nil: compaction to compact.dir, or none
+	coldHealth                             *coldHealth  // with cold: its runs' failures and lag (coldhealth.go)
 
 	// compute is cfg's computed columns and filters as package compute
 	// takes them (options.go).
@@ -161,6 +168,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if opts.ProcessLog {
+		slog.SetDefault(s.log)
 	}
 	s.nodeID = newNodeID()
 	s.fanout = &cluster.Fanout{NodeTimeout: cfg.Cluster.NodeTimeout}

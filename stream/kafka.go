@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -162,6 +161,9 @@ type Kafka struct {
 	// writing bounds the batches decoded and stored at once (GOMAXPROCS):
 	// more would only hold more decoded rows in memory.
 	writing chan struct{}
+	// missingLog and connLog limit the log lines of missing topics and
+	// unreachable brokers (health.go).
+	missingLog, connLog logEvery
 	// msgBufs are the messages slices of batches stored before, for the
 	// next ones to reuse: a batch's messages (~170 bytes a record,
 	// pointers the GC scans) were a large allocation per batch at bulk
@@ -640,7 +642,7 @@ func (k *Kafka) session(ctx context.Context) (reached bool, err error) {
 		// responses at a moderate rate (each costs the client a request,
 		// a response to decode and a poll).
 		kgo.FetchMinBytes(fetchMin),
-		kgo.WithHooks(connectHook{k.counters}),
+		kgo.WithHooks(connectHook{c: k.counters, log: k.log, failing: &k.connLog}),
 		kgo.ClientID("sluice"),
 	}
 	if k.opts.SessionTimeout > 0 {
@@ -800,17 +802,6 @@ func (k *Kafka) setNext(key tp, next int64) {
 	k.mu.Unlock()
 }
 
-// connectHook reports whether the client reaches its brokers.
-type connectHook struct{ c *Counters }
-
-func (h connectHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
-	if err != nil {
-		h.c.fail(err)
-		return
-	}
-	h.c.ok()
-}
-
 // lagInterval is how often the lag of idle partitions is refreshed from the
 // brokers' end offsets (busy partitions update it with every batch).
 const lagInterval = 2 * time.Second
@@ -833,6 +824,7 @@ func (k *Kafka) refreshLag(ctx context.Context, cl *kgo.Client, endSession conte
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, lagInterval)
+		k.checkTopics(rctx, adm)
 		ends, err := adm.ListEndOffsets(rctx, k.opts.Topics...)
 		cancel()
 		if err != nil {

@@ -414,6 +414,12 @@ func TestUnreachableServersReported(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	nd.stop()
+	// Logged too, once (not at each of the client's retries), naming the
+	// broker; and the log stays JSON line by line.
+	refused := linesWith(logLines(t, nd.log.Name()), "cannot reach the kafka broker")
+	if len(refused) != 1 || refused[0]["broker"] != fmt.Sprintf("127.0.0.1:%d", kport) || refused[0]["level"] != "ERROR" {
+		t.Errorf("lines saying the broker is unreachable: %v, want one naming 127.0.0.1:%d:\n%s", refused, kport, nd.tail())
+	}
 }
 
 // waitSomeRows waits (up to 30 s) until a node has stored some rows, i.e.

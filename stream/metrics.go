@@ -37,7 +37,7 @@ var (
 		newSourceCounter("sluice_source_position_resets_total", "Stored positions given up because the topic or stream was recreated (or truncated): consumed again from the new log's beginning.", func(c *Counters) int64 { return c.Resets.Load() }),
 	}
 	lagDesc = prometheus.NewDesc("sluice_source_lag_messages", "Messages in the partition (or stream) not yet stored by this node.", []string{"table", "topic", "partition"}, nil)
-	upDesc  = prometheus.NewDesc("sluice_source_up", "1 when the source reaches its server.", []string{"table", "source"}, nil)
+	upDesc  = prometheus.NewDesc("sluice_source_up", "1 when the source reaches its server and every topic it consumes exists.", []string{"table", "source"}, nil)
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
@@ -76,6 +76,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if since, _ := counters.Failing(); !since.IsZero() {
 			sum.up = false
+		}
+		if missing, _ := counters.Missing(); len(missing) > 0 {
+			sum.up = false // it reaches its brokers, but what it is to consume is not there
 		}
 		for tp, v := range counters.Lag() {
 			i := strings.LastIndexByte(tp, '/')

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,10 @@ type Counters struct {
 	failing  time.Time        // since when the source cannot reach its server (zero: it can)
 	lastErr  string
 	assigned int
+	// missing are the configured topics the brokers say do not exist
+	// (checkTopics), since missingSince.
+	missing      []string
+	missingSince time.Time
 }
 
 func newCounters(table, kind string) *Counters {
@@ -123,6 +128,40 @@ func (c *Counters) Failing() (time.Time, string) {
 	return c.failing, c.lastErr
 }
 
+// setMissing records the configured topics that do not exist (none: all
+// do); it returns those missing now that were not before, and those found
+// since.
+func (c *Counters) setMissing(now time.Time, topics []string) (gone, found []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range topics {
+		if !slices.Contains(c.missing, t) {
+			gone = append(gone, t)
+		}
+	}
+	for _, t := range c.missing {
+		if !slices.Contains(topics, t) {
+			found = append(found, t)
+		}
+	}
+	switch {
+	case len(topics) == 0:
+		c.missingSince = time.Time{}
+	case len(c.missing) == 0:
+		c.missingSince = now
+	}
+	c.missing = slices.Clone(topics)
+	return gone, found
+}
+
+// Missing returns the configured topics that do not exist and since when
+// (none: every one does).
+func (c *Counters) Missing() ([]string, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.missing), c.missingSince
+}
+
 // Runner runs a server's sources.
 type Runner struct {
 	sources []Source
@@ -183,13 +222,17 @@ func (r *Runner) Start(ctx context.Context) {
 func (r *Runner) Wait() { r.wg.Wait() }
 
 // Ready returns an error naming every source that has been failing for
-// longer than FailAfter.
+// longer than FailAfter, and every one whose topics have not existed for
+// that long: a misspelled topic consumes nothing, as a deleted one.
 func (r *Runner) Ready() error {
 	var errs []error
 	for _, s := range r.sources {
 		since, last := s.Counters().Failing()
 		if !since.IsZero() && time.Since(since) >= r.FailAfter {
 			errs = append(errs, fmt.Errorf("source %s failing for %s: %s", s.Name(), time.Since(since).Round(time.Second), last))
+		}
+		if missing, since := s.Counters().Missing(); len(missing) > 0 && time.Since(since) >= r.FailAfter {
+			errs = append(errs, fmt.Errorf("source %s: topics %s do not exist (for %s)", s.Name(), strings.Join(missing, ", "), time.Since(since).Round(time.Second)))
 		}
 	}
 	return errors.Join(errs...)

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -38,6 +39,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testnode.Child() // health_test.go's nodes
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(serve(path))
 	}

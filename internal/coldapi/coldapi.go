@@ -13,6 +13,7 @@ package coldapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,9 @@ type Config struct {
 	Unsorted     bool
 	// Continuous commits by sequence (coldtier.Options.Continuous).
 	Continuous bool
+	// Logger takes the log lines of the tier's libraries (the AWS SDK's),
+	// which would otherwise write plain text to stderr.
+	Logger *slog.Logger `json:"-"`
 }
 
 // S3 is an S3-compatible endpoint (coldtier.S3).

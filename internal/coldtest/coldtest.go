@@ -64,6 +64,26 @@ var ErrMissing = errors.New("not installed")
 // StartS3 starts versitygw on a free 127.0.0.1 port over a POSIX root in
 // dir, with the bucket Bucket, and waits until it accepts connections.
 func StartS3(dir string) (*S3, error) {
+	s, err := StartS3With(dir, S3Options{})
+	if err != nil {
+		return nil, err
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
+	os.Setenv("AWS_REGION", Region)
+	return s, nil
+}
+
+// S3Options are a versitygw's address and root user; zero fields take
+// StartS3's: a free 127.0.0.1 port, AccessKey and SecretKey.
+type S3Options struct {
+	Addr, AccessKey, SecretKey string
+}
+
+// StartS3With is StartS3 with options (a test that restarts the server
+// on its address, with other credentials), and it leaves the environment
+// as it is.
+func StartS3With(dir string, o S3Options) (*S3, error) {
 	bin := os.Getenv("SLUICE_VERSITYGW")
 	if bin == "" {
 		bin = filepath.Join(cacheDir(), "bin", "versitygw")
@@ -75,12 +95,18 @@ func StartS3(dir string) (*S3, error) {
 	if err := os.MkdirAll(filepath.Join(root, Bucket), 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freeport.Port()
-	if err != nil {
-		return nil, err
+	addr, access, secret := o.Addr, o.AccessKey, o.SecretKey
+	if addr == "" {
+		port, err := freeport.Port()
+		if err != nil {
+			return nil, err
+		}
+		addr = "127.0.0.1:" + strconv.Itoa(port)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey, "--region", Region, "posix", root)
+	if access == "" {
+		access, secret = AccessKey, SecretKey
+	}
+	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret, "--region", Region, "posix", root)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -100,9 +126,6 @@ func StartS3(dir string) (*S3, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	os.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
-	os.Setenv("AWS_REGION", Region)
 	return s, nil
 }
 

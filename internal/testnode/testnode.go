@@ -40,7 +40,7 @@ func serve(path string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	s, err := server.New(ctx, cfg, server.Options{})
+	s, err := server.New(ctx, cfg, server.Options{ProcessLog: true}) // as `sluice serve`
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

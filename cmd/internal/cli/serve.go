@@ -64,7 +64,7 @@ func serveCmd() *cobra.Command {
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return err
 			}
-			s, err := server.New(ctx, cfg, server.Options{StorageDir: data, Logger: slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})), SetMemoryLimit: true, ReloadSignals: hup})
+			s, err := server.New(ctx, cfg, server.Options{StorageDir: data, Logger: slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})), SetMemoryLimit: true, ProcessLog: true, ReloadSignals: hup})
 			if err != nil {
 				return err
 			}
