@@ -91,6 +91,9 @@ type Decoder struct {
 	// schemas are the decoders of the ids seen, kept for the process's
 	// life: a registry's schema id never changes meaning.
 	schemas map[int]bodyDecoder // guarded by mu
+	// fetching are the lookups under way: the partitions that meet a new
+	// id at once wait for one request instead of each sending its own.
+	fetching map[int]*lookup // guarded by mu
 
 	// lookups counts registry requests (cold lookups), for tests and
 	// benchmarks.
@@ -132,7 +135,7 @@ func New(format string, o Registry) (*Decoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schemaformat: registry client: %w", err)
 	}
-	return &Decoder{format: format, client: cl, timeout: o.Timeout, schemas: map[int]bodyDecoder{}}, nil
+	return &Decoder{format: format, client: cl, timeout: o.Timeout, schemas: map[int]bodyDecoder{}, fetching: map[int]*lookup{}}, nil
 }
 
 // authorize sets the request's credentials, reading the secrets now.
@@ -191,7 +194,15 @@ func splitFrame(msg []byte) (int, []byte, error) {
 	return int(binary.BigEndian.Uint32(msg[1:5])), msg[5:], nil
 }
 
+// lookup is one registry request that callers wait for.
+type lookup struct {
+	done chan struct{}
+	bd   bodyDecoder
+	err  error
+}
+
 // schema returns the decoder of schema id, from the cache or the registry.
+// A failed lookup is not cached: the next message asks again.
 func (d *Decoder) schema(ctx context.Context, id int) (bodyDecoder, error) {
 	d.mu.RLock()
 	bd, ok := d.schemas[id]
@@ -199,6 +210,38 @@ func (d *Decoder) schema(ctx context.Context, id int) (bodyDecoder, error) {
 	if ok {
 		return bd, nil
 	}
+	d.mu.Lock()
+	if bd, ok := d.schemas[id]; ok {
+		d.mu.Unlock()
+		return bd, nil
+	}
+	l, waiting := d.fetching[id]
+	if !waiting {
+		l = &lookup{done: make(chan struct{})}
+		d.fetching[id] = l
+	}
+	d.mu.Unlock()
+	if waiting {
+		select {
+		case <-l.done:
+			return l.bd, l.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waiting for schema id %d: %w", ErrUnavailable, id, ctx.Err())
+		}
+	}
+	l.bd, l.err = d.fetch(ctx, id)
+	d.mu.Lock()
+	if l.err == nil {
+		d.schemas[id] = l.bd
+	}
+	delete(d.fetching, id)
+	d.mu.Unlock()
+	close(l.done)
+	return l.bd, l.err
+}
+
+// fetch asks the registry for schema id and compiles it.
+func (d *Decoder) fetch(ctx context.Context, id int) (bodyDecoder, error) {
 	d.lookups.Add(1)
 	lctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
@@ -206,13 +249,10 @@ func (d *Decoder) schema(ctx context.Context, id int) (bodyDecoder, error) {
 	if err != nil {
 		return nil, lookupError(id, err)
 	}
-	bd, err = d.compile(s)
+	bd, err := d.compile(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema id %d: %w", ErrUnknownSchema, id, err)
 	}
-	d.mu.Lock()
-	d.schemas[id] = bd
-	d.mu.Unlock()
 	return bd, nil
 }
 
