@@ -98,6 +98,9 @@ type Decoder struct {
 	// lookups counts registry requests (cold lookups), for tests and
 	// benchmarks.
 	lookups atomic.Int64
+	// waiting, when set (tests), is called when a caller starts waiting
+	// for another's lookup of id.
+	waiting func(id int)
 }
 
 // bodyDecoder decodes a body (past the framing) into a row.
@@ -222,6 +225,9 @@ func (d *Decoder) schema(ctx context.Context, id int) (bodyDecoder, error) {
 	}
 	d.mu.Unlock()
 	if waiting {
+		if d.waiting != nil {
+			d.waiting(id)
+		}
 		select {
 		case <-l.done:
 			return l.bd, l.err

@@ -39,6 +39,9 @@ type Registry struct {
 	srv  *http.Server
 
 	down atomic.Bool
+	// BeforeSchemaByID, when set, runs before GET /schemas/ids/{id} is
+	// answered (tests hold a lookup there).
+	BeforeSchemaByID func(id int)
 
 	mu       sync.Mutex
 	schemas  []Schema         // schemas[id-1]
@@ -211,6 +214,9 @@ func (r *Registry) versionReply(subject string, version, id int) map[string]any 
 
 func (r *Registry) schemaByID(w http.ResponseWriter, req *http.Request) {
 	id, err := strconv.Atoi(req.PathValue("id"))
+	if r.BeforeSchemaByID != nil {
+		r.BeforeSchemaByID(id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.byID[id]++
