@@ -26,11 +26,11 @@ type KafkaSource struct {
 	// partitions.
 	Group string `yaml:"group"`
 	// Format of each message body: ndjson (default), json, csv or
-	// parquet (gzip bodies are detected), or avro or json_schema in the
-	// Schema Registry wire format (schema_registry required).
+	// parquet (gzip bodies are detected), or avro, protobuf or json_schema
+	// in the Schema Registry wire format (schema_registry required).
 	Format string `yaml:"format"`
-	// SchemaRegistry serves the schemas of the avro and json_schema
-	// formats.
+	// SchemaRegistry serves the schemas of the avro, protobuf and
+	// json_schema formats.
 	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 	// Start is where a partition with neither a stored nor a committed
 	// position begins: earliest (default) or latest.
@@ -94,7 +94,7 @@ type SchemaRegistry struct {
 }
 
 // SchemaRegistryFormats are the Kafka formats that need schema_registry.
-var SchemaRegistryFormats = []string{"avro", "json_schema"}
+var SchemaRegistryFormats = []string{"avro", "protobuf", "json_schema"}
 
 func (r *SchemaRegistry) validate(key string) []error {
 	var errs []error

@@ -51,7 +51,7 @@ type KafkaOptions struct {
 	Group string
 	// Format of each message body: FormatNDJSON (default), FormatJSON,
 	// FormatCSV or FormatParquet (gzip bodies are detected), or a Schema
-	// Registry format, FormatAvro or FormatJSONSchema, whose schemas
+	// Registry format, FormatAvro, FormatProtobuf or FormatJSONSchema, whose schemas
 	// SchemaRegistry serves.
 	Format string
 	// SchemaRegistry is where the Schema Registry formats find a message's
@@ -122,6 +122,7 @@ const (
 	FormatParquet = "parquet"
 	// The Schema Registry formats (package schemaformat).
 	FormatAvro       = schemaformat.FormatAvro
+	FormatProtobuf   = schemaformat.FormatProtobuf
 	FormatJSONSchema = schemaformat.FormatJSONSchema
 	StartEarliest    = "earliest"
 	StartLatest      = "latest"

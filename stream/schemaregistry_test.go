@@ -379,3 +379,89 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 		t.Errorf("%d dead letters: a registry that was down must not drop messages", n)
 	}
 }
+
+// protoSchema's Order is the file's second message (message index [1]), with
+// a nested message, an enum, well-known types, optional, repeated and map
+// fields.
+const protoSchema = `syntax = "proto3";
+package sluice.test;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+message Other { string x = 1; }
+message Order {
+  int64 id = 1;
+  string user = 2;
+  google.protobuf.Timestamp ts = 3;
+  int32 n32 = 4;
+  uint64 u64 = 5;
+  float f32 = 6;
+  double f64 = 7;
+  bool ok = 8;
+  Kind kind = 9;
+  bytes raw = 10;
+  optional string opt = 11;
+  google.protobuf.StringValue wrapped = 12;
+  Addr addr = 13;
+  repeated string tags = 14;
+  map<string, int64> attrs = 15;
+  message Addr { string city = 1; int32 zip = 2; google.protobuf.Timestamp since = 3; }
+  enum Kind { CLICK = 0; VIEW = 1; }
+}
+`
+
+// TestKafkaProtobufFromRegistry: Protobuf messages by Confluent's
+// serializer (message indexes, the schema registered as a descriptor):
+// every field's value is read back with its documented type; a message
+// whose indexes name no message type is a dead letter.
+func TestKafkaProtobufFromRegistry(t *testing.T) {
+	broker(t)
+	py := testregistry.RequirePython(t)
+	reg := startRegistry(t, testregistry.Options{})
+	topic := uniqueName("protobuf")
+	createTopic(t, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := testregistry.Batch{Format: "protobuf", Schema: protoSchema, Message: "Order"}
+	for id := range 3 {
+		opt, wrapped := "", ""
+		if id == 1 {
+			opt, wrapped = `, opt="set"`, `, wrapped=StringValue(value="w")`
+		}
+		b.Records = append(b.Records, fmt.Sprintf(`Order(id=%d, user="u%d", ts=Timestamp(seconds=%d, nanos=123000000), n32=-%d, u64=%d,
+ f32=0.1, f64=%d.25, ok=%s, kind=Order.VIEW, raw=b"\x00\xffhi"%s%s,
+ addr=Order.Addr(city="Zürich", zip=8000, since=Timestamp(seconds=1577934245)), tags=["a", "b%d"], attrs={"k": %d})`,
+			id, id, t0.Unix()+int64(id), id, uint64(1)<<62+uint64(id), id, map[bool]string{true: "True", false: "False"}[id%2 == 0], opt, wrapped, id, 1<<40+id))
+	}
+	// A frame of schema 1 whose message indexes [5] name no message.
+	corrupt := testregistry.Batch{Raw: [][]byte{{0, 0, 0, 0, 1, 2, 10, 8, 1}}}
+	if err := testregistry.Produce(ctx, py, testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}, b, corrupt); err != nil {
+		t.Fatal(err)
+	}
+	nd := startNode(t, registryConfig(topic, "protobuf", reg.URL, ""), filepath.Join(t.TempDir(), "node"))
+	waitRows(t, nd, "events", 3, time.Minute)
+	waitDeadLetters(t, nd, 1, time.Minute)
+	rows := queryRows(t, nd, "events")
+	for id := range 3 {
+		want := map[string]any{
+			"id": float64(id), "user": fmt.Sprintf("u%d", id),
+			"ts":  t0.Add(time.Duration(id)*time.Second + 123*time.Millisecond).Format(time.RFC3339Nano),
+			"n32": float64(-id), "u64": float64(uint64(1)<<62 + uint64(id)), "f32": 0.1, "f64": float64(id) + 0.25, "ok": id%2 == 0,
+			"kind": "VIEW", "raw": "AP9oaQ==", "opt": nil, "wrapped": nil,
+			"addr": map[string]any{"city": "Zürich", "zip": float64(8000), "since": "2020-01-02T03:04:05Z"},
+			"tags": []any{"a", fmt.Sprintf("b%d", id)}, "attrs": map[string]any{"k": float64(1<<40 + id)},
+		}
+		if id == 1 {
+			want["opt"], want["wrapped"] = "set", "w"
+		}
+		for k, w := range want {
+			if !jsonEqual(rows[id][k], w) {
+				t.Errorf("id %d: %s = %#v, want %#v", id, k, rows[id][k], w)
+			}
+		}
+	}
+	for _, d := range queryRows(t, nd, "events_deadletter") {
+		if e := fmt.Sprint(d["error"]); !strings.Contains(e, "body does not match its schema") || !strings.Contains(e, "message index") {
+			t.Errorf("dead letter reason %q: want the bad message index", e)
+		}
+	}
+}

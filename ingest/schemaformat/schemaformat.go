@@ -1,13 +1,17 @@
 // Package schemaformat decodes messages in the Schema Registry wire format
 // (Confluent's framing, which Apicurio's compatible API, Redpanda and
-// Karapace share) into rows: Avro and JSON Schema bodies, each read with the
-// schema its id names, fetched from the registry once and cached by id.
+// Karapace share) into rows: Avro, Protobuf and JSON Schema bodies, each
+// read with the schema its id names, fetched from the registry once and
+// cached by id.
 //
 // The framing, before the body the schema describes:
 //
 //	byte 0      magic, always 0
 //	bytes 1..4  the schema id, big-endian
-//	bytes 5..   the body
+//	(Protobuf)  the message indexes: a zigzag varint count n, then n zigzag
+//	            varints, the path to the message type in the .proto file
+//	            (a lone 0 byte is [0], the file's first message)
+//	bytes ..    the body
 //
 // A row is the body's top-level fields; the values are those sluice's
 // column types hold (docs/streams.md, "Schema Registry formats", has the
@@ -38,11 +42,12 @@ import (
 // The formats a Decoder reads.
 const (
 	FormatAvro       = "avro"
+	FormatProtobuf   = "protobuf"
 	FormatJSONSchema = "json_schema"
 )
 
 // Formats lists the formats, for configuration checks.
-var Formats = []string{FormatAvro, FormatJSONSchema}
+var Formats = []string{FormatAvro, FormatProtobuf, FormatJSONSchema}
 
 // The errors of Decode; each is wrapped with the message's details.
 var (
@@ -108,12 +113,13 @@ type bodyDecoder interface {
 	decode(body []byte) (map[string]any, error)
 }
 
-// New returns a Decoder of format (FormatAvro or FormatJSONSchema) with
+// New returns a Decoder of format (FormatAvro, FormatProtobuf or
+// FormatJSONSchema) with
 // the schemas of registry o; it contacts the registry only when a message
 // needs a schema it has not seen.
 func New(format string, o Registry) (*Decoder, error) {
 	switch format {
-	case FormatAvro, FormatJSONSchema:
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
 	default:
 		return nil, fmt.Errorf("schemaformat: format %q: want one of %v", format, Formats)
 	}
@@ -283,6 +289,11 @@ func (d *Decoder) compile(s sr.Schema) (bodyDecoder, error) {
 			return nil, fmt.Errorf("the registry's schema is %s, the source reads avro", s.Type)
 		}
 		return compileAvro(s.Schema)
+	case FormatProtobuf:
+		if s.Type != sr.TypeProtobuf {
+			return nil, fmt.Errorf("the registry's schema is %s, the source reads protobuf", s.Type)
+		}
+		return compileProto(s.Schema)
 	default:
 		if s.Type != sr.TypeJSON {
 			return nil, fmt.Errorf("the registry's schema is %s, the source reads json_schema", s.Type)

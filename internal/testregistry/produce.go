@@ -54,16 +54,20 @@ func RequirePython(t testenv.TB) string {
 }
 
 // Batch is messages produced with one schema: Records are Python
-// expressions (datetime, date, time, timezone, Decimal and UUID are in
-// scope) of the values the serializer is given, so that logical types go
+// expressions (datetime, date, time, timezone, Decimal, UUID and, for
+// protobuf, Timestamp and the .proto's classes are in scope) of the values the serializer is given, so that logical types go
 // in as the Python types the serializer maps (a datetime for
 // timestamp-millis, a Decimal for decimal). Raw, instead, are message
 // bodies produced as they are (corrupt messages).
 type Batch struct {
-	// Format is "avro" or "json_schema".
+	// Format is "avro", "protobuf" or "json_schema".
 	Format string `json:"format,omitempty"`
-	// Schema is the schema's text.
+	// Schema is the schema's text: for protobuf a .proto file, which
+	// Produce compiles with protoc (grpcio-tools) into the message classes
+	// Confluent's serializer takes; Message names the class of Records
+	// (the file's messages and enums are in scope).
 	Schema  string   `json:"schema,omitempty"`
+	Message string   `json:"message,omitempty"`
 	Records []string `json:"records,omitempty"`
 	Raw     [][]byte `json:"raw,omitempty"`
 }

@@ -1,6 +1,6 @@
 # Produces the batches of a JSON spec on stdin with confluent-kafka's
 # serializers (internal/testregistry's Produce).
-import base64, json, sys
+import base64, importlib, json, os, sys, tempfile
 from datetime import datetime, date, time, timezone
 from decimal import Decimal
 from uuid import UUID
@@ -42,6 +42,25 @@ for b in spec["batches"]:
         continue
     if b["format"] == "avro":
         ser = AvroSerializer(registry, b["schema"])
+    elif b["format"] == "protobuf":
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+        from google.protobuf.timestamp_pb2 import Timestamp
+        import grpc_tools
+        from grpc_tools import protoc
+
+        out = tempfile.mkdtemp()
+        name = "sluice_test_%d" % len(sys.modules)
+        with open(os.path.join(out, name + ".proto"), "w") as f:
+            f.write(b["schema"])
+        include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+        if protoc.main(["protoc", "-I" + out, "-I" + include, "--python_out=" + out, name + ".proto"]) != 0:
+            sys.exit("protoc failed")
+        sys.path.insert(0, out)
+        mod = importlib.import_module(name + "_pb2")
+        scope.update({k: getattr(mod, k) for k in dir(mod) if not k.startswith("_")})
+        from google.protobuf.wrappers_pb2 import StringValue
+        scope["Timestamp"], scope["StringValue"] = Timestamp, StringValue
+        ser = ProtobufSerializer(getattr(mod, b["message"]), registry, {"use.deprecated.format": False})
     elif b["format"] == "json_schema":
         ser = JSONSerializer(b["schema"], registry)
     else:
