@@ -47,10 +47,10 @@ type Options struct {
 	// LatencyFor (default 10s).
 	Rate       int
 	LatencyFor time.Duration
-	// Cases among none, lua, http, latency, 2nodes, steady, avro
-	// (default all but steady and avro). avro is none's rows as Avro
-	// messages in the Schema Registry wire format, with a registry the run
-	// starts (internal/testregistry).
+	// Cases among none, lua, http, latency, 2nodes, steady, avro, protobuf
+	// (default all but steady, avro and protobuf). avro and protobuf are
+	// none's rows in the Schema Registry wire format, with a registry the
+	// run starts (internal/testregistry).
 	Cases []string
 	// Dir holds the broker and the stores (default a temporary directory).
 	Dir string
@@ -187,7 +187,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			res, err = b.consume(ctx, c, luaColumn, 1)
 		case "2nodes":
 			res, err = b.consume(ctx, c, "", 2)
-		case "avro":
+		case "avro", "protobuf":
 			res, err = b.consumeRegistry(ctx, c)
 		case "http":
 			res, err = b.http(ctx)
@@ -196,7 +196,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		case "steady":
 			res, err = b.steady(ctx)
 		default:
-			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady, avro)", c)
+			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady, avro, protobuf)", c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("case %s: %w", c, err)

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bufbuild/protocompile"
 	"github.com/twmb/avro"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
@@ -44,24 +48,67 @@ func row(k, users int) benchRow {
 	}
 }
 
-// consumeRegistry is the none case with the rows as Avro messages in the
-// Schema Registry wire format (a registry started for the case).
+// protoSchema is message's row as a Protobuf message (time as a
+// google.protobuf.Timestamp).
+const protoSchema = `syntax = "proto3";
+import "google/protobuf/timestamp.proto";
+message Bench {
+  google.protobuf.Timestamp time = 1;
+  string user = 2; string action = 3; string country = 4; string device = 5;
+  double amount = 6; double score = 7; int64 count = 8; int64 session = 9; bool ok = 10;
+}`
+
+// consumeRegistry is the none case with the rows as Avro (name "avro") or
+// Protobuf messages in the Schema Registry wire format (a registry
+// started for the case).
 func (b *bench) consumeRegistry(ctx context.Context, name string) (Result, error) {
 	reg, err := testregistry.Start(testregistry.Options{})
 	if err != nil {
 		return Result{}, err
 	}
 	defer reg.Close()
-	schema, err := avro.Parse(avroSchema)
-	if err != nil {
-		return Result{}, err
+	var encode func(dst []byte, r benchRow) ([]byte, error)
+	var id int
+	switch name {
+	case "avro":
+		schema, err := avro.Parse(avroSchema)
+		if err != nil {
+			return Result{}, err
+		}
+		id = reg.Register("bench-value", testregistry.Schema{Schema: avroSchema})
+		encode = func(dst []byte, r benchRow) ([]byte, error) { return schema.AppendEncode(dst, &r) }
+	default:
+		c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+			Accessor: protocompile.SourceAccessorFromMap(map[string]string{"bench.proto": protoSchema})})}
+		files, err := c.Compile(ctx, "bench.proto")
+		if err != nil {
+			return Result{}, err
+		}
+		md := files[0].Messages().Get(0)
+		f := md.Fields().ByName
+		tsd := f("time").Message()
+		id = reg.Register("bench-value", testregistry.Schema{Schema: protoSchema, SchemaType: "PROTOBUF"})
+		encode = func(dst []byte, r benchRow) ([]byte, error) {
+			m := dynamicpb.NewMessage(md)
+			ts := dynamicpb.NewMessage(tsd)
+			ts.Set(tsd.Fields().ByName("seconds"), protoreflect.ValueOfInt64(r.Time.Unix()))
+			ts.Set(tsd.Fields().ByName("nanos"), protoreflect.ValueOfInt32(int32(r.Time.Nanosecond())))
+			m.Set(f("time"), protoreflect.ValueOfMessage(ts))
+			for name, v := range map[protoreflect.Name]protoreflect.Value{
+				"user": protoreflect.ValueOfString(r.User), "action": protoreflect.ValueOfString(r.Action),
+				"country": protoreflect.ValueOfString(r.Country), "device": protoreflect.ValueOfString(r.Device),
+				"amount": protoreflect.ValueOfFloat64(r.Amount), "score": protoreflect.ValueOfFloat64(r.Score),
+				"count": protoreflect.ValueOfInt64(r.Count), "session": protoreflect.ValueOfInt64(r.Session), "ok": protoreflect.ValueOfBool(r.OK),
+			} {
+				m.Set(f(name), v)
+			}
+			return proto.MarshalOptions{}.MarshalAppend(append(dst, 0), m) // message indexes [0]
+		}
 	}
-	id := reg.Register("bench-value", testregistry.Schema{Schema: avroSchema})
 	fmt.Fprintf(b.opts.Log, "case %s: producing %d messages\n", name, b.opts.Rows)
 	var encErr error
 	topic, err := b.newTopicOf(ctx, b.opts.Rows, func(k int) []byte {
-		r := row(k, b.opts.Users)
-		msg, err := schema.AppendEncode(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), &r)
+		msg, err := encode(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), row(k, b.opts.Users))
 		if err != nil && encErr == nil {
 			encErr = err
 		}
@@ -70,5 +117,5 @@ func (b *bench) consumeRegistry(ctx context.Context, name string) (Result, error
 	if err = cmp(encErr, err); err != nil {
 		return Result{}, err
 	}
-	return b.consumeTopic(name, topic, "", fmt.Sprintf(", format: avro, schema_registry: {urls: [%s]}", reg.URL), 1)
+	return b.consumeTopic(name, topic, "", fmt.Sprintf(", format: %s, schema_registry: {urls: [%s]}", name, reg.URL), 1)
 }
