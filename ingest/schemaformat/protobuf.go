@@ -58,7 +58,15 @@ func compileProto(text string) (bodyDecoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("protobuf schema: %w", err)
 	}
-	return &protoDecoder{file: files[0]}, nil
+	// The compiler's descriptors resolve editions features at every
+	// HasPresence (a third of a message's decoding in a profile); the
+	// protobuf module's own descriptors of the same file answer from a
+	// field.
+	fd, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(files[0]), protoregistry.GlobalFiles)
+	if err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	return &protoDecoder{file: fd}, nil
 }
 
 // messageIndexes reads the framing's message indexes: a zigzag varint
