@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -191,4 +192,43 @@ func BenchmarkSchemaLookup(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestHostileBodies: random bodies, and bodies claiming a string, array or
+// map of 2^31-1 elements, decode or fail as ErrBody (a dead letter),
+// never panic nor fail as anything that would pause the source.
+func TestHostileBodies(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	nested := `{"type":"record","name":"H","fields":[{"name":"s","type":"string"},{"name":"a","type":{"type":"array","items":"long"}},
+ {"name":"m","type":{"type":"map","values":"bytes"}}]}`
+	avroID := reg.Register("h-value", testregistry.Schema{Schema: nested})
+	protoID := reg.Register("p-value", testregistry.Schema{Schema: protoText, SchemaType: "PROTOBUF"})
+	decoders := map[int]*Decoder{
+		avroID:  newDecoder(t, FormatAvro, Registry{URLs: []string{reg.URL}}),
+		protoID: newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}}),
+	}
+	huge := []byte{0xfe, 0xff, 0xff, 0xff, 0x0f} // a zigzag varint of 2^31-1
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for id, d := range decoders {
+		bodies := [][]byte{huge, append([]byte{0}, huge...), append([]byte{2, 'x'}, huge...)}
+		for range 2000 {
+			b := make([]byte, rnd.IntN(40))
+			for i := range b {
+				b[i] = byte(rnd.Uint32())
+			}
+			bodies = append(bodies, b)
+		}
+		for _, b := range bodies {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("schema %d, body %x: panic %v", id, b, p)
+					}
+				}()
+				if _, err := d.Decode(context.Background(), frame(id, b)); err != nil && !errors.Is(err, ErrBody) {
+					t.Fatalf("schema %d, body %x: %v, want nil or ErrBody", id, b, err)
+				}
+			}()
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/sluicedb/sluice/internal/testenv"
 )
+
+var errNoClients = errors.New("the schema registry clients are not installed (scripts/install-schema-registry)")
 
 //go:embed produce.py
 var produceScript string

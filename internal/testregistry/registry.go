@@ -16,7 +16,6 @@ package testregistry
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -237,5 +236,3 @@ func fail(w http.ResponseWriter, status, code int, msg string) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error_code": code, "message": msg})
 }
-
-var errNoClients = errors.New("the schema registry clients are not installed (scripts/install-schema-registry)")
