@@ -51,8 +51,8 @@ type KafkaOptions struct {
 	Group string
 	// Format of each message body: FormatNDJSON (default), FormatJSON,
 	// FormatCSV or FormatParquet (gzip bodies are detected), or a Schema
-	// Registry format, FormatAvro, FormatProtobuf or FormatJSONSchema, whose schemas
-	// SchemaRegistry serves.
+	// Registry format, FormatAvro, FormatProtobuf or FormatJSONSchema,
+	// whose schemas SchemaRegistry serves.
 	Format string
 	// SchemaRegistry is where the Schema Registry formats find a message's
 	// schema by its id. While it cannot be reached the source pauses:
