@@ -284,3 +284,50 @@ tables:
 		}
 	}
 }
+
+// TestSchemaRegistryValidated: the registry formats need schema_registry,
+// the other formats refuse it, and its URLs and credentials are checked.
+func TestSchemaRegistryValidated(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	t.Setenv("P", "secret")
+	t.Setenv("T", "secret")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := `
+tables:
+  - name: events
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [a], group: g, format: avro, schema_registry: {urls: ["https://r:8081"], username: u, password: {env: P}}}
+      - kafka: {brokers: [127.0.0.1:9092], topics: [b], group: g, format: protobuf, schema_registry: {urls: ["http://r:8081"], token: {file: TOKEN}}}
+      - kafka: {brokers: [127.0.0.1:9092], topics: [c], group: g, format: json_schema, schema_registry: {urls: ["http://r:8081"]}}
+`
+	if _, err := Parse([]byte(strings.Replace(good, "TOKEN", tokenFile, 1)), env); err != nil {
+		t.Fatal(err)
+	}
+	bad := `
+tables:
+  - name: events
+    sources:
+      - kafka: {brokers: [127.0.0.1:9092], topics: [a], group: g, format: avro}
+      - kafka: {brokers: [127.0.0.1:9092], topics: [b], group: g, schema_registry: {urls: ["http://r:8081"]}}
+      - kafka: {brokers: [127.0.0.1:9092], topics: [c], group: g, format: protobuf, schema_registry: {urls: ["r:8081"], username: u, password: {env: P}, token: {env: T}, timeout: -1s}}
+      - kafka: {brokers: [127.0.0.1:9092], topics: [d], group: g, format: json_schema, schema_registry: {urls: [], password: {env: P}}}
+`
+	_, err := Parse([]byte(bad), env)
+	if err == nil {
+		t.Fatal("bad schema registries accepted")
+	}
+	for _, want := range []string{
+		"sources[0] kafka: format avro: schema_registry: missing",
+		"sources[1] kafka: schema_registry: only the formats [avro protobuf json_schema] use it",
+		`sources[2] kafka schema_registry: url "r:8081"`, "sources[2] kafka schema_registry: token or username and password, not both",
+		"sources[2] kafka schema_registry: timeout must not be negative",
+		"sources[3] kafka schema_registry: urls: none", "sources[3] kafka schema_registry: password without username",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -26,8 +26,12 @@ type KafkaSource struct {
 	// partitions.
 	Group string `yaml:"group"`
 	// Format of each message body: ndjson (default), json, csv or
-	// parquet; gzip bodies are detected.
+	// parquet (gzip bodies are detected), or avro, protobuf or json_schema
+	// in the Schema Registry wire format (schema_registry required).
 	Format string `yaml:"format"`
+	// SchemaRegistry serves the schemas of the avro, protobuf and
+	// json_schema formats.
+	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 	// Start is where a partition with neither a stored nor a committed
 	// position begins: earliest (default) or latest.
 	Start string `yaml:"start"`
@@ -70,6 +74,51 @@ type KafkaSource struct {
 	TLS *ClientTLS `yaml:"tls"`
 	// SASL, when present, authenticates to the brokers.
 	SASL *KafkaSASL `yaml:"sasl"`
+}
+
+// SchemaRegistry is a Confluent-compatible schema registry (Confluent,
+// Apicurio's ccompat API, Redpanda, Karapace) a Kafka source reads
+// schemas from.
+type SchemaRegistry struct {
+	// URLs are the registry's base URLs (http or https), tried in order.
+	URLs []string `yaml:"urls"`
+	// Username and Password log in with HTTP basic auth; Token is a bearer
+	// token instead.
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+	Token    Secret `yaml:"token"`
+	// Timeout bounds one schema lookup (default 10s).
+	Timeout time.Duration `yaml:"timeout"`
+	// TLS is for https URLs (a private CA, a client certificate).
+	TLS *ClientTLS `yaml:"tls"`
+}
+
+// SchemaRegistryFormats are the Kafka formats that need schema_registry.
+var SchemaRegistryFormats = []string{"avro", "protobuf", "json_schema"}
+
+func (r *SchemaRegistry) validate(key string) []error {
+	var errs []error
+	if len(r.URLs) == 0 {
+		errs = append(errs, fmt.Errorf("%s: urls: none", key))
+	}
+	for _, u := range r.URLs {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: url %q: want http://host:port or https://host:port", key, u))
+		}
+	}
+	if r.Token.IsSet() && (r.Username != "" || r.Password.IsSet()) {
+		errs = append(errs, fmt.Errorf("%s: token or username and password, not both", key))
+	}
+	if r.Password.IsSet() && r.Username == "" {
+		errs = append(errs, fmt.Errorf("%s: password without username", key))
+	}
+	if r.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: timeout must not be negative", key))
+	}
+	errs = append(errs, r.Password.validate(key+" password")...)
+	errs = append(errs, r.Token.validate(key+" token")...)
+	return append(errs, r.TLS.validate(key+" tls")...)
 }
 
 // The SASL mechanisms a Kafka source speaks.
@@ -266,7 +315,19 @@ func (t *Table) validateSources(where string) []error {
 			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 || k.SessionTimeout < 0 || k.MaxMessageBytes < 0 {
 				add("%s: max_poll_records, fetch_max_bytes, session_timeout and max_message_bytes must not be negative", sw)
 			}
-			checkCommon(k.Format, k.Start, k.Metadata, KafkaMetadata)
+			format := k.Format
+			if slices.Contains(SchemaRegistryFormats, format) {
+				format = "" // Kafka's alone: checkCommon knows the shared formats
+				if k.SchemaRegistry == nil {
+					add("%s: format %s: schema_registry: missing (the messages' schemas are there)", sw, k.Format)
+				}
+			} else if k.SchemaRegistry != nil {
+				add("%s: schema_registry: only the formats %v use it", sw, SchemaRegistryFormats)
+			}
+			if k.SchemaRegistry != nil {
+				errs = append(errs, k.SchemaRegistry.validate(sw+" schema_registry")...)
+			}
+			checkCommon(format, k.Start, k.Metadata, KafkaMetadata)
 			errs = append(errs, k.TLS.validate(sw+" tls")...)
 			errs = append(errs, k.SASL.validate(sw+" sasl", k.TLS != nil)...)
 			if k.KeyPartitioned {

@@ -2,8 +2,10 @@ package server
 
 import (
 	"crypto/tls"
+	"fmt"
 
 	"github.com/sluicedb/sluice/config"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/internal/tlsfiles"
 	"github.com/sluicedb/sluice/stream"
@@ -53,6 +55,27 @@ func kafkaConn(k config.KafkaSource) (stream.KafkaConn, error) {
 		}
 	}
 	return c, nil
+}
+
+// schemaRegistry is the registry options of a sources[].kafka section's
+// schema_registry (none: the zero Registry, which the Schema Registry
+// formats refuse and the others ignore).
+func schemaRegistry(r *config.SchemaRegistry) (schemaformat.Registry, error) {
+	if r == nil {
+		return schemaformat.Registry{}, nil
+	}
+	tlsCfg, err := clientTLS(r.TLS)
+	if err != nil {
+		return schemaformat.Registry{}, fmt.Errorf("schema_registry tls: %w", err)
+	}
+	reg := schemaformat.Registry{URLs: r.URLs, Username: r.Username, TLS: tlsCfg, Timeout: r.Timeout}
+	if r.Password.IsSet() {
+		reg.Password = r.Password.Reveal
+	}
+	if r.Token.IsSet() {
+		reg.Token = r.Token.Reveal
+	}
+	return reg, nil
 }
 
 // natsConn is stream's connection options of a sources[].nats section.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -81,5 +82,60 @@ sasl: {mechanism: SCRAM-SHA-256, username: u, password: {file: `+pw+`}, token: {
 		if err == nil || !strings.Contains(err.Error(), filepath.Base(ca)) {
 			t.Errorf("ca_file %s: %v, want an error naming it", ca, err)
 		}
+	}
+}
+
+// TestSchemaRegistryOfTheSection: a Kafka source's schema_registry is the
+// decoder's registry: the URLs, user, timeout, the password or token read
+// when called, the TLS config; none is the zero Registry.
+func TestSchemaRegistryOfTheSection(t *testing.T) {
+	dir := t.TempDir()
+	certs, err := testcert.Write(dir, "registry.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("registry-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var k config.KafkaSource
+	if err := yaml.Unmarshal([]byte(`
+format: avro
+schema_registry: {urls: [https://r1:8081, https://r2:8081], username: u, password: {file: `+pw+`}, timeout: 3s, tls: {ca_file: `+certs.CAFile+`, server_name: registry.example}}
+`), &k); err != nil {
+		t.Fatal(err)
+	}
+	r, err := schemaRegistry(k.SchemaRegistry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(r.URLs, " ") != "https://r1:8081 https://r2:8081" || r.Username != "u" || r.Timeout != 3*time.Second || r.Token != nil {
+		t.Fatalf("registry %+v", r)
+	}
+	if r.Password == nil {
+		t.Fatal("no password")
+	}
+	if s, err := r.Password(); err != nil || s != "registry-secret" {
+		t.Fatalf("password %q, %v", s, err)
+	}
+	if r.TLS == nil || r.TLS.RootCAs == nil || r.TLS.ServerName != "registry.example" {
+		t.Fatalf("tls %+v", r.TLS)
+	}
+	t.Setenv("SLUICE_TEST_REGISTRY_TOKEN", "tok")
+	var kt config.KafkaSource
+	if err := yaml.Unmarshal([]byte("schema_registry: {urls: [http://r:8081], token: {env: SLUICE_TEST_REGISTRY_TOKEN}}\n"), &kt); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = schemaRegistry(kt.SchemaRegistry); err != nil || r.Token == nil || r.Password != nil {
+		t.Fatalf("token registry %+v, %v", r, err)
+	}
+	if s, _ := r.Token(); s != "tok" {
+		t.Fatalf("token %q", s)
+	}
+	if r, err := schemaRegistry(nil); err != nil || r.URLs != nil || r.TLS != nil {
+		t.Fatalf("no section: %+v, %v", r, err)
+	}
+	if _, err := schemaRegistry(&config.SchemaRegistry{TLS: &config.ClientTLS{CAFile: filepath.Join(dir, "missing.pem")}}); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("a missing CA file: %v", err)
 	}
 }

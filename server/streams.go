@@ -46,6 +46,9 @@ func (s *Server) openSources() error {
 			case sc.Kafka != nil:
 				opts := kafkaOptions(*sc.Kafka)
 				if opts.Conn, err = kafkaConn(*sc.Kafka); err == nil {
+					opts.SchemaRegistry, err = schemaRegistry(sc.Kafka.SchemaRegistry)
+				}
+				if err == nil {
 					s.router.hooks(n, &opts)
 					src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, opts)
 				}

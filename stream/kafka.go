@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -47,8 +49,15 @@ type KafkaOptions struct {
 	// partitions.
 	Group string
 	// Format of each message body: FormatNDJSON (default), FormatJSON,
-	// FormatCSV or FormatParquet; gzip bodies are detected.
+	// FormatCSV or FormatParquet (gzip bodies are detected), or a Schema
+	// Registry format, FormatAvro, FormatProtobuf or FormatJSONSchema,
+	// whose schemas SchemaRegistry serves.
 	Format string
+	// SchemaRegistry is where the Schema Registry formats find a message's
+	// schema by its id. While it cannot be reached the source pauses:
+	// the batch is retried with backoff, named in the log and by Failing,
+	// and no offset moves past it.
+	SchemaRegistry schemaformat.Registry
 	// Start is where a partition with neither a stored nor a committed
 	// position begins: StartEarliest (default) or StartLatest.
 	Start string
@@ -110,8 +119,12 @@ const (
 	FormatJSON    = "json"
 	FormatCSV     = "csv"
 	FormatParquet = "parquet"
-	StartEarliest = "earliest"
-	StartLatest   = "latest"
+	// The Schema Registry formats (package schemaformat).
+	FormatAvro       = schemaformat.FormatAvro
+	FormatProtobuf   = schemaformat.FormatProtobuf
+	FormatJSONSchema = schemaformat.FormatJSONSchema
+	StartEarliest    = "earliest"
+	StartLatest      = "latest"
 )
 
 // EnsureDefaults fills o's zero fields with their defaults and returns o
@@ -190,12 +203,23 @@ func NewKafka(t Target, tableName string, opts KafkaOptions) (*Kafka, error) {
 	}
 	k.log = k.log.With("table", tableName, "source", "kafka", "group", opts.Group)
 	t.Log = k.log
-	w, err := newWriter(t, opts.Format, opts.Metadata, kafkaFields, func(m *Message) string {
+	format := opts.Format
+	var registry messageDecoder
+	if slices.Contains(schemaformat.Formats, format) {
+		dec, err := schemaformat.New(format, opts.SchemaRegistry)
+		if err != nil {
+			return nil, fmt.Errorf("stream: kafka format %s: %w", format, err)
+		}
+		// The body is not one of ingest's formats: the registry decodes it.
+		registry, format = dec, FormatNDJSON
+	}
+	w, err := newWriter(t, format, opts.Metadata, kafkaFields, func(m *Message) string {
 		return fmt.Sprintf("kafka %s/%d@%d", m.Topic, m.Partition, m.Offset)
 	})
 	if err != nil {
 		return nil, err
 	}
+	w.registry = registry
 	k.w = w
 	return k, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/table"
 )
@@ -116,7 +117,10 @@ type metaField struct {
 type Writer struct {
 	target Target
 	format ingest.Format
-	meta   []metaField
+	// registry, when set, decodes each message instead of format: the
+	// Schema Registry formats (NewKafka sets it).
+	registry messageDecoder
+	meta     []metaField
 	// unstored are metadata columns a static schema lacks: scripts see
 	// them, the table does not get them.
 	unstored []string
@@ -126,6 +130,14 @@ type Writer struct {
 	mapsOnly bool
 	// byColumn counts the batches stored by column (writeColumns).
 	byColumn atomic.Int64
+}
+
+// messageDecoder decodes one message into one row. An error wrapping
+// schemaformat.ErrUnavailable means it cannot decode anything now (its
+// registry is down): the batch fails and is retried, nothing is dropped;
+// any other error makes the message a dead letter.
+type messageDecoder interface {
+	Decode(ctx context.Context, msg []byte) (map[string]any, error)
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.
@@ -202,7 +214,15 @@ func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position
 		}
 	}
 	res := Result{Messages: len(msgs)}
-	d := w.decode(msgs)
+	var d decoded
+	if w.registry != nil {
+		var err error
+		if d, err = w.decodeRegistry(ctx, msgs); err != nil {
+			return res, err
+		}
+	} else {
+		d = w.decode(msgs)
+	}
 	w.addSource(msgs, &d)
 	res.Rows = len(d.rows)
 	res.BadLines = d.badLines
@@ -563,6 +583,32 @@ func (w *Writer) decode(msgs []Message) decoded {
 	return d
 }
 
+// decodeRegistry decodes each message with w.registry: one row a message,
+// or the message is poison. It fails, storing nothing, when the registry
+// cannot be reached.
+func (w *Writer) decodeRegistry(ctx context.Context, msgs []Message) (decoded, error) {
+	d := decoded{poison: map[int]error{}, bad: map[int]error{}}
+	for i := range msgs {
+		b, err := body(&msgs[i])
+		if err != nil {
+			d.poison[i] = err
+			continue
+		}
+		row, err := w.registry.Decode(ctx, b)
+		if errors.Is(err, schemaformat.ErrUnavailable) {
+			return decoded{}, fmt.Errorf("stream: decoding the message at %s: %w", w.origin(&msgs[i]), err)
+		}
+		if err != nil {
+			d.poison[i] = err
+			continue
+		}
+		d.rows = append(d.rows, row)
+		d.msgOf = append(d.msgOf, int32(i))
+	}
+	w.addMeta(msgs, &d)
+	return d, nil
+}
+
 // joined is NDJSON messages as one input.
 type joined struct {
 	buf []byte
@@ -717,7 +763,7 @@ func (w *Writer) addSource(msgs []Message, d *decoded) {
 // columns (compute.Processor.Columnar), the condition of HTTP ingest's
 // (ingest.Pipeline.Columnar).
 func (w *Writer) columnar() bool {
-	return !w.mapsOnly && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
+	return !w.mapsOnly && w.registry == nil && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
 }
 
 // writeColumns is Write without a map per row (docs/server.md, "Scaling

@@ -47,8 +47,10 @@ type Options struct {
 	// LatencyFor (default 10s).
 	Rate       int
 	LatencyFor time.Duration
-	// Cases among none, lua, http, latency, 2nodes, steady (default all
-	// but steady).
+	// Cases among none, lua, http, latency, 2nodes, steady, avro, protobuf
+	// (default all but steady, avro and protobuf). avro and protobuf are
+	// none's rows in the Schema Registry wire format, with a registry the
+	// run starts (internal/testregistry).
 	Cases []string
 	// Dir holds the broker and the stores (default a temporary directory).
 	Dir string
@@ -99,12 +101,14 @@ const luaColumn = `    computed:
         func: "function main(row) return row.score * 2 end"
 `
 
-func nodeConfig(brokers []string, topic, group, instance, computed string) string {
+// nodeConfig is a node's config; format is extra entries of the Kafka
+// source's flow mapping (a format and its registry).
+func nodeConfig(brokers []string, topic, group, instance, computed, format string) string {
 	src := ""
 	if topic != "" {
 		src = fmt.Sprintf(`    sources:
-      - kafka: {brokers: [%s], topics: [%s], group: %s, instance_id: %q, session_timeout: 6s}
-`, strings.Join(brokers, ", "), topic, group, instance)
+      - kafka: {brokers: [%s], topics: [%s], group: %s, instance_id: %q, session_timeout: 6s%s}
+`, strings.Join(brokers, ", "), topic, group, instance, format)
 	}
 	return "listen: {pprof: true}\nlimits: {max_inflight: 64, max_body_bytes: 268435456}\ntables:\n  - name: bench\n" + schema + computed + src
 }
@@ -183,6 +187,8 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			res, err = b.consume(ctx, c, luaColumn, 1)
 		case "2nodes":
 			res, err = b.consume(ctx, c, "", 2)
+		case "avro", "protobuf":
+			res, err = b.consumeRegistry(ctx, c)
 		case "http":
 			res, err = b.http(ctx)
 		case "latency":
@@ -190,7 +196,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		case "steady":
 			res, err = b.steady(ctx)
 		default:
-			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady)", c)
+			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady, avro, protobuf)", c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("case %s: %w", c, err)
@@ -215,6 +221,11 @@ func (b *bench) client(extra ...kgo.Opt) (*kgo.Client, error) {
 
 // newTopic creates a fresh topic and pre-produces rows messages to it.
 func (b *bench) newTopic(ctx context.Context, rows int) (string, error) {
+	return b.newTopicOf(ctx, rows, func(k int) []byte { return message(nil, k, b.opts.Users) })
+}
+
+// newTopicOf makes a topic of rows messages, the k-th encode(k).
+func (b *bench) newTopicOf(ctx context.Context, rows int, encode func(k int) []byte) (string, error) {
 	b.topics++
 	topic := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), b.topics)
 	cl, err := b.client()
@@ -230,7 +241,7 @@ func (b *bench) newTopic(ctx context.Context, rows int) (string, error) {
 	var firstErr error
 	for k := range rows {
 		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: message(nil, k, b.opts.Users)}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: encode(k)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				firstErr = cmp(firstErr, err)
@@ -340,10 +351,15 @@ func (b *bench) consume(ctx context.Context, name, computed string, nodes int) (
 	if err != nil {
 		return Result{}, err
 	}
+	return b.consumeTopic(name, topic, computed, "", nodes)
+}
+
+// consumeTopic runs nodes consuming topic until every row is stored.
+func (b *bench) consumeTopic(name, topic, computed, format string, nodes int) (Result, error) {
 	group := "bench-" + topic
 	var ns []*node
 	for i := range nodes {
-		n, err := b.start(fmt.Sprintf("%s-node%d", name, i+1), nodeConfig(b.opts.Brokers, topic, group, fmt.Sprintf("node-%d", i+1), computed))
+		n, err := b.start(fmt.Sprintf("%s-node%d", name, i+1), nodeConfig(b.opts.Brokers, topic, group, fmt.Sprintf("node-%d", i+1), computed, format))
 		if err != nil {
 			return Result{}, err
 		}
@@ -393,7 +409,7 @@ func (b *bench) consume(ctx context.Context, name, computed string, nodes int) (
 // http posts the same rows (NDJSON batches of 1000 rows, 4 clients) to a
 // node without sources.
 func (b *bench) http(ctx context.Context) (Result, error) {
-	n, err := b.start("http-node", nodeConfig(nil, "", "", "", ""))
+	n, err := b.start("http-node", nodeConfig(nil, "", "", "", "", ""))
 	if err != nil {
 		return Result{}, err
 	}
@@ -452,7 +468,7 @@ func (b *bench) latency(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	n, err := b.start("latency-node", nodeConfig(b.opts.Brokers, topic, "bench-"+topic, "node-1", ""))
+	n, err := b.start("latency-node", nodeConfig(b.opts.Brokers, topic, "bench-"+topic, "node-1", "", ""))
 	if err != nil {
 		return Result{}, err
 	}
@@ -520,7 +536,7 @@ func (b *bench) steady(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	n, err := b.start("steady-node", nodeConfig(b.opts.Brokers, topic, "bench-"+topic, "node-1", ""))
+	n, err := b.start("steady-node", nodeConfig(b.opts.Brokers, topic, "bench-"+topic, "node-1", "", ""))
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,0 +1,185 @@
+package schemaformat
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/twmb/avro"
+)
+
+// avroDecoder decodes Avro bodies of one writer schema. Each top-level
+// field has a conversion planned from the schema once, so a value is
+// converted by what its field declares (a decimal's scale, a fixed that
+// is bytes) rather than guessed from its Go type.
+type avroDecoder struct {
+	schema *avro.Schema
+	fields []avroField
+}
+
+type avroField struct {
+	name    string
+	convert func(any) any
+}
+
+func compileAvro(text string) (bodyDecoder, error) {
+	s, err := avro.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("avro schema: %w", err)
+	}
+	root := s.Root()
+	if root.Type != "record" {
+		return nil, fmt.Errorf("avro schema: top-level type %q: want a record (its fields are the columns)", root.Type)
+	}
+	d := &avroDecoder{schema: s}
+	for _, f := range root.Fields {
+		d.fields = append(d.fields, avroField{name: f.Name, convert: avroConverter(&f.Type, true)})
+	}
+	return d, nil
+}
+
+func (d *avroDecoder) decode(body []byte) (map[string]any, error) {
+	var v map[string]any
+	rest, err := d.schema.Decode(body, &v)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("%d bytes after the record", len(rest))
+	}
+	for _, f := range d.fields {
+		if x, ok := v[f.name]; ok {
+			v[f.name] = f.convert(x)
+		}
+	}
+	return v, nil
+}
+
+// avroConverter returns the conversion of a value of schema n into a
+// column value (top: a top-level field) or a JSON value (nested).
+func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
+	switch n.Type {
+	case "union":
+		var branches []*avro.SchemaNode
+		for i := range n.Branches {
+			if n.Branches[i].Type != "null" {
+				branches = append(branches, &n.Branches[i])
+			}
+		}
+		if len(branches) == 1 {
+			return nullable(avroConverter(branches[0], top))
+		}
+		// Several non-null branches: the decoded value says which one it
+		// is only by its Go type.
+		return nullable(func(v any) any { return byGoType(v, top) })
+	case "record", "error":
+		fields := make([]avroField, len(n.Fields))
+		for i := range n.Fields {
+			fields[i] = avroField{name: n.Fields[i].Name, convert: avroConverter(&n.Fields[i].Type, false)}
+		}
+		return nullable(func(v any) any {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return byGoType(v, false)
+			}
+			for _, f := range fields {
+				if x, ok := m[f.name]; ok {
+					m[f.name] = f.convert(x)
+				}
+			}
+			return m
+		})
+	case "array":
+		items := avroConverter(n.Items, false)
+		return nullable(func(v any) any {
+			a, ok := v.([]any)
+			if !ok {
+				return byGoType(v, false)
+			}
+			for i := range a {
+				a[i] = items(a[i])
+			}
+			return a
+		})
+	case "map":
+		values := avroConverter(n.Values, false)
+		return nullable(func(v any) any {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return byGoType(v, false)
+			}
+			for k := range m {
+				m[k] = values(m[k])
+			}
+			return m
+		})
+	}
+	if n.LogicalType == "decimal" {
+		scale := n.Scale
+		return nullable(func(v any) any {
+			if r, ok := v.(*big.Rat); ok {
+				return r.FloatString(scale)
+			}
+			return byGoType(v, top)
+		})
+	}
+	return nullable(func(v any) any { return byGoType(v, top) })
+}
+
+// nullable passes nil through: a null union branch is a null cell.
+func nullable(f func(any) any) func(any) any {
+	return func(v any) any {
+		if v == nil {
+			return nil
+		}
+		return f(v)
+	}
+}
+
+// byGoType converts one decoded scalar by its Go type: integers to int64,
+// floats to float64, bytes to base64 text, a time of day to its text; a
+// time.Time stays one at the top (a timestamp column) and becomes RFC 3339
+// text inside JSON.
+func byGoType(v any, top bool) any {
+	switch x := v.(type) {
+	case int32:
+		return int64(x)
+	case int:
+		return int64(x)
+	case float32:
+		// The float's shortest decimal form, not its binary value widened:
+		// 0.1f is 0.1, not 0.10000000149011612.
+		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+		return f
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	case time.Duration:
+		return timeOfDay(x)
+	case time.Time:
+		if top {
+			return x.UTC()
+		}
+		return x.UTC().Format(time.RFC3339Nano)
+	case *big.Rat:
+		return x.RatString()
+	case map[string]any:
+		for k := range x {
+			x[k] = byGoType(x[k], false)
+		}
+		return x
+	case []any:
+		for i := range x {
+			x[i] = byGoType(x[i], false)
+		}
+		return x
+	}
+	return v
+}
+
+// timeOfDay is a time-millis or time-micros value as HH:MM:SS.ffffff text:
+// it reads as a time and sorts as one.
+func timeOfDay(d time.Duration) string {
+	return time.Unix(0, 0).UTC().Add(d).Format("15:04:05.000000")
+}

@@ -1,0 +1,87 @@
+package schemaformat
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/twmb/avro"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/sluicedb/sluice/internal/testregistry"
+)
+
+// benchAvro is sluice bench kafka's row (bench/kafka) as Avro.
+const benchAvro = `{"type":"record","name":"Bench","fields":[
+ {"name":"time","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"user","type":"string"},{"name":"action","type":"string"},{"name":"country","type":"string"},
+ {"name":"device","type":"string"},{"name":"amount","type":"double"},{"name":"score","type":"double"},
+ {"name":"count","type":"long"},{"name":"session","type":"long"},{"name":"ok","type":"boolean"}]}`
+
+// BenchmarkDecodeAvro: one 10-field message to a row, warm cache.
+func BenchmarkDecodeAvro(b *testing.B) {
+	reg := startRegistry(b, testregistry.Options{})
+	id := reg.Register("b-value", testregistry.Schema{Schema: benchAvro})
+	body, err := avro.MustParse(benchAvro).Encode(map[string]any{"time": time.UnixMilli(1714521600037), "user": "u3", "action": "view",
+		"country": "SG", "device": "web", "amount": 12.5, "score": 3.5, "count": int64(7), "session": int64(1234), "ok": true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := frame(id, body)
+	d := newDecoder(b, FormatAvro, Registry{URLs: []string{reg.URL}})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := d.Decode(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+const benchProto = `syntax = "proto3";
+import "google/protobuf/timestamp.proto";
+message Bench {
+  google.protobuf.Timestamp time = 1;
+  string user = 2; string action = 3; string country = 4; string device = 5;
+  double amount = 6; double score = 7; int64 count = 8; int64 session = 9; bool ok = 10;
+}`
+
+// BenchmarkDecodeProtobuf: the same row as Protobuf, warm cache.
+func BenchmarkDecodeProtobuf(b *testing.B) {
+	reg := startRegistry(b, testregistry.Options{})
+	id := reg.Register("b-value", testregistry.Schema{Schema: benchProto, SchemaType: "PROTOBUF"})
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": benchProto})})}
+	files, err := c.Compile(context.Background(), "schema.proto")
+	if err != nil {
+		b.Fatal(err)
+	}
+	md := files[0].Messages().Get(0)
+	m := dynamicpb.NewMessage(md)
+	f := md.Fields().ByName
+	ts := dynamicpb.NewMessage(f("time").Message())
+	ts.Set(f("time").Message().Fields().ByName("seconds"), protoreflect.ValueOfInt64(1714521600))
+	m.Set(f("time"), protoreflect.ValueOfMessage(ts))
+	m.Set(f("user"), protoreflect.ValueOfString("u3"))
+	m.Set(f("amount"), protoreflect.ValueOfFloat64(12.5))
+	m.Set(f("count"), protoreflect.ValueOfInt64(7))
+	m.Set(f("ok"), protoreflect.ValueOfBool(true))
+	body, err := proto.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := append(frame(id, []byte{0}), body...)
+	d := newDecoder(b, FormatProtobuf, Registry{URLs: []string{reg.URL}})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := d.Decode(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

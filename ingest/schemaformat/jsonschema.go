@@ -1,0 +1,115 @@
+package schemaformat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// jsonSchemaDecoder decodes JSON bodies of one JSON Schema. The schema
+// types the top-level properties it declares: "number" is float64 even
+// when a value has no fraction (so a table's column does not start as
+// int64 and meet 1.5 later), "integer" is int64, a string of format
+// date-time is a timestamp. Undeclared properties are inferred as in
+// NDJSON. The body is not validated against the schema: the producer's
+// serializer did that, and a row is kept rather than lost.
+type jsonSchemaDecoder struct {
+	props map[string]jsonProp
+}
+
+type jsonProp int
+
+const (
+	propOther jsonProp = iota
+	propNumber
+	propInteger
+	propDateTime
+)
+
+func compileJSONSchema(text string) (bodyDecoder, error) {
+	var s struct {
+		Type       any `json:"type"`
+		Properties map[string]struct {
+			Type   any    `json:"type"`
+			Format string `json:"format"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(text), &s); err != nil {
+		return nil, fmt.Errorf("json schema: %w", err)
+	}
+	d := &jsonSchemaDecoder{props: map[string]jsonProp{}}
+	for name, p := range s.Properties {
+		switch t := jsonType(p.Type); {
+		case t == "number":
+			d.props[name] = propNumber
+		case t == "integer":
+			d.props[name] = propInteger
+		case t == "string" && p.Format == "date-time":
+			d.props[name] = propDateTime
+		}
+	}
+	return d, nil
+}
+
+// jsonType is a property's type: "number" for "number" or ["number",
+// "null"], and so on; "" when it names several non-null types.
+func jsonType(t any) string {
+	switch x := t.(type) {
+	case string:
+		return x
+	case []any:
+		var one string
+		for _, e := range x {
+			if s, ok := e.(string); ok && s != "null" {
+				if one != "" {
+					return ""
+				}
+				one = s
+			}
+		}
+		return one
+	}
+	return ""
+}
+
+func (d *jsonSchemaDecoder) decode(body []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var row map[string]any
+	if err := dec.Decode(&row); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("data after the JSON object at byte %d", dec.InputOffset())
+	}
+	if row == nil {
+		return nil, fmt.Errorf("the body is null, not an object")
+	}
+	for name, v := range row {
+		n, isNum := v.(json.Number)
+		switch p := d.props[name]; {
+		case p == propNumber && isNum:
+			f, err := n.Float64()
+			if err != nil {
+				return nil, fmt.Errorf("property %q: %w", name, err)
+			}
+			row[name] = f
+		case p == propInteger && isNum:
+			i, err := n.Int64()
+			if err != nil {
+				return nil, fmt.Errorf("property %q: %q is not a 64-bit integer", name, n)
+			}
+			row[name] = i
+		case p == propDateTime:
+			if s, ok := v.(string); ok {
+				t, err := time.Parse(time.RFC3339Nano, s)
+				if err != nil {
+					return nil, fmt.Errorf("property %q: date-time %q: %w", name, s, err)
+				}
+				row[name] = t.UTC()
+			}
+		}
+	}
+	return row, nil
+}

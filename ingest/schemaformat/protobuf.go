@@ -1,0 +1,228 @@
+package schemaformat
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/bufbuild/protocompile"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+	_ "google.golang.org/protobuf/types/known/durationpb"  // well-known imports of the registry's schemas
+	_ "google.golang.org/protobuf/types/known/structpb"    //
+	_ "google.golang.org/protobuf/types/known/timestamppb" //
+	_ "google.golang.org/protobuf/types/known/wrapperspb"  //
+)
+
+// maxMessageIndexes bounds the message-index list of a Protobuf message's
+// framing: a hostile count must not allocate.
+const maxMessageIndexes = 64
+
+// protoDecoder decodes Protobuf bodies of one registry schema (a .proto
+// file): the framing's message indexes name the message type.
+type protoDecoder struct {
+	file protoreflect.FileDescriptor
+}
+
+// compileProto compiles a registry's Protobuf schema: .proto text, or a
+// base64 FileDescriptorProto (what Confluent's Python serializer
+// registers). Imports of Google's well-known types resolve to the ones
+// linked in; other imports are references, refused before this.
+func compileProto(text string) (bodyDecoder, error) {
+	if raw, err := base64.StdEncoding.DecodeString(text); err == nil {
+		var fdp descriptorpb.FileDescriptorProto
+		if err := proto.Unmarshal(raw, &fdp); err == nil && (fdp.GetName() != "" || len(fdp.GetMessageType()) > 0) {
+			if fdp.Name == nil {
+				fdp.Name = proto.String("schema.proto")
+			}
+			fd, err := protodesc.NewFile(&fdp, protoregistry.GlobalFiles)
+			if err != nil {
+				return nil, fmt.Errorf("protobuf schema: %w", err)
+			}
+			return &protoDecoder{file: fd}, nil
+		}
+	}
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": text}),
+	})}
+	files, err := c.Compile(context.Background(), "schema.proto")
+	if err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	// The compiler's descriptors resolve editions features at every
+	// HasPresence (a third of a message's decoding in a profile); the
+	// protobuf module's own descriptors of the same file answer from a
+	// field.
+	fd, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(files[0]), protoregistry.GlobalFiles)
+	if err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	return &protoDecoder{file: fd}, nil
+}
+
+// messageIndexes reads the framing's message indexes: a zigzag varint
+// count then that many zigzag varints, a lone 0 meaning [0] (the first
+// message of the file).
+func messageIndexes(b []byte) ([]int, []byte, error) {
+	n, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, nil, errors.New("message indexes: bad count varint")
+	}
+	b = b[k:]
+	if n == 0 {
+		return []int{0}, b, nil
+	}
+	if n < 0 || n > maxMessageIndexes {
+		return nil, nil, fmt.Errorf("message indexes: count %d, want 1 to %d", n, maxMessageIndexes)
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		v, k := binary.Varint(b)
+		if k <= 0 || v < 0 || v > math.MaxInt32 {
+			return nil, nil, fmt.Errorf("message indexes: bad index %d", i)
+		}
+		idx[i], b = int(v), b[k:]
+	}
+	return idx, b, nil
+}
+
+func (d *protoDecoder) decode(body []byte) (map[string]any, error) {
+	idx, body, err := messageIndexes(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs := d.file.Messages()
+	var md protoreflect.MessageDescriptor
+	for i, x := range idx {
+		if x >= msgs.Len() {
+			return nil, fmt.Errorf("message index %v: %d messages at level %d", idx, msgs.Len(), i)
+		}
+		md = msgs.Get(x)
+		msgs = md.Messages()
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := proto.Unmarshal(body, m); err != nil {
+		return nil, err
+	}
+	row := make(map[string]any, md.Fields().Len())
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		// A message field or an explicitly optional one that is not set
+		// is null; a proto3 scalar that is not set is its zero value, as
+		// every Protobuf reader sees it.
+		if fd.HasPresence() && !m.Has(fd) {
+			row[string(fd.Name())] = nil
+			continue
+		}
+		v, err := protoField(fd, m.Get(fd), true)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", fd.Name(), err)
+		}
+		row[string(fd.Name())] = v
+	}
+	return row, nil
+}
+
+// protoField converts a field's value (a list or map as a whole).
+func protoField(fd protoreflect.FieldDescriptor, v protoreflect.Value, top bool) (any, error) {
+	switch {
+	case fd.IsList():
+		l := v.List()
+		out := make([]any, l.Len())
+		for i := range l.Len() {
+			x, err := protoScalar(fd, l.Get(i), false)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case fd.IsMap():
+		out := map[string]any{}
+		var err error
+		v.Map().Range(func(k protoreflect.MapKey, x protoreflect.Value) bool {
+			var c any
+			c, err = protoScalar(fd.MapValue(), x, false)
+			out[k.String()] = c
+			return err == nil
+		})
+		return out, err
+	}
+	return protoScalar(fd, v, top)
+}
+
+// protoScalar converts one value of fd's kind: integers to int64, floats
+// to float64, bytes to base64, an enum to its name, a Timestamp to a time
+// (RFC 3339 text inside JSON), a wrapper to its value, another message to
+// a JSON object of its set fields.
+func protoScalar(fd protoreflect.FieldDescriptor, v protoreflect.Value, top bool) (any, error) {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return v.Bool(), nil
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return v.Int(), nil
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		u := v.Uint()
+		if u > math.MaxInt64 {
+			// An int64 column cannot hold it, and a rounded float would
+			// lose it: the message is a dead letter, not a wrong row.
+			return nil, fmt.Errorf("unsigned value %d over the int64 range", u)
+		}
+		return int64(u), nil
+	case protoreflect.FloatKind:
+		f, _ := strconv.ParseFloat(strconv.FormatFloat(v.Float(), 'g', -1, 32), 64)
+		return f, nil
+	case protoreflect.DoubleKind:
+		return v.Float(), nil
+	case protoreflect.StringKind:
+		return v.String(), nil
+	case protoreflect.BytesKind:
+		return base64.StdEncoding.EncodeToString(v.Bytes()), nil
+	case protoreflect.EnumKind:
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			return string(ev.Name()), nil
+		}
+		return strconv.Itoa(int(v.Enum())), nil
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return protoMessage(v.Message(), top)
+	}
+	return nil, fmt.Errorf("field kind %v", fd.Kind())
+}
+
+func protoMessage(m protoreflect.Message, top bool) (any, error) {
+	md := m.Descriptor()
+	switch md.FullName() {
+	case "google.protobuf.Timestamp":
+		f := md.Fields()
+		t := time.Unix(m.Get(f.ByName("seconds")).Int(), m.Get(f.ByName("nanos")).Int()).UTC()
+		if top {
+			return t, nil
+		}
+		return t.Format(time.RFC3339Nano), nil
+	case "google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
+		"google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value",
+		"google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue":
+		fd := md.Fields().ByName("value")
+		return protoScalar(fd, m.Get(fd), top)
+	}
+	out := map[string]any{}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		var c any
+		c, err = protoField(fd, v, false)
+		out[string(fd.Name())] = c
+		return err == nil
+	})
+	return out, err
+}

@@ -1,0 +1,104 @@
+package testregistry
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/sluicedb/sluice/internal/testenv"
+)
+
+var errNoClients = errors.New("the schema registry clients are not installed (scripts/install-schema-registry)")
+
+//go:embed produce.py
+var produceScript string
+
+// ClientsDir is where scripts/install-schema-registry installs (the same
+// rule as the script: $SLUICE_CACHE_DIR, else $XDG_CACHE_HOME/sluice,
+// else ~/.cache/sluice).
+func ClientsDir() string {
+	const name = "schema-registry-clients-2.16.1"
+	if d := os.Getenv("SLUICE_CACHE_DIR"); d != "" {
+		return filepath.Join(d, name)
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "/tmp"
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "sluice", name)
+}
+
+// Python returns the Python that has the serializers. It never installs
+// (scripts/test runs scripts/install-schema-registry first).
+func Python() (string, error) {
+	dir := ClientsDir()
+	if _, err := os.Stat(filepath.Join(dir, ".installed")); err != nil {
+		return "", fmt.Errorf("%w: %s has no install stamp", errNoClients, dir)
+	}
+	return filepath.Join(dir, "venv", "bin", "python"), nil
+}
+
+// RequirePython is Python, failing t (CI) or skipping it when missing.
+func RequirePython(t testenv.TB) string {
+	t.Helper()
+	py, err := Python()
+	testenv.Require(t, err)
+	return py
+}
+
+// Batch is messages produced with one schema: Records are Python
+// expressions (datetime, date, time, timezone, Decimal, UUID and, for
+// protobuf, Timestamp and the .proto's classes are in scope) of the values the serializer is given, so that logical types go
+// in as the Python types the serializer maps (a datetime for
+// timestamp-millis, a Decimal for decimal). Raw, instead, are message
+// bodies produced as they are (corrupt messages).
+type Batch struct {
+	// Format is "avro", "protobuf" or "json_schema".
+	Format string `json:"format,omitempty"`
+	// Schema is the schema's text: for protobuf a .proto file, which
+	// Produce compiles with protoc (grpcio-tools) into the message classes
+	// Confluent's serializer takes; Message names the class of Records
+	// (the file's messages and enums are in scope).
+	Schema  string   `json:"schema,omitempty"`
+	Message string   `json:"message,omitempty"`
+	Records []string `json:"records,omitempty"`
+	Raw     [][]byte `json:"raw,omitempty"`
+}
+
+// ProduceOptions say where Produce writes.
+type ProduceOptions struct {
+	Brokers string // host:port
+	Topic   string
+	// Registry is the registry's URL; Username and Password (or Token) its
+	// credentials, when it requires some.
+	Registry           string
+	Username, Password string
+	Token              string
+}
+
+// Produce serializes and produces batches in order with Confluent's
+// serializers (auto-registering each schema under the topic's value
+// subject, <topic>-value) and waits until the broker has them all.
+func Produce(ctx context.Context, python string, o ProduceOptions, batches ...Batch) error {
+	spec, err := json.Marshal(map[string]any{"options": o, "batches": batches})
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, python, "-c", produceScript)
+	cmd.Stdin = bytes.NewReader(spec)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("testregistry: producing with confluent-kafka's serializers: %w\n%s", err, out)
+	}
+	return nil
+}
