@@ -143,7 +143,6 @@ type schemaView struct {
 // types still widen).
 func (v *schemaView) widenCheck() bool { return !v.static && !v.fixed }
 
-
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
 	t.setSchemaUnpublished(schema)
