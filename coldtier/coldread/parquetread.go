@@ -172,7 +172,9 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 // a long column into a double or string one). Its field id stays that of
 // the files written before, so a data file holds either it or the column
 // that took the name.
-func RetiredDoc(name string) string { return "sluice: the values of column " + strconv.Quote(name) + " before its type changed" }
+func RetiredDoc(name string) string {
+	return "sluice: the values of column " + strconv.Quote(name) + " before its type changed"
+}
 
 // retired finds, among a data file's columns (by field id), one of the
 // columns retired from name.
