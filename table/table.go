@@ -298,8 +298,9 @@ func (t *Table) NewAppender() (*Appender, error) {
 }
 
 // Add converts rows into blocks of the batch. After an error the batch can
-// only be closed, except after a *ColumnLimitError: nothing of rows was
-// added, and the rows it does not list can be added again. SchemaError.Row
+// only be closed, except after a *ColumnLimitError or a
+// *TypeMismatchError: nothing of rows was added, and the rows it does not
+// list can be added again. SchemaError.Row
 // is the index in this call's rows.
 func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if b.failed || b.done {
