@@ -208,3 +208,51 @@ print(json.dumps(sorted(rows, key=lambda r: r["n"]), default=str))
 	}
 	return rows
 }
+
+// TestEvolutionDeadLettersEachCause: in one batch of a table with fixed
+// types (a cold tier), a row over the column limit and a row whose value
+// does not fit its column are both dead letters, each with its own reason,
+// and the other rows are stored: the pipeline sets aside what each append
+// error lists until the rest fits.
+func TestEvolutionDeadLettersEachCause(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+tables:
+  - name: fixed
+    sortBy: ts
+    max_columns: 20
+    compact:
+      interval: 1h
+      iceberg:
+        warehouse: %s
+        catalog: {uri: %q}
+        node: n1
+        orphan_interval: -1s
+        maintain: {interval: -1s}
+`, filepath.Join(dir, "warehouse"), filepath.Join(dir, "catalog.db"))
+	s := startServer(t, cfg, filepath.Join(dir, "store"))
+	if code, res, _ := post(t, s.url+"/v1/tables/fixed/rows", "application/x-ndjson", strings.NewReader(`{"ts":"2024-05-01T10:00:00Z","n":1}`)); code != 200 {
+		t.Fatalf("first row: %d %v", code, res)
+	}
+	var wide strings.Builder
+	wide.WriteString(`{"ts":"2024-05-01T10:00:02Z","n":3`)
+	for i := range 30 {
+		fmt.Fprintf(&wide, `,"f%02d":%d`, i, i)
+	}
+	wide.WriteString("}")
+	body := strings.Join([]string{`{"ts":"2024-05-01T10:00:01Z","n":1.5}`, wide.String(), `{"ts":"2024-05-01T10:00:03Z","n":4}`}, "\n")
+	code, res, _ := post(t, s.url+"/v1/tables/fixed/rows", "application/x-ndjson", strings.NewReader(body))
+	if code != 200 || res["accepted"] != 1.0 || res["failed"] != 2.0 {
+		t.Fatalf("ingest: %d %v, want 1 accepted and 2 dead letters", code, res)
+	}
+	reasons := map[float64]string{}
+	for _, d := range evolveRows(t, s.url, "fixed_deadletter") {
+		reasons[d["line"].(float64)], _ = d["error"].(string)
+	}
+	if !strings.Contains(reasons[1], "1.5 (float64)") || !strings.Contains(reasons[2], "max_columns") || len(reasons) != 2 {
+		t.Errorf("dead letters by line %v: want line 1 for its value 1.5, line 2 for max_columns", reasons)
+	}
+	if rows := evolveRows(t, s.url, "fixed"); len(rows) != 2 || rows[1]["n"] != 4.0 {
+		t.Errorf("stored rows %v, want n 1 and 4", rows)
+	}
+}
