@@ -234,43 +234,6 @@ func TestCompactToLocalWarehouse(t *testing.T) {
 	}
 }
 
-// TestIncompatibleWideningStops: an inferred int64 column that widens to
-// float64 in sluice cannot follow in Iceberg (long never becomes double);
-// the run stops with ErrIncompatibleWidening naming the column and leaves
-// the rows in the store.
-func TestIncompatibleWideningStops(t *testing.T) {
-	dir := t.TempDir()
-	cfg := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local"}
-	st, tb := openTable(t, dir, nil)
-	defer st.Close()
-	ctx := context.Background()
-	if err := tb.Append(ctx, []table.Row{{"user": "a", "ts": day0, "n": int64(1)}}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := coldtier.Open(ctx, cfg, tb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.Append(ctx, []table.Row{{"user": "a", "ts": day0.Add(25 * time.Hour), "n": 2.5}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Compact(ctx, day0.Add(48*time.Hour), coldtier.Options{Remove: true})
-	if !errors.Is(err, coldtier.ErrIncompatibleWidening) || !strings.Contains(err.Error(), `"n"`) {
-		t.Fatalf("err = %v, want ErrIncompatibleWidening naming n", err)
-	}
-	if left := normRows(t, tb, table.Query{}); len(left) != 1 {
-		t.Errorf("%d rows in the store after the stopped run, want the 1 not compacted", len(left))
-	}
-	// The next run (after the failed one) still finds nothing half done.
-	if _, err := c.Compact(ctx, day0.Add(48*time.Hour), coldtier.Options{Remove: true}); !errors.Is(err, coldtier.ErrIncompatibleWidening) {
-		t.Fatalf("second run: %v", err)
-	}
-}
-
 // TestCompactAtColumnLimit: an inferred schema at the table's default column
 // limit, with 64-byte column names, compacts; a row past the limit is refused
 // before it widens the schema. Before the limit, one row of 100k fields

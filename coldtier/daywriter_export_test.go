@@ -32,3 +32,14 @@ func DataFileEntries(ctx context.Context, c *Compactor) ([]iceberg.DataFile, err
 	}
 	return files, nil
 }
+
+// CreateIcebergTable creates c's Iceberg table with schema (as another
+// engine, or an older writer, would have), before c's first run.
+func CreateIcebergTable(ctx context.Context, c *Compactor, schema *iceberg.Schema) error {
+	sortKey := c.t.HashBy()
+	if c.cfg.Unsorted {
+		sortKey = ""
+	}
+	_, err := loadOrCreate(ctx, c.cat, &c.cfg, c.t.Name(), schema, c.t.SortBy(), sortKey)
+	return err
+}

@@ -1,21 +1,15 @@
 package coldtier
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 
+	"github.com/sluicedb/sluice/coldtier/coldread"
 	"github.com/sluicedb/sluice/table"
 )
-
-// ErrIncompatibleWidening is returned when the sluice schema widened a
-// column in a way Iceberg's schema evolution cannot follow (Iceberg
-// promotes int to long and float to double, never long to double or
-// anything to string).
-var ErrIncompatibleWidening = errors.New("coldtier: column type changed in a way Iceberg cannot evolve")
 
 // icebergType maps a sluice column type to its Iceberg type. Timestamps are
 // timestamptz with microseconds (the Parquet unit every engine reads; the
@@ -66,30 +60,84 @@ func newSchema(cols []table.Column) (*iceberg.Schema, error) {
 	return iceberg.NewSchema(0, fields...), nil
 }
 
-// evolve stages, in tx, the columns the sluice schema has and the Iceberg
-// schema lacks (added as optional columns at the end: older files read
-// them as null). It reports whether it changed anything.
+// evolve stages, in tx, the Iceberg schema that takes the sluice schema
+// cols. It reports whether it changed anything. No sluice column stops the
+// table's commits:
+//   - a column the Iceberg schema lacks is added (optional, at the end:
+//     older files read it as null);
+//   - a column whose Iceberg type promotes to the sluice one (int to long,
+//     float to double: iceberg.PromoteType) is promoted in place, and older
+//     files read as the wider type;
+//   - a column whose Iceberg type cannot become the sluice one (a long
+//     column that a store written by an older sluice widened to double or
+//     string) is retired: the Iceberg column keeps its field id and its
+//     files' values under a new name (retiredName, its doc saying whose
+//     values it holds: coldread.RetiredDoc), and a column of the sluice
+//     type takes the name. Engines read the old values under the retired
+//     name; sluice's cold read takes them for the column (coldread
+//     converts them as the store converts older blocks).
 func evolve(tx *itable.Transaction, current *iceberg.Schema, cols []table.Column) (bool, error) {
 	upd := tx.UpdateSchema(true, false)
 	changed := false
+	type column struct {
+		name string
+		typ  iceberg.Type
+	}
+	var retired []column
 	for _, c := range cols {
 		typ, err := icebergType(c.Type)
 		if err != nil {
 			return false, fmt.Errorf("column %q: %w", c.Name, err)
 		}
 		f, ok := current.FindFieldByName(c.Name)
-		if !ok {
+		switch {
+		case !ok:
 			upd.AddColumn([]string{c.Name}, typ, "", false, nil)
-			changed = true
+		case f.Type.Equals(typ):
 			continue
+		case promotes(f.Type, typ):
+			upd.UpdateColumn([]string{c.Name}, itable.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: typ}})
+		default:
+			upd.UpdateColumn([]string{c.Name}, itable.ColumnUpdate{
+				Name: iceberg.Optional[string]{Valid: true, Val: retiredName(current, c.Name, f.Type)},
+				Doc:  iceberg.Optional[string]{Valid: true, Val: coldread.RetiredDoc(c.Name)},
+			})
+			retired = append(retired, column{c.Name, typ})
 		}
-		if !f.Type.Equals(typ) {
-			return false, fmt.Errorf("%w: %q is %v in the Iceberg table and %v (%v) in sluice; compact into a new table",
-				ErrIncompatibleWidening, c.Name, f.Type, typ, c.Type)
-		}
+		changed = true
 	}
 	if !changed {
 		return false, nil
 	}
-	return true, upd.Commit()
+	// In the same update, after their renames: a column may take the name
+	// a renamed one gave up (one schema change, one requirement on the
+	// schema the transaction started from).
+	for _, c := range retired {
+		upd.AddColumn([]string{c.name}, c.typ, "", false, nil)
+	}
+	if err := upd.Commit(); err != nil {
+		return false, fmt.Errorf("evolve the Iceberg schema: %w", err)
+	}
+	return true, nil
+}
+
+// promotes reports whether Iceberg's schema evolution turns a column of
+// type from into one of type to in place (int to long, float to double).
+func promotes(from, to iceberg.Type) bool {
+	_, err := iceberg.PromoteType(from, to)
+	return err == nil
+}
+
+// retiredName is the name a column gives up for one of another type: its
+// name and its Iceberg type ("amount__long"), numbered when taken already
+// (a column retired twice from the same type).
+func retiredName(schema *iceberg.Schema, name string, typ iceberg.Type) string {
+	base := name + "__" + typ.String()
+	retired := base
+	for i := 2; ; i++ {
+		if _, taken := schema.FindFieldByName(retired); !taken {
+			return retired
+		}
+		retired = fmt.Sprintf("%s_%d", base, i)
+	}
 }

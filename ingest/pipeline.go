@@ -258,10 +258,15 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 	}
 	err := b.tb.Add(ctx, rows)
 	var lo leftOut
-	if err != nil && p.DeadLetters != nil && errors.As(err, &lo) {
-		// Rows the table left out (too wide for its column limit) are
-		// dead letters; the rest of the part is added again.
-		if rows, err = b.deadLetterLeftOut(ctx, lo, input, rows, lines, res); err == nil && len(rows) > 0 {
+	for err != nil && p.DeadLetters != nil && errors.As(err, &lo) && len(lo.LeftOut()) > 0 {
+		// Rows the table left out (too wide for its column limit, values
+		// that do not fit their column's type) are dead letters; the rest
+		// of the part is added again, and may leave out others (a row
+		// over the column limit once the mismatched ones are out).
+		if rows, err = b.deadLetterLeftOut(ctx, lo, input, rows, lines, res); err != nil {
+			break
+		}
+		if len(rows) > 0 {
 			err = b.tb.Add(ctx, rows)
 		}
 	}
@@ -360,12 +365,21 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 	}
 	err := cbat.AddColumns(ctx, cb)
 	var lo leftOut
-	if err != nil && p.DeadLetters != nil && errors.As(err, &lo) {
-		// Rows over the column limit: as in add, with the rows as maps.
+	if err != nil && p.DeadLetters != nil && errors.As(err, &lo) && len(lo.LeftOut()) > 0 {
+		// Rows left out: as in add, with the rows as maps.
 		rows := cb.Rows()
 		kept, derr := b.deadLetterLeftOut(ctx, lo, rows, rows, cb.Lines, res)
 		if err = derr; err == nil && len(kept) > 0 {
 			err = b.tb.Add(ctx, kept)
+		}
+		for err != nil && errors.As(err, &lo) && len(lo.LeftOut()) > 0 {
+			var left []Row
+			if left, err = b.deadLetterLeftOut(ctx, lo, rows, kept, cb.Lines, res); err != nil {
+				break
+			}
+			if kept = left; len(kept) > 0 {
+				err = b.tb.Add(ctx, kept)
+			}
 		}
 		if err != nil {
 			p.countFailed(len(kept), res)
@@ -716,12 +730,18 @@ func withoutHidden(row map[string]any) map[string]any {
 }
 
 // leftOut is an append error that left some rows out and can take the
-// others (table.ColumnLimitError): the rows at LeftOut() are refused for
-// RowReason(i), the others fit.
+// others (table.ColumnLimitError, table.TypeMismatchError): the rows at
+// LeftOut() are refused for RowReason(i), the others fit.
 type leftOut interface {
 	error
 	LeftOut() []int
 	RowReason(i int) string
+}
+
+// columnLeftOut is a leftOut that names the column each row did not fit
+// (table.TypeMismatchError).
+type columnLeftOut interface {
+	RowColumn(i int) string
 }
 
 // deadLetterLeftOut stores the rows lo left out in the dead-letter table
@@ -737,6 +757,9 @@ func (b *Batch) deadLetterLeftOut(ctx context.Context, lo leftOut, input, rows [
 		}
 		skip[k] = true
 		d := DeadLetter{DeadLetter: compute.DeadLetter{Row: rows[k], Loader: "schema", Error: lo.RowReason(i)}, Origin: b.Origin}
+		if cl, ok := lo.(columnLeftOut); ok {
+			d.Column = cl.RowColumn(i)
+		}
 		if in := inputIndex(input, rows, k); in >= 0 && in < len(lines) {
 			d.Line = lines[in]
 		}

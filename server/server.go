@@ -311,9 +311,14 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		return nil, err
 	}
 	t.SetMaxColumns(tc.MaxColumns)
+	// An Iceberg column never widens from long to double or string: a
+	// column's type is fixed by its first value, and a row that does not
+	// fit is a dead letter (docs/streams.md, evolution policy).
+	iceberg := tc.Compact.Iceberg != nil
+	t.SetFixedTypes(iceberg)
 	ts.table = t
 	ts.pipe = &ingest.Pipeline{Table: appender{t}, Compute: ts.proc, RowOf: schemaErrorRow}
-	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 || ts.policy == ingest.Skip {
+	if ts.compute.UsesDeadLetter() || len(tc.Sources) > 0 || ts.policy == ingest.Skip || iceberg {
 		// The dead-letter output of a table is the table <name>_deadletter
 		// (time-ordered, one partition), queried like any other. Stream
 		// sources add the message's origin (streams.go).

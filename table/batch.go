@@ -77,8 +77,11 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	schema, static := t.current()
-	cols, fits, err := t.coerce(rows, schema, !static, nil)
+	schema, check := t.current()
+	cols, fits, err := t.coerce(rows, schema, check, nil)
+	if err != nil && t.typesFixed() {
+		err, fits = nil, false // as Appender.add: listed against the widened schema
+	}
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 				t.setSchema(oldSchema)
 				t.mu.Unlock()
 			}
-			return err
+			return t.mismatches(rows, schema, nil, err)
 		}
 	}
 	return b.stage(t, cols, len(rows), changed, oldSchema)
@@ -125,10 +128,14 @@ func (b *Batch) AppendColumns(t *Table, cb *colbatch.Batch) error {
 	if cb.Len == 0 {
 		return nil
 	}
-	schema, static := t.current()
+	schema, check := t.current()
 	sl := getSlab(len(schema) * cb.Len)
 	defer putSlab(sl) // stage encodes the values before it returns
-	cols, fits, err := t.coerceColumns(cb, schema, !static, nil, sl)
+	cols, fits, err := t.coerceColumns(cb, schema, check, nil, sl)
+	if err != nil && t.typesFixed() {
+		// Append lists every row that does not fit (TypeMismatchError).
+		return b.Append(t, cb.Rows())
+	}
 	if err != nil {
 		return err
 	}

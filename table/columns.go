@@ -32,11 +32,16 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 		return nil
 	}
 	trusted := trustedJSON(ctx)
-	schema, static := b.t.current()
+	schema, check := b.t.current()
 	sl := getSlab(len(schema) * cb.Len)
-	cols, fits, err := b.t.coerceColumns(cb, schema, !static, trusted, sl)
+	cols, fits, err := b.t.coerceColumns(cb, schema, check, trusted, sl)
 	if err != nil || !fits {
 		putSlab(sl)
+	}
+	if err != nil && b.t.typesFixed() {
+		// Add lists every row that does not fit (a *TypeMismatchError the
+		// batch survives), the rows as maps: the rare path.
+		return b.Add(ctx, cb.Rows())
 	}
 	if err != nil {
 		b.failed = true
@@ -212,7 +217,7 @@ func coerceCell(cb *colbatch.Batch, c colbatch.Cell, t Type, trust bool) (value,
 	case c.Kind == colbatch.Int && t == Int64, c.Kind == colbatch.Float && t == Float64, c.Kind == colbatch.Bool && t == Bool:
 		return value{i: c.I}, nil
 	case c.Kind == colbatch.Int && t == Float64:
-		return floatValue(float64(c.I)), nil
+		return intToFloat(c.I)
 	case c.Kind == colbatch.String && t == String:
 		return value{s: c.S}, nil
 	case c.Kind == colbatch.String && t == Timestamp:

@@ -22,7 +22,48 @@ var (
 	// row) when rows would take an inferred schema past the table's column
 	// limit (SetMaxColumns); see ColumnLimitError.
 	ErrTooManyColumns = errors.New("too many columns")
+	// ErrTypeMismatch is wrapped (with a *SchemaError naming the first row)
+	// when values do not fit the fixed types of their columns without
+	// loss; see TypeMismatchError.
+	ErrTypeMismatch = errors.New("value does not fit its column's type")
 )
+
+// TypeMismatchError reports the rows of an append whose values do not fit
+// their columns' types without loss, in a table whose types do not change
+// (a static schema, or SetFixedTypes): 1.5 or "abc" for an int64 column, a
+// number for a bool column. Nothing of the append was stored; every other
+// row fits, so a caller that routes Rows elsewhere (a dead-letter table)
+// can append the rest. It unwraps to ErrTypeMismatch and to a *SchemaError
+// about Rows[0].
+type TypeMismatchError struct {
+	Table string
+	// Rows are the indices (in the rows given) of the rows that do not
+	// fit, in order; Columns the first column of each that does not, and
+	// Reasons why (naming the value and both types).
+	Rows    []int
+	Columns []string
+	Reasons []string
+	first   SchemaError
+}
+
+func (e *TypeMismatchError) Error() string { return e.first.Error() }
+
+// ErrorWithoutRow is the message without the row index (ingest.RowError).
+func (e *TypeMismatchError) ErrorWithoutRow() string { return e.first.ErrorWithoutRow() }
+
+// LeftOut returns Rows (ingest's pipeline routes them to the dead-letter
+// table and appends the rest).
+func (e *TypeMismatchError) LeftOut() []int { return e.Rows }
+
+// RowReason is why row Rows[i] was left out, for a dead letter.
+func (e *TypeMismatchError) RowReason(i int) string {
+	return fmt.Sprintf("table %s: %s", e.Table, e.Reasons[i])
+}
+
+// RowColumn is the column that row Rows[i] did not fit, for a dead letter.
+func (e *TypeMismatchError) RowColumn(i int) string { return e.Columns[i] }
+
+func (e *TypeMismatchError) Unwrap() []error { return []error{&e.first, ErrTypeMismatch} }
 
 // ColumnLimitError reports the rows of an append that would take an inferred
 // schema past the table's column limit. Nothing of the append was stored

@@ -165,9 +165,9 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 	}
 	trusted := trustedJSON(ctx)
 	t.mu.Lock()
-	schema, static := t.meta.Schema, t.meta.Static
+	schema, check := t.meta.Schema, !t.meta.Static && !t.fixedTypes
 	t.mu.Unlock()
-	cols, fits, err := t.coerce(rows, schema, !static, trusted)
+	cols, fits, err := t.coerce(rows, schema, check, trusted)
 	if err != nil {
 		return err
 	}

@@ -460,7 +460,7 @@ type Config struct {
 	SortBy string
 	// Columns is a static schema; empty means the schema is inferred and
 	// widened as rows arrive (int64 → float64 → string; other mixes give
-	// string).
+	// string), unless Table.SetFixedTypes keeps each column's first type.
 	Columns []Column
 	// TTL drops data older than now-TTL (0 keeps it forever): queries hide
 	// it at once and Expire deletes it by range deletions.

@@ -43,6 +43,9 @@ type Table struct {
 	schemaDirty bool           // meta.Schema is wider than the persisted one
 	// maxColumns bounds an inferred schema (SetMaxColumns); read under mu.
 	maxColumns int
+	// fixedTypes keeps an inferred column's first type (SetFixedTypes);
+	// written under mu, published in view.
+	fixedTypes bool
 	// view is meta.Schema and meta.Static as of the last setSchema, read
 	// without mu by appends (every part of every batch read them under mu
 	// before: one lock per part shared by every writer of the table).
@@ -109,11 +112,36 @@ func (t *Table) columnLimit() int {
 	return t.maxColumns
 }
 
+// SetFixedTypes makes the type an inferred column takes at its first value
+// final: a later value is stored in it when it converts without loss (1.0
+// into an int64 column as 1, 1 into a float64 column as 1.0, a number into
+// a string column as its text) and otherwise its row is refused with a
+// *TypeMismatchError, which lists the rows so that a caller can route them
+// to a dead-letter table and append the rest. Without it an inferred column
+// widens (int64 to float64 to string), which the hot store can follow but
+// an Iceberg table cannot (Iceberg promotes int to long and float to
+// double, never long to double or to string). A column widened before is
+// kept as it is.
+func (t *Table) SetFixedTypes(fixed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fixedTypes = fixed
+	t.publishSchema()
+}
+
 // schemaView is a schema as appends read it: replaced, never changed.
 type schemaView struct {
 	schema []Column
 	static bool
+	// fixed: the types of the schema's columns never change (a static
+	// schema, or SetFixedTypes): coerce decides whether a value fits.
+	fixed bool
 }
+
+// widenCheck is whether an append with this view checks that each value
+// fits its column's type without widening it (an inferred schema whose
+// types still widen).
+func (v *schemaView) widenCheck() bool { return !v.static && !v.fixed }
 
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
@@ -137,16 +165,21 @@ func (t *Table) setSchemaUnpublished(schema []Column) {
 // publishSchema makes meta's schema the one appends read. REQUIRES: mu
 // held (or t not yet shared).
 func (t *Table) publishSchema() {
-	t.view.Store(&schemaView{schema: t.meta.Schema, static: t.meta.Static})
+	t.view.Store(&schemaView{schema: t.meta.Schema, static: t.meta.Static, fixed: t.meta.Static || t.fixedTypes})
 }
 
-// current returns the schema in force and whether it is static, without
-// taking mu. A widening (under mu) publishes a new slice, so the one
-// returned never changes.
-func (t *Table) current() ([]Column, bool) {
+// current returns the schema in force and whether its values are checked
+// against widening (schemaView.widenCheck), without taking mu. A widening
+// (under mu) publishes a new slice, so the one returned never changes.
+func (t *Table) current() (schema []Column, check bool) {
 	v := t.view.Load()
-	return v.schema, v.static
+	return v.schema, v.widenCheck()
 }
+
+// typesFixed reports whether values that do not fit their column are
+// refused row by row (*TypeMismatchError) rather than widening it or
+// failing the append as a whole.
+func (t *Table) typesFixed() bool { return t.view.Load().fixed }
 
 // reconfigure applies cfg to an open table and persists what changed.
 // REQUIRES: store.mu held, store.closeMu held shared.
@@ -265,8 +298,9 @@ func (t *Table) NewAppender() (*Appender, error) {
 }
 
 // Add converts rows into blocks of the batch. After an error the batch can
-// only be closed, except after a *ColumnLimitError: nothing of rows was
-// added, and the rows it does not list can be added again. SchemaError.Row
+// only be closed, except after a *ColumnLimitError or a
+// *TypeMismatchError: nothing of rows was added, and the rows it does not
+// list can be added again. SchemaError.Row
 // is the index in this call's rows.
 func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if b.failed || b.done {
@@ -280,9 +314,10 @@ func (b *Appender) Add(ctx context.Context, rows []Row) error {
 		return nil
 	}
 	if err := b.add(rows, trustedJSON(ctx)); err != nil {
-		// Rows over the column limit are found before anything of this
-		// part is added: the batch stays usable for the other rows.
-		if !errors.Is(err, ErrTooManyColumns) {
+		// Rows over the column limit, and rows whose values do not fit
+		// fixed types, are found before anything of this part is added:
+		// the batch stays usable for the other rows.
+		if !errors.Is(err, ErrTooManyColumns) && !errors.Is(err, ErrTypeMismatch) {
 			b.failed = true
 		}
 		return err
@@ -296,11 +331,16 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 	// every value fits it without widening and that no row has a column
 	// the schema lacks. Only otherwise take mu and widen (or, for a static
 	// schema, find the offending column).
-	schema, static := t.current()
+	schema, check := t.current()
 	sl := getSlab(len(schema) * len(rows))
-	cols, fits, err := t.coerceInto(rows, schema, !static, trusted, sl)
+	cols, fits, err := t.coerceInto(rows, schema, check, trusted, sl)
 	if err != nil || !fits {
 		putSlab(sl)
+	}
+	if err != nil && t.typesFixed() {
+		// The rows that do not fit are listed below, against the schema
+		// with the rows' new columns too (one error names them all).
+		err, fits = nil, false
 	}
 	if err != nil {
 		return err
@@ -319,7 +359,7 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 		sl = getSlab(len(widened) * len(rows))
 		if cols, _, err = t.coerceInto(rows, widened, false, trusted, sl); err != nil {
 			putSlab(sl)
-			return err
+			return t.mismatches(rows, widened, trusted, err)
 		}
 	}
 	return b.addCols(cols, len(rows), sl)
@@ -533,6 +573,9 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 				return nil, false, &SchemaError{Table: t.name, Row: r, Column: k, Reason: fmt.Sprintf("unsupported value type %T", v)}
 			}
 			if i, ok := t.colIndex[k]; ok {
+				if t.fixedTypes {
+					continue // coerce decides whether the value fits
+				}
 				if w := widen(schema[i].Type, vt); w != schema[i].Type {
 					if !changed {
 						schema = slices.Clone(schema)
@@ -546,7 +589,9 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 				added = map[string]Type{}
 			}
 			if at, ok := added[k]; ok {
-				added[k] = widen(at, vt)
+				if !t.fixedTypes { // fixed: the first row's value gives the type
+					added[k] = widen(at, vt)
+				}
 			} else {
 				added[k] = vt
 			}
@@ -565,6 +610,74 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 		}
 	}
 	return schema, changed, nil
+}
+
+// mismatches turns err, the coercion error of rows into schema, into a
+// *TypeMismatchError listing every row with a value that does not fit its
+// column, when the table's types are fixed; otherwise it returns err.
+func (t *Table) mismatches(rows []Row, schema []Column, trusted []string, err error) error {
+	var se *SchemaError
+	if !t.typesFixed() || !errors.As(err, &se) {
+		return err
+	}
+	me := &TypeMismatchError{Table: t.name}
+	for r, row := range rows {
+		for _, col := range schema {
+			v := row[col.Name]
+			if v == nil {
+				continue
+			}
+			if _, raw := v.(json.RawMessage); raw && col.Type == JSON && slices.Contains(trusted, col.Name) {
+				continue
+			}
+			typ := col.Type
+			if col.Name == t.sortBy {
+				typ = Timestamp
+			}
+			if _, cerr := coerce(v, typ); cerr != nil {
+				reason := cerr.Error()
+				if vt, ok := inferType(v); ok && col.Name != t.sortBy {
+					reason = fmt.Sprintf("the value %s (%v) does not fit without loss (%s); a column's type is fixed by its first value or the schema",
+						shortValue(v), vt, cerr)
+				}
+				if len(me.Rows) == 0 {
+					me.first = SchemaError{Table: t.name, Row: r, Column: col.Name, Type: typ, Reason: reason}
+				}
+				reason = fmt.Sprintf("column %q (%v): %s", col.Name, typ, reason)
+				me.Rows = append(me.Rows, r)
+				me.Columns = append(me.Columns, col.Name)
+				me.Reasons = append(me.Reasons, reason)
+				break
+			}
+		}
+	}
+	if len(me.Rows) == 0 {
+		return err
+	}
+	return me
+}
+
+// shortValue is v as a dead letter's reason quotes it: JSON-like, at most
+// 40 bytes.
+func shortValue(v any) string {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = fmt.Sprintf("%q", x)
+	case json.RawMessage:
+		s = string(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			s = fmt.Sprint(x)
+		} else {
+			s = string(b)
+		}
+	}
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return s
 }
 
 // firstNewColumn names a column of row that neither the schema nor added

@@ -256,7 +256,17 @@ func coerceFloat(v any) (value, error) {
 	if err != nil {
 		return value{}, fitErr("%T %v is not a float64", v, v)
 	}
-	return floatValue(float64(iv.i)), nil
+	return intToFloat(iv.i)
+}
+
+// intToFloat is i as a float64 when that is exactly i: past 2^53 a float64
+// skips integers, and storing the nearest one would change the value.
+func intToFloat(i int64) (value, error) {
+	f := float64(i)
+	if f >= 1<<63 || int64(f) != i {
+		return value{}, fitErr("%d is not exact as a float64", i)
+	}
+	return floatValue(f), nil
 }
 
 // coerceString gives the text of any scalar: this is also how values of a

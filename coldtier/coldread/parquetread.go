@@ -135,7 +135,12 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 		}
 		c, ok := byID[field.ID]
 		if !ok {
-			continue // written before the column existed
+			// Written before the column existed, or before it took the
+			// name from a column of another type (RetiredDoc): the file
+			// holds the retired column's values.
+			if c, ok = retired(schema, name, byID); !ok {
+				continue
+			}
 		}
 		if !c.Leaf() || c.MaxRepetitionLevel() > 0 {
 			return nil, fmt.Errorf("column %q (field id %d) is not a flat primitive column", name, field.ID)
@@ -160,6 +165,30 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 		out[i] = fc
 	}
 	return out, nil
+}
+
+// RetiredDoc is the Iceberg doc of a column that gave its name name to a
+// column of another type (coldtier's schema evolution: Iceberg cannot turn
+// a long column into a double or string one). Its field id stays that of
+// the files written before, so a data file holds either it or the column
+// that took the name.
+func RetiredDoc(name string) string {
+	return "sluice: the values of column " + strconv.Quote(name) + " before its type changed"
+}
+
+// retired finds, among a data file's columns (by field id), one of the
+// columns retired from name.
+func retired(schema *iceberg.Schema, name string, byID map[int]*parquet.Column) (*parquet.Column, bool) {
+	doc := RetiredDoc(name)
+	for _, f := range schema.Fields() {
+		if f.Doc != doc {
+			continue
+		}
+		if c, ok := byID[f.ID]; ok {
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // timestampUnit is the unit of a Parquet timestamp column.
@@ -529,8 +558,9 @@ func test(c *table.Condition, v *colVec) func(int) bool {
 // convert makes v hold values of sluice type to, as the store converts a
 // block written before its column widened (table.Convert): an int64
 // column read as float64, a scalar one as its text. Iceberg's schema
-// evolution follows neither widening (coldtier stops compacting the
-// table), but the files written before still read as the store's rows.
+// evolution follows neither widening (coldtier retires the column: the
+// files written before hold it under another name, RetiredDoc), and those
+// files read as the store's rows.
 func (v *colVec) convert(to table.Type) {
 	if v.absent {
 		return
