@@ -78,6 +78,11 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 				return err
 			}
 		}
+		// The hot side reads the committed-sequence mark next: a commit
+		// landing here would move it past rows the snapshot just read
+		// lacks. None can: the caller holds c.mu shared, and a run commits
+		// and moves the mark under it exclusively.
+		afterColdRead()
 		if q.Limit > 0 {
 			if emitted >= q.Limit {
 				return nil
@@ -87,6 +92,10 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 	}
 	return c.hotValues(ctx, q, cols, cold, tbl, emit) // hot.go
 }
+
+// afterColdRead runs in a two-tier query between its cold side and its hot
+// side (tests start a commit there).
+var afterColdRead = func() {}
 
 // loadForQuery loads the Iceberg table (nil when there is none yet): the
 // cold side of a query reads its current snapshot and the hot side its

@@ -56,7 +56,7 @@ func (s *Server) heldOffsets(ctx context.Context, ts *tableState, q table.Query)
 	q.Columns, q.Limit = []string{table.SourceBatchColumn}, 0
 	held := cluster.Offsets{}
 	last := ""
-	err := ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, true, func(_ []table.Column, vals []any) error {
+	err := ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), true, func(_ []table.Column, vals []any) error {
 		tag, ok := vals[0].(string)
 		if !ok || tag == last {
 			return nil

@@ -662,23 +662,36 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, keep cluster.Offsets, emit func([]table.Column, []any) error) error {
 	if keep != nil && held && ts.cold != nil {
 		return keepValues(ts, q, keep, emit, func(q table.Query, emit func([]table.Column, []any) error) error {
-			return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+			return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), hotOnly, emit)
 		})
 	}
 	switch {
 	case ts.cold == nil:
 		return ts.table.QueryValues(ctx, q, emit)
 	case held:
-		return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+		return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), hotOnly, emit)
 	case !hotOnly:
-		return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
+		return ts.cold.QueryValues(ctx, q, readsCold(ts), emit)
 	}
 	release, err := ts.cold.Hold(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, true, emit)
+	return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), true, emit)
+}
+
+// readsCold says whether a query of ts reads the Iceberg table beside its
+// store. It can, each row once, in the two modes the config allows: with
+// remove the store holds only rows no run committed; in continuous mode the
+// store keeps committed rows for its retention, and the table's
+// committed-sequence mark tells them from the others (the hot side leaves
+// out the blocks below it). Without either, the query would miss every row
+// the store no longer has: another node's, a node's that left, or its own
+// past the table's ttl.
+func readsCold(ts *tableState) bool {
+	ic := ts.cfg.Compact.Iceberg
+	return ic != nil && (ts.cfg.Compact.Remove || ic.Continuous)
 }
 
 // holdTier holds ts's cold tier (coldapi.Tier.Hold); a table without one
