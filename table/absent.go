@@ -18,7 +18,7 @@ type Absent struct {
 	// matches IS NULL only, as a null cell does), so the store answers
 	// nothing.
 	None bool
-	pos []int // per Out column, its index in Query's answer; -1: absent
+	pos  []int // per Out column, its index in Query's answer; -1: absent
 }
 
 // WithAbsent splits q into what the store holds and what it answers as
