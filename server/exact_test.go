@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -253,6 +254,23 @@ func TestClusterQueryColumnOnOneNode(t *testing.T) {
 			t.Fatalf("cluster query from node %d before any commit: %s", i, failed)
 		}
 		checkIDs(fmt.Sprintf("cluster query from node %d before any commit", i), rows)
+	}
+	// CSV: one header, node b's rows with an empty id.
+	resp, err := http.Get(b.url + "/v1/tables/events/query?" + url.Values{"columns": {"n,id"}, "cluster": {"true"}, "format": {"csv"}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(resp.Body).ReadAll()
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || len(recs) != len(want)+1 || strings.Join(recs[0], ",") != "n,id" {
+		t.Fatalf("csv cluster query from node b: %d, %d records (want %d), header %v, %v", resp.StatusCode, len(recs), len(want)+1, recs[:min(len(recs), 1)], err)
+	}
+	for _, rec := range recs[1:] {
+		var n int
+		fmt.Sscan(rec[0], &n)
+		if wantID := fmt.Sprint(10 * n); (n < 1000 && rec[1] != wantID) || (n >= 1000 && rec[1] != "") {
+			t.Fatalf("csv cluster query from node b: row %v", rec)
+		}
 	}
 	// A predicate on the column: node b's rows are null, so none passes.
 	rows, failed := queryRows(t, b, url.Values{"columns": {"n"}, "cluster": {"true"}, "where": {"id>=500"}})
