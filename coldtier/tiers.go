@@ -63,21 +63,46 @@ func (c *Compactor) Hold(ctx context.Context) (release func(), err error) {
 // the hot store's rows that it lacks (with cold: the same leaving-out as
 // hotValues does after the cold side, from the current table's claims).
 func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, hotOnly bool, emit func(cols []table.Column, vals []any) error) error {
-	cols, err := c.t.Columns(q)
-	if err != nil {
-		return err
-	}
 	var tbl *itable.Table
+	var err error
 	if cold {
 		if tbl, err = c.loadForQuery(ctx); err != nil {
 			return err
 		}
+	}
+	// A column of the Iceberg table that the store lacks (another node's
+	// store had it) is read from the cold side and null on the hot side.
+	absent, err := c.t.WithAbsent(q, func(name string) (table.Type, bool) {
+		if tbl == nil {
+			return 0, false
+		}
+		f, ok := tbl.Schema().FindFieldByName(name)
+		if !ok {
+			return 0, false
+		}
+		return coldread.TypeOf(f.Type)
+	})
+	if err != nil {
+		return err
+	}
+	var cols []table.Column
+	if absent != nil {
+		cols = absent.Out
+	} else if cols, err = c.t.Columns(q); err != nil {
+		return err
+	}
+	if cold {
 		emitted := 0
 		if tbl != nil && !hotOnly {
 			if emitted, _, err = coldread.Query(ctx, tbl, c.t, q, cols, emit); err != nil {
 				return err
 			}
 		}
+		// The hot side reads the committed-sequence mark next: a commit
+		// landing here would move it past rows the snapshot just read
+		// lacks. None can: the caller holds c.mu shared, and a run commits
+		// and moves the mark under it exclusively.
+		afterColdRead()
 		if q.Limit > 0 {
 			if emitted >= q.Limit {
 				return nil
@@ -85,8 +110,28 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 			q.Limit -= emitted
 		}
 	}
-	return c.hotValues(ctx, q, cols, cold, tbl, emit) // hot.go
+	if absent == nil {
+		return c.hotValues(ctx, q, cols, cold, tbl, emit) // hot.go
+	}
+	if absent.None {
+		return nil
+	}
+	hq := absent.Query
+	hq.Limit = q.Limit
+	inner, err := c.t.Columns(hq)
+	if err != nil {
+		return err
+	}
+	var row []any
+	return c.hotValues(ctx, hq, inner, cold, tbl, func(_ []table.Column, vals []any) error {
+		row = absent.Row(row, vals)
+		return emit(cols, row)
+	})
 }
+
+// afterColdRead runs in a two-tier query between its cold side and its hot
+// side (tests start a commit there).
+var afterColdRead = func() {}
 
 // loadForQuery loads the Iceberg table (nil when there is none yet): the
 // cold side of a query reads its current snapshot and the hot side its
@@ -100,6 +145,23 @@ func (c *Compactor) loadForQuery(ctx context.Context) (*itable.Table, error) {
 		return nil, fmt.Errorf("coldtier: load %s: %w", strings.Join(c.ident, "."), err)
 	}
 	return tbl, nil
+}
+
+// TableColumns are the Iceberg table's columns with their sluice types
+// (none before its first commit): the columns of other nodes' stores a
+// query of this node may name.
+func (c *Compactor) TableColumns(ctx context.Context) ([]table.Column, error) {
+	tbl, err := c.loadForQuery(ctx)
+	if err != nil || tbl == nil {
+		return nil, err
+	}
+	var cols []table.Column
+	for _, f := range tbl.Schema().Fields() {
+		if typ, ok := coldread.TypeOf(f.Type); ok {
+			cols = append(cols, table.Column{Name: f.Name, Type: typ})
+		}
+	}
+	return cols, nil
 }
 
 // DataFiles lists the data files of the Iceberg table's current snapshot

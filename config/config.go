@@ -501,6 +501,12 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, t.validateSources(where)...)
 		errs = append(errs, cp.Iceberg.validate(where)...)
+		if cp.Iceberg != nil && !cp.Iceberg.Continuous && !cp.Remove {
+			// A query reads the Iceberg table beside the store: it must tell
+			// the store's committed rows from the others, which only a
+			// continuous tier's committed-sequence mark, or remove, allows.
+			add("%s: compact.remove: false needs compact.iceberg.continuous: true: in time mode the store keeps the rows it compacted with no record of which (a late row older than the watermark is never compacted), so a query could not read the Iceberg table and the store with each row once; set continuous: true, or remove: true", where)
+		}
 		errs = append(errs, t.RDB.validate(where)...)
 	}
 	return errors.Join(errs...)

@@ -36,12 +36,14 @@ tables:
           tls: {}
           sasl: {mechanism: PLAIN, username: sluice, password: {file: /run/secrets/kafka}}
     compact:
+      remove: true
       iceberg:
         warehouse: s3://lake/sluice
         catalog: {type: rest, uri: "https://catalog.example", token: rest-inline-t0ken}
   - name: logs
     sortBy: ts
     compact:
+      remove: true
       iceberg:
         warehouse: s3://lake/sluice
         catalog: {type: sql, uri: "postgres://sluice@pg.example/iceberg?sslmode=verify-full", password: pg-inline-Pa55}

@@ -119,13 +119,25 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		s.log.Debug("cluster query: asking every node", "table", name, "why", why)
 	}
 	ts := s.tables[name]
+	// A column this node's store lacks may be the Iceberg table's or
+	// another node's: each node answers it as null where it has none, and
+	// only a column no one has fails the query.
+	req, err = s.knowClusterColumns(ctx, ts, req, nodes)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "cluster query: "+err.Error())
+		return
+	}
+	if _, err := req.tableQuery(ts.table); err != nil {
+		writeError(w, queryErrorCode(err), err.Error())
+		return
+	}
 	encoded, isEncoded := rowformat.Lookup(format)
 	if (format == "csv" || isEncoded) && len(req.Columns) == 0 {
 		// Every node's CSV (Arrow) must have the same columns in the same
 		// order: ask all of them for this node's.
 		q, err := req.tableQuery(ts.table)
 		if err == nil {
-			cols, cerr := ts.table.Columns(q)
+			cols, _, cerr := splitAbsent(ctx, ts, q)
 			err = cerr
 			for _, c := range cols {
 				req.Columns = append(req.Columns, c.Name)
@@ -321,8 +333,9 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 	q, err := req.tableQuery(ts.table)
 	var cols []table.Column
+	var absent *table.Absent
 	if err == nil {
-		cols, err = ts.table.Columns(q)
+		cols, absent, err = splitAbsent(ctx, ts, q)
 	}
 	if err != nil {
 		writeError(w, queryErrorCode(err), err.Error())
@@ -337,7 +350,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	}
 	defer enc.Close()
 	n := 0
-	err = s.tierValues(ctx, ts, q, false, true, keep, func(_ []table.Column, vals []any) error {
+	err = s.absentValues(ctx, ts, q, absent, false, true, keep, func(_ []table.Column, vals []any) error {
 		n++
 		return enc.Row(vals)
 	})

@@ -215,7 +215,7 @@ func (s *Server) queryValues(ctx context.Context, ts *tableState, q table.Query,
 	if ts.cold == nil {
 		return ts.table.QueryValues(ctx, q, emit)
 	}
-	return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
+	return ts.cold.QueryValues(ctx, q, readsCold(ts), emit)
 }
 
 // writeRunResult answers a run done on demand (compaction, orphan

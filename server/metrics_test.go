@@ -44,7 +44,7 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	}
 	wh := t.TempDir()
 	cfg := strings.Replace(testConfig, "    on_bad_line: reject\n", "    on_bad_line: reject\n"+
-		"    compact:\n      after: 1h\n      iceberg:\n        warehouse: "+wh+"\n", 1)
+		"    compact:\n      after: 1h\n      remove: true\n      iceberg:\n        warehouse: "+wh+"\n", 1)
 	cfg = strings.Replace(cfg, "  - name: loose\n", fmt.Sprintf("  - name: loose\n    sources:\n      - kafka: {brokers: [\"127.0.0.1:%d\"], topics: [t], group: g}\n", port), 1)
 	if luajit.Available {
 		cfg = strings.Replace(cfg, "        type: int64\n", "        type: int64\n        engine: luajit\n", 1)

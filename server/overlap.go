@@ -54,9 +54,17 @@ func (s *Server) heldOffsets(ctx context.Context, ts *tableState, q table.Query)
 		return nil, nil
 	}
 	q.Columns, q.Limit = []string{table.SourceBatchColumn}, 0
+	if _, absent, err := splitAbsent(ctx, ts, q); err != nil {
+		return nil, err
+	} else if absent != nil {
+		if absent.None {
+			return cluster.Offsets{}, nil // no row of this store passes q
+		}
+		q = absent.Query
+	}
 	held := cluster.Offsets{}
 	last := ""
-	err := ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, true, func(_ []table.Column, vals []any) error {
+	err := ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), true, func(_ []table.Column, vals []any) error {
 		tag, ok := vals[0].(string)
 		if !ok || tag == last {
 			return nil

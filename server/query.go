@@ -50,6 +50,11 @@ type QueryRequest struct {
 	// answers only for the share that the rest of the request body names
 	// (overlap.go).
 	Offsets bool `json:"offsets,omitempty"`
+
+	// known are columns of the table's whole schema that this node's
+	// store lacks (the Iceberg table's, or a member's, found by
+	// knowColumns); the node answers them as null.
+	known map[string]bool
 }
 
 // TimeBound is a query's from or to: RFC 3339 or unix seconds, as text.
@@ -206,7 +211,10 @@ func parseTime(b TimeBound) (time.Time, error) {
 }
 
 // tableQuery converts the request to a table.Query, checking every column
-// name against the schema.
+// name against the store's schema and the whole schema's columns
+// knowColumns found. A cluster member's share (tier hot) is not checked:
+// its coordinator checked the names against the cluster, and the member
+// answers those its store lacks as null.
 func (r QueryRequest) tableQuery(t *table.Table) (table.Query, error) {
 	var q table.Query
 	var err error
@@ -222,7 +230,7 @@ func (r QueryRequest) tableQuery(t *table.Table) (table.Query, error) {
 	}
 	var unknown []string
 	check := func(c string) {
-		if !known[c] {
+		if !known[c] && !r.known[c] && r.Tier != "hot" {
 			unknown = append(unknown, strconv.Quote(c))
 		}
 	}
@@ -541,11 +549,15 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 	if !ok {
 		return -1, fmt.Errorf("%w %q", ErrUnknownTable, tableName)
 	}
+	req, err := knowColumns(ctx, ts, req)
+	if err != nil {
+		return -1, err
+	}
 	q, err := req.tableQuery(ts.table)
 	if err != nil {
 		return -1, err
 	}
-	tcols, err := ts.table.Columns(q)
+	tcols, absent, err := splitAbsent(ctx, ts, q)
 	if err != nil {
 		return -1, err
 	}
@@ -598,11 +610,18 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 	} else {
 		var buf []byte
 		enc := newRowEncoder(cols)
-		if ts.cold == nil {
+		if ts.cold == nil && (absent == nil || !absent.None) {
 			// The hot store alone: rows are encoded on the scan's workers and
 			// the chunks written here in order (table.QueryEncoded), so a
 			// big answer's encoding uses the cores as its decoding does.
-			err = ts.table.QueryEncoded(ctx, q, func(buf []byte, vals []any) ([]byte, error) {
+			sq := q
+			if absent != nil {
+				sq = absent.Query
+			}
+			err = ts.table.QueryEncoded(ctx, sq, func(buf []byte, vals []any) ([]byte, error) {
+				if absent != nil {
+					vals = absent.Row(nil, vals) // the workers' own slice
+				}
 				buf, err := enc.appendValues(buf, vals)
 				return append(buf, '\n'), err
 			}, func(chunk []byte, rows int) error {
@@ -633,7 +652,7 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 			return err
 		}
 	}
-	err = s.tierValues(ctx, ts, q, req.Tier == "hot", held, keep, emit)
+	err = s.absentValues(ctx, ts, q, absent, req.Tier == "hot", held, keep, emit)
 	if err != nil && !started {
 		return -1, err
 	}
@@ -655,6 +674,22 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 	return n, err
 }
 
+// absentValues is tierValues of a query whose absent columns (nil: none)
+// are answered as null.
+func (s *Server) absentValues(ctx context.Context, ts *tableState, q table.Query, absent *table.Absent, hotOnly, held bool, keep cluster.Offsets, emit func([]table.Column, []any) error) error {
+	if absent == nil {
+		return s.tierValues(ctx, ts, q, hotOnly, held, keep, emit)
+	}
+	if absent.None {
+		return nil
+	}
+	var row []any
+	return s.tierValues(ctx, ts, absent.Query, hotOnly, held, keep, func(_ []table.Column, vals []any) error {
+		row = absent.Row(row, vals)
+		return emit(absent.Out, row)
+	})
+}
+
 // tierValues answers q from ts: hotOnly leaves out the rows the Iceberg
 // table holds (tier=hot: the hot store's rows it lacks); held says the
 // caller holds the cold tier (holdTier); a non-nil keep (only with held)
@@ -662,23 +697,36 @@ func (s *Server) query(ctx context.Context, tableName string, req QueryRequest, 
 func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, keep cluster.Offsets, emit func([]table.Column, []any) error) error {
 	if keep != nil && held && ts.cold != nil {
 		return keepValues(ts, q, keep, emit, func(q table.Query, emit func([]table.Column, []any) error) error {
-			return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+			return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), hotOnly, emit)
 		})
 	}
 	switch {
 	case ts.cold == nil:
 		return ts.table.QueryValues(ctx, q, emit)
 	case held:
-		return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, hotOnly, emit)
+		return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), hotOnly, emit)
 	case !hotOnly:
-		return ts.cold.QueryValues(ctx, q, ts.cfg.Compact.Remove, emit)
+		return ts.cold.QueryValues(ctx, q, readsCold(ts), emit)
 	}
 	release, err := ts.cold.Hold(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return ts.cold.QueryValuesHeld(ctx, q, ts.cfg.Compact.Remove, true, emit)
+	return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), true, emit)
+}
+
+// readsCold says whether a query of ts reads the Iceberg table beside its
+// store. It can, each row once, in the two modes the config allows: with
+// remove the store holds only rows no run committed; in continuous mode the
+// store keeps committed rows for its retention, and the table's
+// committed-sequence mark tells them from the others (the hot side leaves
+// out the blocks below it). Without either, the query would miss every row
+// the store no longer has: another node's, a node's that left, or its own
+// past the table's ttl.
+func readsCold(ts *tableState) bool {
+	ic := ts.cfg.Compact.Iceberg
+	return ic != nil && (ts.cfg.Compact.Remove || ic.Continuous)
 }
 
 // holdTier holds ts's cold tier (coldapi.Tier.Hold); a table without one

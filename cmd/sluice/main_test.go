@@ -75,6 +75,7 @@ tables:
     hashBy: user
     compact:
       after: 24h
+      remove: true
       iceberg: {warehouse: %q}
 `, filepath.Join(dir, "data"), filepath.Join(dir, "warehouse")))
 	write("upper.so", "not opened: the lean binary cannot open plugins")

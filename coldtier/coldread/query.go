@@ -47,6 +47,13 @@ func Query(ctx context.Context, tbl *itable.Table, t *table.Table, q table.Query
 		return 0, st, nil
 	}
 	types := map[string]table.Type{}
+	for _, f := range tbl.Schema().Fields() {
+		// A column of the Iceberg table the store lacks (another node's)
+		// is read with its Iceberg type.
+		if typ, ok := TypeOf(f.Type); ok {
+			types[f.Name] = typ
+		}
+	}
 	for _, col := range t.Schema() {
 		types[col.Name] = col.Type
 	}
@@ -409,4 +416,22 @@ func (m *matcher) match(r int, timeOf, hashOf func(int) any, predOf []func(int) 
 		}
 	}
 	return true
+}
+
+// TypeOf is the sluice type of an Iceberg column sluice writes (a string
+// column reads as string: sluice's json is written as its text).
+func TypeOf(t iceberg.Type) (table.Type, bool) {
+	switch t.(type) {
+	case iceberg.Int64Type, iceberg.Int32Type:
+		return table.Int64, true
+	case iceberg.Float64Type, iceberg.Float32Type:
+		return table.Float64, true
+	case iceberg.BooleanType:
+		return table.Bool, true
+	case iceberg.StringType:
+		return table.String, true
+	case iceberg.TimestampTzType, iceberg.TimestampType:
+		return table.Timestamp, true
+	}
+	return 0, false
 }

@@ -46,6 +46,9 @@ type Tier interface {
 	// which waits for the first). hotOnly answers with the hot store's
 	// rows that the Iceberg table lacks (a cluster query's tier=hot).
 	QueryValuesHeld(ctx context.Context, q table.Query, cold, hotOnly bool, emit func([]table.Column, []any) error) error
+	// TableColumns are the Iceberg table's columns (none before its first
+	// commit): a query may name them though this node's store lacks them.
+	TableColumns(ctx context.Context) ([]table.Column, error)
 	// Counters are the totals since the tier was opened.
 	Counters() Counters
 	Close() error
