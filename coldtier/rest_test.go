@@ -2,14 +2,17 @@ package coldtier_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/coldtier/catalog"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/table"
 )
@@ -151,5 +154,92 @@ func TestMaintainRetryKeepsSnapshotLogSorted(t *testing.T) {
 	}
 	if len(seen) != 4*50+50 {
 		t.Errorf("%d distinct rows, want %d", len(seen), 4*50+50)
+	}
+}
+
+// TestRESTCatalogAuth: a REST catalog behind an authenticating front
+// (coldtest.AuthProxy: a bearer token, or OAuth2 client credentials
+// exchanged at /v1/oauth/tokens). The right token or credential commits and
+// reads; a wrong or missing one fails at Open with an error that names the
+// catalog and says unauthorized, and holds no secret.
+func TestRESTCatalogAuth(t *testing.T) {
+	dir := t.TempDir()
+	rest, err := coldtest.StartREST(dir)
+	coldtest.Require(t, err)
+	defer rest.Stop()
+	const token, clientID, clientSecret = "tok-8f2a61c0", "sluice", "cred-5d93e7b4"
+	proxy, err := coldtest.StartAuthProxy(rest.URI, token, clientID, clientSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	secret := func(v string) func() (string, error) { return func() (string, error) { return v, nil } }
+	ctx := context.Background()
+	open := func(t *testing.T, tb *table.Table, node string, cat coldtier.Catalog) (*coldtier.Compactor, error) {
+		cat.Type, cat.URI = "rest", proxy.URL
+		return coldtier.Open(ctx, coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: filepath.Join(dir, node), Node: node, Catalog: cat}, tb)
+	}
+	for i, c := range []struct {
+		name string
+		cat  coldtier.Catalog
+	}{
+		{"token", coldtier.Catalog{Token: secret(token)}},
+		{"credential", coldtier.Catalog{Credential: secret(clientID + ":" + clientSecret)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, tb := openTable(t, filepath.Join(dir, c.name), staticSchema)
+			defer st.Close()
+			fill(t, tb, i*10000, 300, 2)
+			issued := proxy.Issued.Load()
+			comp, err := open(t, tb, c.name, c.cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer comp.Close()
+			want := tieredRows(t, comp, table.Query{})
+			st2, err := comp.Compact(ctx, day0.Add(96*time.Hour), coldtier.Options{Remove: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st2.Rows != 300 {
+				t.Errorf("committed %d rows, want 300", st2.Rows)
+			}
+			if got := tieredRows(t, comp, table.Query{}); !reflect.DeepEqual(got, want) {
+				t.Errorf("%d rows read back through the authenticated catalog, want %d", len(got), len(want))
+			}
+			if c.name == "credential" && proxy.Issued.Load() == issued {
+				t.Errorf("no token issued for the credential: the catalog was not asked through the token endpoint")
+			}
+		})
+	}
+	for _, c := range []struct {
+		name, secret string
+		cat          coldtier.Catalog
+	}{
+		{"wrong token", "tok-wrong-77c1", coldtier.Catalog{Token: secret("tok-wrong-77c1")}},
+		{"wrong credential", "cred-wrong-3b08", coldtier.Catalog{Credential: secret(clientID + ":cred-wrong-3b08")}},
+		{"no secret", "", coldtier.Catalog{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, tb := openTable(t, filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")), staticSchema)
+			defer st.Close()
+			refused := proxy.Refused.Load()
+			comp, err := open(t, tb, strings.ReplaceAll(c.name, " ", "-"), c.cat)
+			if err == nil {
+				comp.Close()
+				t.Fatal("opened")
+			}
+			msg := err.Error()
+			if !errors.Is(err, catalog.ErrUnauthorized) || !strings.Contains(msg, proxy.URL) || !strings.Contains(msg, "unauthorized") {
+				t.Errorf("%v\nwant an error naming the catalog %s and saying unauthorized", err, proxy.URL)
+			}
+			if c.secret != "" && strings.Contains(msg, c.secret) || strings.Contains(msg, token) || strings.Contains(msg, clientSecret) {
+				t.Errorf("the error holds a secret: %v", err)
+			}
+			if proxy.Refused.Load() == refused {
+				t.Errorf("the proxy refused nothing: %v", err)
+			}
+			t.Logf("%s: %v", c.name, err)
+		})
 	}
 }

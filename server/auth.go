@@ -351,7 +351,48 @@ func (s *Server) checkExposure(addr net.Addr) error {
 		s.log.Warn("serving WITHOUT authentication beyond loopback (listen.allow_unauthenticated): anyone who reaches this address may write, read, delete files of the cold tier and hold every node's commits", "addr", addr.String())
 		return nil
 	}
+	return unauthenticatedExposure(addr.String())
+}
+
+// unauthenticatedExposure is the refusal of checkExposure and
+// checkListenExposure, one message for serve and for serve --check.
+func unauthenticatedExposure(addr string) error {
 	return fmt.Errorf("%w: %s is reachable from other hosts and the config has no auth: section; configure tokens (docs/security.md), listen on 127.0.0.1, or set listen.allow_unauthenticated: true", ErrUnauthenticatedExposure, addr)
+}
+
+// checkListenExposure is checkExposure before anything listens (serve
+// --check, validate): the configured address, its name resolved as the
+// listener would resolve it. A name that does not resolve is left to
+// serve, which fails to listen on it.
+func checkListenExposure(ctx context.Context, cfg *config.Config) error {
+	if cfg.Auth.Enabled() || cfg.Listen.AllowUnauthenticated {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen.HTTP)
+	if err != nil {
+		return nil // config.Validate reports the address
+	}
+	if host == "" { // ":8080": every interface
+		return unauthenticatedExposure(cfg.Listen.HTTP)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if !ip.IsLoopback() {
+			return unauthenticatedExposure(cfg.Listen.HTTP)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return unauthenticatedExposure(cfg.Listen.HTTP)
+		}
+	}
+	return nil
 }
 
 // reloadTokens reads the tokens file again (SIGHUP, or a change seen by

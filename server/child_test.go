@@ -30,6 +30,17 @@ func runChild() int {
 	hup := make(chan os.Signal, 1) // as `sluice serve` does
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if os.Getenv("SLUICE_TEST_STOP_AFTER_OWN_PART") != "" {
+		// A coordinator stopped (as by SIGSTOP from outside) right after
+		// its own part of a cluster query, before it reads any member.
+		// The signal stops every thread soon, not at once: block here so
+		// that this goroutine does not go on reading members meanwhile.
+		stop := func() {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			select {}
+		}
+		afterOwnPart.Store(&stop)
+	}
 	cfg, err := config.Parse([]byte(os.Getenv("SLUICE_TEST_CONFIG")), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

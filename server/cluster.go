@@ -40,6 +40,11 @@ const (
 // while, which its members must wait for.
 var beforeOwnPart atomic.Pointer[func()]
 
+// afterOwnPart, when a test sets it, runs on a coordinator once it has
+// read its own part and marked every member's request body, before it
+// reads any member's answer.
+var afterOwnPart atomic.Pointer[func()]
+
 // beforeShareWait, when a test sets it, runs on a member before it waits
 // for its share, with the channel closed when its request body ends.
 var beforeShareWait atomic.Pointer[func(ended <-chan struct{})]
@@ -157,21 +162,24 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	// Every member holds its cold tier from before its header until its
-	// request body ends: the body is the query, then the share of source
-	// offsets the member answers for, then nothing but heartbeats until
-	// this node has read its own part (the Iceberg table's rows included),
-	// so no member commits between its read of its store and ours of the
-	// table (docs/cluster.md, "What is exact").
-	readDone := make(chan struct{})
-	endBodies := sync.OnceFunc(func() { close(readDone) })
-	defer endBodies()
+	// Every member holds its cold tier from before its header until this
+	// node has read its own part (the Iceberg table's rows included), so
+	// no member commits between its read of its store and ours of the
+	// table (docs/cluster.md, "What is exact"). Its request body is the
+	// query, then the share of source offsets it answers for, then
+	// heartbeats, with a mark once our own part is read; it ends when we
+	// start reading the member's answer. Until then the heartbeats are the
+	// member's sign that we are alive: a member waiting for its turn
+	// behind another's answer is not cut off, a stopped coordinator's
+	// members are (stall.go).
+	queryDone := make(chan struct{})
+	defer close(queryDone)
 	beats := &heartbeat{}
-	go beats.run(max(s.readerTimeout()/4, time.Millisecond), readDone)
+	go beats.run(max(s.readerTimeout()/4, time.Millisecond), queryDone)
 	var bodiesMu sync.Mutex
 	bodies := map[string]*memberBody{}
 	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		mb := newMemberBody(ctx, body, readDone)
+		mb := newMemberBody(ctx, body, queryDone)
 		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", mb)
 		if err != nil {
 			return nil, err
@@ -243,7 +251,16 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	ownPart := func() {
 		release()
-		endBodies()
+		beats.markOwnPartRead()
+		if hook := afterOwnPart.Load(); hook != nil {
+			(*hook)()
+		}
+	}
+	// turn ends a member's request body when its answer is read next.
+	turn := func(node string) {
+		if mb := bodies[node]; mb != nil {
+			mb.end()
+		}
 	}
 	if hook := beforeOwnPart.Load(); hook != nil {
 		(*hook)()
@@ -252,7 +269,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// the query (and ends every hold) after the reader timeout.
 	client := deadlineWriter{w: w, rc: http.NewResponseController(w), limit: s.readerTimeout(), end: deadline(s.cfg.Limits.QueryTimeout)}
 	if isEncoded {
-		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart)
+		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart, turn)
 		return
 	}
 	n, err := s.query(ctx, name, local, client, format, start, true, keep)
@@ -281,6 +298,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		if a.Err != nil {
 			continue
 		}
+		turn(a.Node)
 		var copied int
 		if format == "csv" {
 			copied, err = copyCSV(client, a, left)
@@ -326,7 +344,7 @@ func clientLeft(ctx context.Context, err error) bool {
 // error after the header is reported in the Sluice-Error trailer (an Arrow
 // stream has no error row).
 func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, client io.Writer, ts *tableState, req QueryRequest,
-	keep cluster.Offsets, f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func()) {
+	keep cluster.Offsets, f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func(), turn func(node string)) {
 	fail := func(err error) {
 		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
 		w.Header().Set(cluster.TrailerError, err.Error())
@@ -374,6 +392,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		if a.Err != nil || a.Header.Get("Content-Type") != f.ContentType { // 204: the coordinator itself
 			continue
 		}
+		turn(a.Node)
 		copied, err := enc.Append(a, left)
 		n += copied
 		if clientLeft(ctx, err) {
@@ -444,21 +463,32 @@ func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequ
 
 // memberBody is the request body of a cluster query to a member: the
 // query, then the member's share of source offsets (one line), with
-// heartbeats (a space) while the coordinator works, and its end once the
-// coordinator has read its own part (done); the request's context's error
-// when it ends first (the transport waits for the body's writer before a
-// cancelled request returns).
+// heartbeats (a space) while the coordinator works or reads other
+// members' answers, the mark (ownPartRead) once the coordinator has read
+// its own part, and its end when the coordinator starts reading this
+// member's answer (end) or the query ends (done); the request's context's
+// error when it ends first (the transport waits for the body's writer
+// before a cancelled request returns).
 type memberBody struct {
 	ctx     context.Context
 	done    <-chan struct{}
+	ended   chan struct{}
+	endOnce sync.Once
 	mu      sync.Mutex
 	pending []byte
 	wake    chan struct{}
 }
 
+// ownPartRead is the byte that tells a member the coordinator has read
+// its own part: the member's hold may end once its own rows are out.
+const ownPartRead = '.'
+
 func newMemberBody(ctx context.Context, query []byte, done <-chan struct{}) *memberBody {
-	return &memberBody{ctx: ctx, done: done, pending: bytes.Clone(query), wake: make(chan struct{}, 1)}
+	return &memberBody{ctx: ctx, done: done, ended: make(chan struct{}), pending: bytes.Clone(query), wake: make(chan struct{}, 1)}
 }
+
+// end ends the body once what is pending is read.
+func (b *memberBody) end() { b.endOnce.Do(func() { close(b.ended) }) }
 
 // send queues p after what is pending.
 func (b *memberBody) send(p []byte) {
@@ -497,13 +527,15 @@ func (b *memberBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 		select {
 		case <-b.wake:
-		case <-b.done:
+		case <-b.ended:
 			b.mu.Lock()
 			left := len(b.pending)
 			b.mu.Unlock()
 			if left == 0 {
 				return 0, io.EOF
 			}
+		case <-b.done:
+			b.end()
 		case <-b.ctx.Done():
 			return 0, context.Cause(b.ctx)
 		}

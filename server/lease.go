@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
@@ -111,6 +112,11 @@ func clientOf(r *http.Request) string {
 	}
 	return host
 }
+
+// afterLeaseReserve, when a test sets it, runs on a lease's coordinator
+// between counting the lease against its client's bound and opening it:
+// openers held there are all being opened at once.
+var afterLeaseReserve atomic.Pointer[func()]
 
 // reserve counts a lease being opened by client against its bound; the
 // caller calls the returned release once the lease is in coordinated or
@@ -355,6 +361,9 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if hook := afterLeaseReserve.Load(); hook != nil {
+		(*hook)()
+	}
 	var nodes []string
 	if s.members != nil {
 		if nodes, err = s.members.Members(r.Context()); err != nil {

@@ -395,18 +395,46 @@ func TestLeaseEndsReadsInProgress(t *testing.T) {
 
 // TestLeasesBoundedPerClient: one client opening more leases at once than
 // MaxLeasesPerClient gets exactly that many, the others 429 naming the
-// bound; once it ends one it may open another.
+// bound; once it ends one it may open another. "At once" is forced: a hook
+// holds every opener that passed the bound, before its lease is open, until
+// every request has either passed or been refused.
 func TestLeasesBoundedPerClient(t *testing.T) {
 	nodes := startColdCluster(t, 2)
 	extra := 4
-	codes := make([]int, MaxLeasesPerClient+extra)
+	requests := MaxLeasesPerClient + extra
+	var passed, refusedEarly atomic.Int32
+	allIn := make(chan struct{})
+	var allInOnce sync.Once
+	checkAllIn := func() {
+		if int(passed.Load()+refusedEarly.Load()) == requests {
+			allInOnce.Do(func() { close(allIn) })
+		}
+	}
+	hold := func() {
+		passed.Add(1)
+		checkAllIn()
+		select {
+		case <-allIn:
+		case <-time.After(30 * time.Second): // the counts below fail the test
+		}
+	}
+	afterLeaseReserve.Store(&hold)
+	defer afterLeaseReserve.Store(nil)
+	codes := make([]int, requests)
 	leases := make([]Lease, len(codes))
 	bodies := make([]string, len(codes))
 	var wg sync.WaitGroup
 	for i := range codes {
-		wg.Go(func() { codes[i], leases[i], bodies[i] = openLease(t, nodes[0].url, "1m") })
+		wg.Go(func() {
+			codes[i], leases[i], bodies[i] = openLease(t, nodes[0].url, "1m")
+			if codes[i] == http.StatusTooManyRequests {
+				refusedEarly.Add(1)
+				checkAllIn()
+			}
+		})
 	}
 	wg.Wait()
+	afterLeaseReserve.Store(nil)
 	var open []Lease
 	refused := 0
 	for i, code := range codes {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
@@ -349,18 +350,22 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 // coordinator has read the Iceberg table), report the source offsets this
 // node's rows hold, and only then send the header, which tells the
 // coordinator it may read; read this node's share from the request body,
-// answer with its rows, and hold until the coordinator ends the body,
-// after its own part. An error after the header goes in a trailer. A
-// coordinator that makes no progress for the reader timeout (reads no
-// row, sends no heartbeat) ends the answer and the hold (stall.go).
+// answer with its rows, and hold until they are out and the coordinator
+// has read its own part (the body's mark, or its end). Then wait for the
+// coordinator's turn to read this answer (the body's end) without the
+// hold. An error after the header goes in a trailer. A coordinator that
+// makes no progress for the reader timeout (reads no row, sends no
+// heartbeat; from its turn, takes no write) ends the answer and the hold
+// (stall.go).
 func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, name string,
 	req QueryRequest, format string, rest io.Reader) {
 	ts := s.tables[name]
-	release, err := s.holdTier(ctx, ts)
+	hold, err := s.holdTier(ctx, ts)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "cluster query: "+err.Error())
 		return
 	}
+	release := sync.OnceFunc(hold)
 	defer release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -393,7 +398,8 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	body := readMemberBody(rest, req.Offsets, watch)
+	turn := &readerTurn{rc: rc, limit: s.readerTimeout()}
+	body := readMemberBody(rest, req.Offsets, watch, turn)
 	var keep cluster.Offsets
 	if req.Offsets {
 		if hook := beforeShareWait.Load(); hook != nil {
@@ -429,12 +435,22 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 			return
 		}
 	}
-	n, err := s.query(ctx, name, req, progressWriter{w: w, watch: watch}, format, nil, true, keep)
+	n, err := s.query(ctx, name, req, progressWriter{w: w, watch: watch, turn: turn}, format, nil, true, keep)
 	if err != nil {
 		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
 		fail(err)
 		return
 	}
+	select {
+	case <-body.ownPartRead:
+	case <-ctx.Done():
+		fail(context.Cause(ctx))
+		return
+	}
+	release()
+	// The answer's end (its last chunk and trailer) goes out when this
+	// handler returns, and the request body must be read to its end
+	// before: wait for the coordinator's turn.
 	select {
 	case <-body.ended:
 	case <-ctx.Done():
@@ -445,16 +461,19 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 // memberBodyReader is what a member reads of its request body after the
 // query (cluster.go's memberBody writes it).
 type memberBodyReader struct {
-	keep  chan cluster.Offsets // the share, once (nil: it did not parse)
-	ended chan struct{}        // the body ended (err: how, nil at EOF)
-	err   error
+	keep        chan cluster.Offsets // the share, once (nil: it did not parse)
+	ownPartRead chan struct{}        // the coordinator has read its own part (the mark, or the body's end)
+	ended       chan struct{}        // the body ended (err: how, nil at EOF)
+	err         error
 }
 
 // readMemberBody reads rest on its own goroutine: the share line when
-// share, then heartbeats, each of which is progress, to the end, which
-// disarms the watch (the coordinator has read its own part).
-func readMemberBody(rest io.Reader, share bool, watch *stallWatch) *memberBodyReader {
-	b := &memberBodyReader{keep: make(chan cluster.Offsets, 1), ended: make(chan struct{})}
+// share, then heartbeats, each of which is progress, and the mark, to the
+// end, which is the coordinator's turn to read this answer: the watch is
+// disarmed (no more heartbeats come) and turn bounds each write instead.
+func readMemberBody(rest io.Reader, share bool, watch *stallWatch, turn *readerTurn) *memberBodyReader {
+	b := &memberBodyReader{keep: make(chan cluster.Offsets, 1), ownPartRead: make(chan struct{}), ended: make(chan struct{})}
+	markSeen := sync.OnceFunc(func() { close(b.ownPartRead) })
 	go func() {
 		br := bufio.NewReader(rest)
 		var line []byte
@@ -465,21 +484,25 @@ func readMemberBody(rest io.Reader, share bool, watch *stallWatch) *memberBodyRe
 					b.err = err
 				}
 				watch.Stop()
+				turn.begin()
+				markSeen()
 				close(b.ended)
 				return
 			}
 			watch.progress()
 			switch {
-			case !share || c == ' ':
-			case c == '\n':
+			case c == ' ': // a heartbeat
+			case share && c == '\n':
 				keep, err := cluster.ParseOffsets(string(line))
 				if err != nil {
 					b.err = err
 				}
 				b.keep <- keep
 				share = false
-			default:
+			case share:
 				line = append(line, c)
+			case c == ownPartRead:
+				markSeen()
 			}
 		}
 	}()

@@ -627,6 +627,9 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
 	errs := checkColdTiers(cfg)
+	if err := checkListenExposure(ctx, cfg); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := loadTLS(cfg); err != nil {
 		errs = append(errs, err)
 	}

@@ -14,13 +14,19 @@ import (
 )
 
 // A cluster query holds every node's cold tier (no commit) while its
-// coordinator reads the Iceberg table; a reader that stops reading must
-// not keep those holds until the query's write timeout. Each node that
-// holds for a cluster query bounds how long its reader may make no
-// progress (cluster.reader_timeout): a member its coordinator (rows read,
-// or the coordinator's heartbeats on the request body while it is busy
-// with its own part), the coordinator its client (each write). Past it the
-// query fails and the holds end.
+// coordinator reads the Iceberg table, and a member's hold lasts until its
+// own rows are out; a reader that stops reading must not keep those holds
+// until the query's write timeout. Each node that holds for a cluster
+// query bounds how long its reader may make no progress
+// (cluster.reader_timeout): a member its coordinator, the coordinator its
+// client (each write). Past it the query fails and the holds end.
+//
+// A member's coordinator makes progress by reading rows or by sending
+// heartbeats on the request body, which it does until it starts reading
+// the member's answer: while it works on its own part, and while it reads
+// other members' answers before this one (it reads them in turn). From
+// its turn, which ends the body, the coordinator only reads, so each write
+// of the member's answer is bounded instead.
 
 // errReaderStalled ends a cluster query whose reader made no progress
 // for the reader timeout.
@@ -73,18 +79,47 @@ func (w *stallWatch) progress() { w.last.Store(time.Now().UnixNano()) }
 // Stop disarms the watch.
 func (w *stallWatch) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 
-// progressWriter reports each completed write to its watch.
+// progressWriter is a member's answer: each completed write is progress
+// for its watch, and once the coordinator reads the answer (turn) each
+// write is bounded by limit.
 type progressWriter struct {
 	w     io.Writer
 	watch *stallWatch
+	turn  *readerTurn
 }
 
 func (p progressWriter) Write(b []byte) (int, error) {
+	p.turn.bound()
 	n, err := p.w.Write(b)
 	if n > 0 {
 		p.watch.progress()
 	}
+	if err != nil && isTimeout(err) {
+		err = fmt.Errorf("%w for %v: the coordinator: %w", errReaderStalled, p.turn.limit, err)
+	}
 	return n, err
+}
+
+// readerTurn bounds each write to a reader by limit from the moment begin
+// is called, when a watch of the reader's heartbeats no longer can.
+type readerTurn struct {
+	rc    *http.ResponseController
+	limit time.Duration
+	begun atomic.Bool
+}
+
+// begin bounds the write in progress, if any, and every later one.
+func (t *readerTurn) begin() {
+	t.begun.Store(true)
+	t.bound()
+}
+
+// bound sets the connection's write deadline to limit from now, once the
+// turn has begun.
+func (t *readerTurn) bound() {
+	if t.begun.Load() {
+		_ = t.rc.SetWriteDeadline(time.Now().Add(t.limit))
+	}
 }
 
 // deadlineWriter bounds each write to a client by limit (and by the
@@ -119,8 +154,9 @@ func (d deadlineWriter) Write(b []byte) (int, error) {
 var errClientWrite = errors.New("writing to the client")
 
 // heartbeat sends one byte to every member's request body at a steady
-// pace while the coordinator works on its own part: a member counts it as
-// progress (watchStall). A stopped coordinator (SIGSTOP) sends none.
+// pace until the coordinator reads the member's answer (the body has
+// ended then): a member counts it as progress (watchStall). A stopped
+// coordinator (SIGSTOP) sends none.
 type heartbeat struct {
 	mu     sync.Mutex
 	bodies []*memberBody
@@ -147,5 +183,15 @@ func (h *heartbeat) run(period time.Duration, done <-chan struct{}) {
 			}
 			h.mu.Unlock()
 		}
+	}
+}
+
+// markOwnPartRead tells every member that the coordinator has read its
+// own part.
+func (h *heartbeat) markOwnPartRead() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.bodies {
+		b.send([]byte{ownPartRead})
 	}
 }

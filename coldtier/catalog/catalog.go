@@ -21,7 +21,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	icat "github.com/apache/iceberg-go/catalog"
-	_ "github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
+	"github.com/apache/iceberg-go/catalog/rest" // registers the "rest" catalog type
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/io/gocloud/blobfs"
@@ -210,11 +210,20 @@ func open(ctx context.Context, l Location, props iceberg.Properties) (icat.Catal
 		return nil, fmt.Errorf("coldtier: catalog type %q: want sql or rest", l.Catalog.Type)
 	}
 	cat, err := icat.Load(ctx, l.Catalog.Name, props)
+	if err != nil && (errors.Is(err, rest.ErrUnauthorized) || errors.Is(err, rest.ErrOAuthError)) {
+		// iceberg-go's text is the server's ("NotAuthorizedException: ...",
+		// or the token endpoint's "invalid_client: ..."): say what it means.
+		return nil, fmt.Errorf("coldtier: open %s catalog %s: %w (catalog.token or catalog.credential): %w", l.Catalog.Type, l.Catalog.URI, ErrUnauthorized, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: open %s catalog %s: %w", l.Catalog.Type, l.Catalog.URI, err)
 	}
 	return cat, nil
 }
+
+// ErrUnauthorized: the catalog refused the credentials it was opened with
+// (or asked for some and got none).
+var ErrUnauthorized = errors.New("unauthorized")
 
 // reporting is a catalog whose commit reporter Open registered; Close
 // closes the catalog and removes the registration.
