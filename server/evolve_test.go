@@ -223,6 +223,7 @@ tables:
     max_columns: 20
     compact:
       interval: 1h
+      remove: true
       iceberg:
         warehouse: %s
         catalog: {uri: %q}

@@ -358,12 +358,17 @@ func TestKafkaLargeMessages(t *testing.T) {
 	broker(t)
 	const users = 10
 	topic := uniqueName("large")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ProducerBatchMaxBytes(16<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// The 10 MiB batch can take the broker longer than a produce request's
+	// default bound (10 s) on a loaded machine, and a timed-out request is
+	// retried: the test failed twice under the suite's load with its
+	// produce at the context's end, and passes alone in ~30 s.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ProducerBatchMaxBytes(16<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	big := "16777216"
 	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &big}, topic); err != nil || resp.Err != nil {
