@@ -208,6 +208,11 @@ func TestAuthRolesAndTables(t *testing.T) {
 	want("reader queries other", 403, code, body, "query", `\"other\"`)
 	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/rows", tok.reader, strings.NewReader(row))
 	want("reader ingests", 403, code, body, "ingest")
+	// A replay stores rows in the table: the table's ingest permission.
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/replay", tok.reader, nil)
+	want("reader replays events", 403, code, body, "ingest", `\"events\"`)
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/other/replay", tok.loader, nil)
+	want("loader replays other", 403, code, body, "ingest", `\"other\"`)
 	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/orphans?older_than=0s", tok.reader, nil)
 	want("reader deletes orphans", 403, code, body, "admin")
 	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/leases", tok.ops, nil)
