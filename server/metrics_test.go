@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/luajit"
@@ -70,8 +71,9 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 		t.Errorf("Content-Type %q is not the text format (%s)", resp.Header.Get("Content-Type"), f)
 	}
 	// The parser fails on a malformed line, a bad escape, a sample of a
-	// family whose TYPE came after it, and a second HELP or TYPE of a name.
-	var parser expfmt.TextParser
+	// family whose TYPE came after it, a second HELP or TYPE of a name, and
+	// (legacy validation) a name outside Prometheus's classic character set.
+	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("/metrics does not parse as the Prometheus text format: %v", err)
