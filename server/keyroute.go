@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
@@ -509,28 +506,11 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 	if rt.connErr != nil {
 		return rt.connErr
 	}
-	connOpts, err := rt.conn.ClientOpts()
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(append(connOpts, kgo.SeedBrokers(rt.brokers...), kgo.ClientID("sluice-routing"))...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	meta, err := kadm.NewClient(cl).Metadata(mctx, rt.topics...)
+	counts, err := stream.PartitionCounts(mctx, rt.conn, rt.brokers, rt.topics)
 	if err != nil {
 		return err
-	}
-	counts := map[string]int32{}
-	for _, topic := range rt.topics {
-		d, ok := meta.Topics[topic]
-		if !ok || d.Err != nil || len(d.Partitions) == 0 {
-			return fmt.Errorf("topic %s: no partitions (%v)", topic, d.Err)
-		}
-		counts[topic] = int32(len(d.Partitions))
 	}
 	var stored []topicPartition
 	for topic, n := range counts {
