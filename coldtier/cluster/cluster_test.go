@@ -36,6 +36,7 @@ import (
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testregistry"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -49,6 +50,9 @@ var (
 	s3Err  error
 	python string
 	pyErr  error
+	// apicurio is the package's Schema Registry, started by the first
+	// test that asks for it.
+	apicurio testregistry.SharedApicurio
 )
 
 func TestMain(m *testing.M) {
@@ -62,6 +66,7 @@ func TestMain(m *testing.M) {
 	s3, s3Err = coldtest.StartS3(dir)
 	python, pyErr = readersPython()
 	code := testkafka.Main(m, partitions)
+	apicurio.Close()
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -89,6 +89,10 @@ type ProduceOptions struct {
 	Registry           string
 	Username, Password string
 	Token              string
+	// KeyField, when set, keys each message by that field of its record
+	// (a dict), as a producer keys by the table's hashBy column, so that
+	// the messages spread over a topic's partitions by key.
+	KeyField string
 }
 
 // Produce serializes and produces batches in order with Confluent's
