@@ -89,7 +89,9 @@ func evoValues(id int) []any {
 	f := float64(id) + 0.5 // exact in a float
 	if v >= 3 {
 		n, attr = int64(1)<<40+int64(id), int64(1)<<33+int64(id)
-		f, _ = strconv.ParseFloat(fmt.Sprintf("%d.1", id), 64) // the Python literal's double
+		// More digits than a float holds (its shortest form is 600.12347):
+		// the Python literal's double.
+		f, _ = strconv.ParseFloat(fmt.Sprintf("%d.123456789", id), 64)
 	}
 	var gone, note any
 	if v < 4 {
