@@ -6,7 +6,8 @@
 // their old store, one wiped and rejoining; then pyiceberg and DuckDB's
 // iceberg_scan count every id exactly once (docs/cold-tier.md, "Each row
 // once across nodes"). faults_test.go adds a broker restart and two tables
-// fed by one topic.
+// fed by one topic; evolution_test.go an Avro topic whose schema changes
+// in a real Schema Registry while it is consumed.
 package cluster
 
 import (
