@@ -496,7 +496,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[1].start(t)
-	t.Logf("node-1 killed with SIGKILL during v2 and restarted %.1f s later", time.Since(killedAt).Seconds())
+	t.Logf("node-1 killed with SIGKILL once v2's first rows were stored, restarted %.1f s later", time.Since(killedAt).Seconds())
 	if err := produceVersion(4); err != nil {
 		t.Fatal(err)
 	}
