@@ -21,15 +21,18 @@ import (
 
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testregistry"
 	"github.com/sluicedb/sluice/table"
 )
 
-// One Kafka broker (4 partitions a topic), one in-process NATS server and
-// one sluice binary per package run.
+// One Kafka broker (4 partitions a topic), one in-process NATS server,
+// one sluice binary and, once a test asks for it, one Apicurio Registry per
+// package run.
 var (
 	natsURL   string
 	sluiceBin string
 	buildErr  error
+	apicurio  testregistry.SharedApicurio
 )
 
 func TestMain(m *testing.M) {
@@ -42,6 +45,7 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	defer os.RemoveAll(tmp)
+	defer apicurio.Close()
 	// The sluice binary the fault tests kill.
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..")

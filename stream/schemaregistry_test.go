@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -198,7 +199,8 @@ func startRegistry(t *testing.T, o testregistry.Options) *testregistry.Registry 
 }
 
 // TestKafkaAvroFromRegistry: Avro messages written by Confluent's
-// serializer, two schema versions (the second adds a field) and corrupt
+// serializer through Apicurio Registry (a real registry server), two
+// schema versions (the second adds a field) and corrupt
 // messages (a bad magic byte, an unknown schema id, a truncated body):
 // every value of every good message is read back by the query with its
 // documented type, the added field becomes a column without a restart,
@@ -206,12 +208,12 @@ func startRegistry(t *testing.T, o testregistry.Options) *testregistry.Registry 
 func TestKafkaAvroFromRegistry(t *testing.T) {
 	broker(t)
 	py := testregistry.RequirePython(t)
-	reg := startRegistry(t, testregistry.Options{Token: "reg-token-for-tests"})
+	reg := apicurio.Require(t)
 	topic := uniqueName("avro")
 	createTopic(t, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL, Token: "reg-token-for-tests"}
+	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}
 	v1 := testregistry.Batch{Format: "avro", Schema: avroV1}
 	for id := range 4 {
 		v1.Records = append(v1.Records, avroRecord(id, ""))
@@ -219,12 +221,17 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 	if err := testregistry.Produce(ctx, py, po, v1); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SLUICE_TEST_REGISTRY_TOKEN", "reg-token-for-tests")
-	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"))
+	id1, err := reg.SchemaID(ctx, topic+"-value", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := reg.LogSize()
+	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ""), filepath.Join(t.TempDir(), "node"))
 	waitRows(t, nd, "events", 4, time.Minute)
 
 	// A second version adds note while the node runs; then corrupt
-	// messages: framing, an id the registry never gave, a body cut short.
+	// messages: framing, an id the registry never gave, a body of v1 cut
+	// short.
 	v2 := testregistry.Batch{Format: "avro", Schema: avroV2}
 	for id := 4; id < 6; id++ {
 		v2.Records = append(v2.Records, avroRecord(id, fmt.Sprintf("note %d", id)))
@@ -232,9 +239,13 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 	corrupt := testregistry.Batch{Raw: [][]byte{
 		{1, 0, 0, 0, 1, 2},
 		{0, 0, 0, 0x27, 0x0f, 2, 4},
-		{0, 0, 0, 0, 1, 2},
+		append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id1)), 2),
 	}}
 	if err := testregistry.Produce(ctx, py, po, v2, corrupt); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := reg.SchemaID(ctx, topic+"-value", 2)
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitRows(t, nd, "events", 6, time.Minute)
@@ -275,8 +286,8 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 			t.Errorf("dead letters' reasons %q: want one containing %q", reasons, want)
 		}
 	}
-	if n := reg.Lookups(1) + reg.Lookups(2); n != 2 {
-		t.Errorf("the registry was asked for schemas 1 and 2 %d times, want 2 (cached by id)", n)
+	if n := reg.Requests(mark, fmt.Sprintf("/schemas/ids/%d", id1)) + reg.Requests(mark, fmt.Sprintf("/schemas/ids/%d", id2)); n != 2 {
+		t.Errorf("the registry was asked for schemas %d and %d %d times, want 2 (cached by id)", id1, id2, n)
 	}
 }
 
@@ -348,11 +359,12 @@ func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
 
 // TestKafkaRegistryDownPauses: while the registry answers 503 nothing is
 // stored and nothing is a dead letter; /readyz and the log name the
-// registry; once it is back every message is stored.
+// registry; once it is back every message is stored. The registry is the
+// Go one (its down switch), with a bearer token read from the environment.
 func TestKafkaRegistryDownPauses(t *testing.T) {
 	broker(t)
 	py := testregistry.RequirePython(t)
-	reg := startRegistry(t, testregistry.Options{})
+	reg := startRegistry(t, testregistry.Options{Token: "reg-token-for-tests"})
 	topic := uniqueName("regdown")
 	createTopic(t, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -361,11 +373,13 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 	for id := range 20 {
 		b.Records = append(b.Records, avroRecord(id%10, ""))
 	}
-	if err := testregistry.Produce(ctx, py, testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}, b); err != nil {
+	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL, Token: "reg-token-for-tests"}
+	if err := testregistry.Produce(ctx, py, po, b); err != nil {
 		t.Fatal(err)
 	}
 	reg.SetDown(true)
-	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ""), filepath.Join(t.TempDir(), "node"))
+	t.Setenv("SLUICE_TEST_REGISTRY_TOKEN", "reg-token-for-tests")
+	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"))
 	waitNotReady(t, nd, "schema registry unavailable", time.Minute)
 	if n := countRows(nd, "events"); n > 0 {
 		t.Fatalf("%d rows stored while the registry was down", n)
@@ -410,13 +424,13 @@ message Order {
 `
 
 // TestKafkaProtobufFromRegistry: Protobuf messages by Confluent's
-// serializer (message indexes, the schema registered as a descriptor):
+// serializer through Apicurio Registry (message indexes, the schema registered as a descriptor):
 // every field's value is read back with its documented type; a message
 // whose indexes name no message type is a dead letter.
 func TestKafkaProtobufFromRegistry(t *testing.T) {
 	broker(t)
 	py := testregistry.RequirePython(t)
-	reg := startRegistry(t, testregistry.Options{})
+	reg := apicurio.Require(t)
 	topic := uniqueName("protobuf")
 	createTopic(t, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -432,9 +446,17 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
  addr=Order.Addr(city="Zürich", zip=8000, since=Timestamp(seconds=1577934245)), tags=["a", "b%d"], attrs={"k": %d})`,
 			id, id, t0.Unix()+int64(id), id, uint64(1)<<62+uint64(id), id, map[bool]string{true: "True", false: "False"}[id%2 == 0], opt, wrapped, id, 1<<40+id))
 	}
-	// A frame of schema 1 whose message indexes [5] name no message.
-	corrupt := testregistry.Batch{Raw: [][]byte{{0, 0, 0, 0, 1, 2, 10, 8, 1}}}
-	if err := testregistry.Produce(ctx, py, testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}, b, corrupt); err != nil {
+	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}
+	if err := testregistry.Produce(ctx, py, po, b); err != nil {
+		t.Fatal(err)
+	}
+	// A frame of the schema whose message indexes [5] name no message.
+	id, err := reg.SchemaID(ctx, topic+"-value", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), 2, 10, 8, 1)
+	if err := testregistry.Produce(ctx, py, po, testregistry.Batch{Raw: [][]byte{frame}}); err != nil {
 		t.Fatal(err)
 	}
 	nd := startNode(t, registryConfig(topic, "protobuf", reg.URL, ""), filepath.Join(t.TempDir(), "node"))

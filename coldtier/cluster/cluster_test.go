@@ -6,7 +6,8 @@
 // their old store, one wiped and rejoining; then pyiceberg and DuckDB's
 // iceberg_scan count every id exactly once (docs/cold-tier.md, "Each row
 // once across nodes"). faults_test.go adds a broker restart and two tables
-// fed by one topic.
+// fed by one topic; evolution_test.go an Avro topic whose schema changes
+// in a real Schema Registry while it is consumed.
 package cluster
 
 import (
@@ -36,6 +37,7 @@ import (
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testregistry"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -49,6 +51,9 @@ var (
 	s3Err  error
 	python string
 	pyErr  error
+	// apicurio is the package's Schema Registry, started by the first
+	// test that asks for it.
+	apicurio testregistry.SharedApicurio
 )
 
 func TestMain(m *testing.M) {
@@ -62,6 +67,7 @@ func TestMain(m *testing.M) {
 	s3, s3Err = coldtest.StartS3(dir)
 	python, pyErr = readersPython()
 	code := testkafka.Main(m, partitions)
+	apicurio.Close()
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -300,14 +300,7 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 				trinoReady <- trinoStart{err: err}
 				return
 			}
-			tr, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": fmt.Sprintf(`connector.name=iceberg
-iceberg.catalog.type=rest
-iceberg.rest-catalog.uri=%s
-fs.native-s3.enabled=true
-s3.endpoint=%s
-s3.path-style-access=true
-s3.region=%s
-`, rest.URI, s3.Endpoint, coldtest.Region)})
+			tr, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": trinoRESTCatalog(rest.URI)})
 			trinoReady <- trinoStart{tr, err}
 		}()
 	}
@@ -598,23 +591,7 @@ const countSQL = "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, 
 // (Iceberg's SparkCatalog, S3FileIO), configured as docs/cold-tier.md's
 // REST block says.
 func sparkCount(spark *coldtest.Spark, dir, restURI string) (counts, error) {
-	conf := fmt.Sprintf(`spark.sql.extensions                          org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
-spark.sql.catalog.sluice                      org.apache.iceberg.spark.SparkCatalog
-spark.sql.catalog.sluice.type                 rest
-spark.sql.catalog.sluice.uri                  %s
-spark.sql.catalog.sluice.io-impl              org.apache.iceberg.aws.s3.S3FileIO
-spark.sql.catalog.sluice.s3.endpoint          %s
-spark.sql.catalog.sluice.s3.path-style-access true
-spark.sql.catalog.sluice.client.region        %s
-`, restURI, s3.Endpoint, coldtest.Region)
-	path := filepath.Join(dir, "spark-defaults.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return counts{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := spark.Run(ctx, filepath.Join("..", "e2e", "testdata", "SparkQuery.java"), path,
-		fmt.Sprintf(countSQL, "sluice.sluice.events"))
+	out, err := sparkSQL(spark, dir, restURI, fmt.Sprintf(countSQL, "sluice.sluice.events"))
 	if err != nil {
 		return counts{}, err
 	}
@@ -632,6 +609,42 @@ spark.sql.catalog.sluice.client.region        %s
 		return countsOf(res.Rows[0].N, res.Rows[0].D, res.Rows[0].Lo, res.Rows[0].Hi), nil
 	}
 	return counts{}, fmt.Errorf("spark printed no result: %.2000s", out)
+}
+
+// sparkSQL runs statements in one Spark JVM with the catalog sluice on the
+// REST catalog at restURI (Iceberg's SparkCatalog, S3FileIO), configured
+// as docs/cold-tier.md's REST block says, and returns its output
+// (testdata/SparkQuery.java's SPARKQ lines).
+func sparkSQL(spark *coldtest.Spark, dir, restURI string, statements ...string) ([]byte, error) {
+	conf := fmt.Sprintf(`spark.sql.extensions                          org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
+spark.sql.catalog.sluice                      org.apache.iceberg.spark.SparkCatalog
+spark.sql.catalog.sluice.type                 rest
+spark.sql.catalog.sluice.uri                  %s
+spark.sql.catalog.sluice.io-impl              org.apache.iceberg.aws.s3.S3FileIO
+spark.sql.catalog.sluice.s3.endpoint          %s
+spark.sql.catalog.sluice.s3.path-style-access true
+spark.sql.catalog.sluice.client.region        %s
+`, restURI, s3.Endpoint, coldtest.Region)
+	path := filepath.Join(dir, "spark-defaults.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return spark.Run(ctx, filepath.Join("..", "e2e", "testdata", "SparkQuery.java"), append([]string{path}, statements...)...)
+}
+
+// trinoRESTCatalog is the properties of a Trino catalog (Trino's Iceberg
+// connector) on the REST catalog at restURI and the test's S3 server.
+func trinoRESTCatalog(restURI string) string {
+	return fmt.Sprintf(`connector.name=iceberg
+iceberg.catalog.type=rest
+iceberg.rest-catalog.uri=%s
+fs.native-s3.enabled=true
+s3.endpoint=%s
+s3.path-style-access=true
+s3.region=%s
+`, restURI, s3.Endpoint, coldtest.Region)
 }
 
 // trinoCount counts the table's ids with Trino's Iceberg connector on the

@@ -19,13 +19,18 @@ var errNoClients = errors.New("the schema registry clients are not installed (sc
 //go:embed produce.py
 var produceScript string
 
-// ClientsDir is where scripts/install-schema-registry installs (the same
+// ClientsDir is where scripts/install-schema-registry installs the
+// serializers.
+func ClientsDir() string {
+	return filepath.Join(cacheDir(), "schema-registry-clients-2.16.1")
+}
+
+// cacheDir is where scripts/install-schema-registry installs (the same
 // rule as the script: $SLUICE_CACHE_DIR, else $XDG_CACHE_HOME/sluice,
 // else ~/.cache/sluice).
-func ClientsDir() string {
-	const name = "schema-registry-clients-2.16.1"
+func cacheDir() string {
 	if d := os.Getenv("SLUICE_CACHE_DIR"); d != "" {
-		return filepath.Join(d, name)
+		return d
 	}
 	base := os.Getenv("XDG_CACHE_HOME")
 	if base == "" {
@@ -35,7 +40,7 @@ func ClientsDir() string {
 		}
 		base = filepath.Join(home, ".cache")
 	}
-	return filepath.Join(base, "sluice", name)
+	return filepath.Join(base, "sluice")
 }
 
 // Python returns the Python that has the serializers. It never installs
@@ -84,6 +89,10 @@ type ProduceOptions struct {
 	Registry           string
 	Username, Password string
 	Token              string
+	// KeyField, when set, keys each message by that field of its record
+	// (a dict), as a producer keys by the table's hashBy column, so that
+	// the messages spread over a topic's partitions by key.
+	KeyField string
 }
 
 // Produce serializes and produces batches in order with Confluent's

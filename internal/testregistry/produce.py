@@ -66,7 +66,9 @@ for b in spec["batches"]:
     else:
         sys.exit("unknown format " + b["format"])
     for expr in b["records"]:
-        producer.produce(topic, ser(eval(expr, scope), ctx), on_delivery=delivered)
+        value = eval(expr, scope)
+        key = str(value[o["KeyField"]]).encode() if o.get("KeyField") else None
+        producer.produce(topic, ser(value, ctx), key=key, on_delivery=delivered)
 if producer.flush(60) != 0:
     sys.exit("messages not delivered within 60 s")
 if errors:

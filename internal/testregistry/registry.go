@@ -1,17 +1,20 @@
-// Package testregistry is a Schema Registry for tests and benchmarks: the
-// part of Confluent's REST API that producers' serializers and consumers'
-// deserializers use (register a schema under a subject, look one up by id
-// or version), served on a 127.0.0.1 port it picks, with optional basic or
-// bearer auth and a switch that makes it answer 503 as a registry that is
-// down does. Produce runs Confluent's Python serializers
-// (scripts/install-schema-registry) against it, so that the messages a
-// test reads are the wire format production producers write.
+// Package testregistry is the Schema Registry side of the tests and
+// benchmarks. StartApicurio and SharedApicurio run Apicurio Registry, a
+// real registry server, on 127.0.0.1 ports they pick; Produce runs
+// Confluent's Python serializers against a registry (both installed by
+// scripts/install-schema-registry), so that the messages a test reads are
+// the wire format production producers write.
 //
-// No Confluent-compatible registry server installs on these machines (see
-// scripts/install-schema-registry); this one keeps the API's semantics
-// that matter to a consumer: ids are global and stable, the same schema
-// registered again keeps its id, an unknown id is 404 with error code
-// 40403.
+// Start serves a registry in Go: the part of Confluent's REST API that
+// producers' serializers and consumers' deserializers use (register a
+// schema under a subject, look one up by id or version), with optional
+// basic or bearer auth and a switch that makes it answer 503 as a
+// registry that is down does. Tests use it for what Apicurio cannot be
+// made to do in a test (be down on demand, check credentials without an
+// identity server) and where a test must count or hold lookups. It keeps
+// the API's semantics that matter to a consumer: ids are global and
+// stable, the same schema registered again keeps its id, an unknown id is
+// 404 with error code 40403.
 package testregistry
 
 import (
