@@ -21,7 +21,8 @@ type Cluster struct {
 	// Scheme of the URLs made from DNS: http (default) or https.
 	Scheme string `yaml:"scheme"`
 	// NodeTimeout bounds the wait for each node's answer to start and every
-	// wait for more of it. Default 10s.
+	// wait for more of it. Zero means package cluster's DefaultNodeTimeout
+	// (10s): the one default, which a zero Fanout takes too.
 	NodeTimeout time.Duration `yaml:"node_timeout"`
 	// SecretFile holds the secret every member signs its requests to the
 	// others with (relative to the config's directory); without it the
@@ -42,9 +43,6 @@ type Cluster struct {
 // SecretEnv is the environment variable of the cluster secret when
 // cluster.secret_file is not set.
 const SecretEnv = "SLUICE_CLUSTER_SECRET"
-
-// DefaultNodeTimeout is cluster.node_timeout's default.
-const DefaultNodeTimeout = 10 * time.Second
 
 // DefaultReaderTimeout is cluster.reader_timeout's default: well above a
 // node timeout (a coordinator waits that long for its members and its own

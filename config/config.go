@@ -377,9 +377,6 @@ func (c *Config) setDefaults() {
 	if l.IdempotencyMaxKeys == 0 {
 		l.IdempotencyMaxKeys = DefaultIdempotencyMaxKeys
 	}
-	if c.Cluster.NodeTimeout == 0 {
-		c.Cluster.NodeTimeout = DefaultNodeTimeout
-	}
 	for i := range c.Tables {
 		t := &c.Tables[i]
 		if t.OnBadLine == "" {
