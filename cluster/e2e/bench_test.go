@@ -3,10 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,14 +95,7 @@ func BenchmarkKeyQuery(b *testing.B) {
 func nodesCPU(nodes []*node) float64 {
 	total := 0.0
 	for _, n := range nodes {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (ut + st) / 100 // USER_HZ
+		total += n.CPUSeconds()
 	}
 	return total
 }

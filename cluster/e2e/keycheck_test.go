@@ -42,7 +42,7 @@ func waitReports(t *testing.T, nodes []*node) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: no ready report within 90s: %s", n.name, tail(n.logPath))
+				t.Fatalf("%s: no ready report within 90s: %s", n.Name, n.Tail())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -61,28 +61,28 @@ func checkRoutingOff(t *testing.T, nodes []*node, want string) {
 		}
 		off++
 		if !strings.Contains(th.Off, want) {
-			t.Errorf("%s: routing off for %q, want it to say %q", n.name, th.Off, want)
+			t.Errorf("%s: routing off for %q, want it to say %q", n.Name, th.Off, want)
 		}
-		resp, err := http.Get(n.url + "/readyz")
+		resp, err := http.Get(n.URL + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `key routing off (key queries ask every node): table "events"`) {
-			t.Errorf("%s: /readyz %d %q, want 200 naming the table's routing", n.name, resp.StatusCode, body)
+			t.Errorf("%s: /readyz %d %q, want 200 naming the table's routing", n.Name, resp.StatusCode, body)
 		}
-		resp, err = http.Get(n.url + "/metrics")
+		resp, err = http.Get(n.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if !strings.Contains(string(body), `sluice_key_routing_off{table="events"} 1`) {
-			t.Errorf("%s: /metrics lacks sluice_key_routing_off 1", n.name)
+			t.Errorf("%s: /metrics lacks sluice_key_routing_off 1", n.Name)
 		}
-		if log := tail(n.logPath); !strings.Contains(log, `"level":"ERROR"`) || !strings.Contains(log, "key routing is off") {
-			t.Errorf("%s: no ERROR saying routing is off in the log:\n%s", n.name, log)
+		if log := n.Tail(); !strings.Contains(log, `"level":"ERROR"`) || !strings.Contains(log, "key routing is off") {
+			t.Errorf("%s: no ERROR saying routing is off in the log:\n%s", n.Name, log)
 		}
 	}
 	if off == 0 {
@@ -161,10 +161,10 @@ func TestKeyQueryGrownTopic(t *testing.T) {
 		t.Fatalf("grow the topic: %v", err)
 	}
 	for _, n := range nodes {
-		n.kill()
+		n.Kill()
 	}
 	for _, n := range nodes {
-		n.start(t)
+		n.Start(t)
 	}
 	waitReports(t, nodes)
 	// A new producer sees 6 partitions: new keys go by murmur2 over 6.

@@ -14,15 +14,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,15 +28,14 @@ import (
 
 	"github.com/sluicedb/sluice/cluster"
 	_ "github.com/sluicedb/sluice/coldtier" // the cold tier of the server children
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/server"
 )
 
 const (
-	childEnv   = "SLUICE_KEYROUTE_SERVER_CONFIG"
 	partitions = 6
 	users      = 30
 )
@@ -50,9 +46,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if path := os.Getenv(childEnv); path != "" {
-		os.Exit(serve(path))
-	}
+	testnode.Child()
 	dir, err := os.MkdirTemp("", "keyroute-")
 	if err != nil {
 		panic(err)
@@ -66,81 +60,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serve is the child: a server on the config at path, until SIGTERM.
-func serve(path string) int {
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	s, err := server.New(ctx, cfg, server.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer s.Close()
-	if err := s.ListenAndServe(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	return 0
-}
-
-type node struct {
-	name, cfg, url, logPath string
-	cmd                     *exec.Cmd
-	done                    chan struct{}
-}
-
-func (n *node) start(t testing.TB) {
-	t.Helper()
-	log, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+n.cfg)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n.cmd, n.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); log.Close(); close(done) }(n.done)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(n.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case <-n.done:
-			t.Fatalf("%s exited at start: %s", n.name, tail(n.logPath))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not listen: %s", n.name, tail(n.logPath))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (n *node) kill() {
-	if n.cmd != nil && n.cmd.Process != nil {
-		n.cmd.Process.Signal(syscall.SIGKILL)
-		<-n.done
-	}
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
-}
+// node is one server child: testnode.Node starts it (and again on its
+// store after a kill), kills it with SIGKILL and tails its log.
+type node = testnode.Node
 
 // startNodes makes and starts n nodes consuming topic in group, each
 // listing all as members; extra is YAML of more tables, compact the events
@@ -154,13 +76,13 @@ func startNodes(t testing.TB, n int, broker, topic, group, extra string, compact
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = &node{name: fmt.Sprintf("node%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		members = append(members, strconv.Quote(nodes[i].url))
+		nodes[i] = &node{Name: fmt.Sprintf("node%d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		members = append(members, strconv.Quote(nodes[i].URL))
 	}
 	for i, nd := range nodes {
-		nd.cfg = filepath.Join(dir, nd.name+".yaml")
-		nd.logPath = filepath.Join(dir, nd.name+".log")
-		port := strings.TrimPrefix(nd.url, "http://127.0.0.1:")
+		nd.Config = filepath.Join(dir, nd.Name+".yaml")
+		nd.Log = filepath.Join(dir, nd.Name+".log")
+		port := strings.TrimPrefix(nd.URL, "http://127.0.0.1:")
 		cfg := fmt.Sprintf(`
 storage: {dir: %q}
 listen: {http: "127.0.0.1:%s"}
@@ -180,15 +102,15 @@ tables:
           group: %s
           session_timeout: 6s
           key_partitioned: true
-%s%s`, filepath.Join(dir, nd.name), port, strings.Join(members, ", "), broker, topic, group, compactOf(compact, nd.name), extra)
-		if err := os.WriteFile(nd.cfg, []byte(cfg), 0o644); err != nil {
+%s%s`, filepath.Join(dir, nd.Name), port, strings.Join(members, ", "), broker, topic, group, compactOf(compact, nd.Name), extra)
+		if err := os.WriteFile(nd.Config, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		_ = i
 	}
 	for _, nd := range nodes {
-		nd.start(t)
-		t.Cleanup(nd.kill)
+		nd.Start(t)
+		t.Cleanup(nd.Kill)
 	}
 	return nodes
 }
@@ -230,7 +152,7 @@ func queryTable(c *node, table, u string) answer {
 	if u != "" {
 		q.Set("hash", u)
 	}
-	resp, err := http.Get(c.url + "/v1/tables/" + table + "/query?" + q.Encode())
+	resp, err := http.Get(c.URL + "/v1/tables/" + table + "/query?" + q.Encode())
 	if err != nil {
 		return answer{err: err}
 	}
@@ -270,7 +192,7 @@ func queryTable(c *node, table, u string) answer {
 
 // report is a node's routing report of events.
 func report(n *node) (cluster.TableHoldings, bool) {
-	resp, err := http.Get(n.url + "/v1/cluster")
+	resp, err := http.Get(n.URL + "/v1/cluster")
 	if err != nil {
 		return cluster.TableHoldings{}, false
 	}
@@ -332,16 +254,16 @@ func checkKeys(t *testing.T, nodes []*node, all answer, subset bool, asked func(
 			u := user(i)
 			a := query(c, u)
 			if a.err != nil {
-				t.Fatalf("%s, user %s: %v", c.name, u, a.err)
+				t.Fatalf("%s, user %s: %v", c.Name, u, a.err)
 			}
 			if fmt.Sprint(a.ids) != fmt.Sprint(want[u]) {
-				t.Fatalf("%s, user %s: ids %v, the all-nodes query's %v (asked %v)", c.name, u, a.ids, want[u], a.asked)
+				t.Fatalf("%s, user %s: ids %v, the all-nodes query's %v (asked %v)", c.Name, u, a.ids, want[u], a.asked)
 			}
 			if asked != nil {
 				w := asked(c, u)
 				if subset && slices.ContainsFunc(a.asked, func(m string) bool { return !slices.Contains(w, m) }) ||
 					!subset && !slices.Equal(sorted(a.asked), sorted(w)) {
-					t.Fatalf("%s (%s), user %s: asked %v, want %v", c.name, c.url, u, a.asked, w)
+					t.Fatalf("%s (%s), user %s: asked %v, want %v", c.Name, c.URL, u, a.asked, w)
 				}
 			}
 			if len(a.asked) < len(nodes)-1 {
@@ -412,7 +334,7 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 	}
 	nodes := startNodes(t, 3, broker.Addr, topic, group, "", compactSection...)
 	// Rows posted to a node would be where key queries do not look.
-	resp, err := http.Post(nodes[0].url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"id":-1,"user":"u1","ts":"2026-11-26T10:00:00Z"}`+"\n"))
+	resp, err := http.Post(nodes[0].URL+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"id":-1,"user":"u1","ts":"2026-11-26T10:00:00Z"}`+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +359,7 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 		if o == c {
 			return nil
 		}
-		return []string{o.url}
+		return []string{o.URL}
 	})
 	t.Logf("settled: %d of %d key queries asked fewer nodes than all", fewer, 3*users)
 
@@ -464,7 +386,7 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 				ok.Add(1)
 				for id := range stored[u] {
 					if a.ids[id] == 0 {
-						t.Errorf("%s, user %s: id %d missing (asked %v)", c.name, u, id, a.asked)
+						t.Errorf("%s, user %s: id %d missing (asked %v)", c.Name, u, id, a.asked)
 					}
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -473,14 +395,14 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 	}
 	produce(t, producer, topic, 600, 900)
 	time.Sleep(500 * time.Millisecond)
-	nodes[2].kill()
+	nodes[2].Kill()
 	produce(t, producer, topic, 900, 1200)
 	// The session times out: node2's partitions move to the others, which
 	// store rows of them (after waiting out node2's lease) before it is back.
 	settle(t, nodes[:2], topic)
 	produce(t, producer, topic, 1200, 1500)
 	time.Sleep(5 * time.Second)
-	nodes[2].start(t)
+	nodes[2].Start(t)
 	produce(t, producer, topic, 1500, 1800)
 	time.Sleep(8 * time.Second) // node2 rejoins: partitions move again
 	close(stop)
@@ -501,7 +423,7 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 		for _, n := range nodes {
 			th, _ := report(n)
 			for _, p := range th.Holds[topic] {
-				holders[p] = append(holders[p], n.url)
+				holders[p] = append(holders[p], n.URL)
 			}
 		}
 		moved := 0
@@ -534,7 +456,7 @@ func testKeyQueryRouted(t *testing.T, topic, compact string) {
 	fewer = checkKeys(t, nodes, all, true, func(c *node, u string) []string {
 		var want []string
 		for _, h := range holders[cluster.KafkaKeyPartition([]byte(u), partitions)] {
-			if h != c.url {
+			if h != c.URL {
 				want = append(want, h)
 			}
 		}

@@ -38,12 +38,12 @@ func coldNodes(t *testing.T, n int, broker, topic, group string, readerTimeout t
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = &node{name: fmt.Sprintf("node%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		members = append(members, strconv.Quote(nodes[i].url))
+		nodes[i] = &node{Name: fmt.Sprintf("node%d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		members = append(members, strconv.Quote(nodes[i].URL))
 	}
 	for _, nd := range nodes {
-		nd.cfg = filepath.Join(dir, nd.name+".yaml")
-		nd.logPath = filepath.Join(dir, nd.name+".log")
+		nd.Config = filepath.Join(dir, nd.Name+".yaml")
+		nd.Log = filepath.Join(dir, nd.Name+".log")
 		cfg := fmt.Sprintf(`
 storage: {dir: %q}
 listen: {http: %q}
@@ -74,12 +74,12 @@ tables:
         continuous: true
         orphan_interval: -1s
         maintain: {interval: -1s}
-`, filepath.Join(dir, nd.name), strings.TrimPrefix(nd.url, "http://"), strings.Join(members, ", "), readerTimeout,
-			broker, topic, group, warehouse, catalog, nd.name)
-		if err := os.WriteFile(nd.cfg, []byte(cfg), 0o644); err != nil {
+`, filepath.Join(dir, nd.Name), strings.TrimPrefix(nd.URL, "http://"), strings.Join(members, ", "), readerTimeout,
+			broker, topic, group, warehouse, catalog, nd.Name)
+		if err := os.WriteFile(nd.Config, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(nd.kill)
+		t.Cleanup(nd.Kill)
 	}
 	return nodes
 }
@@ -203,12 +203,12 @@ func waitLocal(t *testing.T, n *node, want int) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		ids, err := get(t, n.url+"/v1/tables/events/query?columns=id")
+		ids, err := get(t, n.URL+"/v1/tables/events/query?columns=id")
 		if err == nil && len(ids) == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d ids within 90s (%v)", n.name, len(ids), want, err)
+			t.Fatalf("%s: %d of %d ids within 90s (%v)", n.Name, len(ids), want, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -218,7 +218,7 @@ func waitLocal(t *testing.T, n *node, want int) {
 // by one, as the Trino connector does, into one count.
 func leaseRead(t *testing.T, c *node) map[int64]int {
 	t.Helper()
-	resp, err := http.Post(c.url+"/v1/tables/events/leases", "application/json", strings.NewReader(`{"ttl":"1m"}`))
+	resp, err := http.Post(c.URL+"/v1/tables/events/leases", "application/json", strings.NewReader(`{"ttl":"1m"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,10 +226,10 @@ func leaseRead(t *testing.T, c *node) map[int64]int {
 	err = json.NewDecoder(resp.Body).Decode(&lease)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("open lease on %s: status %d, %v", c.name, resp.StatusCode, err)
+		t.Fatalf("open lease on %s: status %d, %v", c.Name, resp.StatusCode, err)
 	}
 	defer func() {
-		req, _ := http.NewRequest(http.MethodDelete, c.url+"/v1/tables/events/leases/"+lease.ID, nil)
+		req, _ := http.NewRequest(http.MethodDelete, c.URL+"/v1/tables/events/leases/"+lease.ID, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
@@ -238,12 +238,12 @@ func leaseRead(t *testing.T, c *node) map[int64]int {
 	for _, sp := range lease.Splits {
 		base := sp.Node
 		if base == "" {
-			base = c.url
+			base = c.URL
 		}
 		q := url.Values{"tier": {sp.Tier}, "lease": {lease.ID}, "columns": {"id"}}
 		ids, err := get(t, base+"/v1/tables/events/query?"+q.Encode())
 		if err != nil {
-			t.Fatalf("split %s (%s) of a lease on %s: %v", base, sp.Tier, c.name, err)
+			t.Fatalf("split %s (%s) of a lease on %s: %v", base, sp.Tier, c.Name, err)
 		}
 		for id, k := range ids {
 			all[id] += k
@@ -268,9 +268,9 @@ func TestClusterQueryFailoverOverlap(t *testing.T) {
 	nodes := coldNodes(t, 2, broker, topic, group, 30*time.Second)
 	produceRows(t, producer, topic, 0, n, 10)
 
-	nodes[0].start(t)
+	nodes[0].Start(t)
 	waitLocal(t, nodes[0], n)
-	nodes[0].kill()
+	nodes[0].Kill()
 	// The dead node's offset commits are lost: the group's offsets go back
 	// to the start (the broker takes the reset once the group is empty,
 	// after the dead member's session timeout).
@@ -289,46 +289,46 @@ func TestClusterQueryFailoverOverlap(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	nodes[1].start(t)
+	nodes[1].Start(t)
 	waitLocal(t, nodes[1], n)
-	nodes[0].start(t)
+	nodes[0].Start(t)
 	waitLocal(t, nodes[0], n)
 
 	for _, c := range nodes {
-		ids, err := get(t, c.url+"/v1/tables/events/query?cluster=true&columns=id")
+		ids, err := get(t, c.URL+"/v1/tables/events/query?cluster=true&columns=id")
 		if err != nil {
-			t.Fatalf("cluster query from %s: %v", c.name, err)
+			t.Fatalf("cluster query from %s: %v", c.Name, err)
 		}
-		onceEach(t, "cluster query from "+c.name+" before any commit", ids, n)
-		onceEach(t, "a lease's splits from "+c.name+" before any commit", leaseRead(t, c), n)
+		onceEach(t, "cluster query from "+c.Name+" before any commit", ids, n)
+		onceEach(t, "a lease's splits from "+c.Name+" before any commit", leaseRead(t, c), n)
 	}
 	// A selective query: a where clause, a key, a limit.
-	ids, err := get(t, nodes[1].url+"/v1/tables/events/query?cluster=true&columns=id&where=id<100")
+	ids, err := get(t, nodes[1].URL+"/v1/tables/events/query?cluster=true&columns=id&where=id<100")
 	if err != nil {
 		t.Fatal(err)
 	}
 	onceEach(t, "cluster query with where id<100", ids, 100)
-	if ids, err := get(t, nodes[0].url+"/v1/tables/events/query?cluster=true&columns=id&limit=500"); err != nil || len(ids) != 500 || sumOf(ids) != 500 {
+	if ids, err := get(t, nodes[0].URL+"/v1/tables/events/query?cluster=true&columns=id&limit=500"); err != nil || len(ids) != 500 || sumOf(ids) != 500 {
 		t.Fatalf("cluster query with limit 500: %d ids, %d rows, %v", len(ids), sumOf(ids), err)
 	}
 
 	for _, c := range []*node{nodes[1], nodes[0]} {
-		resp, err := http.Post(c.url+"/v1/tables/events/compact", "application/json", nil)
+		resp, err := http.Post(c.URL+"/v1/tables/events/compact", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			t.Fatalf("compact %s: %d %s", c.name, resp.StatusCode, b)
+			t.Fatalf("compact %s: %d %s", c.Name, resp.StatusCode, b)
 		}
 		for _, q := range nodes {
-			ids, err := get(t, q.url+"/v1/tables/events/query?cluster=true&columns=id")
+			ids, err := get(t, q.URL+"/v1/tables/events/query?cluster=true&columns=id")
 			if err != nil {
-				t.Fatalf("cluster query from %s: %v", q.name, err)
+				t.Fatalf("cluster query from %s: %v", q.Name, err)
 			}
-			onceEach(t, fmt.Sprintf("cluster query from %s after %s committed", q.name, c.name), ids, n)
-			onceEach(t, fmt.Sprintf("a lease's splits from %s after %s committed", q.name, c.name), leaseRead(t, q), n)
+			onceEach(t, fmt.Sprintf("cluster query from %s after %s committed", q.Name, c.Name), ids, n)
+			onceEach(t, fmt.Sprintf("a lease's splits from %s after %s committed", q.Name, c.Name), leaseRead(t, q), n)
 		}
 	}
 }
@@ -338,13 +338,13 @@ func TestClusterQueryFailoverOverlap(t *testing.T) {
 // its first writes, every node holding its cold tier.
 func idleQuery(t *testing.T, c *node) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(c.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-	fmt.Fprintf(conn, "GET /v1/tables/events/query?cluster=true HTTP/1.1\r\nHost: %s\r\n\r\n", strings.TrimPrefix(c.url, "http://"))
+	fmt.Fprintf(conn, "GET /v1/tables/events/query?cluster=true HTTP/1.1\r\nHost: %s\r\n\r\n", strings.TrimPrefix(c.URL, "http://"))
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReaderSize(conn, 16).ReadString('\n')
 	if err != nil || !strings.Contains(line, " 200 ") {
@@ -359,12 +359,12 @@ func compactTakes(t *testing.T, m *node, limit time.Duration) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.url+"/v1/tables/events/compact", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.URL+"/v1/tables/events/compact", nil)
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s: compact: %v: its cold tier is still held %v after the query's reader stopped",
-			m.name, err, time.Since(start).Round(time.Millisecond))
+			m.Name, err, time.Since(start).Round(time.Millisecond))
 	}
 	var res struct {
 		Rows int64 `json:"rows"`
@@ -372,7 +372,7 @@ func compactTakes(t *testing.T, m *node, limit time.Duration) time.Duration {
 	json.NewDecoder(resp.Body).Decode(&res)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || res.Rows == 0 {
-		t.Fatalf("%s: compact: status %d, %d rows: want the new rows committed", m.name, resp.StatusCode, res.Rows)
+		t.Fatalf("%s: compact: status %d, %d rows: want the new rows committed", m.Name, resp.StatusCode, res.Rows)
 	}
 	return time.Since(start)
 }
@@ -388,7 +388,7 @@ func TestClusterQueryIdleReader(t *testing.T) {
 	broker, producer, _ := kafkaSetup(t, topic)
 	nodes := coldNodes(t, 2, broker, topic, group, readerTimeout)
 	for _, nd := range nodes {
-		nd.start(t)
+		nd.Start(t)
 	}
 	// 20 MB of rows, ~10 MB a node: more than the sockets between a node
 	// and its reader buffer.
@@ -403,7 +403,7 @@ func TestClusterQueryIdleReader(t *testing.T) {
 		}
 		conn := idleQuery(t, nodes[0])
 		if stop {
-			nodes[0].cmd.Process.Signal(syscall.SIGSTOP)
+			nodes[0].Signal(syscall.SIGSTOP)
 		}
 		produceRows(t, producer, topic, next, next+100, 10)
 		next += 100
@@ -414,7 +414,7 @@ func TestClusterQueryIdleReader(t *testing.T) {
 		}
 		t.Logf("%s: node1's commit waited %v for the hold to end", what, took.Round(time.Millisecond))
 		if stop {
-			nodes[0].cmd.Process.Signal(syscall.SIGCONT)
+			nodes[0].Signal(syscall.SIGCONT)
 		}
 		conn.Close()
 	}
@@ -425,12 +425,12 @@ func waitLocalCluster(t *testing.T, c *node, want int) {
 	t.Helper()
 	deadline := time.Now().Add(120 * time.Second)
 	for {
-		ids, err := get(t, c.url+"/v1/tables/events/query?cluster=true&columns=id")
+		ids, err := get(t, c.URL+"/v1/tables/events/query?cluster=true&columns=id")
 		if err == nil && len(ids) == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d ids within 120s (%v)", c.name, len(ids), want, err)
+			t.Fatalf("%s: %d of %d ids within 120s (%v)", c.Name, len(ids), want, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -20,12 +20,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,15 +30,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	_ "github.com/sluicedb/sluice/coldtier" // the cold tier of the server children
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/internal/testregistry"
-	"github.com/sluicedb/sluice/server"
 )
-
-const childEnv = "SLUICE_CLUSTER_SERVER_CONFIG"
 
 // partitions of the test topic.
 const partitions = 6
@@ -57,9 +51,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if path := os.Getenv(childEnv); path != "" {
-		os.Exit(serve(path))
-	}
+	testnode.Child()
 	dir, err := os.MkdirTemp("", "coldtier-cluster-")
 	if err != nil {
 		panic(err)
@@ -82,78 +74,11 @@ func readersPython() (string, error) {
 	return coldtest.Python()
 }
 
-// serve is the child: a server on the config at path, until SIGTERM.
-func serve(path string) int {
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	s, err := server.New(ctx, cfg, server.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer s.Close()
-	if err := s.ListenAndServe(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	return 0
-}
-
-// node is one server child and what it needs to start again.
+// node is one server child (testnode.Node starts it, again on its store
+// after a kill, kills it with SIGKILL and tails its log) and its directory.
 type node struct {
-	name, dir, cfg, url string
-	cmd                 *exec.Cmd
-	log                 *os.File
-	done                chan struct{}
-}
-
-func (n *node) start(t testing.TB) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+n.cfg)
-	cmd.Stdout, cmd.Stderr = n.log, n.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n.cmd, n.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(n.done)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(n.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case <-n.done:
-			t.Fatalf("%s exited at start: %s", n.name, tail(n.log.Name()))
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not listen: %s", n.name, tail(n.log.Name()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (n *node) kill() {
-	if n.cmd != nil && n.cmd.Process != nil {
-		n.cmd.Process.Signal(syscall.SIGKILL)
-		<-n.done
-	}
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
+	testnode.Node
+	dir string
 }
 
 // tableSpec is one more table of a node's config, fed by the same topic
@@ -170,11 +95,11 @@ func newNode(t testing.TB, dir, name, broker, topic, group, catalog, prefix stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{name: name, dir: filepath.Join(dir, name), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	n := &node{Node: testnode.Node{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}, dir: filepath.Join(dir, name)}
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.cfg = filepath.Join(dir, name+".yaml")
+	n.Config = filepath.Join(dir, name+".yaml")
 	cfg := fmt.Sprintf(`
 storage: {dir: %q}
 listen: {http: "127.0.0.1:%d"}
@@ -211,13 +136,11 @@ tables:
         orphan_interval: -1s
 `, tb.name, filters, broker, topic, tb.group, coldtest.Bucket, prefix, s3.Endpoint, catalog, name)
 	}
-	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(n.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n.log, err = os.Create(filepath.Join(dir, name+".log")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.kill(); n.log.Close() })
+	n.Log = filepath.Join(dir, name+".log")
+	t.Cleanup(n.Kill)
 	return n
 }
 
@@ -252,14 +175,14 @@ func ids(t *testing.T, n *node) (map[int64]bool, error) { return tableIDs(t, n, 
 
 // tableIDs is ids of one table.
 func tableIDs(t *testing.T, n *node, table string) (map[int64]bool, error) {
-	resp, err := http.Get(n.url + "/v1/tables/" + table + "/query?columns=id")
+	resp, err := http.Get(n.URL + "/v1/tables/" + table + "/query?columns=id")
 	if err != nil {
 		return nil, err // the node may be down (killed)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: query: %s: %s", n.name, resp.Status, b)
+		return nil, fmt.Errorf("%s: query: %s: %s", n.Name, resp.Status, b)
 	}
 	seen := map[int64]bool{}
 	var twice []int64
@@ -271,7 +194,7 @@ func tableIDs(t *testing.T, n *node, table string) (map[int64]bool, error) {
 			Error string `json:"error"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row.ID == nil {
-			return nil, fmt.Errorf("%s: query line %q: %v %s", n.name, sc.Bytes(), err, row.Error)
+			return nil, fmt.Errorf("%s: query line %q: %v %s", n.Name, sc.Bytes(), err, row.Error)
 		}
 		if seen[*row.ID] {
 			twice = append(twice, *row.ID)
@@ -279,7 +202,7 @@ func tableIDs(t *testing.T, n *node, table string) (map[int64]bool, error) {
 		seen[*row.ID] = true
 	}
 	if len(twice) > 0 {
-		t.Errorf("%s: %s: the two-tier query returned %d ids twice, e.g. %v", n.name, table, len(twice), twice[:min(len(twice), 10)])
+		t.Errorf("%s: %s: the two-tier query returned %d ids twice, e.g. %v", n.Name, table, len(twice), twice[:min(len(twice), 10)])
 	}
 	return seen, nil
 }
@@ -326,7 +249,7 @@ func TestClusterEachRowOnce(t *testing.T) {
 	var nodes []*node
 	for i := range 3 {
 		n := newNode(t, dir, fmt.Sprintf("node-%d", i), broker.Addr, topic, topic, catalog, prefix)
-		n.start(t)
+		n.Start(t)
 		nodes = append(nodes, n)
 	}
 	seed := time.Now().UnixNano()
@@ -367,10 +290,10 @@ func TestClusterEachRowOnce(t *testing.T) {
 		time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
 		n := nodes[rng.IntN(len(nodes))]
 		live.Store(n, false)
-		n.kill()
-		t.Logf("round %d: killed %s", round, n.name)
+		n.Kill()
+		t.Logf("round %d: killed %s", round, n.Name)
 		time.Sleep(7 * time.Second)
-		n.start(t)
+		n.Start(t)
 		live.Store(n, true)
 	}
 	<-produced
@@ -382,24 +305,24 @@ func TestClusterEachRowOnce(t *testing.T) {
 	// again the messages it had stored after its last offset commit,
 	// which its old writer id claimed.
 	wiped := nodes[rng.IntN(len(nodes))]
-	post(t, wiped.url+"/v1/tables/events/compact")
+	post(t, wiped.URL+"/v1/tables/events/compact")
 	live.Store(wiped, false)
-	wiped.kill()
+	wiped.Kill()
 	if err := os.RemoveAll(filepath.Join(wiped.dir, "data")); err != nil {
 		t.Fatal(err)
 	}
-	wiped.start(t)
+	wiped.Start(t)
 	live.Store(wiped, true)
-	t.Logf("wiped %s", wiped.name)
+	t.Logf("wiped %s", wiped.Name)
 	produced = make(chan struct{})
 	go func() { defer close(produced); produce(t, producer, topic, phase, 2*phase, 2000) }()
 	time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
 	n := nodes[rng.IntN(len(nodes))]
 	live.Store(n, false)
-	n.kill()
-	t.Logf("phase 2: killed %s", n.name)
+	n.Kill()
+	t.Logf("phase 2: killed %s", n.Name)
 	time.Sleep(7 * time.Second)
-	n.start(t)
+	n.Start(t)
 	live.Store(n, true)
 	<-produced
 	total = waitAll(t, nodes[0], 2*phase)
@@ -454,7 +377,7 @@ func waitTable(t *testing.T, n *node, table string, want int) int {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Fatalf("%s sees %d of %d ids of %s after 60 s", n.name, got, want, table)
+	t.Fatalf("%s sees %d of %d ids of %s after 60 s", n.Name, got, want, table)
 	return got
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
 
@@ -262,11 +263,11 @@ func checkEvoRows(t testing.TB, reader string, rows [][]any, want map[int64][]st
 // members for a cluster query, commits through the REST catalog.
 func evoNode(t testing.TB, dir, name, broker, topic, registry, restURI, prefix string, port int, members []string) *node {
 	t.Helper()
-	n := &node{name: name, dir: filepath.Join(dir, name), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	n := &node{Node: testnode.Node{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}, dir: filepath.Join(dir, name)}
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.cfg = filepath.Join(dir, name+".yaml")
+	n.Config = filepath.Join(dir, name+".yaml")
 	cfg := fmt.Sprintf(`
 storage: {dir: %q}
 listen: {http: "127.0.0.1:%d"}
@@ -296,14 +297,11 @@ tables:
         orphan_interval: -1s
 `, filepath.Join(n.dir, "data"), port, strings.Join(members, ", "), broker, topic, topic, registry,
 		coldtest.Bucket, prefix, s3.Endpoint, restURI, name)
-	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(n.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	if n.log, err = os.Create(filepath.Join(dir, name+".log")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.kill(); n.log.Close() })
+	n.Log = filepath.Join(dir, name+".log")
+	t.Cleanup(n.Kill)
 	return n
 }
 
@@ -311,18 +309,18 @@ tables:
 // cluster (the Iceberg table and each node's uncommitted rows), in
 // evoColumns order with ts in milliseconds.
 func clusterRows(ctx context.Context, n *node) ([][]any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/tables/events/query?cluster=true&format=ndjson", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/tables/events/query?cluster=true&format=ndjson", nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cluster query: %w", n.name, err)
+		return nil, fmt.Errorf("%s: cluster query: %w", n.Name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("%s: cluster query: %s: %s", n.name, resp.Status, b)
+		return nil, fmt.Errorf("%s: cluster query: %s: %s", n.Name, resp.Status, b)
 	}
 	var rows [][]any
 	sc := bufio.NewScanner(resp.Body)
@@ -335,15 +333,15 @@ func clusterRows(ctx context.Context, n *node) ([][]any, error) {
 		d.UseNumber()
 		var m map[string]any
 		if err := d.Decode(&m); err != nil {
-			return nil, fmt.Errorf("%s: cluster query line %q: %w", n.name, sc.Bytes(), err)
+			return nil, fmt.Errorf("%s: cluster query line %q: %w", n.Name, sc.Bytes(), err)
 		}
 		if e, ok := m["error"]; ok && len(m) == 1 {
-			return nil, fmt.Errorf("%s: cluster query: %v", n.name, e)
+			return nil, fmt.Errorf("%s: cluster query: %v", n.Name, e)
 		}
 		if s, ok := m["ts"].(string); ok {
 			ts, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return nil, fmt.Errorf("%s: ts %q: %w", n.name, s, err)
+				return nil, fmt.Errorf("%s: ts %q: %w", n.Name, s, err)
 			}
 			m["ts"] = ts.UnixMilli()
 		}
@@ -439,13 +437,13 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	var nodes []*node
 	for i := range 3 {
 		n := evoNode(t, dir, fmt.Sprintf("node-%d", i), broker.Addr, topic, registry.URL, rest.URI, prefix, ports[i], members)
-		n.start(t)
+		n.Start(t)
 		nodes = append(nodes, n)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range nodes {
-				t.Logf("%s's log (end): %s", n.name, tail(n.log.Name()))
+				t.Logf("%s's log (end): %s", n.Name, n.Tail())
 			}
 		}
 	})
@@ -487,7 +485,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	v2 := make(chan error, 1)
 	go func() { v2 <- produceVersion(2) }()
 	waitStored(evoPerVersion + 1)
-	nodes[1].kill()
+	nodes[1].Kill()
 	killedAt := time.Now()
 	if err := <-v2; err != nil {
 		t.Fatal(err)
@@ -495,7 +493,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	if err := produceVersion(3); err != nil {
 		t.Fatal(err)
 	}
-	nodes[1].start(t)
+	nodes[1].Start(t)
 	t.Logf("node-1 killed with SIGKILL once v2's first rows were stored, restarted %.1f s later", time.Since(killedAt).Seconds())
 	if err := produceVersion(4); err != nil {
 		t.Fatal(err)
@@ -533,7 +531,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	checkEvoRows(t, "sluice's cluster query", rows, want)
 	for _, n := range nodes {
 		if dead := deadLetterRows(t, n); dead != 0 {
-			t.Errorf("%s holds %d dead letters, want none: every version's messages fit the table", n.name, dead)
+			t.Errorf("%s holds %d dead letters, want none: every version's messages fit the table", n.Name, dead)
 		}
 	}
 
@@ -656,14 +654,14 @@ func sparkRows(out []byte) ([][]any, error) {
 // query failed).
 func deadLetterRows(t testing.TB, n *node) int {
 	t.Helper()
-	resp, err := http.Get(n.url + "/v1/tables/events_deadletter/query?format=ndjson")
+	resp, err := http.Get(n.URL + "/v1/tables/events_deadletter/query?format=ndjson")
 	if err != nil {
 		return -1
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Logf("%s: events_deadletter: %s: %s", n.name, resp.Status, b)
+		t.Logf("%s: events_deadletter: %s: %s", n.Name, resp.Status, b)
 		return -1
 	}
 	return bytes.Count(b, []byte("\n"))

@@ -65,7 +65,7 @@ func startCluster(t *testing.T, more ...tableSpec) *cluster {
 	prefix := "cluster-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range 3 {
 		n := newNode(t, dir, fmt.Sprintf("node-%d", i), c.broker.Addr, c.topic, c.topic, c.catalog, prefix, more...)
-		n.start(t)
+		n.Start(t)
 		c.nodes = append(c.nodes, n)
 		c.live.Store(n, true)
 	}
@@ -117,10 +117,10 @@ func (c *cluster) killRounds(rounds int) {
 		time.Sleep(time.Duration(500+c.rng.IntN(2000)) * time.Millisecond)
 		n := c.nodes[c.rng.IntN(len(c.nodes))]
 		c.live.Store(n, false)
-		n.kill()
-		c.t.Logf("round %d: killed %s", round, n.name)
+		n.Kill()
+		c.t.Logf("round %d: killed %s", round, n.Name)
 		time.Sleep(7 * time.Second)
-		n.start(c.t)
+		n.Start(c.t)
 		c.live.Store(n, true)
 	}
 }

@@ -58,17 +58,17 @@ func BenchmarkFreshness(b *testing.B) {
 	var nodes []*node
 	for i := range 3 {
 		n := newNode(b, dir, fmt.Sprintf("node-%d", i), broker.Addr, topic, topic, catalog, prefix)
-		cfg, _ := os.ReadFile(n.cfg)
+		cfg, _ := os.ReadFile(n.Config)
 		cfg = []byte(strings.Replace(string(cfg), "interval: 1s", fmt.Sprintf("interval: %ds", interval), 1))
 		cfg = []byte(strings.Replace(string(cfg), "after: 2s", "after: 1h", 1))
 		cfg = []byte(strings.Replace(string(cfg), `listen: {http:`, `listen: {pprof: true, http:`, 1))
 		if span := os.Getenv("SLUICE_FRESHNESS_BLOCK_SPAN"); span != "" {
 			cfg = []byte(strings.Replace(string(cfg), "    hashBy: user", "    block_span: "+span+"\n    hashBy: user", 1))
 		}
-		if err := os.WriteFile(n.cfg, cfg, 0o644); err != nil {
+		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			b.Fatal(err)
 		}
-		n.start(b)
+		n.Start(b)
 		nodes = append(nodes, n)
 	}
 	producer, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
@@ -123,7 +123,7 @@ func BenchmarkFreshness(b *testing.B) {
 		// node-0's CPU profile over the middle of the run.
 		go func() {
 			time.Sleep(time.Duration(seconds) * time.Second / 4)
-			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", nodes[0].url, seconds/2))
+			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", nodes[0].URL, seconds/2))
 			if err != nil {
 				b.Logf("profile: %v", err)
 				return
@@ -223,7 +223,7 @@ func BenchmarkFreshness(b *testing.B) {
 
 // metric reads one unlabelled-per-table metric of a node (summed).
 func metric(n *node, name string) float64 {
-	resp, err := http.Get(n.url + "/metrics")
+	resp, err := http.Get(n.URL + "/metrics")
 	if err != nil {
 		return 0
 	}
@@ -244,7 +244,7 @@ func metric(n *node, name string) float64 {
 // runSeconds are the durations of a node's runs that committed rows, from
 // its log.
 func runSeconds(n *node) []float64 {
-	b, _ := os.ReadFile(n.log.Name())
+	b, _ := os.ReadFile(n.Log)
 	var out []float64
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if !strings.Contains(line, "compacted to iceberg") {
@@ -271,14 +271,7 @@ func envInt(name string, def int) int {
 func nodesCPU(nodes []*node) float64 {
 	total := 0.0
 	for _, n := range nodes {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (ut + st) / 100 // USER_HZ
+		total += n.CPUSeconds()
 	}
 	return total
 }

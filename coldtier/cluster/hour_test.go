@@ -237,20 +237,20 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 			// would be wasted work).
 			maintain, orphans = "{interval: -1s}", "orphan_interval: -1s"
 		}
-		editConfig(t, n.cfg, [][2]string{
+		editConfig(t, n.Config, [][2]string{
 			{"catalog: {uri:", "catalog: {type: rest, uri:"},
 			{"interval: 1s", "interval: " + p.interval.String()},
 			{"      - {name: ts, type: timestamp}\n", "      - {name: ts, type: timestamp}\n      - {name: pad, type: string}\n"},
 			{"orphan_interval: -1s\n", orphans + "\n        maintain: " + maintain + "\n"},
 		})
-		n.start(t)
+		n.Start(t)
 		nodes = append(nodes, n)
 	}
 	if keep := os.Getenv("SLUICE_HOUR_KEEP_LOGS"); keep != "" {
 		t.Cleanup(func() {
 			for _, n := range nodes {
-				b, _ := os.ReadFile(n.log.Name())
-				os.WriteFile(filepath.Join(keep, n.name+".log"), b, 0o644)
+				b, _ := os.ReadFile(n.Log)
+				os.WriteFile(filepath.Join(keep, n.Name+".log"), b, 0o644)
 			}
 			b, _ := os.ReadFile(rest.Log)
 			os.WriteFile(filepath.Join(keep, "rest.log"), b, 0o644)
@@ -333,7 +333,7 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 	for metric(nodes[0], "sluice_coldtier_maintain_runs_total") < passes+2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("node-0 ran %v passes in %v: %s", metric(nodes[0], "sluice_coldtier_maintain_runs_total")-passes,
-				2*p.maintainEvery+2*time.Minute, tail(nodes[0].log.Name()))
+				2*p.maintainEvery+2*time.Minute, nodes[0].Tail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -346,10 +346,10 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 	}
 	r.final, r.maxSample = final, s.max
 	for _, n := range nodes {
-		r.commits += countLines(n.log.Name(), "compacted to iceberg")
+		r.commits += countLines(n.Log, "compacted to iceberg")
 	}
-	if failed := countLines(nodes[0].log.Name(), "iceberg maintenance failed"); failed > 0 {
-		t.Logf("%d maintenance passes failed (the next one redoes them): %s", failed, tail(nodes[0].log.Name()))
+	if failed := countLines(nodes[0].Log, "iceberg maintenance failed"); failed > 0 {
+		t.Logf("%d maintenance passes failed (the next one redoes them): %s", failed, nodes[0].Tail())
 	}
 
 	readStart := time.Now()

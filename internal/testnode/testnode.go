@@ -5,12 +5,15 @@
 package testnode
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +114,34 @@ func (n *Node) Kill() {
 func (n *Node) Tail() string {
 	b, _ := os.ReadFile(n.Log)
 	return string(b[max(0, len(b)-3000):])
+}
+
+// Signal sends sig to the running node (SIGSTOP and SIGCONT freeze and
+// thaw it); a node not running is an error.
+func (n *Node) Signal(sig os.Signal) error {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", n.Name)
+	}
+	return n.cmd.Process.Signal(sig)
+}
+
+// CPUSeconds is the user+system CPU time of the running node so far, from
+// /proc/<pid>/stat; 0 when it is not running or the file cannot be read.
+func (n *Node) CPUSeconds() float64 {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are the 12th and 13th of them.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
 }
