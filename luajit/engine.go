@@ -65,6 +65,9 @@ type Config struct {
 	SourceName string
 	// FuncName is the function called per row; "" means "main".
 	FuncName string
+	// Host is what the script's log and stats modules and sluice.config
+	// reach; nil: lines and series go nowhere.
+	Host *luavm.Host
 }
 
 var knownLibs = map[string]bool{"io": true, "os": true, "debug": true, "load": true, "require": true, "coroutine": true, "ffi": true}
