@@ -34,7 +34,7 @@ type Host struct {
 	series        seriesSet
 	seriesDropped atomic.Int64 // stats calls the series cap ignored
 	metrics       *ScriptMetrics
-	labels  [2]string // table, column
+	labels        [2]string // table, column
 }
 
 // HostOptions configure a Host.
