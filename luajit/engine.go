@@ -111,6 +111,9 @@ type Script struct {
 	bytecode string
 	timeout  time.Duration
 
+	host   *luavm.Host // what log, stats and sluice.config reach
+	params string      // the host's params as JSON, for sluice.config
+
 	idle   chan *vm      // VMs ready for a batch
 	slots  chan struct{} // one token per VM alive
 	closed atomic.Bool
@@ -165,8 +168,16 @@ func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
+	host := cfg.Host
+	if host == nil {
+		host = luavm.NewHost(luavm.HostOptions{LogRate: -1})
+	}
+	params, err := host.ParamsJSON()
+	if err != nil {
+		return nil, fmt.Errorf("luajit: script %s: params: %w", source, err)
+	}
 	s := &Script{
-		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
+		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout, host: host, params: params,
 		idle:  make(chan *vm, cfg.PoolSize),
 		slots: make(chan struct{}, cfg.PoolSize),
 	}

@@ -2,6 +2,7 @@ package luavm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,6 +129,27 @@ func (h *Host) Close() {
 func (h *Host) Param(key string) (any, bool) {
 	v, ok := h.params[key]
 	return v, ok
+}
+
+// ParamsJSON is the params as a JSON object, for an engine that reads
+// them in its own VM (LuaJIT).
+func (h *Host) ParamsJSON() (string, error) {
+	if len(h.params) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h.params)
+	if err != nil {
+		return "", fmt.Errorf("params: %w", err)
+	}
+	return string(b), nil
+}
+
+// LogBurst is the most lines the Host lets out at once.
+func (h *Host) LogBurst() int {
+	if h.bucket.rate < 0 {
+		return math.MaxInt32
+	}
+	return int(h.bucket.burst)
 }
 
 // RowLocator gives the attributes saying where row i of the batch a script
@@ -329,6 +351,14 @@ func (h *Host) Series(kind, name string, labels []string) (*Series, error) {
 	}
 	h.series.byKey[key] = s
 	return &s.Series, nil
+}
+
+// DroppedCalls counts n more stats calls the series cap ignored, for an
+// engine that hands a series several calls at once.
+func (h *Host) DroppedCalls(n int) {
+	if n > 0 {
+		h.seriesDropped.Add(int64(n))
+	}
 }
 
 // SeriesCount is the number of series the Host has made.
