@@ -78,6 +78,8 @@ type Server struct {
 	store *table.Store
 	lua   *luavm.Manager
 	jit   compute.ScriptEngine // the LuaJIT engine, nil without it
+	// scriptMetrics are the series scripts make with stats (scripts.go).
+	scriptMetrics *luavm.ScriptMetrics
 	queue *ingest.Queue
 	// sources are the tables' stream sources (streams.go).
 	sources *stream.Runner
@@ -288,7 +290,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, ts.compute, s.computeOptions(tc))
 		if err != nil {
 			// The config is valid (checked before), so this is a script
 			// or plugin that does not load: a file changed since the last
