@@ -80,7 +80,7 @@ type Server struct {
 	jit   compute.ScriptEngine // the LuaJIT engine, nil without it
 	// scriptMetrics are the series scripts make with stats (scripts.go).
 	scriptMetrics *luavm.ScriptMetrics
-	queue *ingest.Queue
+	queue         *ingest.Queue
 	// sources are the tables' stream sources (streams.go).
 	sources *stream.Runner
 	// metrics serves /metrics from the server's registry (metrics.go).
