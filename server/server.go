@@ -78,13 +78,14 @@ type Server struct {
 	store *table.Store
 	lua   *luavm.Manager
 	jit   compute.ScriptEngine // the LuaJIT engine, nil without it
-	// scriptMetrics are the series scripts make with stats (scripts.go).
-	scriptMetrics *luavm.ScriptMetrics
-	queue         *ingest.Queue
+	queue *ingest.Queue
 	// sources are the tables' stream sources (streams.go).
 	sources *stream.Runner
 	// metrics serves /metrics from the server's registry (metrics.go).
 	metrics http.Handler
+
+	// scriptMetrics are the series scripts make with stats (scripts.go).
+	scriptMetrics *luavm.ScriptMetrics
 
 	tables map[string]*tableState // immutable after New
 	names  []string               // sorted table names
