@@ -379,6 +379,13 @@ func seriesKey(kind, name string, labels []string) string {
 	b.WriteString(kind)
 	b.WriteByte(0)
 	b.WriteString(name)
+	if len(labels) == 2 { // one label: nothing to sort
+		b.WriteByte(0)
+		b.WriteString(labels[0])
+		b.WriteByte('=')
+		b.WriteString(labels[1])
+		return b.String()
+	}
 	pairs := make([][2]string, 0, len(labels)/2)
 	for i := 0; i+1 < len(labels); i += 2 {
 		pairs = append(pairs, [2]string{labels[i], labels[i+1]})

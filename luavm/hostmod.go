@@ -149,7 +149,7 @@ func (vm *VM) statsFunc(fname, kind string) lua.LGFunction {
 		default:
 			L.ArgError(2, "number expected")
 		}
-		var labels []string
+		labels := vm.labelBuf[:0] // Host.Series copies what it keeps
 		if t, ok := L.Get(labelsAt).(*lua.LTable); ok {
 			t.ForEach(func(k, v lua.LValue) {
 				ks, kok := k.(lua.LString)
@@ -166,6 +166,7 @@ func (vm *VM) statsFunc(fname, kind string) lua.LGFunction {
 		} else if L.Get(labelsAt) != lua.LNil {
 			L.ArgError(labelsAt, "labels must be a table")
 		}
+		vm.labelBuf = labels
 		s, err := vm.series(kind, name, labels)
 		if err != nil {
 			L.RaiseError("%s: %v", fname, err)

@@ -71,6 +71,7 @@ type VM struct {
 	rowIndex    int
 	plainSeries map[string]map[string]*Series // by kind, then name
 	seriesCache map[string]*Series            // by seriesKey, for labelled series
+	labelBuf    []string                      // a stats call's labels, reused
 
 	// broken: the VM must be closed rather than returned to its pool.
 	broken bool
