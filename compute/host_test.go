@@ -363,3 +363,44 @@ computed:
 }
 
 func asCallError(err error, ce **luavm.CallError) bool { return errors.As(err, ce) }
+
+// TestScriptLogBudgetNotLostToQuietBatches: batches whose rows log nothing
+// leave the log budget whole (LuaJIT takes a batch's share before it runs
+// and gives back what it did not use).
+func TestScriptLogBudgetNotLostToQuietBatches(t *testing.T) {
+	for _, engine := range scriptEngines() {
+		t.Run(engine, func(t *testing.T) {
+			p, buf := hostProcessor(t, engine, `
+computed:
+  - name: n
+    type: int64
+    engine: ENGINE
+    log_rate: 0.000001
+    log_burst: 5
+    func: |
+      local log = require("log")
+      function main(row)
+        if row.loud then log.info("loud") end
+        return 1
+      end
+`, Options{})
+			for range 20 {
+				if _, err := p.Process(context.Background(), rowsOf(t, `{"loud":false}`, `{"loud":false}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := p.Process(context.Background(), rowsOf(t, `{"loud":true}`, `{"loud":true}`, `{"loud":true}`, `{"loud":true}`, `{"loud":true}`, `{"loud":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			loud := 0
+			for _, l := range buf.lines(t) {
+				if l["msg"] == "loud" {
+					loud++
+				}
+			}
+			if loud != 5 {
+				t.Fatalf("%d lines written, want the burst, 5", loud)
+			}
+		})
+	}
+}
