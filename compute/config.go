@@ -48,7 +48,8 @@ type ColumnConfig struct {
 	Allow  []string `yaml:"allow" json:"allow,omitempty"`
 	Budget `yaml:",inline"`
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine string `yaml:"engine"`
+	Engine     string `yaml:"engine"`
+	ScriptHost `yaml:",inline"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the
@@ -93,7 +94,8 @@ type FilterConfig struct {
 	Allow  []string `yaml:"allow" json:"allow,omitempty"`
 	Budget `yaml:",inline"`
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine string `yaml:"engine"`
+	Engine     string `yaml:"engine"`
+	ScriptHost `yaml:",inline"`
 }
 
 // Policy says what happens to a row whose function failed.
@@ -216,6 +218,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout, col.Budget)...)
 		errs = append(errs, checkEngine(where, col.Engine)...)
+		errs = append(errs, col.ScriptHost.check(where)...)
 	}
 	for i, f := range c.Filters {
 		where := fmt.Sprintf("filters[%d] %q", i, f.Name)
@@ -230,6 +233,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout, f.Budget)...)
 		errs = append(errs, checkEngine(where, f.Engine)...)
+		errs = append(errs, f.ScriptHost.check(where)...)
 	}
 	return errors.Join(errs...)
 }

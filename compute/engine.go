@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicedb/sluice/luajit"
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // The Lua engines a column or filter can choose with `engine:`.
@@ -44,6 +45,8 @@ type EngineConfig struct {
 	// MemoryLimit and MaxResultBytes are the function's memory_limit and
 	// max_result_bytes (0: the engine's defaults, < 0: none).
 	MemoryLimit, MaxResultBytes int64
+	// Host is what the script's log, stats and sluice.config reach.
+	Host *luavm.Host
 }
 
 // NewLuaJITEngine returns the LuaJIT engine, or luajit.ErrUnavailable when
@@ -60,7 +63,7 @@ type luajitEngine struct{ e *luajit.Engine }
 
 func (l luajitEngine) Compile(name, code string, cfg EngineConfig) (BatchScript, error) {
 	return l.e.Load(name, code, luajit.Config{SourceName: cfg.SourceName, FuncName: cfg.FuncName, Timeout: cfg.Timeout, Allow: cfg.Allow,
-		MemoryLimit: cfg.MemoryLimit, MaxResultBytes: cfg.MaxResultBytes})
+		MemoryLimit: cfg.MemoryLimit, MaxResultBytes: cfg.MaxResultBytes, Host: cfg.Host})
 }
 
 func (l luajitEngine) Close() error { return l.e.Close() }
@@ -130,7 +133,7 @@ func (p *Processor) newJIT(f *function, code string) (Handler, error) {
 	}
 	h := &engineLua{eng: eng, name: f.name, cfg: EngineConfig{
 		SourceName: sourceName(f.src, f.name), FuncName: f.funcName, Timeout: timeout, Allow: allow,
-		MemoryLimit: f.budget.MemoryLimit, MaxResultBytes: f.budget.MaxResultBytes,
+		MemoryLimit: f.budget.MemoryLimit, MaxResultBytes: f.budget.MaxResultBytes, Host: f.host,
 	}}
 	if h.cfg.FuncName == "" {
 		h.cfg.FuncName = "main"

@@ -183,7 +183,7 @@ var (
 // once MaxTimeouts rows have timed out, or BatchTimeout has passed, the
 // rows not yet run fail at once with ErrBatchBudget.
 func (l *Lua) Values(ctx context.Context, rows []map[string]any, out []any, errs []error) error {
-	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.Row(rows[i]) }, out, nil, errs)
+	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.Row(rows[i]) }, nil, out, nil, errs)
 }
 
 // ValuesColumns is Values for the rows at rows of a batch held by column:
@@ -197,14 +197,19 @@ func (l *Lua) ValuesColumns(ctx context.Context, cb *colbatch.Batch, rows []int,
 // with out[i] = luavm.Number, rather than boxed into out[i] (when nums is
 // not nil).
 func (l *Lua) ValuesColumnsNumbers(ctx context.Context, cb *colbatch.Batch, rows []int, out []any, nums []float64, errs []error) error {
-	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.RowAt(cb, rows[i]) }, out, nums, errs)
+	return l.values(ctx, len(rows), func(vm *luavm.VM, i int) lua.LValue { return vm.RowAt(cb, rows[i]) }, rows, out, nums, errs)
 }
 
-// values runs the function on n rows, row(vm, i) giving row i's proxy;
-// number results go to nums unless it is nil.
-func (l *Lua) values(ctx context.Context, n int, row func(vm *luavm.VM, i int) lua.LValue, out []any, nums []float64, errs []error) error {
+// values runs the function on n rows, row(vm, i) giving row i's proxy
+// (the row at at[i] of the batch ctx's row locator knows, when at is not
+// nil); number results go to nums unless it is nil.
+func (l *Lua) values(ctx context.Context, n int, row func(vm *luavm.VM, i int) lua.LValue, at []int, out []any, nums []float64, errs []error) error {
 	if l.script == "" {
 		return errors.New("lua: not loaded")
+	}
+	locate := luavm.RowLocatorOf(ctx)
+	if locate != nil && at != nil {
+		locate = rowsAt(locate, at)
 	}
 	var budget time.Duration
 	if _, ok := ctx.Deadline(); !ok {
@@ -255,6 +260,7 @@ func (l *Lua) values(ctx context.Context, n int, row func(vm *luavm.VM, i int) l
 			for next < n {
 				i := next
 				next++
+				vm.AtRow(locate, i)
 				v, err := vm.Call1(fn, row(vm, i))
 				if err != nil {
 					errs[i] = err
@@ -346,6 +352,7 @@ func (p *Processor) newLua(ctx context.Context, f *function, code string) (Handl
 	if f.budget.MemoryLimit != 0 {
 		cfg.MemoryLimit = f.budget.MemoryLimit
 	}
+	cfg.Host = f.host
 	if cfg.AllowHint == "" {
 		kind := "column"
 		if f.filter {

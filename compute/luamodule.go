@@ -17,6 +17,8 @@ import (
 //	sluice.encode(row [, omit])  JSON of the row (keys sorted) without the keys
 //	                             in the array omit; the row is not changed
 //	sluice.delete(row, keys)     deletes the keys in the array keys from the row
+//	sluice.config(key)           the value of key in the function's params:
+//	                             (a string, number or bool), nil if unset
 //
 // row is the row proxy a function receives (or a plain table). encode writes
 // the same bytes as json.encode, with compute's encoder (AppendJSONRow).
@@ -25,6 +27,17 @@ const LuaModule = "sluice"
 var luaModuleFuncs = map[string]lua.LGFunction{
 	"encode": luaEncode,
 	"delete": luaDelete,
+	"config": luaConfig,
+}
+
+func luaConfig(L *lua.LState) int {
+	v, ok := luavm.HostOf(L).Param(L.CheckString(1))
+	if !ok {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(luavm.ToLua(L, v))
+	return 1
 }
 
 // registerLuaModule adds the module to m; scripts loaded afterwards see it.

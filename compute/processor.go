@@ -57,6 +57,14 @@ type Options struct {
 	// LogFirst errors of each function are logged, then one in LogEvery.
 	// Zero means 5 and 1000.
 	LogFirst, LogEvery int
+	// Table names the table in the metric series of scripts' stats calls.
+	Table string
+	// ScriptMetrics exports the series of scripts' stats calls (and what
+	// their caps dropped); nil keeps them unexported.
+	ScriptMetrics *luavm.ScriptMetrics
+	// ScriptLimits are the log rate limit and series cap of the Lua
+	// functions that set none of their own.
+	ScriptLimits ScriptLimits
 }
 
 // Processor applies one table's filters and computed columns to batches of
@@ -91,6 +99,9 @@ type function struct {
 	budget   Budget   // Lua: per batch
 	src      Source
 	engine   string // Lua engine: "" (gopher-lua) or EngineLuaJIT
+	// host is what the Lua function's log, stats and sluice.config reach,
+	// across its versions (nil for plugins and built-ins)
+	host *luavm.Host
 
 	handler Handler    // REQUIRES: Processor.mu held (R to call, W to swap)
 	version [32]byte   // content hash of the running version; guarded like handler
@@ -176,6 +187,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		policy, perr := parsePolicy(fc.OnError, true)
 		src, serr := ResolveSource(fc.Func)
 		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src, engine: fc.Engine}
+		if serr == nil && src.Loader() == "lua" {
+			f.host = p.newHost(f, fc.ScriptHost)
+		}
 		if perr == nil && serr == nil && fc.Name != "" && (!src.Plugin || fc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -188,6 +202,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
 		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src, engine: cc.Engine}
+		if serr == nil && src.Loader() == "lua" {
+			f.host = p.newHost(f, cc.ScriptHost)
+		}
 		if terr == nil && perr == nil && serr == nil && cc.Name != "" && (!src.Plugin || cc.FuncName != "") {
 			if err := p.load(ctx, f); err != nil {
 				errs = append(errs, err)
@@ -352,6 +369,10 @@ func (p *Processor) Close() error {
 			closeHandler(f.handler)
 			f.handler = nil
 		}
+		if f.host != nil {
+			f.host.Close()
+			f.host = nil
+		}
 	}
 	p.closeEngines()
 	if p.ownLua {
@@ -414,7 +435,7 @@ func (p *Processor) Process(ctx context.Context, rows []map[string]any) (Batch, 
 		o, e := out[:len(sub)], errs[:len(sub)]
 		clear(o)
 		clear(e)
-		f.evaluate(ctx, sub, o, e)
+		f.evaluate(withRowsAt(ctx, idx), sub, o, e)
 		f.stats.calls.Add(int64(len(sub)))
 		kept := idx[:0]
 		for j, i := range idx {

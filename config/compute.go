@@ -31,7 +31,8 @@ type ComputedColumn struct {
 	Allow  []string `yaml:"allow"`
 	Budget `yaml:",inline"`
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine string `yaml:"engine"`
+	Engine     string `yaml:"engine"`
+	ScriptHost `yaml:",inline"`
 }
 
 // Filter is one filter: a function returning a bool; false drops the row.
@@ -47,7 +48,8 @@ type Filter struct {
 	Allow  []string `yaml:"allow"`
 	Budget `yaml:",inline"`
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine string `yaml:"engine"`
+	Engine     string `yaml:"engine"`
+	ScriptHost `yaml:",inline"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the
@@ -65,4 +67,21 @@ type Budget struct {
 	// MaxResultBytes bounds a value a function gives (0: the default,
 	// 64 MiB; < 0: none).
 	MaxResultBytes int64 `yaml:"max_result_bytes"`
+}
+
+// ScriptHost is what a Lua function's host modules get (docs/compute.md,
+// "Host modules"): the values sluice.config reads, and the bounds of its
+// log lines and metric series.
+type ScriptHost struct {
+	// Params are the values sluice.config(key) returns: strings, numbers,
+	// bools; one script serves several tables with their own.
+	Params map[string]any `yaml:"params"`
+	// LogRate is the log lines a second the script may write and LogBurst
+	// how many at once (0: limits.script_log_rate and script_log_burst);
+	// LogRate < 0: no limit.
+	LogRate  float64 `yaml:"log_rate"`
+	LogBurst int     `yaml:"log_burst"`
+	// MaxSeries bounds the metric series (name and labels) the script's
+	// stats calls make (0: limits.script_max_series).
+	MaxSeries int `yaml:"max_series"`
 }

@@ -156,6 +156,13 @@ type Limits struct {
 	// new key beyond it is refused (429), never stored without its key.
 	// Default DefaultIdempotencyMaxKeys.
 	IdempotencyMaxKeys int `yaml:"idempotency_max_keys"`
+	// ScriptLogRate, ScriptLogBurst and ScriptMaxSeries are the log rate
+	// limit and the series cap of every Lua function that sets none of
+	// its own (log_rate, log_burst, max_series). 0: 10 lines a second,
+	// 100 at once, 100 series; ScriptLogRate < 0: no limit.
+	ScriptLogRate   float64 `yaml:"script_log_rate"`
+	ScriptLogBurst  int     `yaml:"script_log_burst"`
+	ScriptMaxSeries int     `yaml:"script_max_series"`
 }
 
 // Table is one time-series table.

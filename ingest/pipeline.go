@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
@@ -211,7 +212,7 @@ func (b *Batch) add(ctx context.Context, rows []Row, lines []int, res *Result) e
 	input := rows
 	if p.Compute != nil {
 		input = append([]Row(nil), rows...)
-		cb, err := p.Compute.Process(ctx, rows)
+		cb, err := p.Compute.Process(compute.WithRowSource(ctx, b.rowSource(offset, lines)), rows)
 		countColumnErrors(res, cb.Errors)
 		if err != nil {
 			return p.computeFailed(err, in, res, locate)
@@ -408,6 +409,19 @@ func (b *Batch) addColumns(ctx context.Context, cb *colbatch.Batch, res *Result)
 	return nil
 }
 
+// rowSource says where input row i of a part came from, for the log lines
+// scripts write about it: the batch's origin, the row's index in the batch
+// and its input line.
+func (b *Batch) rowSource(offset int, lines []int) func(int) []slog.Attr {
+	return func(i int) []slog.Attr {
+		attrs := []slog.Attr{slog.String("origin", b.Origin), slog.Int("row", offset+i)}
+		if l := lineOf(lines, i); l >= 0 {
+			attrs = append(attrs, slog.Int("line", l))
+		}
+		return attrs
+	}
+}
+
 // lineOf is lines[i], or -1 when unknown.
 func lineOf(lines []int, i int) int {
 	if i >= 0 && i < len(lines) {
@@ -424,7 +438,7 @@ func (b *Batch) computeColumns(ctx context.Context, cb *colbatch.Batch, offset i
 	p := b.p
 	in := cb.Len
 	lines := append([]int(nil), cb.Lines...) // the input lines, before compute drops rows
-	out, err := p.Compute.ProcessColumns(ctx, cb)
+	out, err := p.Compute.ProcessColumns(compute.WithRowSource(ctx, b.rowSource(offset, lines)), cb)
 	countColumnErrors(res, out.Errors)
 	if err != nil {
 		return nil, p.computeFailed(err, in, res, func(i int, err error) error { return locateRow(offset, i, lines, err) })

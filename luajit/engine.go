@@ -65,6 +65,9 @@ type Config struct {
 	SourceName string
 	// FuncName is the function called per row; "" means "main".
 	FuncName string
+	// Host is what the script's log and stats modules and sluice.config
+	// reach; nil: lines and series go nowhere.
+	Host *luavm.Host
 }
 
 var knownLibs = map[string]bool{"io": true, "os": true, "debug": true, "load": true, "require": true, "coroutine": true, "ffi": true}
@@ -107,6 +110,9 @@ type Script struct {
 	cfg      Config
 	bytecode string
 	timeout  time.Duration
+
+	host   *luavm.Host // what log, stats and sluice.config reach
+	params string      // the host's params as JSON, for sluice.config
 
 	idle   chan *vm      // VMs ready for a batch
 	slots  chan struct{} // one token per VM alive
@@ -162,8 +168,16 @@ func (e *Engine) Load(name, code string, cfg Config) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
+	host := cfg.Host
+	if host == nil {
+		host = luavm.NewHost(luavm.HostOptions{LogRate: -1})
+	}
+	params, err := host.ParamsJSON()
+	if err != nil {
+		return nil, fmt.Errorf("luajit: script %s: params: %w", source, err)
+	}
 	s := &Script{
-		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout,
+		eng: e, id: name, name: source, funcName: cfg.FuncName, cfg: cfg, bytecode: bc, timeout: cfg.Timeout, host: host, params: params,
 		idle:  make(chan *vm, cfg.PoolSize),
 		slots: make(chan struct{}, cfg.PoolSize),
 	}

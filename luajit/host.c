@@ -312,7 +312,7 @@ static int sl_make_patterns(lua_State *L);
 
 /* sl_host runs the host chunk with the batch and API addresses; the table
  * it returns gets two registry refs (init, run). Returns the status. */
-int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, int *init_ref, int *run_ref) {
+int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, const char *params, int *init_ref, int *run_ref) {
 	int st = luaL_loadbuffer(L, src, n, "=sluice");
 	if (st != 0) return st;
 	lua_pushnumber(L, (lua_Number)(uintptr_t)b);
@@ -325,7 +325,8 @@ int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, 
 	lua_pushlightuserdata(L, b);
 	lua_pushcclosure(L, sl_make_patterns, 1);
 	lua_pushnumber(L, maxresult);
-	st = lua_pcall(L, 9, 1, 0);
+	lua_pushstring(L, params);
+	st = lua_pcall(L, 10, 1, 0);
 	if (st != 0) return st;
 	lua_getfield(L, -1, "init");
 	*init_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -42,6 +42,10 @@ typedef struct sl_batch {
 	char *scr;
 	int64_t scr_cap;
 	uintptr_t handle; /* cgo.Handle of the Go vm, for the column callbacks */
+	/* the host modules' calls of the batch, as JSON in out (side_len 0:
+	 * none), and the log lines the batch may write */
+	int64_t side_off, side_len;
+	int32_t logroom;
 } sl_batch;
 
 int sl_grow_out(sl_batch *b, int64_t need);
@@ -63,7 +67,7 @@ void sl_sethardlimit(lua_State *L, size_t hard);
 void sl_close(lua_State *L);
 const char *sl_tostring(lua_State *L, int idx, size_t *len);
 int sl_compile(lua_State *L, const char *src, size_t n, const char *name, char **out, size_t *outn);
-int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, int *init_ref, int *run_ref);
+int sl_host(lua_State *L, const char *src, size_t n, sl_batch *b, double memkb, double maxresult, const char *allow, const char *params, int *init_ref, int *run_ref);
 int sl_init(lua_State *L, int init_ref, const char *bc, size_t n, const char *name, const char *fname);
 int sl_run(lua_State *L, int run_ref, const char *fname, int n);
 int sl_gckb(lua_State *L);

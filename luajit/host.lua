@@ -4,7 +4,7 @@
 -- the functions the Go side calls: init (run a script's main chunk) and run
 -- (call a function on every row of a batch). User code never sees this
 -- chunk's locals, the real globals, package.loaded or ffi (unless allowed).
-local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr, make_patterns, maxresult = ...
+local baddr, apiaddr, memlimit_kb, allowlist, make_encoder, make_decoder, gctotal_addr, make_patterns, maxresult, paramsjson = ...
 
 local ffi = require("ffi")
 local tclear = require("table.clear")
@@ -13,9 +13,9 @@ local ffi_string, ffi_copy, ffi_cast = ffi.string, ffi.copy, ffi.cast
 local type, tostring, next, error, rawget, rawset = type, tostring, next, error, rawget, rawset
 local setmetatable, getmetatable, setfenv = setmetatable, getmetatable, setfenv
 local pcall, xpcall, select, tonumber = pcall, xpcall, select, tonumber
-local traceback = debug.traceback
+local traceback, getinfo = debug.traceback, debug.getinfo
 local collectgarbage, loadstring = collectgarbage, loadstring
-local tsort = table.sort
+local tsort, tconcat_host = table.sort, table.concat
 local sbyte, ssub, sfind, schar = string.byte, string.sub, string.find, string.char
 local floor, huge = math.floor, math.huge
 local real_require = require
@@ -33,6 +33,7 @@ typedef struct sl_batch {
 	char *pat; int64_t pat_len, pat_cap;
 	char *scr; int64_t scr_cap;
 	uintptr_t handle;
+	int64_t side_off, side_len; int32_t logroom;
 } sl_batch;
 typedef struct sl_api {
 	int (*grow_out)(sl_batch *, int64_t);
@@ -694,6 +695,7 @@ end
 
 local json = readonly({ encode = encode, decode = decode, null = NULL }, "json")
 
+local sluice_config -- forward: the host modules' section
 local function sluice_delete(t, keys)
   if type(keys) ~= "table" then error("sluice.delete: keys must be an array", 2) end
   if t == row then
@@ -710,11 +712,130 @@ local function sluice_delete(t, keys)
     error("sluice.delete: row or table expected", 2)
   end
 end
-local sluice = readonly({ encode = encode_omitting, delete = sluice_delete }, "sluice")
+local sluice = readonly({ encode = encode_omitting, delete = sluice_delete, config = function(key) return sluice_config(key) end }, "sluice")
+
+------------------------------------------------------------------------
+-- The host modules log and stats (luavm/hostmod.go has gopher-lua's): their
+-- calls are kept in this VM's tables and handed to the Go side once per
+-- batch (flushside), so a call crosses no cgo boundary. The Go side gives
+-- each batch its share of the script's log rate limit (B.logroom) before
+-- the batch; the lines beyond it are only counted.
+
+local logq, logn, logdropped = {}, 0, 0
+-- per kind: series key -> sum (c), last value (g), values (h); and the
+-- calls per key of c and g, which the series cap counts when it drops them
+local acc = { c = {}, g = {}, h = {}, cn = {}, gn = {} }
+local accany = false
+
+local function logfn(level)
+  local fname = "log." .. level
+  return function(msg, fields)
+    local tm = type(msg)
+    if tm ~= "string" and tm ~= "number" then
+      error(("bad argument #1 to '%s' (string expected, got %s)"):format(fname, tm), 2)
+    end
+    if fields ~= nil and type(fields) ~= "table" then
+      error(("bad argument #2 to '%s' (fields must be a table)"):format(fname), 2)
+    end
+    if logn >= B.logroom then
+      logdropped = logdropped + 1
+      return
+    end
+    local info = getinfo(2, "l")
+    logn = logn + 1
+    logq[logn] = { level, tostring(msg), cur, info and info.currentline or 0, fields and encode(fields) or false }
+  end
+end
+local log = readonly({ debug = logfn("debug"), info = logfn("info"), warn = logfn("warn"), error = logfn("error") }, "log")
+
+local goodname = {} -- metric and label names already checked
+local reserved = { table = true, column = true, name = true, le = true }
+local function checkname(fname, name, what)
+  if goodname[name] then return end
+  if type(name) ~= "string" or not sfind(name, "^[%a_][%w_]*$") or (what == "label" and (reserved[name] or sfind(name, "^__"))) then
+    error(("%s: bad metric: %s name %s (want letters, digits and _, not starting with a digit; labels not table, column, name, le)"):format(fname, what, tostring(name)), 3)
+  end
+  goodname[name] = true
+end
+
+local function labelkey(fname, labels)
+  local ks = {}
+  for k, v in next, labels do
+    checkname(fname, k, "label")
+    local tv = type(v)
+    if tv ~= "string" and tv ~= "number" and tv ~= "boolean" then
+      error(fname .. ": label values must be strings, numbers or booleans", 3)
+    end
+    ks[#ks + 1] = k
+  end
+  tsort(ks)
+  for i = 1, #ks do ks[i] = ks[i] .. "=" .. tostring(labels[ks[i]]) end
+  return tconcat_host(ks, "\0")
+end
+
+local function statfn(kind, fname)
+  return function(name, v, labels)
+    checkname(fname, name, "metric")
+    if type(v) ~= "number" then
+      if kind == "c" and v == nil then v = 1
+      elseif kind == "c" and type(v) == "table" and labels == nil then labels, v = v, 1
+      else error(("bad argument #2 to '%s' (number expected, got %s)"):format(fname, type(v)), 2) end
+    end
+    local key = name
+    if labels ~= nil then
+      if type(labels) ~= "table" then error(("bad argument #3 to '%s' (labels must be a table)"):format(fname), 2) end
+      if next(labels) ~= nil then key = name .. "\0" .. labelkey(fname, labels) end
+    end
+    local t = acc[kind]
+    if kind == "c" then
+      t[key] = (t[key] or 0) + v
+      local cn = acc.cn
+      cn[key] = (cn[key] or 0) + 1
+    elseif kind == "g" then
+      t[key] = v
+      local gn = acc.gn
+      gn[key] = (gn[key] or 0) + 1
+    else
+      local l = t[key]
+      if l == nil then l = {}; t[key] = l end
+      l[#l + 1] = v
+    end
+    accany = true
+  end
+end
+local stats = readonly({ inc = statfn("c", "stats.inc"), set = statfn("g", "stats.set"), observe = statfn("h", "stats.observe") }, "stats")
+
+-- flushside writes the batch's log lines and stats to the output as one
+-- JSON document the Go side reads after the batch (B.side_off, side_len).
+local put_out -- forward: defined with what the Go side calls
+local function flushside()
+  B.side_len = 0
+  if logn == 0 and logdropped == 0 and not accany then return end
+  local doc = { dropped = logdropped }
+  if logn > 0 then doc.logs = logq end
+  for k, t in next, acc do
+    if next(t) ~= nil then doc[k] = t end
+  end
+  local js = encode(doc)
+  local off, n = put_out(js)
+  B.side_off, B.side_len = off, n
+  tclear(logq)
+  logn, logdropped, accany = 0, 0, false
+  for _, t in next, acc do tclear(t) end
+end
+
+local params = paramsjson and paramsjson ~= "" and decode(paramsjson) or {}
+sluice_config = function(key)
+  local v = params[key]
+  if v == NULL then return nil end
+  return v
+end
 
 base.require = function(name)
   if name == "json" then return json end
   if name == "sluice" then return sluice end
+  if name == "log" then return log end
+  if name == "stats" then return stats end
   if name == "ffi" and allow.ffi then return ffi end
   if allow.require then return real_require(name) end
   error(("module %q not found (file modules are not allowed for this script; Allow \"require\")"):format(tostring(name)), 2)
@@ -760,7 +881,7 @@ local function toolarge(n, what)
   error(("%s of %d bytes is over the result size limit of %d bytes (max_result_bytes)"):format(what, n, maxresult), 0)
 end
 
-local function put_out(s)
+put_out = function(s)
   local n = #s
   local off = B.out_len
   if off + n > B.out_cap then
@@ -856,6 +977,7 @@ local function run(fname, n)
       B.done = i
       if wdirty then tclear(writes); wdirty = false end
       if gdirty or next(genv) ~= nil then clearglobals() end
+      flushside()
       return
     end
     if s == i + 1 or err == INTERRUPT then
@@ -878,6 +1000,7 @@ local function run(fname, n)
     if gdirty or next(genv) ~= nil then clearglobals() end
   end
   B.done = n
+  flushside()
 end
 
 return { init = init, run = run }

@@ -29,6 +29,7 @@ type Config struct {
 	Allow          []string
 	SourceName     string
 	FuncName       string
+	Host           *luavm.Host
 }
 
 // New returns ErrUnavailable: the binary was built without the luajit tag.

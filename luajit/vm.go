@@ -93,6 +93,8 @@ type vm struct {
 	names   []string
 	scratch []byte
 	cbErr   error
+	// the host's metric series met so far, by kind and host.lua's key
+	seriesCache map[string]*luavm.Series
 
 	// what the engine's watchdog sees of the batch running (see watchdog.go)
 	mu      sync.Mutex // held by end and by the watchdog's stores
@@ -128,7 +130,9 @@ func (s *Script) newVM() (*vm, error) {
 	defer C.free(unsafe.Pointer(src))
 	allow := C.CString(strings.Join(s.cfg.Allow, ","))
 	defer C.free(unsafe.Pointer(allow))
-	if st := C.sl_host(L, src, C.size_t(len(hostSource)), v.b, C.double(float64(s.cfg.MemoryLimit)/1024), C.double(float64(s.cfg.MaxResultBytes)), allow, &v.initRef, &v.runRef); st != 0 {
+	params := C.CString(s.params)
+	defer C.free(unsafe.Pointer(params))
+	if st := C.sl_host(L, src, C.size_t(len(hostSource)), v.b, C.double(float64(s.cfg.MemoryLimit)/1024), C.double(float64(s.cfg.MaxResultBytes)), allow, params, &v.initRef, &v.runRef); st != 0 {
 		err := fmt.Errorf("luajit: host module: %s", topString(L))
 		v.close()
 		return nil, err
@@ -551,9 +555,13 @@ func (v *vm) runRows(ctx context.Context, nrows int, out []any, nums []float64, 
 		return err
 	}
 	v.prepare(int64(nrows))
+	room := v.s.host.AllowN(min(nrows, v.s.host.LogBurst()))
+	v.b.logroom = C.int32_t(room)
+	v.b.side_len = 0
 	v.begin(ctx)
 	st := C.sl_run(v.L, v.runRef, v.fname, C.int(nrows))
 	v.end()
+	defer v.hostCalls(ctx, room)
 	stats := &v.s.stats
 	stats.batches.Add(1)
 	stats.rows.Add(uint64(nrows))

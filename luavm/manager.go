@@ -108,6 +108,9 @@ type ScriptConfig struct {
 	// docs/pool.md): globals a call writes are then seen by later calls on
 	// the same VM. Only for measuring what isolation costs.
 	ShareGlobals bool
+	// Host is what the script's log and stats modules and sluice.config
+	// reach (host.go); nil: lines and series go nowhere.
+	Host *Host
 	// SourceName is what compile errors, runtime errors and tracebacks call
 	// the script (a file path, a URL, a column name); empty = the name it
 	// was loaded under. It lets a caller load many versions under unique

@@ -65,6 +65,14 @@ type VM struct {
 	// each in compute), for the watchdog's per-call memory (callmem.go).
 	armSeq armSeq
 
+	// what the host modules (hostmod.go) keep per VM: the row the running
+	// call is about (AtRow) and the metric series looked up so far
+	locate      RowLocator
+	rowIndex    int
+	plainSeries map[string]map[string]*Series // by kind, then name
+	seriesCache map[string]*Series            // by seriesKey, for labelled series
+	labelBuf    []string                      // a stats call's labels, reused
+
 	// broken: the VM must be closed rather than returned to its pool.
 	broken bool
 	// lastUsed (monotonic ns) is set on release. REQUIRES pool.mu.
@@ -128,7 +136,8 @@ func newVM(ctx context.Context, p *pool) (*VM, error) {
 		RegistryMaxSize:     cfg.RegistryMaxSize,
 		MinimizeStackMemory: true,
 	})
-	vm := &VM{L: L, pool: p, funcs: make(map[string]*lua.LFunction)}
+	vm := &VM{L: L, pool: p, funcs: make(map[string]*lua.LFunction), rowIndex: -1}
+	L.G.Registry.RawSetString(vmRegistryKey, &lua.LUserData{Value: vm})
 	if err := vm.openLibs(); err != nil {
 		vm.close()
 		return nil, err
@@ -350,6 +359,12 @@ func (vm *VM) openLibs() error {
 		}
 		if name == "json" {
 			m := vm.readOnly(name, openJSON(L))
+			loaded.RawSetString(name, m)
+			L.Push(m)
+			return 1
+		}
+		if t, ok := vm.hostModule(name); ok {
+			m := vm.readOnly(name, t)
 			loaded.RawSetString(name, m)
 			L.Push(m)
 			return 1

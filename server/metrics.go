@@ -29,7 +29,7 @@ import (
 // duplicate series) costs that series and a log line, not the page.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(serverCollector{s}, s.lua.Collector(), s.sources.Collector())
+	reg.MustRegister(serverCollector{s}, s.lua.Collector(), s.sources.Collector(), s.scripts())
 	if j, ok := s.jit.(interface{ Collector() prometheus.Collector }); ok {
 		reg.MustRegister(j.Collector())
 	}

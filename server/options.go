@@ -67,12 +67,14 @@ func computeConfig(tc config.Table) compute.Config {
 		c.Computed = append(c.Computed, compute.ColumnConfig{
 			Name: col.Name, Type: col.Type, Func: col.Func, FuncName: col.FuncName, OnError: col.OnError,
 			Nullable: col.Nullable, Timeout: col.Timeout, Allow: col.Allow, Budget: computeBudget(col.Budget), Engine: col.Engine,
+			ScriptHost: scriptHost(col.ScriptHost),
 		})
 	}
 	for _, f := range tc.Filters {
 		c.Filters = append(c.Filters, compute.FilterConfig{
 			Name: f.Name, Func: f.Func, FuncName: f.FuncName, OnError: f.OnError,
 			Timeout: f.Timeout, Allow: f.Allow, Budget: computeBudget(f.Budget), Engine: f.Engine,
+			ScriptHost: scriptHost(f.ScriptHost),
 		})
 	}
 	return c

@@ -47,6 +47,12 @@ func fillEvery(t *testing.T, v reflect.Value, n *int) {
 		v.SetBool(true)
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		v.SetInt(int64(*n))
+	case reflect.Float64:
+		v.SetFloat(float64(*n) + 0.5)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		m.SetMapIndex(reflect.ValueOf(fmt.Sprintf("k%d", *n)), reflect.ValueOf(fmt.Sprintf("s%d", *n)))
+		v.Set(m)
 	default:
 		t.Fatalf("fillEvery: a %s (%s): teach it this kind", v.Type(), v.Kind())
 	}

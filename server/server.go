@@ -84,6 +84,9 @@ type Server struct {
 	// metrics serves /metrics from the server's registry (metrics.go).
 	metrics http.Handler
 
+	// scriptMetrics are the series scripts make with stats (scripts.go).
+	scriptMetrics *luavm.ScriptMetrics
+
 	tables map[string]*tableState // immutable after New
 	names  []string               // sorted table names
 
@@ -288,7 +291,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, ts.compute, s.computeOptions(tc))
 		if err != nil {
 			// The config is valid (checked before), so this is a script
 			// or plugin that does not load: a file changed since the last

@@ -279,7 +279,7 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 	var dls []compute.DeadLetter
 	if w.target.Compute != nil && len(in) > 0 {
 		work := append([]ingest.Row(nil), in...) // Process compacts in place
-		b, perr := w.target.Compute.Process(ctx, work)
+		b, perr := w.target.Compute.Process(compute.WithRowSource(ctx, messageSource(msgs, msgOf)), work)
 		if perr != nil {
 			var ce *compute.Error
 			if errors.Is(perr, compute.ErrRejected) && errors.As(perr, &ce) && ce.Row >= 0 && ce.Row < len(in) {
@@ -831,7 +831,7 @@ func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []P
 // leaving the kept rows in cb, without the metadata columns the schema
 // lacks, and returning the dead-letter rows with their origins.
 func (w *Writer) computeColumns(ctx context.Context, msgs []Message, msgOf []int32, cb *colbatch.Batch) ([]table.Row, error) {
-	out, err := w.target.Compute.ProcessColumns(ctx, cb)
+	out, err := w.target.Compute.ProcessColumns(compute.WithRowSource(ctx, messageSource(msgs, msgOf)), cb)
 	if err != nil {
 		return nil, err
 	}
@@ -936,4 +936,16 @@ func (w *Writer) addColumnsMeta(msgs []Message, lastLine []int, cb *colbatch.Bat
 // their source and offsets [first, last+1).
 func sourceBatch(msgs []Message) string {
 	return msgs[0].Source + "@" + strconv.FormatInt(msgs[0].Offset, 10) + "-" + strconv.FormatInt(msgs[len(msgs)-1].Offset+1, 10)
+}
+
+// messageSource says which message row i came from (msgOf[i] of msgs),
+// for the log lines scripts write about it.
+func messageSource(msgs []Message, msgOf []int32) func(int) []slog.Attr {
+	return func(i int) []slog.Attr {
+		if i < 0 || i >= len(msgOf) || int(msgOf[i]) >= len(msgs) {
+			return nil
+		}
+		m := &msgs[msgOf[i]]
+		return []slog.Attr{slog.String("topic", m.Topic), slog.Int("partition", int(m.Partition)), slog.Int64("offset", m.Offset)}
+	}
 }
