@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/luajit"
@@ -78,7 +79,7 @@ func TestScriptHostModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v", err)
