@@ -288,7 +288,7 @@ func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, e
 		}
 	}
 	if len(tc.Computed) > 0 || len(tc.Filters) > 0 {
-		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, Logger: s.log.With("table", tc.Name)})
+		p, err := compute.New(ctx, ts.compute, compute.Options{Lua: s.lua, LuaJIT: s.jit, BaseDir: s.cfg.BaseDir, S3: tableS3(tc), Logger: s.log.With("table", tc.Name)})
 		if err != nil {
 			// The config is valid (checked before), so this is a script
 			// or plugin that does not load: a file changed since the last
@@ -637,7 +637,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue
 		}
-		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
+		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir, S3: tableS3(tc)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
 			continue
