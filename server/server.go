@@ -626,7 +626,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	}
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
-	errs := checkColdTiers(cfg)
+	errs := append(checkColdTiers(cfg), checkS3Queues(cfg)...)
 	if err := checkListenExposure(ctx, cfg); err != nil {
 		errs = append(errs, err)
 	}
