@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/s3http"
@@ -39,13 +41,24 @@ func s3Source(ctx context.Context, target stream.Target, table string, c config.
 		Credentials: s3Credentials(c.AccessKey, c.SecretKey),
 	}
 	if c.Queue != "" {
-		q, err := stream.OpenSQS(ctx, stream.SQSConfig{Queue: c.Queue, Endpoint: c.Endpoint, Region: c.Region, Credentials: opts.Credentials})
+		q, err := stream.OpenSQS(ctx, stream.SQSConfig{Queue: c.Queue, Endpoint: queueEndpoint(c.Queue), Region: c.Region, Credentials: opts.Credentials})
 		if err != nil {
 			return nil, err
 		}
 		opts.Notifications = q
 	}
 	return stream.NewS3(target, table, opts)
+}
+
+// queueEndpoint is the SQS endpoint of a queue URL: its scheme and host for
+// a self-hosted server, empty (the SDK's endpoint for the region) on AWS,
+// whose queue URLs name the region's endpoint anyway.
+func queueEndpoint(queue string) string {
+	u, err := url.Parse(queue)
+	if err != nil || u.Host == "" || strings.HasSuffix(u.Hostname(), ".amazonaws.com") {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // checkS3Queues is, for Check, the S3 sources with a queue this binary

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/s3http"
@@ -54,7 +55,7 @@ func s3Target(t *testing.T, dir string) (Target, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := s.Table(table.Config{Name: "events", SortBy: "id"})
+	tb, err := s.Table(table.Config{Name: "events", SortBy: "ts", Columns: []table.Column{{Name: "ts", Type: table.Timestamp}, {Name: "id", Type: table.Int64}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,8 @@ func s3Target(t *testing.T, dir string) (Target, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Target{Store: s, Table: tb, DeadLetters: dl, Policy: ingest.Reject}, func() { s.Close() }
+	return Target{Store: s, Table: tb, DeadLetters: dl, Policy: ingest.Reject,
+		Schema: map[string]compute.Type{"ts": compute.Timestamp, "id": compute.Int64}}, func() { s.Close() }
 }
 
 func queryRows(t *testing.T, tb *table.Table) []table.Row {
