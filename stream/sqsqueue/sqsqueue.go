@@ -59,7 +59,6 @@ func Open(ctx context.Context, c stream.SQSConfig) (stream.Notifications, error)
 	return &Queue{client: client, url: c.Queue, WaitSeconds: 20}, nil
 }
 
-
 // event is the part of an S3 event notification a source reads
 // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html).
 type event struct {

@@ -40,7 +40,9 @@ func start(t *testing.T, visibility int) *env {
 	s3creds := func() (s3http.Credentials, error) {
 		return s3http.Credentials{AccessKey: coldtest.AccessKey, SecretKey: coldtest.SecretKey}, nil
 	}
-	sqsCreds := func() (s3http.Credentials, error) { return s3http.Credentials{AccessKey: "test", SecretKey: "test"}, nil }
+	sqsCreds := func() (s3http.Credentials, error) {
+		return s3http.Credentials{AccessKey: "test", SecretKey: "test"}, nil
+	}
 	e := &env{
 		bucket: &s3http.Client{Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true, Credentials: s3creds},
 		s3opts: stream.S3Options{Bucket: coldtest.Bucket, Prefix: "in/", Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true, Credentials: s3creds},
