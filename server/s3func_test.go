@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/s3http"
 )
@@ -58,5 +59,20 @@ tables:
 	})
 	if got := ingestV(); !strings.Contains(got, `"v":"two"`) {
 		t.Fatalf("after the object was replaced: %s", got)
+	}
+}
+
+// TestTableS3IsTheColdTiers: a table's s3:// funcs without an s3 section
+// of their own are read at its cold tier's endpoint, and at the
+// environment's without a cold tier.
+func TestTableS3IsTheColdTiers(t *testing.T) {
+	var tc config.Table
+	if got := tableS3(tc); got != nil {
+		t.Fatalf("without a cold tier: %+v, want nil (the environment's)", got)
+	}
+	tc.Compact.Iceberg = &config.Iceberg{S3: config.IcebergS3{Endpoint: "http://127.0.0.1:7070", Region: "eu-west-1", PathStyle: true}}
+	got := tableS3(tc)
+	if got == nil || got.Endpoint != "http://127.0.0.1:7070" || got.Region != "eu-west-1" || !got.PathStyle {
+		t.Fatalf("with a cold tier: %+v, want its endpoint, region and path style", got)
 	}
 }
