@@ -253,7 +253,14 @@ func (s *S3) receive(ctx context.Context) (bool, error) {
 				continue
 			}
 			if !s.stored(n.Key, n.ETag) {
-				if err := s.ingest(ctx, n.Key, n.ETag); err != nil {
+				err := s.ingest(ctx, n.Key, n.ETag)
+				if errors.Is(err, s3http.ErrNotFound) {
+					// Deleted since it was announced: nothing will ever
+					// read it, so the notice is dropped, not retried.
+					s.log.Warn("announced object is gone: notice dropped", "key", n.Key, "error", err)
+					err = nil
+				}
+				if err != nil {
 					// Not acknowledged: the queue delivers it again after
 					// its visibility timeout.
 					return reached, err

@@ -74,12 +74,20 @@ func (e *env) put(t *testing.T, key string, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.notify(t, key, len(data), etag)
+}
+
+// notify sends the queue the notification of an object.
+func (e *env) notify(t *testing.T, key string, size int, etag string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	body := fmt.Sprintf(`{"Records":[{"eventVersion":"2.1","eventSource":"aws:s3","awsRegion":"us-east-1",
 "eventTime":"2026-11-29T10:00:00.000Z","eventName":"ObjectCreated:Put","userIdentity":{"principalId":"AWS:X"},
 "requestParameters":{"sourceIPAddress":"127.0.0.1"},"responseElements":{"x-amz-request-id":"R","x-amz-id-2":"I"},
 "s3":{"s3SchemaVersion":"1.0","configurationId":"objects","bucket":{"name":%q,"ownerIdentity":{"principalId":"X"},
 "arn":"arn:aws:s3:::%s"},"object":{"key":%q,"size":%d,"eTag":%q,"sequencer":"0055AED6DCD90281E5"}}}]}`,
-		coldtest.Bucket, coldtest.Bucket, key, len(data), trimQuotes(etag))
+		coldtest.Bucket, coldtest.Bucket, key, size, trimQuotes(etag))
 	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queueURL), MessageBody: aws.String(body)}); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +198,7 @@ func (d *dieBeforeAck) Receive(ctx context.Context) ([]stream.Notice, error) {
 // before deleting its message (the message comes back after its visibility
 // timeout) and starts again on its store stores it once, deletes the
 // message, and ends with an empty queue; a poison object goes to the dead
-// letters.
+// letters; the notice of an object deleted since is dropped.
 func TestSQSNotifiedObjectStoredOnce(t *testing.T) {
 	e := start(t, 1)
 	e.put(t, "in/a.ndjson", []byte(`{"id":1}`+"\n"+`{"id":2}`+"\n"))
@@ -229,6 +237,7 @@ func TestSQSNotifiedObjectStoredOnce(t *testing.T) {
 	go func() { done <- src.Run(ctx) }()
 	e.put(t, "in/b.csv", []byte("id\n3\n"))
 	e.put(t, "in/bad.ndjson", []byte(`{"id":`+"\n"))
+	e.notify(t, "in/gone.ndjson", 9, "0123456789abcdef0123456789abcdef") // deleted before it was read
 	waitFor(t, "ids 1-3 and the queue empty", func() bool { return len(ids(t, target.Table)) == 3 && e.queued(t) == 0 })
 	cancel()
 	<-done
