@@ -31,8 +31,8 @@ type ColumnConfig struct {
 	Name string `yaml:"name"`
 	// Type is a type name or alias, see coltype.Parse.
 	Type string `yaml:"type"`
-	// Func is inline Lua code, a Lua file (path, file://, http(s)://), a Go
-	// plugin (.so path or URL) or a built-in (make://...); see ResolveSource.
+	// Func is inline Lua code, a Lua file (path, file://, http(s)://,
+	// s3://), a Go plugin (.so path or URL) or a built-in (make://...); see ResolveSource.
 	Func string `yaml:"func"`
 	// FuncName is the function to call: the Lua global (default "main") or
 	// the exported symbol of a plugin (required).
@@ -50,6 +50,9 @@ type ColumnConfig struct {
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
 	Engine     string `yaml:"engine"`
 	ScriptHost `yaml:",inline"`
+	// S3 says where an s3:// Func is read from and with which keys; nil
+	// means the table's default (Options.S3).
+	S3 *S3Options `yaml:"s3" json:"s3,omitempty"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the
@@ -96,6 +99,9 @@ type FilterConfig struct {
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
 	Engine     string `yaml:"engine"`
 	ScriptHost `yaml:",inline"`
+	// S3 says where an s3:// Func is read from and with which keys; nil
+	// means the table's default (Options.S3).
+	S3 *S3Options `yaml:"s3" json:"s3,omitempty"`
 }
 
 // Policy says what happens to a row whose function failed.

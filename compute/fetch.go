@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,7 +23,7 @@ type fetchState struct {
 	hash    [32]byte
 	modTime time.Time // files
 	size    int64     // files
-	etag    string    // http
+	etag    string    // http, s3
 	lastMod string    // http
 }
 
@@ -33,7 +34,7 @@ type fetched struct {
 	hash [32]byte
 }
 
-// fetcher reads file and http(s) sources.
+// fetcher reads file, http(s) and s3 sources.
 type fetcher struct {
 	client    *http.Client
 	baseDir   string
@@ -49,9 +50,12 @@ func (f *fetcher) localPath(src Source) string {
 }
 
 // fetch returns the source's content if it changed since prev (changed
-// false and a zero fetched otherwise).
-func (f *fetcher) fetch(ctx context.Context, src Source, prev fetchState) (fetched, fetchState, bool, error) {
+// false and a zero fetched otherwise); s3 says where an s3:// source is read
+// (nil: the environment's settings).
+func (f *fetcher) fetch(ctx context.Context, src Source, s3 *S3Options, prev fetchState) (fetched, fetchState, bool, error) {
 	switch src.Kind {
+	case SourceS3:
+		return f.fetchS3(ctx, src, s3, prev)
 	case SourceFile:
 		return f.fetchFile(src, prev)
 	case SourceHTTP:
@@ -136,31 +140,41 @@ func (f *fetcher) fetchHTTP(ctx context.Context, src Source, prev fetchState) (f
 		out.data = data
 		return out, st, true, nil
 	}
-	// A downloaded plugin is stored under its content hash: every version
-	// gets its own path, which is what Go's plugin loader needs.
+	out.path, err = f.storePlugin(data, st.hash)
+	if err != nil {
+		return fetched{}, prev, false, err
+	}
+	return out, st, true, nil
+}
+
+// storePlugin writes a downloaded plugin under its content hash and returns
+// its path: every version gets its own path, which is what Go's plugin
+// loader needs (it never loads one path twice).
+func (f *fetcher) storePlugin(data []byte, hash [32]byte) (string, error) {
 	dir := f.pluginDir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "sluice-plugins")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fetched{}, prev, false, err
+		return "", fmt.Errorf("store plugin: %w", err)
 	}
-	out.path = filepath.Join(dir, hex.EncodeToString(st.hash[:])+".so")
-	if _, err := os.Stat(out.path); err != nil {
-		tmp, err := os.CreateTemp(dir, ".download-*")
-		if err != nil {
-			return fetched{}, prev, false, err
-		}
-		_, werr := tmp.Write(data)
-		cerr := tmp.Close()
-		if werr != nil || cerr != nil {
-			os.Remove(tmp.Name())
-			return fetched{}, prev, false, fmt.Errorf("store plugin %s: %v %v", out.path, werr, cerr)
-		}
-		if err := os.Rename(tmp.Name(), out.path); err != nil {
-			os.Remove(tmp.Name())
-			return fetched{}, prev, false, err
-		}
+	path := filepath.Join(dir, hex.EncodeToString(hash[:])+".so")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
 	}
-	return out, st, true, nil
+	tmp, err := os.CreateTemp(dir, ".download-*")
+	if err != nil {
+		return "", fmt.Errorf("store plugin: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("store plugin %s: %w", path, errors.Join(werr, cerr))
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("store plugin %s: %w", path, err)
+	}
+	return path, nil
 }

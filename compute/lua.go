@@ -85,8 +85,8 @@ func luaSource(uriOrCode string) (Source, string, error) {
 			return src, "", fmt.Errorf("lua: %w", err)
 		}
 		return src, string(data), nil
-	case src.Kind == SourceHTTP:
-		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, fetchState{})
+	case src.Kind == SourceHTTP || src.Kind == SourceS3:
+		got, _, _, err := (&fetcher{}).fetch(context.Background(), src, nil, fetchState{})
 		if err != nil {
 			return src, "", fmt.Errorf("lua: %w", err)
 		}
@@ -102,7 +102,7 @@ func sourceName(src Source, column string) string {
 	switch src.Kind {
 	case SourceFile:
 		return src.Path
-	case SourceHTTP:
+	case SourceHTTP, SourceS3:
 		return src.URL
 	}
 	return column

@@ -46,8 +46,13 @@ type Options struct {
 	// BaseDir resolves relative paths in `func` (normally the config's
 	// directory); empty means the working directory.
 	BaseDir string
-	// HTTPClient fetches http(s) sources; nil means a client with a 30s timeout.
+	// HTTPClient fetches http(s) and s3 sources; nil means a client with a
+	// 30s timeout.
 	HTTPClient *http.Client
+	// S3 says where s3:// sources are read from when their column or filter
+	// has no s3 section of its own (the server gives the table's cold-tier
+	// endpoint); nil means the environment's settings.
+	S3 *S3Options
 	// PluginDir stores downloaded plugins under their content hash; empty
 	// means $TMPDIR/sluice-plugins.
 	PluginDir string
@@ -98,7 +103,8 @@ type function struct {
 	allow    []string // Lua libraries beyond the sandbox
 	budget   Budget   // Lua: per batch
 	src      Source
-	engine   string // Lua engine: "" (gopher-lua) or EngineLuaJIT
+	s3       *S3Options // where an s3:// src is read; nil: Options.S3
+	engine   string     // Lua engine: "" (gopher-lua) or EngineLuaJIT
 	// host is what the Lua function's log, stats and sluice.config reach,
 	// across its versions (nil for plugins and built-ins)
 	host *luavm.Host
@@ -186,7 +192,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 	for _, fc := range cfg.Filters {
 		policy, perr := parsePolicy(fc.OnError, true)
 		src, serr := ResolveSource(fc.Func)
-		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src, engine: fc.Engine}
+		f := &function{name: fc.Name, filter: true, typ: Bool, policy: policy, funcName: fc.FuncName, timeout: fc.Timeout, allow: fc.Allow, budget: fc.Budget, src: src, s3: fc.S3, engine: fc.Engine}
 		if serr == nil && src.Loader() == "lua" {
 			f.host = p.newHost(f, fc.ScriptHost)
 		}
@@ -201,7 +207,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Processor, error) {
 		typ, terr := coltype.Parse(cc.Type)
 		policy, perr := parsePolicy(cc.OnError, false)
 		src, serr := ResolveSource(cc.Func)
-		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src, engine: cc.Engine}
+		f := &function{name: cc.Name, typ: typ, policy: policy, nullable: cc.Nullable, funcName: cc.FuncName, timeout: cc.Timeout, allow: cc.Allow, budget: cc.Budget, src: src, s3: cc.S3, engine: cc.Engine}
 		if serr == nil && src.Loader() == "lua" {
 			f.host = p.newHost(f, cc.ScriptHost)
 		}
@@ -261,6 +267,15 @@ func (f *function) errorf(row int, err error) *Error {
 	return &Error{Column: f.name, Filter: f.filter, Loader: f.src.Loader(), Source: f.src.String(), Row: row, Err: err}
 }
 
+// s3options is where f's s3:// source is read: its own s3 section, else
+// the processor's default.
+func (f *function) s3options(def *S3Options) *S3Options {
+	if f.s3 != nil {
+		return f.s3
+	}
+	return def
+}
+
 // load builds f's first handler.
 func (p *Processor) load(ctx context.Context, f *function) error {
 	var h Handler
@@ -272,7 +287,7 @@ func (p *Processor) load(ctx context.Context, f *function) error {
 		h, err = p.newLua(ctx, f, f.src.Code)
 	default:
 		var got fetched
-		got, f.fetch, _, err = p.fetcher.fetch(ctx, f.src, fetchState{})
+		got, f.fetch, _, err = p.fetcher.fetch(ctx, f.src, f.s3options(p.opts.S3), fetchState{})
 		if err == nil {
 			h, err = p.build(ctx, f, got)
 			f.version = got.hash
@@ -293,7 +308,7 @@ func (p *Processor) build(ctx context.Context, f *function, got fetched) (Handle
 	return p.newLua(ctx, f, string(got.data))
 }
 
-// Reload polls every file and URL source once; a changed source is loaded
+// Reload polls every file, URL and S3 source once; a changed source is loaded
 // and swapped in between batches. A version that fails to load is reported
 // (returned, logged, counted in ReloadErrors) and the old one keeps running.
 func (p *Processor) Reload(ctx context.Context) error {
@@ -301,10 +316,10 @@ func (p *Processor) Reload(ctx context.Context) error {
 	defer p.reloadMu.Unlock()
 	var errs []error
 	for _, f := range p.all() {
-		if f.src.Kind != SourceFile && f.src.Kind != SourceHTTP {
+		if f.src.Kind != SourceFile && f.src.Kind != SourceHTTP && f.src.Kind != SourceS3 {
 			continue
 		}
-		got, st, changed, err := p.fetcher.fetch(ctx, f.src, f.fetch)
+		got, st, changed, err := p.fetcher.fetch(ctx, f.src, f.s3options(p.opts.S3), f.fetch)
 		if err == nil && !changed {
 			f.fetch = st
 			continue

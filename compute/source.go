@@ -18,6 +18,7 @@ const (
 	SourceFile                          // a local file (plain path or file://)
 	SourceHTTP                          // an http:// or https:// URL, re-polled
 	SourceBuiltin                       // make://name, compiled into sluice
+	SourceS3                            // s3://bucket/key, re-polled by ETag
 )
 
 // Source is a resolved `func`.
@@ -28,8 +29,11 @@ type Source struct {
 	// Path is the file path (SourceFile): absolute for file:// URIs,
 	// otherwise as written (Resolve makes it relative to the config's dir).
 	Path string
-	// URL is the http(s) URL (SourceHTTP) or the make:// URI (SourceBuiltin).
+	// URL is the http(s) URL (SourceHTTP), the make:// URI (SourceBuiltin)
+	// or the s3:// URI (SourceS3).
 	URL string
+	// Bucket and Key name the object of a SourceS3.
+	Bucket, Key string
 	// Plugin is true when the file or URL names a Go plugin (ends in .so).
 	Plugin bool
 }
@@ -40,7 +44,7 @@ func (s Source) String() string {
 		return "inline"
 	case SourceFile:
 		return s.Path
-	case SourceHTTP, SourceBuiltin:
+	case SourceHTTP, SourceBuiltin, SourceS3:
 		return s.URL
 	}
 	return "?"
@@ -71,9 +75,10 @@ var ErrBadSource = errors.New("bad func")
 //  3. file:///abs/path (or file://localhost/abs/path) is that absolute file;
 //     file://relative is an error (the "relative" would be a host name);
 //  4. http:// and https:// URLs are fetched and re-polled;
-//  5. any other scheme:// is an error (object stores come with the server);
-//  6. a single line ending in .lua or .so is a file path;
-//  7. any other single line is inline Lua code.
+//  5. s3://bucket/key is an object, fetched and re-polled by its ETag;
+//  6. any other scheme:// is an error;
+//  7. a single line ending in .lua or .so is a file path;
+//  8. any other single line is inline Lua code.
 //
 // Files and URLs whose path ends in .so are Go plugins, others are Lua.
 func ResolveSource(fn string) (Source, error) {
@@ -106,8 +111,14 @@ func ResolveSource(fn string) (Source, error) {
 			return Source{}, fmt.Errorf("%w: %q is not a valid URL", ErrBadSource, s)
 		}
 		return Source{Kind: SourceHTTP, URL: s, Plugin: strings.HasSuffix(u.Path, ".so")}, nil
+	case strings.HasPrefix(lower, "s3://"):
+		bucket, key, _ := strings.Cut(s[len("s3://"):], "/")
+		if bucket == "" || key == "" || strings.HasSuffix(key, "/") {
+			return Source{}, fmt.Errorf("%w: %q: want s3://bucket/key", ErrBadSource, s)
+		}
+		return Source{Kind: SourceS3, URL: s, Bucket: bucket, Key: key, Plugin: strings.HasSuffix(key, ".so")}, nil
 	case schemeRE.MatchString(s):
-		return Source{}, fmt.Errorf("%w: %q: unsupported scheme (want a path, file://, http(s):// or make://; object stores come with the server)", ErrBadSource, s)
+		return Source{}, fmt.Errorf("%w: %q: unsupported scheme (want a path, file://, http(s)://, s3:// or make://)", ErrBadSource, s)
 	case strings.HasSuffix(s, ".lua"):
 		return Source{Kind: SourceFile, Path: s}, nil
 	case strings.HasSuffix(s, ".so"):

@@ -32,8 +32,10 @@ func TestResolveSource(t *testing.T) {
 	f("http://127.0.0.1:8080/trim.lua", Source{Kind: SourceHTTP, URL: "http://127.0.0.1:8080/trim.lua"})
 	f("https://example.com/p/trim.so?v=2", Source{Kind: SourceHTTP, URL: "https://example.com/p/trim.so?v=2", Plugin: true})
 	f("make://identifier", Source{Kind: SourceBuiltin, URL: "make://identifier"})
+	f("s3://scripts/teams/a/trim.lua", Source{Kind: SourceS3, URL: "s3://scripts/teams/a/trim.lua", Bucket: "scripts", Key: "teams/a/trim.lua"})
+	f("s3://plugins/upper.so", Source{Kind: SourceS3, URL: "s3://plugins/upper.so", Bucket: "plugins", Key: "upper.so", Plugin: true})
 
-	for _, bad := range []string{"", "   ", "file://scripts/a.lua", "file:///", "s3://bucket/a.lua", "gs://b/x.so", "http:///nohost.lua"} {
+	for _, bad := range []string{"", "   ", "file://scripts/a.lua", "file:///", "s3://bucket", "s3://bucket/", "s3:///a.lua", "s3://b/dir/", "gs://b/x.so", "http:///nohost.lua"} {
 		if got, err := ResolveSource(bad); !errors.Is(err, ErrBadSource) {
 			t.Errorf("ResolveSource(%q) = %+v, %v; want ErrBadSource", bad, got, err)
 		}
@@ -45,6 +47,8 @@ func TestSourceLoader(t *testing.T) {
 		"make://timestamp": "builtin",
 		"a.so":             "plugin",
 		"http://h/a.so":    "plugin",
+		"s3://b/a.so":      "plugin",
+		"s3://b/a.lua":     "lua",
 		"a.lua":            "lua",
 		"return 1":         "lua",
 	} {

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // A table's computed columns and filters, as the YAML writes them: the
 // same fields as `sluice compute`'s config (package compute's ColumnConfig,
@@ -15,8 +18,8 @@ type ComputedColumn struct {
 	Name string `yaml:"name"`
 	// Type is a type name or alias (coltype.Parse).
 	Type string `yaml:"type"`
-	// Func is inline Lua code, a Lua file (path, file://, http(s)://), a Go
-	// plugin (.so path or URL) or a built-in (make://...).
+	// Func is inline Lua code, a Lua file (path, file://, http(s)://,
+	// s3://), a Go plugin (.so path or URL) or a built-in (make://...).
 	Func string `yaml:"func"`
 	// FuncName is the function to call: the Lua global (default "main") or
 	// the exported symbol of a plugin (required).
@@ -33,6 +36,9 @@ type ComputedColumn struct {
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
 	Engine     string `yaml:"engine"`
 	ScriptHost `yaml:",inline"`
+	// S3 is where an s3:// func is read from; nil: the table's cold-tier
+	// endpoint, else the environment's.
+	S3 *ComputeS3 `yaml:"s3"`
 }
 
 // Filter is one filter: a function returning a bool; false drops the row.
@@ -50,6 +56,9 @@ type Filter struct {
 	// Engine runs a Lua function: gopher-lua (default) or luajit.
 	Engine     string `yaml:"engine"`
 	ScriptHost `yaml:",inline"`
+	// S3 is where an s3:// func is read from; nil: the table's cold-tier
+	// endpoint, else the environment's.
+	S3 *ComputeS3 `yaml:"s3"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the
@@ -84,4 +93,26 @@ type ScriptHost struct {
 	// MaxSeries bounds the metric series (name and labels) the script's
 	// stats calls make (0: limits.script_max_series).
 	MaxSeries int `yaml:"max_series"`
+}
+
+// ComputeS3 is the endpoint and keys of a function's s3:// func. Empty
+// fields fall back to the environment, as the cold tier's do
+// (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+type ComputeS3 struct {
+	Endpoint  string `yaml:"endpoint"`
+	Region    string `yaml:"region"`
+	PathStyle bool   `yaml:"path_style"`
+	AccessKey Secret `yaml:"access_key,omitempty"`
+	SecretKey Secret `yaml:"secret_key,omitempty"`
+}
+
+func (c *ComputeS3) validate(where string) []error {
+	if c == nil {
+		return nil
+	}
+	errs := append(c.AccessKey.validate(where+".access_key"), c.SecretKey.validate(where+".secret_key")...)
+	if c.AccessKey.IsSet() != c.SecretKey.IsSet() {
+		errs = append(errs, fmt.Errorf("%s: set access_key and secret_key together", where))
+	}
+	return errs
 }

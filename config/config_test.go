@@ -238,7 +238,7 @@ tables:
 	if err == nil {
 		t.Fatal("bad sources accepted")
 	}
-	for _, want := range []string{`broker "nohost"`, "topics: none", "group: empty", `format "xml"`, `metadata "colour"`, `sources[1] nats: url`, "stream: empty", "durable: empty", "sources[2]: set kafka or nats"} {
+	for _, want := range []string{`broker "nohost"`, "topics: none", "group: empty", `format "xml"`, `metadata "colour"`, `sources[1] nats: url`, "stream: empty", "durable: empty", "sources[2]: set kafka, nats or s3"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

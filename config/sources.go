@@ -8,11 +8,40 @@ import (
 	"time"
 )
 
-// Source is one stream a table consumes besides HTTP: exactly one of Kafka
-// or NATS is set. See docs/streams.md.
+// Source is one stream a table consumes besides HTTP: exactly one of Kafka,
+// NATS or S3 is set. See docs/streams.md and docs/s3.md.
 type Source struct {
 	Kafka *KafkaSource `yaml:"kafka"`
 	NATS  *NATSSource  `yaml:"nats"`
+	S3    *S3Source    `yaml:"s3"`
+}
+
+// S3Source ingests the objects that land under a bucket's prefix, each
+// once: told by S3 event notifications through an SQS queue, or found by
+// listing the prefix (docs/s3.md).
+type S3Source struct {
+	Bucket string `yaml:"bucket"`
+	Prefix string `yaml:"prefix"`
+	// Format of every object: ndjson, json, csv or parquet; empty: by the
+	// key's extension (gzip is detected by content).
+	Format string `yaml:"format"`
+	// Queue is the URL of the SQS queue the bucket's event notifications
+	// go to; empty: the prefix is listed every Interval.
+	Queue string `yaml:"queue"`
+	// Interval is how often the prefix is listed without a queue (default 30s).
+	Interval time.Duration `yaml:"interval"`
+	// Endpoint, Region and PathStyle reach the bucket and the queue
+	// (empty: the environment's).
+	Endpoint  string `yaml:"endpoint"`
+	Region    string `yaml:"region"`
+	PathStyle bool   `yaml:"path_style"`
+	// AccessKey and SecretKey sign the requests (neither: the environment's).
+	AccessKey Secret `yaml:"access_key"`
+	SecretKey Secret `yaml:"secret_key"`
+	// MaxObjectBytes bounds an object, as stored and after gzip decoding;
+	// a larger one is a dead letter (default 8 MiB, and never more than
+	// limits.max_body_bytes).
+	MaxObjectBytes int64 `yaml:"max_object_bytes"`
 }
 
 // KafkaSource consumes topics of a Kafka cluster (or anything speaking the
@@ -264,6 +293,16 @@ var (
 	StreamFormats = []string{"ndjson", "json", "csv", "parquet"}
 )
 
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
 // validateSources reports every problem of t's sources.
 func (t *Table) validateSources(where string) []error {
 	var errs []error
@@ -271,11 +310,11 @@ func (t *Table) validateSources(where string) []error {
 	for i, s := range t.Sources {
 		sw := fmt.Sprintf("%s: sources[%d]", where, i)
 		switch {
-		case s.Kafka != nil && s.NATS != nil:
-			add("%s: set kafka or nats, not both", sw)
+		case countSet(s.Kafka != nil, s.NATS != nil, s.S3 != nil) > 1:
+			add("%s: set one of kafka, nats or s3", sw)
 			continue
-		case s.Kafka == nil && s.NATS == nil:
-			add("%s: set kafka or nats", sw)
+		case s.Kafka == nil && s.NATS == nil && s.S3 == nil:
+			add("%s: set kafka, nats or s3", sw)
 			continue
 		}
 		checkCommon := func(format, start string, metadata, allowed []string) {
@@ -332,6 +371,26 @@ func (t *Table) validateSources(where string) []error {
 			errs = append(errs, k.SASL.validate(sw+" sasl", k.TLS != nil)...)
 			if k.KeyPartitioned {
 				errs = append(errs, t.checkKeyPartitioned(sw)...)
+			}
+		}
+		if o := s.S3; o != nil {
+			sw := sw + " s3"
+			if o.Bucket == "" {
+				add("%s: bucket: empty", sw)
+			}
+			if o.Queue != "" {
+				if u, err := url.Parse(o.Queue); err != nil || u.Host == "" {
+					add("%s: queue: want the SQS queue's URL", sw)
+				}
+			}
+			if o.Interval < 0 || o.MaxObjectBytes < 0 {
+				add("%s: interval and max_object_bytes must not be negative", sw)
+			}
+			checkCommon(o.Format, "", nil, nil)
+			errs = append(errs, o.AccessKey.validate(sw+" access_key")...)
+			errs = append(errs, o.SecretKey.validate(sw+" secret_key")...)
+			if o.AccessKey.IsSet() != o.SecretKey.IsSet() {
+				add("%s: set access_key and secret_key together", sw)
 			}
 		}
 		if n := s.NATS; n != nil {

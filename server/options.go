@@ -68,6 +68,7 @@ func computeConfig(tc config.Table) compute.Config {
 			Name: col.Name, Type: col.Type, Func: col.Func, FuncName: col.FuncName, OnError: col.OnError,
 			Nullable: col.Nullable, Timeout: col.Timeout, Allow: col.Allow, Budget: computeBudget(col.Budget), Engine: col.Engine,
 			ScriptHost: scriptHost(col.ScriptHost),
+			S3:         computeS3(col.S3),
 		})
 	}
 	for _, f := range tc.Filters {
@@ -75,9 +76,33 @@ func computeConfig(tc config.Table) compute.Config {
 			Name: f.Name, Func: f.Func, FuncName: f.FuncName, OnError: f.OnError,
 			Timeout: f.Timeout, Allow: f.Allow, Budget: computeBudget(f.Budget), Engine: f.Engine,
 			ScriptHost: scriptHost(f.ScriptHost),
+			S3:         computeS3(f.S3),
 		})
 	}
 	return c
+}
+
+// computeS3 is compute's S3 options of a function's s3 section; its keys
+// are revealed at each request, so a rotated secret file is picked up.
+func computeS3(c *config.ComputeS3) *compute.S3Options {
+	if c == nil {
+		return nil
+	}
+	o := &compute.S3Options{Endpoint: c.Endpoint, Region: c.Region, PathStyle: c.PathStyle}
+	if c.AccessKey.IsSet() {
+		o.AccessKey, o.SecretKey = c.AccessKey.Reveal, c.SecretKey.Reveal
+	}
+	return o
+}
+
+// tableS3 is where a table's s3:// funcs without an s3 section of their own
+// are read: the endpoint of its cold tier, when it has one.
+func tableS3(tc config.Table) *compute.S3Options {
+	ic := tc.Compact.Iceberg
+	if ic == nil {
+		return nil
+	}
+	return &compute.S3Options{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle}
 }
 
 func computeBudget(b config.Budget) compute.Budget {

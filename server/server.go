@@ -629,7 +629,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	}
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
-	errs := checkColdTiers(cfg)
+	errs := append(checkColdTiers(cfg), checkS3Queues(cfg)...)
 	if err := checkListenExposure(ctx, cfg); err != nil {
 		errs = append(errs, err)
 	}
@@ -640,7 +640,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 		if len(tc.Computed) == 0 && len(tc.Filters) == 0 {
 			continue
 		}
-		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir})
+		p, err := compute.New(ctx, computeConfig(tc), compute.Options{Lua: lua, BaseDir: cfg.BaseDir, S3: tableS3(tc)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("table %q: %w", tc.Name, err))
 			continue

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -57,8 +58,10 @@ func (s *Server) openSources() error {
 				if opts.Conn, err = natsConn(*sc.NATS); err == nil {
 					src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, opts)
 				}
+			case sc.S3 != nil:
+				src, err = s3Source(context.Background(), s.messageBound(target, sc.S3.MaxObjectBytes), n, *sc.S3)
 			default:
-				err = errors.New("neither kafka nor nats")
+				err = errors.New("neither kafka, nats nor s3")
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("table %q: sources[%d]: %w", n, i, err))

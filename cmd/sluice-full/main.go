@@ -15,10 +15,13 @@ import (
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/compute/goplugin"
 	_ "github.com/sluicedb/sluice/internal/arrowformat" // registers format=arrow (rowformat)
+	"github.com/sluicedb/sluice/stream"
+	"github.com/sluicedb/sluice/stream/sqsqueue"
 )
 
 func main() {
 	compute.EnablePlugins(goplugin.Open)
+	stream.EnableSQS(sqsqueue.Open)
 	// A child started to open a plugin before this process does (see
 	// docs/compute.md) does that and exits here.
 	compute.ServePluginCheck()

@@ -48,7 +48,7 @@ func TestLeanDeps(t *testing.T) {
 }
 
 // TestLeanNamesSluiceFull: the lean binary refuses a table with
-// compact.iceberg and a plugin column with an error naming what is missing
+// compact.iceberg, a plugin column and an S3 source's queue with an error naming what is missing
 // and a hint naming sluice-full, and serves everything else.
 func TestLeanNamesSluiceFull(t *testing.T) {
 	if testing.Short() {
@@ -78,6 +78,15 @@ tables:
       remove: true
       iceberg: {warehouse: %q}
 `, filepath.Join(dir, "data"), filepath.Join(dir, "warehouse")))
+	queue := write("queue.yaml", fmt.Sprintf(`
+storage: {dir: %q}
+tables:
+  - name: plain
+    hashBy: user
+  - name: landing
+    sources:
+      - s3: {bucket: b, queue: "http://127.0.0.1:1/123456789012/objects"}
+`, filepath.Join(dir, "data2")))
 	write("upper.so", "not opened: the lean binary cannot open plugins")
 	plugin := write("plugin.yaml", "computed:\n  - name: up\n    type: string\n    func: upper.so\n    funcname: Upper\n")
 	plain := write("plain.yaml", "computed:\n  - name: two\n    type: int64\n    func: \"function main(row) return 2 end\"\n")
@@ -92,6 +101,7 @@ tables:
 		{[]string{"serve", "--check", "--config", iceberg}, `table "events": compact.iceberg: this binary is built without the cold tier`},
 		{[]string{"query", "--config", iceberg, "--table", "plain"}, `table "events": compact.iceberg: this binary is built without the cold tier`},
 		{[]string{"validate", "--config", plugin}, "this binary cannot load Go plugins"},
+		{[]string{"serve", "--check", "--config", queue}, `table "landing": sources[0] s3: queue http://127.0.0.1:1/123456789012/objects: this binary is built without SQS`},
 	} {
 		out, err := run(tc.args...)
 		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
