@@ -48,7 +48,7 @@ computed:
     func: make://identifier
   - name: a
     type: int64
-    func: s3://bucket/x.lua
+    func: gs://bucket/x.lua
   - name: p
     type: string
     func: x.so
@@ -61,7 +61,7 @@ filters:
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`computed[0] "a": unknown type "jsonb"`, `computed[1] "a": duplicate column name`, `s3://bucket/x.lua`, `needs funcname`, `unknown on_error "explode"`, `filters[0] "f": unknown on_error "null" for a filter`} {
+	for _, want := range []string{`computed[0] "a": unknown type "jsonb"`, `computed[1] "a": duplicate column name`, `gs://bucket/x.lua`, `needs funcname`, `unknown on_error "explode"`, `filters[0] "f": unknown on_error "null" for a filter`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
