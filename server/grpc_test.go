@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	logs "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"github.com/sluicedb/sluice/auth"
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest/talaria"
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testcert"
@@ -407,5 +410,55 @@ tables:
 	dl := allRows(t, s, "t_deadletter", "")
 	if len(dl) != 1 || dl[0]["origin"] != "grpc request="+id[0] || !strings.Contains(fmt.Sprint(dl[0]["row"]), "not a number") {
 		t.Errorf("dead letters: %v, want the bad row with origin grpc request=%s", dl, id[0])
+	}
+}
+
+// TestGRPCDocConfig: docs/grpc.md's configuration serves as written (its
+// addresses moved to free ports): a Talaria batch lands in ingress.table
+// with its computed column, a bad row in its dead letters, and an OTLP
+// export in otlp.logs_table.
+func TestGRPCDocConfig(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "grpc.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/grpc.md has no yaml block")
+	}
+	addr := grpcAddr(t)
+	yaml := strings.Replace(strings.Replace(block, "127.0.0.1:9090", addr, 1), "127.0.0.1:8080", "127.0.0.1:0", 1)
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidateOptions(cfg); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, yaml, "")
+	cc := dialGRPC(t, addr, nil)
+	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := talaria.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(
+		map[string]any{"ts": ts, "user": "alice", "amount": 1.25},
+		map[string]any{"ts": "not a time", "user": "bob"},
+	)}}); err != nil {
+		t.Fatalf("Ingest: %v", err)
+	}
+	if rows := allRows(t, s, "events", ""); len(rows) != 1 || rows[0]["amount_cents"] != 125.0 {
+		t.Errorf("events: %v", rows)
+	}
+	if dl := allRows(t, s, "events_deadletter", ""); len(dl) != 1 || !strings.HasPrefix(fmt.Sprint(dl[0]["origin"]), "grpc request=") {
+		t.Errorf("events_deadletter: %v", dl)
+	}
+	// Now: the logs table keeps a week (ttl).
+	req := logsRequest("hello")
+	req.ResourceLogs[0].ScopeLogs[0].LogRecords[0].TimeUnixNano = uint64(time.Now().UnixNano())
+	resp, err := collogs.NewLogsServiceClient(cc).Export(callCtx(t), req)
+	if err != nil || resp.GetPartialSuccess() != nil {
+		t.Fatalf("Export: %v, %v", resp, err)
+	}
+	if rows := allRows(t, s, "logs", ""); len(rows) != 1 || rows[0]["body"] != "hello" {
+		t.Errorf("logs: %v", rows)
 	}
 }
