@@ -51,7 +51,9 @@ tables:
 		ts := start.Add(time.Duration(i) * time.Second)
 		fmt.Fprintf(&ndjson, `{"ts":%q,"user":%q,"action":%q,"n":%d,"amount":%g}`+"\n", ts.Format(time.RFC3339), user, action, i, float64(i)/4)
 		events[i] = map[string]any{"ts": ts, "user": user, "action": action, "n": int64(i), "amount": float64(i) / 4}
-		str := func(v string) *common.AnyValue { return &common.AnyValue{Value: &common.AnyValue_StringValue{StringValue: v}} }
+		str := func(v string) *common.AnyValue {
+			return &common.AnyValue{Value: &common.AnyValue_StringValue{StringValue: v}}
+		}
 		records = append(records, &logs.LogRecord{
 			TimeUnixNano: uint64(ts.UnixNano()), SeverityNumber: logs.SeverityNumber_SEVERITY_NUMBER_INFO, Body: str(action),
 			Attributes: []*common.KeyValue{
