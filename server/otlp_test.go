@@ -27,7 +27,7 @@ tables:
 
 // TestOTLPLogsFromTheSDK: the OpenTelemetry Go SDK's log provider, through
 // its OTLP exporters (gRPC on listen.grpc, HTTP/protobuf on POST
-// /v1/logs), stores a record each in otlp.logs_table, and every field and
+// /v1/logs), both gzip-compressed, stores a record each in otlp.logs_table, and every field and
 // attribute reads back under its documented column.
 func TestOTLPLogsFromTheSDK(t *testing.T) {
 	addr := grpcAddr(t)
@@ -35,11 +35,12 @@ func TestOTLPLogsFromTheSDK(t *testing.T) {
 	httpAddr := strings.TrimPrefix(s.url, "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	grpcExp, err := otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(addr), otlploggrpc.WithInsecure())
+	// Compressed, as OpenTelemetry collectors send by default.
+	grpcExp, err := otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(addr), otlploggrpc.WithInsecure(), otlploggrpc.WithCompressor("gzip"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpExp, err := otlploghttp.New(ctx, otlploghttp.WithEndpoint(httpAddr), otlploghttp.WithInsecure())
+	httpExp, err := otlploghttp.New(ctx, otlploghttp.WithEndpoint(httpAddr), otlploghttp.WithInsecure(), otlploghttp.WithCompression(otlploghttp.GzipCompression))
 	if err != nil {
 		t.Fatal(err)
 	}
