@@ -379,16 +379,29 @@ func checkListenExposure(ctx context.Context, cfg *config.Config) error {
 	if cfg.Auth.Enabled() || cfg.Listen.AllowUnauthenticated {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(cfg.Listen.HTTP)
+	for _, addr := range []string{cfg.Listen.HTTP, cfg.Listen.GRPC} {
+		if addr == "" {
+			continue
+		}
+		if err := checkAddrExposure(ctx, addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAddrExposure is checkListenExposure of one listener's address.
+func checkAddrExposure(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil // config.Validate reports the address
 	}
 	if host == "" { // ":8080": every interface
-		return unauthenticatedExposure(cfg.Listen.HTTP)
+		return unauthenticatedExposure(addr)
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		if !ip.IsLoopback() {
-			return unauthenticatedExposure(cfg.Listen.HTTP)
+			return unauthenticatedExposure(addr)
 		}
 		return nil
 	}
@@ -400,7 +413,7 @@ func checkListenExposure(ctx context.Context, cfg *config.Config) error {
 	}
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return unauthenticatedExposure(cfg.Listen.HTTP)
+			return unauthenticatedExposure(addr)
 		}
 	}
 	return nil

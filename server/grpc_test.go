@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -460,5 +463,36 @@ func TestGRPCDocConfig(t *testing.T) {
 	}
 	if rows := allRows(t, s, "logs", ""); len(rows) != 1 || rows[0]["body"] != "hello" {
 		t.Errorf("logs: %v", rows)
+	}
+}
+
+// TestGRPCSecureByDefault: a gRPC address beyond loopback without auth
+// stops the server (the HTTP one on loopback does not save it), and serve
+// --check reports it before anything listens.
+func TestGRPCSecureByDefault(t *testing.T) {
+	port, err := freeport.Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf("listen: {http: \"127.0.0.1:0\", grpc: \"0.0.0.0:%d\"}\ntables: [{name: events}]\n", port)
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := Check(ctx, cfg); !errors.Is(err, ErrUnauthenticatedExposure) {
+		t.Errorf("serve --check: %v, want ErrUnauthenticatedExposure", err)
+	}
+	srv, err := New(ctx, cfg, Options{StorageDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ctx, ln); !errors.Is(err, ErrUnauthenticatedExposure) || !strings.Contains(err.Error(), "listen.grpc") {
+		t.Errorf("Serve: %v, want ErrUnauthenticatedExposure naming listen.grpc", err)
 	}
 }
