@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	// gzip is what OpenTelemetry collectors send by default.
 	_ "google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -61,6 +62,10 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(min(s.cfg.Limits.MaxBodyBytes, int64(^uint32(0)>>1)))),
 		grpc.UnaryInterceptor(s.grpcGuard),
+		// A connection without calls for listen.idle_timeout is closed, as
+		// an idle HTTP keep-alive connection is: idle clients do not keep
+		// file descriptors.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Listen.IdleTimeout}),
 	}
 	if s.tls.config != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config)))

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -494,5 +495,24 @@ func TestGRPCSecureByDefault(t *testing.T) {
 	}
 	if err := srv.Serve(ctx, ln); !errors.Is(err, ErrUnauthenticatedExposure) || !strings.Contains(err.Error(), "listen.grpc") {
 		t.Errorf("Serve: %v, want ErrUnauthenticatedExposure naming listen.grpc", err)
+	}
+}
+
+// TestGRPCIdleConnectionClosed: a client connection without calls for
+// listen.idle_timeout is closed by the server.
+func TestGRPCIdleConnectionClosed(t *testing.T) {
+	addr := grpcAddr(t)
+	startServer(t, fmt.Sprintf("listen: {http: \"127.0.0.1:0\", grpc: %q, idle_timeout: 300ms}\ningress: {table: events}\ntables: [{name: events}]\n", addr), "")
+	cc := dialGRPC(t, addr, nil)
+	ctx := callCtx(t)
+	if _, err := talaria.NewIngressClient(cc).Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("a\n1\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	if cc.GetState() != connectivity.Ready {
+		t.Fatalf("after a call: %v", cc.GetState())
+	}
+	// The server's GOAWAY takes the client out of Ready; ctx bounds the wait.
+	if !cc.WaitForStateChange(ctx, connectivity.Ready) {
+		t.Fatalf("the connection stayed %v past idle_timeout", cc.GetState())
 	}
 }
