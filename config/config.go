@@ -88,7 +88,8 @@ type Listen struct {
 	// the process's limit, `ulimit -n`, before raising this).
 	MaxConnections int `yaml:"max_connections"`
 	// IdleTimeout closes a keep-alive connection that has waited this long
-	// for its next request. Default 2m.
+	// for its next request (on grpc too: a connection without calls).
+	// Default 2m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// GRPC is the address of the gRPC listener (Talaria's Ingress service
 	// and OTLP logs); empty: none. It has the API's TLS (listen.tls) and
