@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,6 +38,8 @@ type Config struct {
 	Tables  []Table `yaml:"tables"`
 	Cluster Cluster `yaml:"cluster"`
 	Auth    Auth    `yaml:"auth"`
+	Ingress Ingress `yaml:"ingress"`
+	OTLP    OTLP    `yaml:"otlp"`
 
 	// BaseDir resolves relative script paths in computed columns and
 	// filters; Load sets it to the config file's directory. The storage and
@@ -85,12 +88,33 @@ type Listen struct {
 	// the process's limit, `ulimit -n`, before raising this).
 	MaxConnections int `yaml:"max_connections"`
 	// IdleTimeout closes a keep-alive connection that has waited this long
-	// for its next request. Default 2m.
+	// for its next request (on grpc too: a connection without calls).
+	// Default 2m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// GRPC is the address of the gRPC listener (Talaria's Ingress service
+	// and OTLP logs); empty: none. It has the API's TLS (listen.tls) and
+	// auth.
+	GRPC string `yaml:"grpc"`
 	// AllowUnauthenticated lets a server without auth listen beyond
 	// loopback (it warns at every start); without it such a server
 	// refuses to start.
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+}
+
+// Ingress configures Talaria's Ingress service on listen.grpc.
+type Ingress struct {
+	// Table takes the calls that name no table (gRPC metadata
+	// x-sluice-table), as Talaria's clients do not; empty: such a call is
+	// refused.
+	Table string `yaml:"table"`
+}
+
+// OTLP configures OpenTelemetry log ingest (gRPC on listen.grpc, HTTP on
+// POST /v1/logs).
+type OTLP struct {
+	// LogsTable stores the log records, a row each; empty: OTLP logs are
+	// refused.
+	LogsTable string `yaml:"logs_table"`
 }
 
 // TLS is the API listener's certificate and its policy on client
@@ -425,7 +449,17 @@ func (c *Config) Validate() error {
 	if c.Listen.IdleTimeout < 0 {
 		add("listen.idle_timeout: negative (%v)", c.Listen.IdleTimeout)
 	}
+	if c.Listen.GRPC != "" {
+		if _, _, err := net.SplitHostPort(c.Listen.GRPC); err != nil {
+			add("listen.grpc %q: %v", c.Listen.GRPC, err)
+		}
+	}
 	errs = append(errs, c.Listen.TLS.validate()...)
+	for _, ref := range [][2]string{{"ingress.table", c.Ingress.Table}, {"otlp.logs_table", c.OTLP.LogsTable}} {
+		if ref[1] != "" && !slices.ContainsFunc(c.Tables, func(t Table) bool { return t.Name == ref[1] }) {
+			add("%s: no table %q", ref[0], ref[1])
+		}
+	}
 	l := c.Limits
 	if l.MaxBodyBytes < 0 {
 		add("limits.max_body_bytes: negative (%d)", l.MaxBodyBytes)

@@ -576,13 +576,14 @@ func decodeCSV(r io.Reader, schema map[string]compute.Type, add func(Row, int) e
 			return nil
 		}
 		if err != nil {
-			line := 0
 			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				line = pe.StartLine
-				err = pe.Err
+			if !errors.As(err, &pe) {
+				// The input's own error (past a size bound, cut short):
+				// not a bad line, and the reader returns it again at
+				// every read, so skipping it would never end.
+				return err
 			}
-			if err := onBad(&LineError{Line: line, Err: err}); err != nil {
+			if err := onBad(&LineError{Line: pe.StartLine, Err: pe.Err}); err != nil {
 				return err
 			}
 			continue

@@ -222,3 +222,38 @@ func TestInvalidUTF8IsABadLine(t *testing.T) {
 		t.Fatalf("valid text: %v %v", rows, err)
 	}
 }
+
+// failingReader returns its input, then err at every read.
+type failingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		return n, f.err
+	}
+	return n, err
+}
+
+// TestCSVReadErrorEndsDecode: an error of the reader under CSV (a size
+// bound passed, a body cut short) ends the decode with that error, under
+// on_bad_line: skip too; it is no bad line to skip and read past.
+func TestCSVReadErrorEndsDecode(t *testing.T) {
+	errBound := errors.New("past the bound")
+	done := make(chan error, 1)
+	go func() {
+		r := &failingReader{r: strings.NewReader("a,b\n1,2\n3,"), err: errBound}
+		_, err := Decode(r, DecodeOptions{Format: CSV, Policy: Skip, BadLine: func(*LineError) {}}, func([]Row, []int) error { return nil })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errBound) {
+			t.Errorf("Decode: %v, want the reader's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Decode did not end on the reader's error")
+	}
+}

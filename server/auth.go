@@ -25,6 +25,9 @@ type need struct {
 	// table: the permission is on the route's {table}; otherwise a
 	// per-table permission on any one table will do.
 	table bool
+	// logsTable: the permission is on otlp.logs_table (the OTLP route
+	// has no {table}).
+	logsTable bool
 	// public: no credentials needed (health, readiness).
 	public bool
 }
@@ -32,6 +35,7 @@ type need struct {
 var (
 	public     = need{public: true}
 	ingestRows = need{perm: auth.Ingest, table: true}
+	ingestLogs = need{perm: auth.Ingest, table: true, logsTable: true}
 	readTable  = need{perm: auth.Query, table: true}
 	readAny    = need{perm: auth.Query}
 	adminOnly  = need{perm: auth.Admin}
@@ -45,6 +49,8 @@ func (n need) String() string {
 		return "public"
 	case n.perm == 0:
 		return "none"
+	case n.logsTable:
+		return n.perm.String() + ":otlp.logs_table"
 	case n.table:
 		return n.perm.String() + ":{table}"
 	}
@@ -71,6 +77,8 @@ func (s *Server) routes() []route {
 		// A replay stores the table's dead letters in it again: rows an
 		// ingester of the table may send anyway.
 		{"POST /v1/tables/{table}/replay", ingestRows, s.handleReplay},
+		// OTLP/HTTP logs: an ingest into the configured logs table.
+		{"POST /v1/logs", ingestLogs, s.handleOTLPLogs},
 		// A request with Sluice-Coordinator is a member's part of a
 		// cluster query and holds this node's cold tier: guard asks
 		// member of it.
@@ -149,7 +157,10 @@ func (s *Server) guard(rt route) http.Handler {
 			n = memberOnly
 		}
 		table := ""
-		if n.table {
+		switch {
+		case n.logsTable:
+			table = s.cfg.OTLP.LogsTable
+		case n.table:
 			table = r.PathValue("table")
 		}
 		p, err := s.authn.Authenticate(r)
@@ -368,16 +379,29 @@ func checkListenExposure(ctx context.Context, cfg *config.Config) error {
 	if cfg.Auth.Enabled() || cfg.Listen.AllowUnauthenticated {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(cfg.Listen.HTTP)
+	for _, addr := range []string{cfg.Listen.HTTP, cfg.Listen.GRPC} {
+		if addr == "" {
+			continue
+		}
+		if err := checkAddrExposure(ctx, addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAddrExposure is checkListenExposure of one listener's address.
+func checkAddrExposure(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil // config.Validate reports the address
 	}
 	if host == "" { // ":8080": every interface
-		return unauthenticatedExposure(cfg.Listen.HTTP)
+		return unauthenticatedExposure(addr)
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		if !ip.IsLoopback() {
-			return unauthenticatedExposure(cfg.Listen.HTTP)
+			return unauthenticatedExposure(addr)
 		}
 		return nil
 	}
@@ -389,7 +413,7 @@ func checkListenExposure(ctx context.Context, cfg *config.Config) error {
 	}
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return unauthenticatedExposure(cfg.Listen.HTTP)
+			return unauthenticatedExposure(addr)
 		}
 	}
 	return nil

@@ -400,6 +400,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.Close()
 		return fmt.Errorf("server: %w", err)
 	}
+	gln, err := s.listenGRPC()
+	if err != nil {
+		ln.Close()
+		s.Close()
+		return fmt.Errorf("server: %w", err)
+	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	ln, conns := s.serveListener(bg, ln, &wg)
@@ -428,6 +434,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	stopGRPC := func(context.Context) {}
+	if gln != nil {
+		stopGRPC = s.serveGRPC(gln, &wg)
+		s.log.Info("serving gRPC", "addr", gln.Addr().String())
+	}
 	s.ready.Store(true)
 	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.tls.config != nil, "tables", s.names, "storage", s.cfg.Storage.Dir)
 	var serveErr error
@@ -443,6 +454,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Error("shutdown: in-flight requests did not finish in time", "error", err)
 		hs.Close()
 	}
+	stopGRPC(sctx)
 	s.endAllLeases() // a lease's hold would keep the last compaction waiting
 	stopBG()
 	if err := s.awaitStopped(sctx, &wg); err != nil {
