@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bufbuild/protocompile"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
 	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
@@ -191,6 +196,135 @@ func TestAvroColumnsMatchMaps(t *testing.T) {
 	var msgs [][]byte
 	for range 500 {
 		msgs = append(msgs, frame(id, encode(t, diffAvro, randAvroRow(rnd))))
+	}
+	sameCells(t, d, msgs)
+}
+
+const diffProto = `syntax = "proto3";
+package d;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+enum Color { RED = 0; GREEN = 1; BLUE = 2; }
+message All {
+  bool b = 1; int32 i32 = 2; int64 i64 = 3; uint32 u32 = 4; uint64 u64 = 5; sint32 s32 = 6; sint64 s64 = 7;
+  fixed32 f32 = 8; sfixed32 sf32 = 9; fixed64 f64 = 10; sfixed64 sf64 = 11; float fl = 12; double db = 13;
+  string s = 14; bytes by = 15; Color color = 16; optional int64 opt = 17; optional string opts = 18;
+  google.protobuf.Timestamp ts = 19; google.protobuf.Int64Value wi = 20; google.protobuf.StringValue ws = 21;
+  google.protobuf.FloatValue wf = 22; google.protobuf.BytesValue wb = 23; google.protobuf.UInt64Value wu = 24;
+  oneof choice { string cs = 25; int64 ci = 26; }
+  message Inner { string name = 1; repeated int64 vals = 2; google.protobuf.Timestamp at = 3; }
+  Inner inner = 27; repeated string tags = 28; map<string, int64> counts = 29; repeated Inner inners = 30;
+  int64 far = 5000;
+}`
+
+// randProto is a random message of md; scalars: without message fields
+// (a message merged after another stays on the planned path).
+func randProto(rnd *rand.Rand, md protoreflect.MessageDescriptor, scalars bool) *dynamicpb.Message {
+	m := dynamicpb.NewMessage(md)
+	f := md.Fields().ByName
+	set := func(name string, v protoreflect.Value) {
+		if rnd.IntN(3) > 0 {
+			m.Set(f(protoreflect.Name(name)), v)
+		}
+	}
+	set("b", protoreflect.ValueOfBool(rnd.IntN(2) == 1))
+	set("i32", protoreflect.ValueOfInt32(rnd.Int32()-1<<30))
+	set("i64", protoreflect.ValueOfInt64(rnd.Int64()-1<<62))
+	set("u32", protoreflect.ValueOfUint32(rnd.Uint32()))
+	set("u64", protoreflect.ValueOfUint64(rnd.Uint64()>>1))
+	set("s32", protoreflect.ValueOfInt32(rnd.Int32()-1<<30))
+	set("s64", protoreflect.ValueOfInt64(rnd.Int64()-1<<62))
+	set("f32", protoreflect.ValueOfUint32(rnd.Uint32()))
+	set("sf32", protoreflect.ValueOfInt32(rnd.Int32()-1<<30))
+	set("f64", protoreflect.ValueOfUint64(rnd.Uint64()>>1))
+	set("sf64", protoreflect.ValueOfInt64(rnd.Int64()-1<<62))
+	set("fl", protoreflect.ValueOfFloat32(float32(rnd.NormFloat64())))
+	set("db", protoreflect.ValueOfFloat64(rnd.NormFloat64()))
+	set("s", protoreflect.ValueOfString(randString(rnd)))
+	set("by", protoreflect.ValueOfBytes(randBytes(rnd, rnd.IntN(6))))
+	set("color", protoreflect.ValueOfEnum(protoreflect.EnumNumber(rnd.IntN(4))))
+	set("opt", protoreflect.ValueOfInt64(rnd.Int64N(3)))
+	set("opts", protoreflect.ValueOfString(randString(rnd)))
+	msgField := func(name string, fill func(m *dynamicpb.Message)) {
+		if !scalars && rnd.IntN(3) > 0 {
+			fd := f(protoreflect.Name(name))
+			x := dynamicpb.NewMessage(fd.Message())
+			fill(x)
+			m.Set(fd, protoreflect.ValueOfMessage(x))
+		}
+	}
+	tsFill := func(x *dynamicpb.Message) {
+		x.Set(x.Descriptor().Fields().ByName("seconds"), protoreflect.ValueOfInt64(rnd.Int64N(4e9)-1e9))
+		if rnd.IntN(2) == 0 {
+			x.Set(x.Descriptor().Fields().ByName("nanos"), protoreflect.ValueOfInt32(rnd.Int32N(1e9)))
+		}
+	}
+	msgField("ts", tsFill)
+	value := func(v protoreflect.Value) func(x *dynamicpb.Message) {
+		return func(x *dynamicpb.Message) {
+			if rnd.IntN(4) > 0 {
+				x.Set(x.Descriptor().Fields().ByName("value"), v)
+			}
+		}
+	}
+	msgField("wi", value(protoreflect.ValueOfInt64(rnd.Int64())))
+	msgField("ws", value(protoreflect.ValueOfString(randString(rnd))))
+	msgField("wf", value(protoreflect.ValueOfFloat32(float32(rnd.NormFloat64()))))
+	msgField("wb", value(protoreflect.ValueOfBytes(randBytes(rnd, 3))))
+	msgField("wu", value(protoreflect.ValueOfUint64(rnd.Uint64()>>1)))
+	switch rnd.IntN(3) {
+	case 1:
+		m.Set(f("cs"), protoreflect.ValueOfString(randString(rnd)))
+	case 2:
+		m.Set(f("ci"), protoreflect.ValueOfInt64(rnd.Int64()))
+	}
+	m.Set(f("far"), protoreflect.ValueOfInt64(rnd.Int64N(100)))
+	if !scalars && rnd.IntN(4) == 0 { // nested values: the message goes through dynamicpb
+		msgField("inner", func(x *dynamicpb.Message) {
+			x.Set(x.Descriptor().Fields().ByName("name"), protoreflect.ValueOfString(randString(rnd)))
+			l := x.Mutable(x.Descriptor().Fields().ByName("vals")).List()
+			l.Append(protoreflect.ValueOfInt64(rnd.Int64()))
+		})
+		l := m.Mutable(f("tags")).List()
+		l.Append(protoreflect.ValueOfString(randString(rnd)))
+		mp := m.Mutable(f("counts")).Map()
+		mp.Set(protoreflect.ValueOfString(randString(rnd)).MapKey(), protoreflect.ValueOfInt64(rnd.Int64()))
+	}
+	return m
+}
+
+// TestProtoColumnsMatchMaps: the Protobuf column decoder gives every cell
+// the map decoder gives, over random messages of every scalar kind, enums
+// (one the schema does not name), optional fields, a oneof, Timestamps,
+// wrappers, nested, repeated and map fields, and concatenated messages
+// (Protobuf merges them: the last scalar wins, a oneof's last member
+// clears the other, message fields merge).
+func TestProtoColumnsMatchMaps(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("p-value", testregistry.Schema{Schema: diffProto, SchemaType: "PROTOBUF"})
+	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": diffProto})})}
+	files, err := c.Compile(context.Background(), "schema.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := files[0].Messages().Get(0)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	var msgs [][]byte
+	for i := range 600 {
+		body, err := proto.Marshal(randProto(rnd, md, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			more, err := proto.Marshal(randProto(rnd, md, i%10 == 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = append(body, more...)
+		}
+		msgs = append(msgs, append(frame(id, []byte{0}), body...))
 	}
 	sameCells(t, d, msgs)
 }
