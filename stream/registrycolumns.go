@@ -17,7 +17,7 @@ var colbatchPool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
 
 // writeRegistryColumns is writeColumns for the Schema Registry formats:
 // each message is one row, decoded straight into the columns by the
-// decoder compiled for its schema id (schemaformat.Decoder.AppendRow).
+// decoder compiled for its schema id (schemaformat.Rows).
 // A registry that cannot answer fails the batch, storing nothing, as the
 // map path does; any other unusual message (one that does not decode, is
 // too large, is not gunzippable) or rows the table refuses leave the
@@ -28,13 +28,14 @@ func (w *Writer) writeRegistryColumns(ctx context.Context, msgs []Message, posit
 		cb.Reset()
 		colbatchPool.Put(cb)
 	}()
+	rows := w.registry.Rows(cb)
 	lastLine := make([]int, len(msgs))
 	for i := range msgs {
 		b, err := body(&msgs[i])
 		if err != nil {
 			return res, false, nil
 		}
-		if err := w.registry.AppendRow(ctx, b, cb, i+1); err != nil {
+		if err := rows.Append(ctx, b, i+1); err != nil {
 			if errors.Is(err, schemaformat.ErrUnavailable) {
 				return res, true, fmt.Errorf("stream: decoding the message at %s: %w", w.origin(&msgs[i]), err)
 			}

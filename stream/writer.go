@@ -138,8 +138,8 @@ type Writer struct {
 // any other error makes the message a dead letter.
 type messageDecoder interface {
 	Decode(ctx context.Context, msg []byte) (map[string]any, error)
-	// AppendRow is Decode into a new row of cb, by column.
-	AppendRow(ctx context.Context, msg []byte, cb *colbatch.Batch, line int) error
+	// Rows decodes messages into new rows of cb, by column.
+	Rows(cb *colbatch.Batch) *schemaformat.Rows
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.

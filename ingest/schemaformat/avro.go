@@ -51,8 +51,8 @@ func compileAvro(text string) (bodyDecoder, error) {
 	return d, nil
 }
 
-func (d *avroDecoder) appendRow(body []byte, cb *colbatch.Batch, row int) error {
-	return d.columns.appendRow(body, cb, row)
+func (d *avroDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache *columnCache) error {
+	return d.columns.appendRow(body, cb, row, cache)
 }
 
 func (d *avroDecoder) decode(body []byte) (map[string]any, error) {

@@ -351,7 +351,8 @@ func (r *avroReader) branch(n *avroNode) (*avroNode, error) {
 }
 
 // appendRow decodes body into row row of cb.
-func (a *avroColumns) appendRow(body []byte, cb *colbatch.Batch, row int) error {
+func (a *avroColumns) appendRow(body []byte, cb *colbatch.Batch, row int, cache *columnCache) error {
+	cols := cache.columns(a, a.names, cb)
 	r := avroReader{b: body}
 	for i := range a.fields {
 		f := &a.fields[i]
@@ -359,12 +360,21 @@ func (a *avroColumns) appendRow(body []byte, cb *colbatch.Batch, row int) error 
 		if err != nil {
 			return fmt.Errorf("field %s: %w", f.name, err)
 		}
-		cb.Cols[cb.ColumnOf(f.name)].Cells[row] = cell
+		cb.Cols[cols[i]].Cells[row] = cell
 	}
 	if r.p < len(body) {
 		return fmt.Errorf("at byte %d: %d bytes after the record", r.p, len(body)-r.p)
 	}
 	return nil
+}
+
+// names yields the columns' names.
+func (a *avroColumns) names(yield func(string) bool) {
+	for i := range a.fields {
+		if !yield(a.fields[i].name) {
+			return
+		}
+	}
 }
 
 // cell reads one top-level field's value as its column's cell.

@@ -10,28 +10,66 @@ import (
 // rowAppender is a body decoder that writes a row's cells into a column
 // batch itself, without a map per row.
 type rowAppender interface {
-	appendRow(body []byte, cb *colbatch.Batch, row int) error
+	appendRow(body []byte, cb *colbatch.Batch, row int, cache *columnCache) error
 }
 
-// AppendRow decodes one message into a new row of cb (its input line
+// columnCache holds the batch's column indexes of one plan's fields, so
+// that the rows of a batch look their columns up once, not once a field.
+type columnCache struct {
+	plan any
+	cols []int
+}
+
+// columns returns the indexes in cb of names, the columns of plan.
+func (c *columnCache) columns(plan any, names func(yield func(string) bool), cb *colbatch.Batch) []int {
+	if c.plan == plan {
+		return c.cols
+	}
+	c.plan, c.cols = plan, c.cols[:0]
+	for name := range names {
+		c.cols = append(c.cols, cb.ColumnOf(name))
+	}
+	return c.cols
+}
+
+// Rows decodes messages into the rows of one column batch, keeping what
+// the rows of a batch share (the last schema's decoder and its columns'
+// indexes). Not safe for concurrent use; the batch must not be Reset
+// while Rows is in use.
+type Rows struct {
+	d     *Decoder
+	cb    *colbatch.Batch
+	id    int
+	bd    bodyDecoder
+	cache columnCache
+}
+
+// Rows returns a Rows decoding into cb.
+func (d *Decoder) Rows(cb *colbatch.Batch) *Rows { return &Rows{d: d, cb: cb, id: -1} }
+
+// Append decodes one message into a new row of the batch (its input line
 // line), a cell per top-level field: the row Decode returns, held by
-// column. Its errors are Decode's; on error cb is as it was (apart from
-// columns it may have gained, with no cell in any row).
-func (d *Decoder) AppendRow(ctx context.Context, msg []byte, cb *colbatch.Batch, line int) error {
+// column. Its errors are Decode's; on error the batch is as it was (apart
+// from columns it may have gained, with no cell in any row).
+func (r *Rows) Append(ctx context.Context, msg []byte, line int) error {
 	id, body, err := splitFrame(msg)
 	if err != nil {
 		return err
 	}
-	bd, err := d.schema(ctx, id)
-	if err != nil {
-		return err
+	if id != r.id {
+		bd, err := r.d.schema(ctx, id)
+		if err != nil {
+			return err
+		}
+		r.id, r.bd = id, bd
 	}
+	cb := r.cb
 	row := cb.AddRow(line)
-	if ra, ok := bd.(rowAppender); ok {
-		err = ra.appendRow(body, cb, row)
+	if ra, ok := r.bd.(rowAppender); ok {
+		err = ra.appendRow(body, cb, row, &r.cache)
 	} else {
 		var m map[string]any
-		if m, err = bd.decode(body); err == nil {
+		if m, err = r.bd.decode(body); err == nil {
 			for k, v := range m {
 				cb.Set(cb.ColumnOf(k), row, v)
 			}
@@ -42,4 +80,10 @@ func (d *Decoder) AppendRow(ctx context.Context, msg []byte, cb *colbatch.Batch,
 		return fmt.Errorf("%w: schema id %d: %w", ErrBody, id, err)
 	}
 	return nil
+}
+
+// AppendRow decodes one message into a new row of cb: Rows(cb).Append
+// for one message.
+func (d *Decoder) AppendRow(ctx context.Context, msg []byte, cb *colbatch.Batch, line int) error {
+	return d.Rows(cb).Append(ctx, msg, line)
 }

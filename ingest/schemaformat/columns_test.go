@@ -151,6 +151,7 @@ func sameCells(t *testing.T, d *Decoder, msgs [][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	var cb colbatch.Batch
+	rows := d.Rows(&cb)
 	var want []map[string]any
 	for i, msg := range msgs {
 		row, err := d.Decode(ctx, msg)
@@ -158,8 +159,8 @@ func sameCells(t *testing.T, d *Decoder, msgs [][]byte) {
 			t.Fatalf("message %d: Decode: %v", i, err)
 		}
 		want = append(want, row)
-		if err := d.AppendRow(ctx, msg, &cb, i+1); err != nil {
-			t.Fatalf("message %d: AppendRow: %v", i, err)
+		if err := rows.Append(ctx, msg, i+1); err != nil {
+			t.Fatalf("message %d: Append: %v", i, err)
 		}
 	}
 	got := cb.Rows()

@@ -208,6 +208,15 @@ func planProto(md protoreflect.MessageDescriptor) *protoPlan {
 	return p
 }
 
+// names yields the columns' names.
+func (p *protoPlan) names(yield func(string) bool) {
+	for i := range p.cols {
+		if !yield(p.cols[i].name) {
+			return
+		}
+	}
+}
+
 func (p *protoPlan) field(n protowire.Number) int {
 	if n >= 0 && int(n) < len(p.byNumber) {
 		return p.byNumber[n]
@@ -223,7 +232,7 @@ var errSlow = errors.New("decoded by dynamicpb")
 
 // appendRow decodes body (message indexes, then the message) into row
 // row of cb.
-func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int) error {
+func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache *columnCache) error {
 	var p *protoPlan
 	msg := body
 	if len(body) > 0 && body[0] == 0 && d.first != nil {
@@ -240,11 +249,7 @@ func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int) error
 		msg = rest
 	}
 	at := len(body) - len(msg) // the message's offset in the body, for errors
-	var colArr [32]int
-	cols := colArr[:0]
-	for i := range p.cols {
-		cols = append(cols, cb.ColumnOf(p.cols[i].name))
-	}
+	cols := cache.columns(p, p.names, cb)
 	if p.planned {
 		err := p.read(msg, at, cb, row, cols)
 		if err == nil || !errors.Is(err, errSlow) {
