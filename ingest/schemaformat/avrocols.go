@@ -323,7 +323,7 @@ func (r *avroReader) boolean() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return b[0] != 0, nil
+	return b[0] == 1, nil // another byte is false, as Java's reader takes it
 }
 
 func (r *avroReader) int32() (int64, error) {

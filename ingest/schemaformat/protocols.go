@@ -259,7 +259,7 @@ func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache
 	// The whole message through dynamicpb, as Decode.
 	m, err := d.mapRow(p.md, msg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", locate(p.md, msg, at), err)
 	}
 	for k, v := range m {
 		cb.Set(cb.ColumnOf(k), row, v)
@@ -467,7 +467,7 @@ func readTimestamp(b []byte) (time.Time, error) {
 // mapRow decodes a message of type md as Decode does.
 func (d *protoDecoder) mapRow(md protoreflect.MessageDescriptor, body []byte) (map[string]any, error) {
 	m := dynamicpb.NewMessage(md)
-	if err := proto.Unmarshal(body, m); err != nil {
+	if err := unmarshal(body, m); err != nil {
 		return nil, err
 	}
 	row := make(map[string]any, md.Fields().Len())
@@ -488,4 +488,41 @@ func (d *protoDecoder) mapRow(md protoreflect.MessageDescriptor, body []byte) (m
 		row[string(fd.Name())] = v
 	}
 	return row, nil
+}
+
+// locate says where dynamicpb's decoding of message b (at offset at of
+// the body) fails, which its errors do not: the first top-level field
+// whose tag or value does not decode on its own.
+func locate(md protoreflect.MessageDescriptor, b []byte, at int) string {
+	for pos := 0; pos < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[pos:])
+		if n < 0 {
+			return fmt.Sprintf("at byte %d", at+pos)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[pos+n:])
+		if m < 0 {
+			return fmt.Sprintf("at byte %d: field %d", at+pos, num)
+		}
+		if err := unmarshal(b[pos:pos+n+m], dynamicpb.NewMessage(md)); err != nil {
+			name := strconv.Itoa(int(num))
+			if fd := md.Fields().ByNumber(num); fd != nil {
+				name = string(fd.Name())
+			}
+			return fmt.Sprintf("at byte %d: field %s", at+pos, name)
+		}
+		pos += n + m
+	}
+	return fmt.Sprintf("at byte %d", at)
+}
+
+// unmarshal is proto.Unmarshal into a dynamicpb message, which panics on
+// some malformed map entries (a key of another wire type: "cannot convert
+// nil to map key"): a hostile message is an error, never a crash.
+func unmarshal(b []byte, m *dynamicpb.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed message: %v", p)
+		}
+	}()
+	return proto.Unmarshal(b, m)
 }
