@@ -356,7 +356,7 @@ func (a *avroColumns) appendRow(body []byte, cb *colbatch.Batch, row int, cache 
 	r := avroReader{b: body}
 	for i := range a.fields {
 		f := &a.fields[i]
-		cell, err := r.cell(f.node, cb)
+		cell, err := r.cell(f.node, cb, cache, i)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", f.name, err)
 		}
@@ -377,8 +377,9 @@ func (a *avroColumns) names(yield func(string) bool) {
 	}
 }
 
-// cell reads one top-level field's value as its column's cell.
-func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch) (colbatch.Cell, error) {
+// cell reads one top-level field's value (field i of the plan) as its
+// column's cell.
+func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i int) (colbatch.Cell, error) {
 	switch n.op {
 	case avroNull:
 		return colbatch.Cell{Kind: colbatch.Null}, nil
@@ -399,7 +400,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch) (colbatch.Cell, error
 		return colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(v))}, err
 	case avroString:
 		b, err := r.lengthed()
-		return colbatch.Cell{Kind: colbatch.String, S: string(b)}, err
+		return colbatch.Cell{Kind: colbatch.String, S: cache.str(i, b)}, err
 	case avroEnum:
 		s, err := r.enum(n)
 		return colbatch.Cell{Kind: colbatch.String, S: s}, err
@@ -408,7 +409,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch) (colbatch.Cell, error
 		if err != nil {
 			return colbatch.Cell{}, err
 		}
-		return r.cell(b, cb)
+		return r.cell(b, cb, cache, i)
 	case avroDate, avroTimestampMillis, avroTimestampMicros, avroTimestampNanos:
 		t, err := r.time(n)
 		if err != nil {

@@ -18,6 +18,44 @@ type rowAppender interface {
 type columnCache struct {
 	plan any
 	cols []int
+	// values[i] are the string values of column cols[i] met in the batch:
+	// low-cardinality columns (a country, an action) then cost no
+	// allocation per row.
+	values []stringValues
+}
+
+type stringValues struct {
+	vals map[string]string
+	off  bool
+}
+
+// maxValues bounds one column's kept values, maxValueLen the length of a
+// kept value: a column of ever-new values stops being kept.
+const (
+	maxValues   = 256
+	maxValueLen = 64
+)
+
+// str returns b as a string, the one kept for column i when b is one of
+// its values.
+func (c *columnCache) str(i int, b []byte) string {
+	if i < 0 || i >= len(c.values) || len(b) > maxValueLen || c.values[i].off {
+		return string(b)
+	}
+	v := &c.values[i]
+	if s, ok := v.vals[string(b)]; ok {
+		return s
+	}
+	if len(v.vals) >= maxValues {
+		v.off, v.vals = true, nil
+		return string(b)
+	}
+	if v.vals == nil {
+		v.vals = map[string]string{}
+	}
+	s := string(b)
+	v.vals[s] = s
+	return s
 }
 
 // columns returns the indexes in cb of names, the columns of plan.
@@ -29,6 +67,7 @@ func (c *columnCache) columns(plan any, names func(yield func(string) bool), cb 
 	for name := range names {
 		c.cols = append(c.cols, cb.ColumnOf(name))
 	}
+	c.values = make([]stringValues, len(c.cols))
 	return c.cols
 }
 

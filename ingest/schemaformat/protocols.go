@@ -251,7 +251,7 @@ func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache
 	at := len(body) - len(msg) // the message's offset in the body, for errors
 	cols := cache.columns(p, p.names, cb)
 	if p.planned {
-		err := p.read(msg, at, cb, row, cols)
+		err := p.read(msg, at, cb, row, cols, cache)
 		if err == nil || !errors.Is(err, errSlow) {
 			return err
 		}
@@ -268,7 +268,7 @@ func (d *protoDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache
 }
 
 // read reads a planned message's fields into their cells.
-func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []int) error {
+func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []int, cache *columnCache) error {
 	for i := range p.cols {
 		c := &p.cols[i]
 		cell := c.zero
@@ -313,7 +313,7 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 				return errSlow
 			}
 		}
-		cell, m, err := c.read(b[pos:], cb)
+		cell, m, err := c.read(b[pos:], cb, cache, i)
 		if err != nil {
 			return fmt.Errorf("at byte %d: field %s: %w", at+fieldAt, c.name, err)
 		}
@@ -326,9 +326,10 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 	return nil
 }
 
-// read reads one value of c at the start of b (past its tag) and returns
-// its cell and the bytes it took.
-func (c *protoCol) read(b []byte, cb *colbatch.Batch) (colbatch.Cell, int, error) {
+// read reads one value of c (field i of the plan; -1 inside a wrapper) at
+// the start of b (past its tag) and returns its cell and the bytes it
+// took.
+func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int) (colbatch.Cell, int, error) {
 	switch c.wire {
 	case protowire.VarintType:
 		v, n := protowire.ConsumeVarint(b)
@@ -393,7 +394,7 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch) (colbatch.Cell, int, error
 		if !utf8.Valid(v) {
 			return colbatch.Cell{}, 0, errors.New("string is not valid UTF-8")
 		}
-		return colbatch.Cell{Kind: colbatch.String, S: string(v)}, n, nil
+		return colbatch.Cell{Kind: colbatch.String, S: cache.str(i, v)}, n, nil
 	case protoBytes:
 		return colbatch.Cell{Kind: colbatch.String, S: base64.StdEncoding.EncodeToString(v)}, n, nil
 	case protoTimestamp:
@@ -404,12 +405,12 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch) (colbatch.Cell, int, error
 		return cb.CellOf(t), n, nil
 	}
 	// A wrapper: its value field (number 1), the zero value when absent.
-	cell, err := c.inner.readMessage(v, c.inner.zero, cb)
+	cell, err := c.inner.readMessage(v, c.inner.zero, cb, cache)
 	return cell, n, err
 }
 
 // readMessage reads a wrapper's message: its last value field.
-func (c *protoCol) readMessage(b []byte, cell colbatch.Cell, cb *colbatch.Batch) (colbatch.Cell, error) {
+func (c *protoCol) readMessage(b []byte, cell colbatch.Cell, cb *colbatch.Batch, cache *columnCache) (colbatch.Cell, error) {
 	for pos := 0; pos < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[pos:])
 		if n < 0 {
@@ -425,7 +426,7 @@ func (c *protoCol) readMessage(b []byte, cell colbatch.Cell, cb *colbatch.Batch)
 			continue
 		}
 		var err error
-		if cell, n, err = c.read(b[pos:], cb); err != nil {
+		if cell, n, err = c.read(b[pos:], cb, cache, -1); err != nil {
 			return cell, err
 		}
 		pos += n
