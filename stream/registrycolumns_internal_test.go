@@ -35,8 +35,8 @@ const regColsV2 = `{"type":"record","name":"E","fields":[
  {"name":"nested","type":{"type":"record","name":"N","fields":[{"name":"b","type":"string"},{"name":"a","type":{"type":"array","items":"long"}}]}},
  {"name":"note","type":["null","string"]}]}`
 
-// TestWriterRegistryColumnsMatchMaps: Avro messages from a registry take
-// the by-column path and store what the map path stores (rows, schema,
+// TestWriterRegistryColumnsMatchMaps: Avro and JSON Schema messages from
+// a registry take the by-column path and store what the map path stores (rows, schema,
 // metadata and source columns, dead letters, results), a new schema
 // version adding its column; a batch with a message that does not decode
 // falls back to the map path, which names it a dead letter; a registry
@@ -80,6 +80,29 @@ func TestWriterRegistryColumnsMatchMaps(t *testing.T) {
 	// A body cut short: the batch falls back to the map path.
 	bad := enc(v1, regColsV1, row(8))
 	batches = append(batches, []Message{msg(7, enc(v1, regColsV1, row(7))), msg(8, bad[:len(bad)-2])})
+	// The same rows as JSON Schema messages: number, integer and date-time
+	// properties, one the schema does not declare (inferred), a nested
+	// object; then a batch with an integer property holding 1.5 (a dead
+	// letter, by the map path).
+	jsonID := reg.Register("j-value", testregistry.Schema{SchemaType: "JSON", Schema: `{"type":"object","properties":{
+ "ts":{"type":"string","format":"date-time"},"user":{"type":"string"},"n":{"type":["integer","null"]},"x":{"type":"number"},
+ "nested":{"type":"object"}}}`})
+	jsonMsg := func(off int64, text string) Message {
+		return msg(off, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(jsonID)), text...))
+	}
+	var jsonBatches [][]Message
+	var jfirst []Message
+	for i := range 5 {
+		n := "null"
+		if i%3 != 0 {
+			n = fmt.Sprint(i * 100)
+		}
+		jfirst = append(jfirst, jsonMsg(int64(i), fmt.Sprintf(`{"ts":"2026-01-02T03:04:0%dZ","user":"u<%d>","n":%s,"x":%d,"price":"%d.%02d","nested":{"b":"&","a":[%d,%d]}}`,
+			i, i, n, i, i*10, i, i, -i)))
+	}
+	jsonBatches = append(jsonBatches, jfirst,
+		[]Message{jsonMsg(5, `{"ts":"2026-01-02T03:04:10.5Z","user":"u5","n":5,"x":2.5,"note":"a note"}`), jsonMsg(6, `{"ts":"2026-01-02T03:04:11Z","user":"u6","n":6,"x":1e2}`)},
+		[]Message{jsonMsg(7, `{"ts":"2026-01-02T03:04:12Z","user":"u7","n":7,"x":3}`), jsonMsg(8, `{"ts":"2026-01-02T03:04:13Z","user":"u8","n":1.5,"x":3}`)})
 	computed := `
 computed:
   - name: tag
@@ -91,10 +114,16 @@ computed:
 		{Name: "price", Type: table.String}, {Name: "nested", Type: table.JSON}, {Name: "note", Type: table.String}, {Name: "_offset", Type: table.Int64}}
 	for _, tc := range []struct {
 		name    string
+		format  string
+		batches [][]Message
 		columns []table.Column
 		compute string
-	}{{"inferred", nil, ""}, {"static", static, ""}, {"inferred, computed", nil, computed}} {
+	}{{"avro, inferred", schemaformat.FormatAvro, batches, nil, ""}, {"avro, static", schemaformat.FormatAvro, batches, static, ""},
+		{"avro, inferred, computed", schemaformat.FormatAvro, batches, nil, computed},
+		{"json_schema, inferred", schemaformat.FormatJSONSchema, jsonBatches, nil, ""}, {"json_schema, static", schemaformat.FormatJSONSchema, jsonBatches, static, ""},
+		{"json_schema, inferred, computed", schemaformat.FormatJSONSchema, jsonBatches, nil, computed}} {
 		t.Run(tc.name, func(t *testing.T) {
+			batches := tc.batches
 			stored := func(mapsOnly bool) (results []Result, schema []table.Column, rows, dead []table.Row, byColumn int64) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
@@ -131,7 +160,7 @@ computed:
 				if err != nil {
 					t.Fatal(err)
 				}
-				dec, err := schemaformat.New(schemaformat.FormatAvro, schemaformat.Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+				dec, err := schemaformat.New(tc.format, schemaformat.Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}

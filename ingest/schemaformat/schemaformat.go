@@ -170,6 +170,10 @@ func authorize(req *http.Request, o Registry) error {
 	return nil
 }
 
+// Format is the decoder's format (FormatAvro, FormatProtobuf or
+// FormatJSONSchema).
+func (d *Decoder) Format() string { return d.format }
+
 // Lookups is how many schema lookups went to the registry.
 func (d *Decoder) Lookups() int64 { return d.lookups.Load() }
 
