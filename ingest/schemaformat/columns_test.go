@@ -146,8 +146,8 @@ func normal(t *testing.T, v any) any {
 	return out
 }
 
-// sameCells decodes msgs with Decode (rows as maps) and AppendRow (rows
-// by column) and compares every cell.
+// sameCells decodes msgs with the map decoders (decodeMap) and by column
+// (Rows) and compares every cell.
 func sameCells(t *testing.T, d *Decoder, msgs [][]byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -155,9 +155,9 @@ func sameCells(t *testing.T, d *Decoder, msgs [][]byte) {
 	rows := d.Rows(&cb)
 	var want []map[string]any
 	for i, msg := range msgs {
-		row, err := d.Decode(ctx, msg)
+		row, err := d.decodeMap(ctx, msg)
 		if err != nil {
-			t.Fatalf("message %d: Decode: %v", i, err)
+			t.Fatalf("message %d: decodeMap: %v", i, err)
 		}
 		want = append(want, row)
 		if err := rows.Append(ctx, msg, i+1); err != nil {

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // The formats a Decoder reads.
@@ -177,10 +179,21 @@ func (d *Decoder) Format() string { return d.format }
 // Lookups is how many schema lookups went to the registry.
 func (d *Decoder) Lookups() int64 { return d.lookups.Load() }
 
-// Decode decodes one message into a row. The row's values are int64,
-// float64, string, bool, time.Time, nil, or (nested values) map[string]any
-// and []any of JSON-encodable values.
+// Decode decodes one message into a row: Rows for one message, its row
+// as a map. The row's values are int64, float64, string, bool, time.Time,
+// nil, or (nested values) JSON text as json.RawMessage.
 func (d *Decoder) Decode(ctx context.Context, msg []byte) (map[string]any, error) {
+	var cb colbatch.Batch
+	if err := d.Rows(&cb).Append(ctx, msg, 1); err != nil {
+		return nil, err
+	}
+	return cb.Rows()[0], nil
+}
+
+// decodeMap decodes one message with the schema's map decoder (the
+// generic twmb/avro or dynamicpb decoding into a map): the reference the
+// column decoders are tested against.
+func (d *Decoder) decodeMap(ctx context.Context, msg []byte) (map[string]any, error) {
 	id, body, err := splitFrame(msg)
 	if err != nil {
 		return nil, err
