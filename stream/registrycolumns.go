@@ -100,10 +100,17 @@ func (w *Writer) writeJSONSchemaColumns(ctx context.Context, msgs []Message, pos
 			if cb.Len != len(msgs) {
 				return errNotOneRowEach
 			}
-			for r := range cb.Len {
-				if err := types[r].Convert(cb, r); err != nil {
+			// Runs of rows of one schema (mostly the whole batch) are
+			// converted together.
+			for from := 0; from < cb.Len; {
+				to := from + 1
+				for to < cb.Len && types[to] == types[from] {
+					to++
+				}
+				if _, err := types[from].Convert(cb, from, to); err != nil {
 					return err
 				}
+				from = to
 			}
 			var err error
 			st, err = w.stageColumns(ctx, batch, msgs, j.lastLine, cb)

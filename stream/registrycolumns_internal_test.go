@@ -87,9 +87,14 @@ func TestWriterRegistryColumnsMatchMaps(t *testing.T) {
 	jsonID := reg.Register("j-value", testregistry.Schema{SchemaType: "JSON", Schema: `{"type":"object","properties":{
  "ts":{"type":"string","format":"date-time"},"user":{"type":"string"},"n":{"type":["integer","null"]},"x":{"type":"number"},
  "nested":{"type":"object"}}}`})
-	jsonMsg := func(off int64, text string) Message {
-		return msg(off, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(jsonID)), text...))
+	// A second version (its integer n a number now) for one message of a
+	// batch: the batch's rows are converted in runs of one schema.
+	jsonID2 := reg.Register("j-value", testregistry.Schema{SchemaType: "JSON", Schema: `{"type":"object","properties":{
+ "ts":{"type":"string","format":"date-time"},"user":{"type":"string"},"n":{"type":"number"},"x":{"type":"number"},"note":{"type":"string"}}}`})
+	jsonMsgOf := func(id int, off int64, text string) Message {
+		return msg(off, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), text...))
 	}
+	jsonMsg := func(off int64, text string) Message { return jsonMsgOf(jsonID, off, text) }
 	var jsonBatches [][]Message
 	var jfirst []Message
 	for i := range 5 {
@@ -101,8 +106,8 @@ func TestWriterRegistryColumnsMatchMaps(t *testing.T) {
 			i, i, n, i, i*10, i, i, -i)))
 	}
 	jsonBatches = append(jsonBatches, jfirst,
-		[]Message{jsonMsg(5, `{"ts":"2026-01-02T03:04:10.5Z","user":"u5","n":5,"x":2.5,"note":"a note"}`), jsonMsg(6, `{"ts":"2026-01-02T03:04:11Z","user":"u6","n":6,"x":1e2}`)},
-		[]Message{jsonMsg(7, `{"ts":"2026-01-02T03:04:12Z","user":"u7","n":7,"x":3}`), jsonMsg(8, `{"ts":"2026-01-02T03:04:13Z","user":"u8","n":1.5,"x":3}`)})
+		[]Message{jsonMsg(5, `{"ts":"2026-01-02T03:04:10.5Z","user":"u5","n":5,"x":2.5,"note":"a note"}`), jsonMsgOf(jsonID2, 6, `{"ts":"2026-01-02T03:04:11Z","user":"u6","n":6,"x":1e2}`), jsonMsg(7, `{"ts":"2026-01-02T03:04:11Z","user":"u7","n":7,"x":4}`)},
+		[]Message{jsonMsg(8, `{"ts":"2026-01-02T03:04:12Z","user":"u8","n":8,"x":3}`), jsonMsg(9, `{"ts":"2026-01-02T03:04:13Z","user":"u9","n":1.5,"x":3}`)})
 	computed := `
 computed:
   - name: tag
