@@ -20,8 +20,10 @@ type columnCache struct {
 	cols []int
 	// values[i] are the string values of column cols[i] met in the batch:
 	// low-cardinality columns (a country, an action) then cost no
-	// allocation per row.
+	// allocation per row. Kept only when keep is set (a batch of rows,
+	// not one).
 	values []stringValues
+	keep   bool
 }
 
 type stringValues struct {
@@ -67,7 +69,9 @@ func (c *columnCache) columns(plan any, names func(yield func(string) bool), cb 
 	for name := range names {
 		c.cols = append(c.cols, cb.ColumnOf(name))
 	}
-	c.values = make([]stringValues, len(c.cols))
+	if c.keep {
+		c.values = make([]stringValues, len(c.cols))
+	}
 	return c.cols
 }
 
@@ -84,7 +88,9 @@ type Rows struct {
 }
 
 // Rows returns a Rows decoding into cb.
-func (d *Decoder) Rows(cb *colbatch.Batch) *Rows { return &Rows{d: d, cb: cb, id: -1} }
+func (d *Decoder) Rows(cb *colbatch.Batch) *Rows {
+	return &Rows{d: d, cb: cb, id: -1, cache: columnCache{keep: true}}
+}
 
 // Append decodes one message into a new row of the batch (its input line
 // line), a cell per top-level field: the row Decode returns, held by

@@ -126,3 +126,28 @@ func BenchmarkAppendRowProtobuf(b *testing.B) {
 	msg, d := benchProtoMessage(b)
 	benchAppendRows(b, msg, d)
 }
+
+// BenchmarkDecodeMapAvro: the generic map decoder (twmb/avro into a map,
+// then converted), the column decoder's reference.
+func BenchmarkDecodeMapAvro(b *testing.B) {
+	msg, d := benchAvroMessage(b)
+	benchDecodeMap(b, msg, d)
+}
+
+// BenchmarkDecodeMapProtobuf: the generic map decoder (dynamicpb, then
+// converted).
+func BenchmarkDecodeMapProtobuf(b *testing.B) {
+	msg, d := benchProtoMessage(b)
+	benchDecodeMap(b, msg, d)
+}
+
+func benchDecodeMap(b *testing.B, msg []byte, d *Decoder) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := d.decodeMap(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -183,12 +183,21 @@ func (d *Decoder) Lookups() int64 { return d.lookups.Load() }
 // as a map. The row's values are int64, float64, string, bool, time.Time,
 // nil, or (nested values) JSON text as json.RawMessage.
 func (d *Decoder) Decode(ctx context.Context, msg []byte) (map[string]any, error) {
-	var cb colbatch.Batch
-	if err := d.Rows(&cb).Append(ctx, msg, 1); err != nil {
+	cb := onePool.Get().(*colbatch.Batch)
+	defer func() {
+		cb.Reset()
+		onePool.Put(cb)
+	}()
+	rows := Rows{d: d, cb: cb, id: -1} // one row: no string values kept
+	if err := rows.Append(ctx, msg, 1); err != nil {
 		return nil, err
 	}
 	return cb.Rows()[0], nil
 }
+
+// onePool holds the one-row batches of Decode: a new batch's columns are
+// sized for a thousand rows.
+var onePool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
 
 // decodeMap decodes one message with the schema's map decoder (the
 // generic twmb/avro or dynamicpb decoding into a map): the reference the
