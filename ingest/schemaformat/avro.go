@@ -21,7 +21,7 @@ import (
 type avroDecoder struct {
 	schema *avro.Schema
 	fields []avroField
-	// columns reads the same bodies into column cells (AppendRow).
+	// columns reads the same bodies into column cells (Rows).
 	columns *avroColumns
 }
 

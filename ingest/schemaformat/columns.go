@@ -126,9 +126,3 @@ func (r *Rows) Append(ctx context.Context, msg []byte, line int) error {
 	}
 	return nil
 }
-
-// AppendRow decodes one message into a new row of cb: Rows(cb).Append
-// for one message.
-func (d *Decoder) AppendRow(ctx context.Context, msg []byte, cb *colbatch.Batch, line int) error {
-	return d.Rows(cb).Append(ctx, msg, line)
-}
