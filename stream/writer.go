@@ -773,8 +773,9 @@ func (w *Writer) columnar() bool {
 }
 
 // writeColumns is Write without a map per row (docs/server.md, "Scaling
-// with cores"): the messages are decoded by column (ingest.DecodeColumns),
-// their metadata and source columns added by column, and the rows staged
+// with cores"): the messages are decoded by column (ingest.DecodeColumns;
+// the Schema Registry formats by their schemas' decoders,
+// writeRegistryColumns), their metadata and source columns added by column, and the rows staged
 // with table.Batch.AppendColumns in the batch that stores the positions.
 // It takes the common case only: done is false, and nothing was stored,
 // when anything is unusual (a message too large or not gunzippable, a bad
