@@ -138,6 +138,12 @@ type Writer struct {
 // any other error makes the message a dead letter.
 type messageDecoder interface {
 	Decode(ctx context.Context, msg []byte) (map[string]any, error)
+	// Rows decodes messages into new rows of cb, by column.
+	Rows(cb *colbatch.Batch) *schemaformat.Rows
+	// Format is the decoder's format; JSONBody, for json_schema, a
+	// message's JSON body and its schema's types.
+	Format() string
+	JSONBody(ctx context.Context, msg []byte) ([]byte, *schemaformat.JSONTypes, error)
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.
@@ -759,16 +765,17 @@ func (w *Writer) addSource(msgs []Message, d *decoded) {
 }
 
 // columnar reports whether batches take the by-column path (writeColumns):
-// NDJSON into a table whose computed columns and filters, if any, run on
+// NDJSON or a Schema Registry format into a table whose computed columns and filters, if any, run on
 // columns (compute.Processor.Columnar), the condition of HTTP ingest's
 // (ingest.Pipeline.Columnar).
 func (w *Writer) columnar() bool {
-	return !w.mapsOnly && w.registry == nil && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
+	return !w.mapsOnly && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
 }
 
 // writeColumns is Write without a map per row (docs/server.md, "Scaling
-// with cores"): the messages are decoded by column (ingest.DecodeColumns),
-// their metadata and source columns added by column, and the rows staged
+// with cores"): the messages are decoded by column (ingest.DecodeColumns;
+// the Schema Registry formats by their schemas' decoders,
+// writeRegistryColumns), their metadata and source columns added by column, and the rows staged
 // with table.Batch.AppendColumns in the batch that stores the positions.
 // It takes the common case only: done is false, and nothing was stored,
 // when anything is unusual (a message too large or not gunzippable, a bad
@@ -778,6 +785,9 @@ func (w *Writer) columnar() bool {
 // which decides and names it as before (running the functions again). A
 // commit error is returned (done) as the map path returns it.
 func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []Position) (res Result, done bool, err error) {
+	if w.registry != nil {
+		return w.writeRegistryColumns(ctx, msgs, positions)
+	}
 	buf := joinPool.Get().(*[]byte)
 	j, ok := joinInto(*buf, msgs, nil)
 	defer putJoined(buf, j.buf) // DecodeColumns copies what it keeps
@@ -789,39 +799,58 @@ func (w *Writer) writeColumns(ctx context.Context, msgs []Message, positions []P
 		return res, false, nil
 	}
 	defer batch.Close()
-	rows, kept, dead := 0, 0, 0
+	var st staged
 	// Reject: the first bad line ends the decoding (and the map path takes
 	// the batch), before any row is staged: emit is called once, at the end.
 	_, err = ingest.DecodeColumns(bytes.NewReader(j.buf), ingest.DecodeOptions{Format: ingest.NDJSON, Policy: ingest.Reject, Schema: w.target.Schema, MaxLine: max(j.size, 1)},
 		func(cb *colbatch.Batch) error {
-			rows = cb.Len
-			msgOf := w.addColumnsMeta(msgs, j.lastLine, cb)
-			var deadRows []table.Row
-			if w.target.Compute != nil && cb.Len > 0 {
-				var err error
-				if deadRows, err = w.computeColumns(ctx, msgs, msgOf, cb); err != nil {
-					return err
-				}
-			}
-			kept, dead = cb.Len, len(deadRows)
-			if err := batch.AppendColumns(w.target.Table, cb); err != nil {
-				return err
-			}
-			return w.appendDead(batch, deadRows)
+			var err error
+			st, err = w.stageColumns(ctx, batch, msgs, j.lastLine, cb)
+			return err
 		})
 	if err != nil {
 		return res, false, nil
 	}
+	return w.commitColumns(ctx, batch, msgs, positions, st)
+}
+
+// staged counts the rows stageColumns staged.
+type staged struct{ rows, kept, dead int }
+
+// stageColumns adds the metadata and source columns to cb (the rows of
+// msgs, lastLine their lines as join gives them), runs the target's
+// computed columns and filters, and stages the kept rows and the dead
+// letters in batch.
+func (w *Writer) stageColumns(ctx context.Context, batch *table.Batch, msgs []Message, lastLine []int, cb *colbatch.Batch) (staged, error) {
+	st := staged{rows: cb.Len}
+	msgOf := w.addColumnsMeta(msgs, lastLine, cb)
+	var deadRows []table.Row
+	if w.target.Compute != nil && cb.Len > 0 {
+		var err error
+		if deadRows, err = w.computeColumns(ctx, msgs, msgOf, cb); err != nil {
+			return st, err
+		}
+	}
+	st.kept, st.dead = cb.Len, len(deadRows)
+	if err := batch.AppendColumns(w.target.Table, cb); err != nil {
+		return st, err
+	}
+	return st, w.appendDead(batch, deadRows)
+}
+
+// commitColumns stores positions in batch and commits it: done unless a
+// position cannot be staged (the map path then takes the messages).
+func (w *Writer) commitColumns(ctx context.Context, batch *table.Batch, msgs []Message, positions []Position, st staged) (res Result, done bool, err error) {
 	for _, p := range positions {
 		if err := batch.SetPosition(p.Name, p.Value); err != nil {
 			return res, false, nil
 		}
 	}
-	res.Messages, res.Rows = len(msgs), rows
+	res.Messages, res.Rows = len(msgs), st.rows
 	if err := batch.Commit(ctx); err != nil {
 		return res, true, err
 	}
-	res.Accepted, res.Filtered, res.DeadLetters = kept, rows-kept-dead, dead
+	res.Accepted, res.Filtered, res.DeadLetters = st.kept, st.rows-st.kept-st.dead, st.dead
 	w.byColumn.Add(1)
 	return res, true, nil
 }

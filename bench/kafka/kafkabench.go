@@ -47,9 +47,10 @@ type Options struct {
 	// LatencyFor (default 10s).
 	Rate       int
 	LatencyFor time.Duration
-	// Cases among none, lua, http, latency, 2nodes, steady, avro, protobuf
-	// (default all but steady, avro and protobuf). avro and protobuf are
-	// none's rows in the Schema Registry wire format, with a registry the
+	// Cases among none, lua, http, latency, 2nodes, steady, avro, protobuf,
+	// json_schema (default all but steady and the registry formats). avro,
+	// protobuf and json_schema are none's rows in the Schema Registry wire
+	// format, with a registry the
 	// run starts (internal/testregistry).
 	Cases []string
 	// Dir holds the broker and the stores (default a temporary directory).
@@ -187,7 +188,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			res, err = b.consume(ctx, c, luaColumn, 1)
 		case "2nodes":
 			res, err = b.consume(ctx, c, "", 2)
-		case "avro", "protobuf":
+		case "avro", "protobuf", "json_schema":
 			res, err = b.consumeRegistry(ctx, c)
 		case "http":
 			res, err = b.http(ctx)
@@ -196,7 +197,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		case "steady":
 			res, err = b.steady(ctx)
 		default:
-			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady, avro, protobuf)", c)
+			err = fmt.Errorf("unknown case %q (want none, lua, http, latency, 2nodes, steady, avro, protobuf, json_schema)", c)
 		}
 		if err != nil {
 			return out, fmt.Errorf("case %s: %w", c, err)

@@ -3,6 +3,7 @@ package kafkabench
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -58,8 +59,14 @@ message Bench {
   double amount = 6; double score = 7; int64 count = 8; int64 session = 9; bool ok = 10;
 }`
 
-// consumeRegistry is the none case with the rows as Avro (name "avro") or
-// Protobuf messages in the Schema Registry wire format (a registry
+// jsonSchema is message's row as a JSON Schema (what the json_schema case
+// registers; its messages are the row as JSON).
+const jsonSchema = `{"type":"object","properties":{"time":{"type":"string","format":"date-time"},
+ "user":{"type":"string"},"action":{"type":"string"},"country":{"type":"string"},"device":{"type":"string"},
+ "amount":{"type":"number"},"score":{"type":"number"},"count":{"type":"integer"},"session":{"type":"integer"},"ok":{"type":"boolean"}}}`
+
+// consumeRegistry is the none case with the rows as Avro (name "avro"),
+// JSON Schema ("json_schema") or Protobuf messages in the Schema Registry wire format (a registry
 // started for the case).
 func (b *bench) consumeRegistry(ctx context.Context, name string) (Result, error) {
 	reg, err := testregistry.Start(testregistry.Options{})
@@ -77,6 +84,13 @@ func (b *bench) consumeRegistry(ctx context.Context, name string) (Result, error
 		}
 		id = reg.Register("bench-value", testregistry.Schema{Schema: avroSchema})
 		encode = func(dst []byte, r benchRow) ([]byte, error) { return schema.AppendEncode(dst, &r) }
+	case "json_schema":
+		id = reg.Register("bench-value", testregistry.Schema{Schema: jsonSchema, SchemaType: "JSON"})
+		encode = func(dst []byte, r benchRow) ([]byte, error) {
+			b, err := json.Marshal(map[string]any{"time": r.Time.Format(time.RFC3339Nano), "user": r.User, "action": r.Action,
+				"country": r.Country, "device": r.Device, "amount": r.Amount, "score": r.Score, "count": r.Count, "session": r.Session, "ok": r.OK})
+			return append(dst, b...), err
+		}
 	default:
 		c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
 			Accessor: protocompile.SourceAccessorFromMap(map[string]string{"bench.proto": protoSchema})})}

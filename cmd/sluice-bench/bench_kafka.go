@@ -41,7 +41,7 @@ func init() {
 	f.IntVar(&opts.Users, "users", 0, "distinct hashBy values (default 10, as bench ingest; 1000 = mostly one-row blocks)")
 	f.IntVar(&opts.Rate, "rate", 0, "rows/s offered in the latency and steady cases (default 50000)")
 	f.DurationVar(&opts.LatencyFor, "latency-for", 0, "length of the latency and steady cases (default 10s)")
-	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, http, latency, 2nodes, steady, avro, protobuf (default all but steady, avro and protobuf; steady: --rate rows/s for --latency-for, the node's CPU per row at that rate; avro, protobuf: none's rows in the Schema Registry wire format)")
+	f.StringVar(&cases, "cases", "", "comma-separated: none, lua, http, latency, 2nodes, steady, avro, protobuf, json_schema (default all but steady, avro, protobuf and json_schema; steady: --rate rows/s for --latency-for, the node's CPU per row at that rate; avro, protobuf, json_schema: none's rows in the Schema Registry wire format)")
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the first node of each consuming case to this file (suffixed .case)")
 	f.DurationVar(&opts.ProfileFor, "cpuprofile-for", 0, "length of the --cpuprofile profile, from the first row stored (default 3s; a longer one than the case ends when the node stops)")
 	f.StringVar(&opts.Sluice, "sluice", "", "another sluice-bench build to run as the nodes (default this one): before and after in one command")

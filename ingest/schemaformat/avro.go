@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/avro"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // avroDecoder decodes Avro bodies of one writer schema. Each top-level
@@ -17,6 +21,8 @@ import (
 type avroDecoder struct {
 	schema *avro.Schema
 	fields []avroField
+	// columns reads the same bodies into column cells (Rows).
+	columns *avroColumns
 }
 
 type avroField struct {
@@ -33,11 +39,20 @@ func compileAvro(text string) (bodyDecoder, error) {
 	if root.Type != "record" {
 		return nil, fmt.Errorf("avro schema: top-level type %q: want a record (its fields are the columns)", root.Type)
 	}
-	d := &avroDecoder{schema: s}
+	cols, err := compileAvroColumns(root)
+	if err != nil {
+		return nil, fmt.Errorf("avro schema: %w", err)
+	}
+	d := &avroDecoder{schema: s, columns: cols}
+	names := map[string]*avro.SchemaNode{}
 	for _, f := range root.Fields {
-		d.fields = append(d.fields, avroField{name: f.Name, convert: avroConverter(&f.Type, true)})
+		d.fields = append(d.fields, avroField{name: f.Name, convert: avroConverter(&f.Type, true, names)})
 	}
 	return d, nil
+}
+
+func (d *avroDecoder) appendRow(body []byte, cb *colbatch.Batch, row int, cache *columnCache) error {
+	return d.columns.appendRow(body, cb, row, cache)
 }
 
 func (d *avroDecoder) decode(body []byte) (map[string]any, error) {
@@ -58,8 +73,29 @@ func (d *avroDecoder) decode(body []byte) (map[string]any, error) {
 }
 
 // avroConverter returns the conversion of a value of schema n into a
-// column value (top: a top-level field) or a JSON value (nested).
-func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
+// column value (top: a top-level field) or a JSON value (nested). names
+// are the named types met so far: a later node may name one instead of
+// defining it.
+func avroConverter(n *avro.SchemaNode, top bool, names map[string]*avro.SchemaNode) func(any) any {
+	switch n.Type {
+	case "record", "error", "enum", "fixed":
+		// Each definition is met once when compiling; a lazy plan (below)
+		// meets it again, and then only reads names: partitions plan
+		// concurrently.
+		for _, name := range []string{fullName(n), n.Name[strings.LastIndexByte(n.Name, '.')+1:]} {
+			if _, ok := names[name]; !ok {
+				names[name] = n
+			}
+		}
+	default:
+		if named, ok := names[n.Type]; ok {
+			// A reference: converted as its definition, which is planned
+			// again here (a recursive type is planned one level per
+			// reference, lazily, when a value reaches it).
+			convert := sync.OnceValue(func() func(any) any { return avroConverter(named, top, names) })
+			return func(v any) any { return convert()(v) }
+		}
+	}
 	switch n.Type {
 	case "union":
 		var branches []*avro.SchemaNode
@@ -69,7 +105,7 @@ func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
 			}
 		}
 		if len(branches) == 1 {
-			return nullable(avroConverter(branches[0], top))
+			return nullable(avroConverter(branches[0], top, names))
 		}
 		// Several non-null branches: the decoded value says which one it
 		// is only by its Go type.
@@ -77,7 +113,7 @@ func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
 	case "record", "error":
 		fields := make([]avroField, len(n.Fields))
 		for i := range n.Fields {
-			fields[i] = avroField{name: n.Fields[i].Name, convert: avroConverter(&n.Fields[i].Type, false)}
+			fields[i] = avroField{name: n.Fields[i].Name, convert: avroConverter(&n.Fields[i].Type, false, names)}
 		}
 		return nullable(func(v any) any {
 			m, ok := v.(map[string]any)
@@ -92,7 +128,7 @@ func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
 			return m
 		})
 	case "array":
-		items := avroConverter(n.Items, false)
+		items := avroConverter(n.Items, false, names)
 		return nullable(func(v any) any {
 			a, ok := v.([]any)
 			if !ok {
@@ -104,7 +140,7 @@ func avroConverter(n *avro.SchemaNode, top bool) func(any) any {
 			return a
 		})
 	case "map":
-		values := avroConverter(n.Values, false)
+		values := avroConverter(n.Values, false, names)
 		return nullable(func(v any) any {
 			m, ok := v.(map[string]any)
 			if !ok {

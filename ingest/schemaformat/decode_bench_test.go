@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
 
@@ -21,8 +22,8 @@ const benchAvro = `{"type":"record","name":"Bench","fields":[
  {"name":"device","type":"string"},{"name":"amount","type":"double"},{"name":"score","type":"double"},
  {"name":"count","type":"long"},{"name":"session","type":"long"},{"name":"ok","type":"boolean"}]}`
 
-// BenchmarkDecodeAvro: one 10-field message to a row, warm cache.
-func BenchmarkDecodeAvro(b *testing.B) {
+// benchAvroMessage is the bench row as an Avro message, and its decoder.
+func benchAvroMessage(b *testing.B) ([]byte, *Decoder) {
 	reg := startRegistry(b, testregistry.Options{})
 	id := reg.Register("b-value", testregistry.Schema{Schema: benchAvro})
 	body, err := avro.MustParse(benchAvro).Encode(map[string]any{"time": time.UnixMilli(1714521600037), "user": "u3", "action": "view",
@@ -30,8 +31,12 @@ func BenchmarkDecodeAvro(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	msg := frame(id, body)
-	d := newDecoder(b, FormatAvro, Registry{URLs: []string{reg.URL}})
+	return frame(id, body), newDecoder(b, FormatAvro, Registry{URLs: []string{reg.URL}})
+}
+
+// BenchmarkDecodeAvro: one 10-field message to a row, warm cache.
+func BenchmarkDecodeAvro(b *testing.B) {
+	msg, d := benchAvroMessage(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))
@@ -50,8 +55,9 @@ message Bench {
   double amount = 6; double score = 7; int64 count = 8; int64 session = 9; bool ok = 10;
 }`
 
-// BenchmarkDecodeProtobuf: the same row as Protobuf, warm cache.
-func BenchmarkDecodeProtobuf(b *testing.B) {
+// benchProtoMessage is the bench row as a Protobuf message, and its
+// decoder.
+func benchProtoMessage(b *testing.B) ([]byte, *Decoder) {
 	reg := startRegistry(b, testregistry.Options{})
 	id := reg.Register("b-value", testregistry.Schema{Schema: benchProto, SchemaType: "PROTOBUF"})
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
@@ -74,13 +80,73 @@ func BenchmarkDecodeProtobuf(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	msg := append(frame(id, []byte{0}), body...)
-	d := newDecoder(b, FormatProtobuf, Registry{URLs: []string{reg.URL}})
+	return append(frame(id, []byte{0}), body...), newDecoder(b, FormatProtobuf, Registry{URLs: []string{reg.URL}})
+}
+
+// BenchmarkDecodeProtobuf: the same row as Protobuf, warm cache.
+func BenchmarkDecodeProtobuf(b *testing.B) {
+	msg, d := benchProtoMessage(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
 		if _, err := d.Decode(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchAppendRows decodes msg into column batches of 1000 rows, as the
+// stream writer does (ns/op and allocs/op are per row).
+func benchAppendRows(b *testing.B, msg []byte, d *Decoder) {
+	ctx := context.Background()
+	var cb colbatch.Batch
+	rows := d.Rows(&cb)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if cb.Len == 1000 {
+			cb.Reset()
+			rows = d.Rows(&cb)
+		}
+		if err := rows.Append(ctx, msg, cb.Len+1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendRowAvro: the Avro row into a column batch.
+func BenchmarkAppendRowAvro(b *testing.B) {
+	msg, d := benchAvroMessage(b)
+	benchAppendRows(b, msg, d)
+}
+
+// BenchmarkAppendRowProtobuf: the Protobuf row into a column batch.
+func BenchmarkAppendRowProtobuf(b *testing.B) {
+	msg, d := benchProtoMessage(b)
+	benchAppendRows(b, msg, d)
+}
+
+// BenchmarkDecodeMapAvro: the generic map decoder (twmb/avro into a map,
+// then converted), the column decoder's reference.
+func BenchmarkDecodeMapAvro(b *testing.B) {
+	msg, d := benchAvroMessage(b)
+	benchDecodeMap(b, msg, d)
+}
+
+// BenchmarkDecodeMapProtobuf: the generic map decoder (dynamicpb, then
+// converted).
+func BenchmarkDecodeMapProtobuf(b *testing.B) {
+	msg, d := benchProtoMessage(b)
+	benchDecodeMap(b, msg, d)
+}
+
+func benchDecodeMap(b *testing.B, msg []byte, d *Decoder) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := d.decodeMap(ctx, msg); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,9 +2,13 @@ package schemaformat
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // jsonSchemaDecoder decodes JSON bodies of one JSON Schema. The schema
@@ -16,6 +20,9 @@ import (
 // serializer did that, and a row is kept rather than lost.
 type jsonSchemaDecoder struct {
 	props map[string]jsonProp
+	// types is props for JSONBody's callers, one per schema: rows of one
+	// schema are converted together.
+	types *JSONTypes
 }
 
 type jsonProp int
@@ -49,6 +56,7 @@ func compileJSONSchema(text string) (bodyDecoder, error) {
 			d.props[name] = propDateTime
 		}
 	}
+	d.types = &JSONTypes{props: d.props}
 	return d, nil
 }
 
@@ -112,4 +120,89 @@ func (d *jsonSchemaDecoder) decode(body []byte) (map[string]any, error) {
 		}
 	}
 	return row, nil
+}
+
+// JSONTypes are the property types of one JSON Schema, for a caller that
+// decodes the bodies by column itself (JSON text is what the NDJSON
+// column decoder reads) and then gives the rows the schema's types.
+type JSONTypes struct {
+	props map[string]jsonProp
+}
+
+// JSONBody returns the body of msg (FormatJSONSchema) and its schema's
+// property types. Its errors are Decode's, before the body.
+func (d *Decoder) JSONBody(ctx context.Context, msg []byte) ([]byte, *JSONTypes, error) {
+	if d.format != FormatJSONSchema {
+		return nil, nil, fmt.Errorf("schemaformat: JSONBody of a %s decoder", d.format)
+	}
+	id, body, err := splitFrame(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	bd, err := d.schema(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, bd.(*jsonSchemaDecoder).types, nil
+}
+
+// Convert gives rows [from, to) of cb, the bodies' JSON as the NDJSON
+// column decoder reads it, the schema's types as Decode does: a number
+// property is float64, an integer one int64 (or the row is refused, and
+// its index returned), a date-time string a time. A property at a time:
+// a column's cells in one loop.
+func (t *JSONTypes) Convert(cb *colbatch.Batch, from, to int) (int, error) {
+	for name, p := range t.props {
+		c := cb.Find(name)
+		if c < 0 {
+			continue
+		}
+		cells := cb.Cols[c].Cells
+		for r := from; r < to; r++ {
+			if err := convertCell(cb, &cells[r], name, p); err != nil {
+				return r, err
+			}
+		}
+	}
+	return -1, nil
+}
+
+func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonProp) error {
+	switch p {
+	case propNumber:
+		switch cell.Kind {
+		case colbatch.Int:
+			*cell = colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(float64(cell.I)))}
+		case colbatch.Value:
+			if n, ok := cb.Values[cell.I].(json.Number); ok {
+				f, err := n.Float64()
+				if err != nil {
+					return fmt.Errorf("property %q: %w", name, err)
+				}
+				*cell = colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(f))}
+			}
+		}
+	case propInteger:
+		switch cell.Kind {
+		case colbatch.Float:
+			return fmt.Errorf("property %q: %v is not a 64-bit integer", name, cell.Float())
+		case colbatch.Value:
+			if n, ok := cb.Values[cell.I].(json.Number); ok {
+				i, err := n.Int64()
+				if err != nil {
+					return fmt.Errorf("property %q: %q is not a 64-bit integer", name, n)
+				}
+				*cell = colbatch.Cell{Kind: colbatch.Int, I: i}
+			}
+		}
+	case propDateTime:
+		if cell.Kind == colbatch.String {
+			tm, err := time.Parse(time.RFC3339Nano, cell.S)
+			if err != nil {
+				return fmt.Errorf("property %q: date-time %q: %w", name, cell.S, err)
+			}
+			*cell = cb.CellOf(tm.UTC())
+		}
+	}
+	return nil
 }

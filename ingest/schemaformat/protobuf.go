@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
 	_ "google.golang.org/protobuf/types/known/durationpb"  // well-known imports of the registry's schemas
 	_ "google.golang.org/protobuf/types/known/structpb"    //
 	_ "google.golang.org/protobuf/types/known/timestamppb" //
@@ -31,6 +30,28 @@ const maxMessageIndexes = 64
 // file): the framing's message indexes name the message type.
 type protoDecoder struct {
 	file protoreflect.FileDescriptor
+	// plans are the column plans of the file's message types (nested
+	// ones included), made when the schema is compiled.
+	plans map[protoreflect.FullName]*protoPlan
+	// first is the plan of the file's first message (indexes [0]).
+	first *protoPlan
+}
+
+func newProtoDecoder(fd protoreflect.FileDescriptor) *protoDecoder {
+	d := &protoDecoder{file: fd, plans: map[protoreflect.FullName]*protoPlan{}}
+	var walk func(protoreflect.MessageDescriptors)
+	walk = func(msgs protoreflect.MessageDescriptors) {
+		for i := range msgs.Len() {
+			md := msgs.Get(i)
+			d.plans[md.FullName()] = planProto(md)
+			walk(md.Messages())
+		}
+	}
+	walk(fd.Messages())
+	if fd.Messages().Len() > 0 {
+		d.first = d.plans[fd.Messages().Get(0).FullName()]
+	}
+	return d
 }
 
 // compileProto compiles a registry's Protobuf schema: .proto text, or a
@@ -48,7 +69,7 @@ func compileProto(text string) (bodyDecoder, error) {
 			if err != nil {
 				return nil, fmt.Errorf("protobuf schema: %w", err)
 			}
-			return &protoDecoder{file: fd}, nil
+			return newProtoDecoder(fd), nil
 		}
 	}
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
@@ -66,7 +87,7 @@ func compileProto(text string) (bodyDecoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("protobuf schema: %w", err)
 	}
-	return &protoDecoder{file: fd}, nil
+	return newProtoDecoder(fd), nil
 }
 
 // messageIndexes reads the framing's message indexes: a zigzag varint
@@ -95,11 +116,8 @@ func messageIndexes(b []byte) ([]int, []byte, error) {
 	return idx, b, nil
 }
 
-func (d *protoDecoder) decode(body []byte) (map[string]any, error) {
-	idx, body, err := messageIndexes(body)
-	if err != nil {
-		return nil, err
-	}
+// message returns the message type the framing's indexes name.
+func (d *protoDecoder) message(idx []int) (protoreflect.MessageDescriptor, error) {
 	msgs := d.file.Messages()
 	var md protoreflect.MessageDescriptor
 	for i, x := range idx {
@@ -109,28 +127,28 @@ func (d *protoDecoder) decode(body []byte) (map[string]any, error) {
 		md = msgs.Get(x)
 		msgs = md.Messages()
 	}
-	m := dynamicpb.NewMessage(md)
-	if err := proto.Unmarshal(body, m); err != nil {
+	return md, nil
+}
+
+// plan returns the column plan of the message type idx names.
+func (d *protoDecoder) plan(idx []int) (*protoPlan, error) {
+	md, err := d.message(idx)
+	if err != nil {
 		return nil, err
 	}
-	row := make(map[string]any, md.Fields().Len())
-	fields := md.Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		// A message field or an explicitly optional one that is not set
-		// is null; a proto3 scalar that is not set is its zero value, as
-		// every Protobuf reader sees it.
-		if fd.HasPresence() && !m.Has(fd) {
-			row[string(fd.Name())] = nil
-			continue
-		}
-		v, err := protoField(fd, m.Get(fd), true)
-		if err != nil {
-			return nil, fmt.Errorf("field %s: %w", fd.Name(), err)
-		}
-		row[string(fd.Name())] = v
+	return d.plans[md.FullName()], nil
+}
+
+func (d *protoDecoder) decode(body []byte) (map[string]any, error) {
+	idx, body, err := messageIndexes(body)
+	if err != nil {
+		return nil, err
 	}
-	return row, nil
+	md, err := d.message(idx)
+	if err != nil {
+		return nil, err
+	}
+	return d.mapRow(md, body)
 }
 
 // protoField converts a field's value (a list or map as a whole).

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // The formats a Decoder reads.
@@ -170,13 +172,37 @@ func authorize(req *http.Request, o Registry) error {
 	return nil
 }
 
+// Format is the decoder's format (FormatAvro, FormatProtobuf or
+// FormatJSONSchema).
+func (d *Decoder) Format() string { return d.format }
+
 // Lookups is how many schema lookups went to the registry.
 func (d *Decoder) Lookups() int64 { return d.lookups.Load() }
 
-// Decode decodes one message into a row. The row's values are int64,
-// float64, string, bool, time.Time, nil, or (nested values) map[string]any
-// and []any of JSON-encodable values.
+// Decode decodes one message into a row: Rows for one message, its row
+// as a map. The row's values are int64, float64, string, bool, time.Time,
+// nil, or (nested values) JSON text as json.RawMessage.
 func (d *Decoder) Decode(ctx context.Context, msg []byte) (map[string]any, error) {
+	cb := onePool.Get().(*colbatch.Batch)
+	defer func() {
+		cb.Reset()
+		onePool.Put(cb)
+	}()
+	rows := Rows{d: d, cb: cb, id: -1} // one row: no string values kept
+	if err := rows.Append(ctx, msg, 1); err != nil {
+		return nil, err
+	}
+	return cb.Rows()[0], nil
+}
+
+// onePool holds the one-row batches of Decode: a new batch's columns are
+// sized for a thousand rows.
+var onePool = sync.Pool{New: func() any { return new(colbatch.Batch) }}
+
+// decodeMap decodes one message with the schema's map decoder (the
+// generic twmb/avro or dynamicpb decoding into a map): the reference the
+// column decoders are tested against.
+func (d *Decoder) decodeMap(ctx context.Context, msg []byte) (map[string]any, error) {
 	id, body, err := splitFrame(msg)
 	if err != nil {
 		return nil, err

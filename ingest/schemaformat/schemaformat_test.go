@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/avro"
 
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
 
@@ -195,8 +196,9 @@ func BenchmarkSchemaLookup(b *testing.B) {
 }
 
 // TestHostileBodies: random bodies, and bodies claiming a string, array or
-// map of 2^31-1 elements, decode or fail as ErrBody (a dead letter),
-// never panic nor fail as anything that would pause the source.
+// map of 2^31-1 elements, decode or fail as ErrBody (a dead letter), by
+// map and by column, never panic nor fail as anything that would pause
+// the source.
 func TestHostileBodies(t *testing.T) {
 	reg := startRegistry(t, testregistry.Options{})
 	nested := `{"type":"record","name":"H","fields":[{"name":"s","type":"string"},{"name":"a","type":{"type":"array","items":"long"}},
@@ -227,6 +229,10 @@ func TestHostileBodies(t *testing.T) {
 				}()
 				if _, err := d.Decode(context.Background(), frame(id, b)); err != nil && !errors.Is(err, ErrBody) {
 					t.Fatalf("schema %d, body %x: %v, want nil or ErrBody", id, b, err)
+				}
+				var cb colbatch.Batch
+				if err := d.Rows(&cb).Append(context.Background(), frame(id, b), 1); err != nil && !errors.Is(err, ErrBody) {
+					t.Fatalf("schema %d, body %x by column: %v, want nil or ErrBody", id, b, err)
 				}
 			}()
 		}
