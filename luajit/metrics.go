@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicedb/sluice/luavm"
 )
 
 // counters of one script, updated with atomics.
@@ -52,47 +54,22 @@ func (e *Engine) Stats() []ScriptStats {
 // Collector returns a prometheus.Collector of Stats, labelled by script,
 // as luavm's Manager.Collector is for gopher-lua: it reads the counters at
 // each scrape, for whoever owns the registry (the server's /metrics).
-func (e *Engine) Collector() prometheus.Collector { return collector{e} }
-
-type collector struct{ e *Engine }
-
-// statFamily is one family of Stats: its description and how to read it.
-type statFamily struct {
-	desc  *prometheus.Desc
-	kind  prometheus.ValueType
-	value func(ScriptStats) float64
+func (e *Engine) Collector() prometheus.Collector {
+	return luavm.ScriptCollector(statFamilies, func() []ScriptStats { return mergeByScript(e.Stats()) },
+		func(s ScriptStats) string { return s.Script })
 }
 
-func newStatFamily(name, help string, kind prometheus.ValueType, value func(ScriptStats) float64) statFamily {
-	return statFamily{prometheus.NewDesc(name, help, []string{"script"}, nil), kind, value}
-}
-
-var statFamilies = []statFamily{
-	newStatFamily("luajit_batches_total", "Batches run on LuaJIT (one cgo crossing each).", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Batches) }),
-	newStatFamily("luajit_rows_total", "Rows run on LuaJIT.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Rows) }),
-	newStatFamily("luajit_errors_total", "Rows that failed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Errors) }),
-	newStatFamily("luajit_timeouts_total", "Rows stopped at their timeout.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Timeouts) }),
-	newStatFamily("luajit_memory_stops_total", "Rows stopped at the VM memory limit.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.MemoryStops) }),
-	newStatFamily("luajit_vms_alive", "VMs alive.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsAlive) }),
-	newStatFamily("luajit_vms_idle", "VMs idle in the pool.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsIdle) }),
-	newStatFamily("luajit_vms_created_total", "VMs created.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsCreated) }),
-	newStatFamily("luajit_vms_closed_total", "VMs closed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsClosed) }),
-	newStatFamily("luajit_waits_total", "Acquisitions that waited for a VM.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Waits) }),
-}
-
-func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range statFamilies {
-		ch <- f.desc
-	}
-}
-
-func (c collector) Collect(ch chan<- prometheus.Metric) {
-	stats := mergeByScript(c.e.Stats())
-	for _, f := range statFamilies {
-		for _, s := range stats {
-			ch <- prometheus.MustNewConstMetric(f.desc, f.kind, f.value(s), s.Script)
-		}
-	}
+var statFamilies = []luavm.StatFamily[ScriptStats]{
+	luavm.NewStatFamily("luajit_batches_total", "Batches run on LuaJIT (one cgo crossing each).", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Batches) }),
+	luavm.NewStatFamily("luajit_rows_total", "Rows run on LuaJIT.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Rows) }),
+	luavm.NewStatFamily("luajit_errors_total", "Rows that failed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Errors) }),
+	luavm.NewStatFamily("luajit_timeouts_total", "Rows stopped at their timeout.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Timeouts) }),
+	luavm.NewStatFamily("luajit_memory_stops_total", "Rows stopped at the VM memory limit.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.MemoryStops) }),
+	luavm.NewStatFamily("luajit_vms_alive", "VMs alive.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsAlive) }),
+	luavm.NewStatFamily("luajit_vms_idle", "VMs idle in the pool.", prometheus.GaugeValue, func(s ScriptStats) float64 { return float64(s.VMsIdle) }),
+	luavm.NewStatFamily("luajit_vms_created_total", "VMs created.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsCreated) }),
+	luavm.NewStatFamily("luajit_vms_closed_total", "VMs closed.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.VMsClosed) }),
+	luavm.NewStatFamily("luajit_waits_total", "Acquisitions that waited for a VM.", prometheus.CounterValue, func(s ScriptStats) float64 { return float64(s.Waits) }),
 }
 
 // mergeByScript sums the stats of scripts loaded under one name (two tables
