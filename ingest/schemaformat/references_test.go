@@ -267,3 +267,74 @@ func TestReferenceErrors(t *testing.T) {
 		t.Errorf("home = %#v", row["home"])
 	}
 }
+
+// TestJSONSchemaReferences: a property whose $ref is a reference's name
+// is typed by the referenced schema: "number" makes 5 a float64, where an
+// undeclared property would be inferred as int64.
+func TestJSONSchemaReferences(t *testing.T) {
+	reg := apicurio.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := sr.NewClient(sr.URLs(reg.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	amountSubject := uniqueSubject("amount")
+	amount := register(ctx, t, cl, amountSubject, sr.Schema{Type: sr.TypeJSON, Schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"number"}`})
+	order := register(ctx, t, cl, uniqueSubject("order"), sr.Schema{Type: sr.TypeJSON,
+		References: []sr.SchemaReference{{Name: "amount.json", Subject: amountSubject, Version: amount.Version}},
+		Schema:     `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"id":{"type":"integer"},"amount":{"$ref":"amount.json"}}}`})
+	d := newDecoder(t, FormatJSONSchema, Registry{URLs: []string{reg.URL}, Timeout: 10 * time.Second})
+	row, err := d.decodeMap(ctx, frame(order.ID, []byte(`{"id":1,"amount":5}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := row["amount"].(float64); !ok || v != 5 {
+		t.Errorf("amount = %#v, want float64 5 (the referenced schema's number)", row["amount"])
+	}
+}
+
+// TestReferenceCycleAndDepth: a registry whose references form a cycle,
+// or an endless chain, gives a dead letter saying so after a bounded
+// number of requests. Apicurio refuses to register either, so a server
+// answers the subjects' versions as such a registry would.
+func TestReferenceCycleAndDepth(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		const record = `{"type":"record","name":"R","fields":[]}`
+		switch {
+		case r.URL.Path == "/schemas/ids/1": // references loop-a, which references loop-b, which references loop-a
+			fmt.Fprintf(w, `{"schema":%q,"references":[{"name":"A","subject":"loop-a","version":1}]}`, record)
+		case r.URL.Path == "/subjects/loop-a/versions/1":
+			fmt.Fprintf(w, `{"subject":"loop-a","version":1,"id":2,"schema":%q,"references":[{"name":"B","subject":"loop-b","version":1}]}`, record)
+		case r.URL.Path == "/subjects/loop-b/versions/1":
+			fmt.Fprintf(w, `{"subject":"loop-b","version":1,"id":3,"schema":%q,"references":[{"name":"A","subject":"loop-a","version":1}]}`, record)
+		case r.URL.Path == "/schemas/ids/4": // references chain-1, which references chain-2, ...
+			fmt.Fprintf(w, `{"schema":%q,"references":[{"name":"C","subject":"chain","version":1}]}`, record)
+		case strings.HasPrefix(r.URL.Path, "/subjects/chain/versions/"):
+			v := 0
+			fmt.Sscanf(strings.TrimPrefix(r.URL.Path, "/subjects/chain/versions/"), "%d", &v)
+			fmt.Fprintf(w, `{"subject":"chain","version":%d,"id":%d,"schema":%q,"references":[{"name":"C","subject":"chain","version":%d}]}`, v, 100+v, record, v+1)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error_code":40401,"message":"not found"}`)
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := newDecoder(t, FormatAvro, Registry{URLs: []string{srv.URL}, Timeout: 5 * time.Second})
+	_, err := d.Decode(ctx, frame(1, []byte{0}))
+	if !errors.Is(err, ErrReference) || !strings.Contains(err.Error(), "a cycle") {
+		t.Errorf("references in a cycle: %v, want ErrReference saying so", err)
+	}
+	_, err = d.Decode(ctx, frame(4, []byte{0}))
+	if !errors.Is(err, ErrReference) || !strings.Contains(err.Error(), "deeper than 16") {
+		t.Errorf("an endless chain of references: %v, want ErrReference saying it is too deep", err)
+	}
+	if n := requests.Load(); n > 30 {
+		t.Errorf("%d registry requests for a cycle and an endless chain, want them bounded", n)
+	}
+}
