@@ -2,7 +2,9 @@
 // (Confluent's framing, which Apicurio's compatible API, Redpanda and
 // Karapace share) into rows: Avro, Protobuf and JSON Schema bodies, each
 // read with the schema its id names, fetched from the registry once and
-// cached by id.
+// cached by id. A schema's references (Confluent's: an Avro type, a
+// .proto file or a JSON Schema of another subject) are fetched with it by
+// subject and version, cached the same way, and compiled into it.
 //
 // The framing, before the body the schema describes:
 //
