@@ -43,11 +43,23 @@ func uniqueSubject(base string) string {
 // register registers s under subject and returns its id and version.
 func register(ctx context.Context, t *testing.T, cl *sr.Client, subject string, s sr.Schema) sr.SubjectSchema {
 	t.Helper()
-	ss, err := cl.CreateSchema(ctx, subject, s)
-	if err != nil {
-		t.Fatalf("registering %s: %v", subject, err)
+	// A registry whose JVM has just started may refuse the first writes
+	// for a moment under load: a few tries, each a second apart.
+	var err error
+	for attempt := range 5 {
+		var ss sr.SubjectSchema
+		if ss, err = cl.CreateSchema(ctx, subject, s); err == nil {
+			return ss
+		}
+		t.Logf("registering %s (attempt %d): %v", subject, attempt+1, err)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("registering %s: %v", subject, err)
+		case <-time.After(time.Second):
+		}
 	}
-	return ss
+	t.Fatalf("registering %s: %v", subject, err)
+	return sr.SubjectSchema{}
 }
 
 // TestAvroReferences: an Avro schema whose field types are records of
