@@ -30,8 +30,21 @@ type avroField struct {
 	convert func(any) any
 }
 
-func compileAvro(text string) (bodyDecoder, error) {
-	s, err := avro.Parse(text)
+// compileAvro compiles a writer schema whose references are refs: the
+// referenced schemas are parsed first, into a cache of named types of
+// this schema alone, so that the schema names their types as if it had
+// defined them. (A cache shared by all ids would refuse a type that a
+// later version of its subject changes.) The library splices each
+// referenced definition into the parsed schema, so the plans below see
+// whole definitions, as in a schema without references.
+func compileAvro(text string, refs []reference) (bodyDecoder, error) {
+	var named avro.SchemaCache
+	for _, r := range dependencyOrder(refs) {
+		if _, err := named.Parse(r.schema.Schema); err != nil {
+			return nil, fmt.Errorf("avro schema: reference %q (%s): %w", r.name, r.at, err)
+		}
+	}
+	s, err := named.Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("avro schema: %w", err)
 	}

@@ -34,19 +34,38 @@ const (
 	propDateTime
 )
 
-func compileJSONSchema(text string) (bodyDecoder, error) {
+// jsonProperty is what the decoder reads of a property's schema.
+type jsonProperty struct {
+	Type   any    `json:"type"`
+	Format string `json:"format"`
+	Ref    string `json:"$ref"`
+}
+
+// compileJSONSchema compiles a JSON Schema whose references are refs. A
+// property whose $ref is a reference's name is typed by the referenced
+// schema's own type and format; a $ref inside the schema (#/...) or to
+// anything else leaves it inferred, as an undeclared property is.
+func compileJSONSchema(text string, refs []reference) (bodyDecoder, error) {
 	var s struct {
-		Type       any `json:"type"`
-		Properties map[string]struct {
-			Type   any    `json:"type"`
-			Format string `json:"format"`
-		} `json:"properties"`
+		Type       any                     `json:"type"`
+		Properties map[string]jsonProperty `json:"properties"`
 	}
 	if err := json.Unmarshal([]byte(text), &s); err != nil {
 		return nil, fmt.Errorf("json schema: %w", err)
 	}
+	referenced := map[string]jsonProperty{}
+	for _, r := range refs {
+		var p jsonProperty
+		if err := json.Unmarshal([]byte(r.schema.Schema), &p); err != nil {
+			return nil, fmt.Errorf("json schema: reference %q (%s): %w", r.name, r.at, err)
+		}
+		referenced[r.name] = p
+	}
 	d := &jsonSchemaDecoder{props: map[string]jsonProp{}}
 	for name, p := range s.Properties {
+		if r, ok := referenced[p.Ref]; ok && p.Ref != "" {
+			p = r
+		}
 		switch t := jsonType(p.Type); {
 		case t == "number":
 			d.props[name] = propNumber

@@ -54,40 +54,104 @@ func newProtoDecoder(fd protoreflect.FileDescriptor) *protoDecoder {
 	return d
 }
 
-// compileProto compiles a registry's Protobuf schema: .proto text, or a
-// base64 FileDescriptorProto (what Confluent's Python serializer
-// registers). Imports of Google's well-known types resolve to the ones
-// linked in; other imports are references, refused before this.
-func compileProto(text string) (bodyDecoder, error) {
+// compileProto compiles a registry's Protobuf schema whose references are
+// refs: .proto text, or a base64 FileDescriptorProto (what Confluent's
+// Python serializer registers). Imports of Google's well-known types
+// resolve to the ones linked in; any other import is a reference, served
+// by its reference name (the import path the referencing file uses),
+// compiled before the files that import it.
+func compileProto(text string, refs []reference) (bodyDecoder, error) {
+	deps := new(protoregistry.Files)
+	if err := addProtoReferences(deps, refs); err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	fd, err := protoFile("", text, deps)
+	if err != nil {
+		return nil, fmt.Errorf("protobuf schema: %w", err)
+	}
+	return newProtoDecoder(fd), nil
+}
+
+// addProtoReferences compiles refs, each after its own references, into
+// deps under their reference names; a file two others import is compiled
+// once.
+func addProtoReferences(deps *protoregistry.Files, refs []reference) error {
+	for _, r := range refs {
+		if _, err := deps.FindFileByPath(r.name); err == nil {
+			continue
+		}
+		if err := addProtoReferences(deps, r.deps); err != nil {
+			return err
+		}
+		fd, err := protoFile(r.name, r.schema.Schema, deps)
+		if err != nil {
+			return fmt.Errorf("reference %q (%s): %w", r.name, r.at, err)
+		}
+		if err := deps.RegisterFile(fd); err != nil {
+			return fmt.Errorf("reference %q (%s): %w", r.name, r.at, err)
+		}
+	}
+	return nil
+}
+
+// protoFile compiles one registry file, text or base64 descriptor, its
+// imports served by deps then by the well-known types. path is the file's
+// import path (a reference's name); "" keeps the descriptor's own name.
+func protoFile(path, text string, deps *protoregistry.Files) (protoreflect.FileDescriptor, error) {
+	imports := withWellKnown{deps}
 	if raw, err := base64.StdEncoding.DecodeString(text); err == nil {
 		var fdp descriptorpb.FileDescriptorProto
 		if err := proto.Unmarshal(raw, &fdp); err == nil && (fdp.GetName() != "" || len(fdp.GetMessageType()) > 0) {
-			if fdp.Name == nil {
+			switch {
+			case path != "":
+				fdp.Name = proto.String(path)
+			case fdp.Name == nil:
 				fdp.Name = proto.String("schema.proto")
 			}
-			fd, err := protodesc.NewFile(&fdp, protoregistry.GlobalFiles)
-			if err != nil {
-				return nil, fmt.Errorf("protobuf schema: %w", err)
-			}
-			return newProtoDecoder(fd), nil
+			return protodesc.NewFile(&fdp, imports)
 		}
 	}
-	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": text}),
+	if path == "" {
+		path = "schema.proto"
+	}
+	references := protocompile.ResolverFunc(func(p string) (protocompile.SearchResult, error) {
+		fd, err := deps.FindFileByPath(p)
+		if err != nil {
+			return protocompile.SearchResult{}, err
+		}
+		return protocompile.SearchResult{Desc: fd}, nil
+	})
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(protocompile.CompositeResolver{
+		&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(map[string]string{path: text})},
+		references,
 	})}
-	files, err := c.Compile(context.Background(), "schema.proto")
+	files, err := c.Compile(context.Background(), path)
 	if err != nil {
-		return nil, fmt.Errorf("protobuf schema: %w", err)
+		return nil, err
 	}
 	// The compiler's descriptors resolve editions features at every
 	// HasPresence (a third of a message's decoding in a profile); the
 	// protobuf module's own descriptors of the same file answer from a
 	// field.
-	fd, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(files[0]), protoregistry.GlobalFiles)
-	if err != nil {
-		return nil, fmt.Errorf("protobuf schema: %w", err)
+	return protodesc.NewFile(protodesc.ToFileDescriptorProto(files[0]), imports)
+}
+
+// withWellKnown finds files and types in the referenced files, then in
+// those linked into the binary (Google's well-known types).
+type withWellKnown struct{ deps *protoregistry.Files }
+
+func (w withWellKnown) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
+	if fd, err := w.deps.FindFileByPath(path); err == nil {
+		return fd, nil
 	}
-	return newProtoDecoder(fd), nil
+	return protoregistry.GlobalFiles.FindFileByPath(path)
+}
+
+func (w withWellKnown) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
+	if d, err := w.deps.FindDescriptorByName(name); err == nil {
+		return d, nil
+	}
+	return protoregistry.GlobalFiles.FindDescriptorByName(name)
 }
 
 // messageIndexes reads the framing's message indexes: a zigzag varint

@@ -2,7 +2,9 @@
 // (Confluent's framing, which Apicurio's compatible API, Redpanda and
 // Karapace share) into rows: Avro, Protobuf and JSON Schema bodies, each
 // read with the schema its id names, fetched from the registry once and
-// cached by id.
+// cached by id. A schema's references (Confluent's: an Avro type, a
+// .proto file or a JSON Schema of another subject) are fetched with it by
+// subject and version, cached the same way, and compiled into it.
 //
 // The framing, before the body the schema describes:
 //
@@ -101,6 +103,10 @@ type Decoder struct {
 	// fetching are the lookups under way: the partitions that meet a new
 	// id at once wait for one request instead of each sending its own.
 	fetching map[int]*lookup // guarded by mu
+	// references are the referenced schemas fetched, by subject and
+	// version, kept as schemas are: schemas of several ids often share
+	// one referenced subject.
+	references map[subjectVersion]sr.Schema // guarded by mu
 
 	// lookups counts registry requests (cold lookups), for tests and
 	// benchmarks.
@@ -146,7 +152,8 @@ func New(format string, o Registry) (*Decoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schemaformat: registry client: %w", err)
 	}
-	return &Decoder{format: format, client: cl, timeout: o.Timeout, schemas: map[int]bodyDecoder{}, fetching: map[int]*lookup{}}, nil
+	return &Decoder{format: format, client: cl, timeout: o.Timeout, schemas: map[int]bodyDecoder{}, fetching: map[int]*lookup{},
+		references: map[subjectVersion]sr.Schema{}}, nil
 }
 
 // authorize sets the request's credentials, reading the secrets now.
@@ -287,7 +294,11 @@ func (d *Decoder) fetch(ctx context.Context, id int) (bodyDecoder, error) {
 	if err != nil {
 		return nil, lookupError(id, err)
 	}
-	bd, err := d.compile(s)
+	refs, err := d.resolve(ctx, id, s.References, nil)
+	if err != nil {
+		return nil, err
+	}
+	bd, err := d.compile(s, refs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema id %d: %w", ErrUnknownSchema, id, err)
 	}
@@ -304,26 +315,29 @@ func lookupError(id int, err error) error {
 	return fmt.Errorf("%w: looking up schema id %d: %w", ErrUnavailable, id, err)
 }
 
-// compile makes the body decoder of a registry schema.
-func (d *Decoder) compile(s sr.Schema) (bodyDecoder, error) {
-	if len(s.References) > 0 {
-		return nil, fmt.Errorf("schema references are not supported yet (%d)", len(s.References))
+// compile makes the body decoder of a registry schema whose references
+// are refs.
+func (d *Decoder) compile(s sr.Schema, refs []reference) (bodyDecoder, error) {
+	for _, r := range dependencyOrder(refs) {
+		if r.schema.Type != s.Type {
+			return nil, fmt.Errorf("reference %q (%s) is %s, the schema %s", r.name, r.at, r.schema.Type, s.Type)
+		}
 	}
 	switch d.format {
 	case FormatAvro:
 		if s.Type != sr.TypeAvro {
 			return nil, fmt.Errorf("the registry's schema is %s, the source reads avro", s.Type)
 		}
-		return compileAvro(s.Schema)
+		return compileAvro(s.Schema, refs)
 	case FormatProtobuf:
 		if s.Type != sr.TypeProtobuf {
 			return nil, fmt.Errorf("the registry's schema is %s, the source reads protobuf", s.Type)
 		}
-		return compileProto(s.Schema)
+		return compileProto(s.Schema, refs)
 	default:
 		if s.Type != sr.TypeJSON {
 			return nil, fmt.Errorf("the registry's schema is %s, the source reads json_schema", s.Type)
 		}
-		return compileJSONSchema(s.Schema)
+		return compileJSONSchema(s.Schema, refs)
 	}
 }

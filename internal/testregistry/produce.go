@@ -78,6 +78,22 @@ type Batch struct {
 	Message string   `json:"message,omitempty"`
 	Records []string `json:"records,omitempty"`
 	Raw     [][]byte `json:"raw,omitempty"`
+	// References are schemas the batch's schema references. Avro and JSON
+	// Schema: each is registered under its Subject, then the batch's schema
+	// under the topic's subject with the references, and the serializer
+	// uses that registered version (auto-registration off, as producers
+	// with references run). Protobuf: each is a .proto file the schema
+	// imports by Name, which the serializer registers under its Subject
+	// and references, as Confluent's does with imports.
+	References []Reference `json:"references,omitempty"`
+}
+
+// Reference is a schema another references: Name is how the referencing
+// schema names it (an Avro type's full name, a .proto import path).
+type Reference struct {
+	Name    string `json:"name"`
+	Subject string `json:"subject"`
+	Schema  string `json:"schema"`
 }
 
 // ProduceOptions say where Produce writes.
@@ -96,8 +112,9 @@ type ProduceOptions struct {
 }
 
 // Produce serializes and produces batches in order with Confluent's
-// serializers (auto-registering each schema under the topic's value
-// subject, <topic>-value) and waits until the broker has them all.
+// serializers (registering each schema under the topic's value subject,
+// <topic>-value, and its references under theirs) and waits until the
+// broker has them all.
 func Produce(ctx context.Context, python string, o ProduceOptions, batches ...Batch) error {
 	spec, err := json.Marshal(map[string]any{"options": o, "batches": batches})
 	if err != nil {

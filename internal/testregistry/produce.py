@@ -6,7 +6,7 @@ from decimal import Decimal
 from uuid import UUID
 
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -40,8 +40,22 @@ for b in spec["batches"]:
         producer.produce(topic, base64.b64decode(raw), on_delivery=delivered)
     if not b.get("records"):
         continue
+    refs = b.get("references") or []
+    # Avro and JSON Schema references are registered before the schema
+    # that names them; the serializer then uses that registered version.
+    latest, schema = {}, b.get("schema")
+    if refs and b["format"] != "protobuf":
+        stype = {"avro": "AVRO", "json_schema": "JSON"}[b["format"]]
+        named = []
+        for r in refs:
+            registry.register_schema(r["subject"], Schema(r["schema"], stype))
+            version = registry.get_latest_version(r["subject"]).version
+            named.append(SchemaReference(r["name"], r["subject"], version))
+        schema = Schema(b["schema"], stype, named)
+        registry.register_schema(topic + "-value", schema)
+        latest = {"auto.register.schemas": False, "use.latest.version": True}
     if b["format"] == "avro":
-        ser = AvroSerializer(registry, b["schema"])
+        ser = AvroSerializer(registry, schema, conf=latest)
     elif b["format"] == "protobuf":
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
         from google.protobuf.timestamp_pb2 import Timestamp
@@ -52,17 +66,28 @@ for b in spec["batches"]:
         name = "sluice_test_%d" % len(sys.modules)
         with open(os.path.join(out, name + ".proto"), "w") as f:
             f.write(b["schema"])
+        # The imported files, at their import paths.
+        for r in refs:
+            os.makedirs(os.path.dirname(os.path.join(out, r["name"])), exist_ok=True)
+            with open(os.path.join(out, r["name"]), "w") as f:
+                f.write(r["schema"])
         include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-        if protoc.main(["protoc", "-I" + out, "-I" + include, "--python_out=" + out, name + ".proto"]) != 0:
+        files = [name + ".proto"] + [r["name"] for r in refs]
+        if protoc.main(["protoc", "-I" + out, "-I" + include, "--python_out=" + out] + files) != 0:
             sys.exit("protoc failed")
         sys.path.insert(0, out)
         mod = importlib.import_module(name + "_pb2")
-        scope.update({k: getattr(mod, k) for k in dir(mod) if not k.startswith("_")})
+        for m in [importlib.import_module(r["name"][: -len(".proto")].replace("/", ".") + "_pb2") for r in refs] + [mod]:
+            scope.update({k: getattr(m, k) for k in dir(m) if not k.startswith("_")})
         from google.protobuf.wrappers_pb2 import StringValue
         scope["Timestamp"], scope["StringValue"] = Timestamp, StringValue
-        ser = ProtobufSerializer(getattr(mod, b["message"]), registry, {"use.deprecated.format": False})
+        subjects = {r["name"]: r["subject"] for r in refs}
+        ser = ProtobufSerializer(getattr(mod, b["message"]), registry, {
+            "use.deprecated.format": False,
+            "reference.subject.name.strategy": lambda _ctx, dep: subjects.get(dep.name, dep.name),
+        })
     elif b["format"] == "json_schema":
-        ser = JSONSerializer(b["schema"], registry)
+        ser = JSONSerializer(schema, registry, conf=latest)
     else:
         sys.exit("unknown format " + b["format"])
     for expr in b["records"]:
