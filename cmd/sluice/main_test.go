@@ -12,9 +12,15 @@ import (
 
 // heavy are the packages the lean sluice must not link (docs/architecture.md):
 // the cold tier and what only it needs, package plugin (every symbol
-// exported, 2.5x the binary), and the benchmark harnesses with the test
-// servers they start and package testing.
+// exported, 2.5x the binary), the benchmark harnesses with the test
+// servers they start and package testing, and the OTLP collector package
+// with the HTTP gateway its generated code links (grpc-gateway's runtime,
+// genproto's httpbody), which OTLP logs are served without
+// (docs/perf/binaries.md).
 var heavy = []string{
+	"go.opentelemetry.io/proto/otlp/collector/logs/v1",
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime",
+	"google.golang.org/genproto/googleapis/api/httpbody",
 	"github.com/sluicedb/sluice/coldtier",
 	"github.com/apache/iceberg-go",
 	"github.com/apache/arrow-go/v18/arrow",
