@@ -26,8 +26,9 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
-	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	logs "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/compute"
@@ -51,9 +52,6 @@ const (
 	trailerRequestID   = "x-sluice-request-id"
 )
 
-// otlpLogsMethod is the full name of OTLP's logs export.
-const otlpLogsMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-
 // newGRPCServer is the server of listen.grpc: Talaria's Ingress and OTLP's
 // LogsService, behind grpcGuard, with the API listener's TLS. A message
 // larger than limits.max_body_bytes is refused by gRPC before it is read
@@ -72,7 +70,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 	}
 	gs := grpc.NewServer(opts...)
 	talaria.RegisterIngressServer(gs, ingressService{s})
-	collogs.RegisterLogsServiceServer(gs, logsService{s: s})
+	otlplog.RegisterLogsServer(gs, logsService{s})
 	return gs
 }
 
@@ -134,7 +132,7 @@ func (s *Server) callTable(ctx context.Context, method string) (string, error) {
 			return "", status.Errorf(codes.InvalidArgument, "no table: send the metadata %s, or configure ingress.table (docs/grpc.md)", TableMetadata)
 		}
 		return s.cfg.Ingress.Table, nil
-	case otlpLogsMethod:
+	case otlplog.ExportMethod:
 		if s.cfg.OTLP.LogsTable == "" {
 			return "", status.Error(codes.Unimplemented, "OTLP logs are off: configure otlp.logs_table (docs/grpc.md)")
 		}
@@ -320,22 +318,19 @@ func (g ingressService) Ingest(ctx context.Context, req *talaria.IngestRequest) 
 }
 
 // logsService serves OTLP's LogsService.
-type logsService struct {
-	collogs.UnimplementedLogsServiceServer
-	s *Server
-}
+type logsService struct{ s *Server }
 
 // Export stores a row per log record in otlp.logs_table. Records the
 // table's policy routed to the dead letters are reported as rejected (the
 // rest are stored), as OTLP's partial success asks.
-func (l logsService) Export(ctx context.Context, req *collogs.ExportLogsServiceRequest) (*collogs.ExportLogsServiceResponse, error) {
+func (l logsService) Export(ctx context.Context, req *logs.LogsData) (*emptypb.Empty, error) {
 	name, _ := ctx.Value(grpcTableKey{}).(string)
 	res, err := l.s.exportLogs(ctx, name, req, callOrigin(ctx, "otlp"))
 	setResultTrailer(ctx, res)
 	if err != nil {
 		return nil, l.s.grpcStatus(name, err)
 	}
-	return logsResponse(res), nil
+	return otlplog.Response(rejectedLogs(res)), nil
 }
 
 func tooLarge(err error) bool {
@@ -343,7 +338,7 @@ func tooLarge(err error) bool {
 }
 
 // exportLogs stores req's records in table name.
-func (s *Server) exportLogs(ctx context.Context, name string, req *collogs.ExportLogsServiceRequest, origin string) (ingest.Result, error) {
+func (s *Server) exportLogs(ctx context.Context, name string, req *logs.LogsData, origin string) (ingest.Result, error) {
 	body, n, err := otlplog.AppendLines(nil, req, int(s.cfg.Limits.MaxBodyBytes))
 	if err != nil {
 		return ingest.Result{}, err
@@ -354,15 +349,14 @@ func (s *Server) exportLogs(ctx context.Context, name string, req *collogs.Expor
 	return s.ingestMessage(ctx, name, body, ingest.NDJSON, origin)
 }
 
-func logsResponse(res ingest.Result) *collogs.ExportLogsServiceResponse {
-	resp := &collogs.ExportLogsServiceResponse{}
-	if rejected := res.Failed + len(res.DeadLetters); rejected > 0 {
-		resp.PartialSuccess = &collogs.ExportLogsPartialSuccess{
-			RejectedLogRecords: int64(rejected),
-			ErrorMessage:       fmt.Sprintf("%d log records were not stored: see the table's dead letters", rejected),
-		}
+// rejectedLogs is the partial success of an export that stored res: the
+// records not stored and why, or nothing when every one was. Failed
+// counts the dead letters already, with the bad lines skipped.
+func rejectedLogs(res ingest.Result) (int64, string) {
+	if res.Failed == 0 {
+		return 0, ""
 	}
-	return resp
+	return int64(res.Failed), fmt.Sprintf("%d log records were not stored: see the table's dead letters", res.Failed)
 }
 
 // handleOTLPLogs is OTLP/HTTP's POST /v1/logs in its binary protobuf
@@ -408,7 +402,8 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeBodyError(w, err)
 		return
 	}
-	var req collogs.ExportLogsServiceRequest
+	// ExportLogsServiceRequest is LogsData on the wire (package otlplog).
+	var req logs.LogsData
 	if err := proto.Unmarshal(msg, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "not an OTLP ExportLogsServiceRequest: "+err.Error())
 		return
@@ -418,13 +413,9 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeLogsError(w, name, err)
 		return
 	}
-	out, err := proto.Marshal(logsResponse(res))
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
+	rejected, why := rejectedLogs(res)
 	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(out)
+	w.Write(otlplog.AppendResponse(nil, rejected, why))
 }
 
 // writeLogsError answers a failed POST /v1/logs with the status POST

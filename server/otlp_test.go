@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +16,10 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
+	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	common "go.opentelemetry.io/proto/otlp/common/v1"
+	logs "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 const otlpConfig = `
@@ -113,5 +118,93 @@ func TestOTLPLogsFromTheSDK(t *testing.T) {
 	code, body, _ := call(t, "POST", s.url+"/v1/logs", "", strings.NewReader(`{"resourceLogs":[]}`), "Content-Type", "application/json")
 	if code != 415 {
 		t.Errorf("POST /v1/logs as JSON: %d %s, want 415", code, body)
+	}
+}
+
+// TestOTLPPartialSuccess: an export whose records the table's policy
+// partly sends to the dead letters stores the rest and answers, over gRPC
+// and over HTTP, the ExportLogsServiceResponse an OTLP client decodes:
+// partial_success with the records rejected; an export stored whole
+// answers the empty response (zero bytes over HTTP).
+func TestOTLPPartialSuccess(t *testing.T) {
+	addr := grpcAddr(t)
+	s := startServer(t, fmt.Sprintf(`
+listen: {http: "127.0.0.1:0", grpc: %q}
+otlp: {logs_table: logs}
+tables:
+  - name: logs
+    sortBy: time
+    computed:
+      - {name: len, type: int64, on_error: deadletter, func: "function main(row) if row.body == 'bad' then error('a bad record') end return #row.body end"}
+`, addr), "")
+	export := func(bodies ...string) *collogs.ExportLogsServiceRequest {
+		req := logsRequest(bodies[0])
+		sl := req.ResourceLogs[0].ScopeLogs[0]
+		for _, b := range bodies[1:] {
+			sl.LogRecords = append(sl.LogRecords, &logs.LogRecord{
+				TimeUnixNano: sl.LogRecords[0].TimeUnixNano,
+				Body:         &common.AnyValue{Value: &common.AnyValue_StringValue{StringValue: b}},
+			})
+		}
+		return req
+	}
+	wantPartial := func(via string, resp *collogs.ExportLogsServiceResponse, rejected int64) {
+		t.Helper()
+		ps := resp.GetPartialSuccess()
+		if rejected == 0 {
+			if ps != nil || len(resp.ProtoReflect().GetUnknown()) > 0 {
+				t.Errorf("%s: an export stored whole answers %v, want the empty response", via, resp)
+			}
+			return
+		}
+		if ps.GetRejectedLogRecords() != rejected || !strings.Contains(ps.GetErrorMessage(), "dead letters") {
+			t.Errorf("%s: partial success %v, want %d rejected and a message naming the dead letters", via, ps, rejected)
+		}
+	}
+
+	otlp := collogs.NewLogsServiceClient(dialGRPC(t, addr, nil))
+	resp, err := otlp.Export(callCtx(t), export("good", "bad", "fine", "bad"))
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	wantPartial("grpc", resp, 2)
+	if resp, err = otlp.Export(callCtx(t), export("whole")); err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	wantPartial("grpc", resp, 0)
+
+	post := func(req *collogs.ExportLogsServiceRequest) (*collogs.ExportLogsServiceResponse, int) {
+		t.Helper()
+		msg, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, body, hdr := call(t, "POST", s.url+"/v1/logs", "", bytes.NewReader(msg), "Content-Type", "application/x-protobuf")
+		if code != 200 || hdr.Get("Content-Type") != "application/x-protobuf" {
+			t.Fatalf("POST /v1/logs: %d %s %q", code, body, hdr.Get("Content-Type"))
+		}
+		var resp collogs.ExportLogsServiceResponse
+		if err := proto.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatalf("POST /v1/logs answered %q: %v", body, err)
+		}
+		return &resp, len(body)
+	}
+	resp, _ = post(export("bad", "good too"))
+	wantPartial("http", resp, 1)
+	resp, n := post(export("whole too"))
+	wantPartial("http", resp, 0)
+	if n != 0 {
+		t.Errorf("POST /v1/logs stored whole: a %d-byte answer, want zero bytes", n)
+	}
+
+	var bodies []string
+	for _, r := range allRows(t, s, "logs", "") {
+		bodies = append(bodies, fmt.Sprint(r["body"]))
+	}
+	if got := strings.Join(bodies, ","); len(bodies) != 5 || strings.Contains(got, "bad") {
+		t.Errorf("logs: %s, want the five good records", got)
+	}
+	if dl := allRows(t, s, "logs_deadletter", ""); len(dl) != 3 {
+		t.Errorf("logs_deadletter: %d rows, want the three bad records: %v", len(dl), dl)
 	}
 }

@@ -12,9 +12,15 @@ import (
 
 // heavy are the packages the lean sluice must not link (docs/architecture.md):
 // the cold tier and what only it needs, package plugin (every symbol
-// exported, 2.5x the binary), and the benchmark harnesses with the test
-// servers they start and package testing.
+// exported, 2.5x the binary), the benchmark harnesses with the test
+// servers they start and package testing, and the OTLP collector package
+// with the HTTP gateway its generated code links (grpc-gateway's runtime,
+// genproto's httpbody), which OTLP logs are served without
+// (docs/perf/binaries.md).
 var heavy = []string{
+	"go.opentelemetry.io/proto/otlp/collector/logs/v1",
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime",
+	"google.golang.org/genproto/googleapis/api/httpbody",
 	"github.com/sluicedb/sluice/coldtier",
 	"github.com/apache/iceberg-go",
 	"github.com/apache/arrow-go/v18/arrow",
@@ -27,16 +33,24 @@ var heavy = []string{
 	"github.com/sluicedb/sluice/bench/compact",
 }
 
-// TestLeanDeps: `go list -deps ./cmd/sluice` names none of heavy.
-func TestLeanDeps(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
+// linked is the set of packages `go list -deps` names for sluice, built
+// with the tags given.
+func linked(t *testing.T, tags string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-tags", tags, "-deps", ".").Output()
 	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
+		t.Fatalf("go list -tags %q -deps: %v", tags, err)
 	}
 	deps := map[string]bool{}
 	for _, p := range strings.Fields(string(out)) {
 		deps[p] = true
 	}
+	return deps
+}
+
+// TestLeanDeps: `go list -deps ./cmd/sluice` names none of heavy.
+func TestLeanDeps(t *testing.T) {
+	deps := linked(t, "")
 	for _, p := range heavy {
 		if deps[p] {
 			t.Errorf("sluice links %s", p)
@@ -44,6 +58,24 @@ func TestLeanDeps(t *testing.T) {
 	}
 	if !deps["github.com/sluicedb/sluice/server"] || !deps["github.com/sluicedb/sluice/rdbtool"] {
 		t.Errorf("sluice does not link server and rdbtool: the command tree is missing")
+	}
+}
+
+// TestLeanDepsGRPCNoTrace: built with -tags grpcnotrace, sluice links
+// neither golang.org/x/net/trace nor html/template. gRPC's tracing imports
+// them, and html/template's calls of methods by name make the linker keep
+// every exported method of every type: 12.6 MB of the binary
+// (docs/perf/binaries.md). The tag only pays while nothing else brings
+// them back.
+func TestLeanDepsGRPCNoTrace(t *testing.T) {
+	deps := linked(t, "grpcnotrace")
+	for _, p := range []string{"golang.org/x/net/trace", "html/template"} {
+		if deps[p] {
+			t.Errorf("sluice built with -tags grpcnotrace links %s", p)
+		}
+	}
+	if !deps["google.golang.org/grpc"] {
+		t.Errorf("sluice does not link grpc-go: the gRPC listener is missing")
 	}
 }
 

@@ -1,7 +1,14 @@
 // Package otlplog maps OpenTelemetry log records (OTLP's
 // ExportLogsServiceRequest) to JSON lines, one row per record, whose keys
 // are the record's fields and its resource's, scope's and own attributes
-// (docs/grpc.md has the columns).
+// (docs/grpc.md has the columns), and serves OTLP's LogsService.
+//
+// The collector package of go.opentelemetry.io/proto/otlp is not used: its
+// generated HTTP gateway links grpc-gateway's runtime into every binary that
+// imports it. Its request is wire-identical to logs.v1.LogsData (field 1,
+// repeated ResourceLogs), so that is what a request is decoded as; its
+// response is written with protowire, and the service's descriptor by hand
+// (service.go).
 package otlplog
 
 import (
@@ -14,7 +21,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/jsonw"
-	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	common "go.opentelemetry.io/proto/otlp/common/v1"
 	logs "go.opentelemetry.io/proto/otlp/logs/v1"
 )
@@ -44,7 +50,8 @@ const (
 // ErrTooLarge: the lines of a request would pass the bound given.
 var ErrTooLarge = errors.New("otlplog: request too large")
 
-// AppendLines appends a JSON line per log record of req to buf and
+// AppendLines appends a JSON line per log record of data (an
+// ExportLogsServiceRequest, decoded as the wire-identical LogsData) to buf and
 // returns it with the number of records. Times are RFC 3339 in UTC with
 // nanoseconds (a zero time is left out, as OTLP means "unknown"); trace
 // and span ids are lowercase hex; a string, integer, float or bool value
@@ -53,9 +60,9 @@ var ErrTooLarge = errors.New("otlplog: request too large")
 // sends). Fields and attributes that are not set are left out, so that
 // the table's row has no column for them. Past max bytes of lines (0: no
 // bound) it stops with ErrTooLarge.
-func AppendLines(buf []byte, req *collogs.ExportLogsServiceRequest, max int) ([]byte, int, error) {
+func AppendLines(buf []byte, data *logs.LogsData, max int) ([]byte, int, error) {
 	start, n := len(buf), 0
-	for _, rl := range req.GetResourceLogs() {
+	for _, rl := range data.GetResourceLogs() {
 		for _, sl := range rl.GetScopeLogs() {
 			for _, rec := range sl.GetLogRecords() {
 				buf = appendRecord(buf, rl.GetResource().GetAttributes(), sl.GetScope(), rec)

@@ -11,6 +11,7 @@ import (
 	common "go.opentelemetry.io/proto/otlp/common/v1"
 	logs "go.opentelemetry.io/proto/otlp/logs/v1"
 	resource "go.opentelemetry.io/proto/otlp/resource/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func kv(k string, v *common.AnyValue) *common.KeyValue { return &common.KeyValue{Key: k, Value: v} }
@@ -19,7 +20,8 @@ func str(s string) *common.AnyValue {
 	return &common.AnyValue{Value: &common.AnyValue_StringValue{StringValue: s}}
 }
 
-// TestAppendLines: a record's fields and its resource's, scope's and own
+// TestAppendLines: a request as a client sends it, read as LogsData as
+// the server does, has its record's fields and its resource's, scope's and own
 // attributes land under their documented columns, each value kind in its
 // documented form; unset fields and attributes are no column.
 func TestAppendLines(t *testing.T) {
@@ -42,7 +44,8 @@ func TestAppendLines(t *testing.T) {
 			LogRecords: []*logs.LogRecord{rec, {}},
 		}},
 	}}}
-	out, n, err := AppendLines(nil, req, 0)
+	data := asLogsData(t, req)
+	out, n, err := AppendLines(nil, data, 0)
 	if err != nil || n != 2 {
 		t.Fatalf("AppendLines: %d records, %v", n, err)
 	}
@@ -76,9 +79,60 @@ func TestAppendLines(t *testing.T) {
 	if len(rows[1]) != 3 { // the empty record: its scope's and resource's columns only
 		t.Errorf("an empty record: %v", rows[1])
 	}
-	if _, _, err := AppendLines(nil, req, 10); !errors.Is(err, ErrTooLarge) {
+	if _, _, err := AppendLines(nil, data, 10); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a bound of 10 bytes: %v, want ErrTooLarge", err)
 	}
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// asLogsData is req as the server reads it: its wire form decoded as
+// LogsData, which must hold the request whole.
+func asLogsData(t *testing.T, req *collogs.ExportLogsServiceRequest) *logs.LogsData {
+	t.Helper()
+	wire, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data logs.LogsData
+	if err := proto.Unmarshal(wire, &data); err != nil {
+		t.Fatalf("an ExportLogsServiceRequest read as LogsData: %v", err)
+	}
+	if !proto.Equal(&data, &logs.LogsData{ResourceLogs: req.GetResourceLogs()}) || len(data.ProtoReflect().GetUnknown()) > 0 {
+		t.Fatalf("an ExportLogsServiceRequest read as LogsData: %v, want %v", &data, req)
+	}
+	return &data
+}
+
+// TestResponse: AppendResponse's bytes, and Response's message as gRPC's
+// codec marshals it, decode as the ExportLogsServiceResponse a client
+// expects: empty when every record was taken, else its partial success.
+func TestResponse(t *testing.T) {
+	f := func(rejected int64, message string, want *collogs.ExportLogsServiceResponse) {
+		t.Helper()
+		wire := AppendResponse([]byte("kept"), rejected, message)
+		if !bytes.HasPrefix(wire, []byte("kept")) {
+			t.Fatalf("AppendResponse dropped buf: %q", wire)
+		}
+		marshaled, err := proto.Marshal(Response(rejected, message))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for via, b := range map[string][]byte{"AppendResponse": wire[len("kept"):], "Response": marshaled} {
+			var got collogs.ExportLogsServiceResponse
+			if err := proto.Unmarshal(b, &got); err != nil {
+				t.Fatalf("%s(%d, %q): %v", via, rejected, message, err)
+			}
+			if !proto.Equal(&got, want) || len(got.ProtoReflect().GetUnknown()) > 0 {
+				t.Errorf("%s(%d, %q) = %v, want %v", via, rejected, message, &got, want)
+			}
+		}
+	}
+	f(0, "", &collogs.ExportLogsServiceResponse{})
+	f(3, "3 log records were not stored", &collogs.ExportLogsServiceResponse{PartialSuccess: &collogs.ExportLogsPartialSuccess{RejectedLogRecords: 3, ErrorMessage: "3 log records were not stored"}})
+	f(0, "a warning", &collogs.ExportLogsServiceResponse{PartialSuccess: &collogs.ExportLogsPartialSuccess{ErrorMessage: "a warning"}})
+	f(1<<40, "", &collogs.ExportLogsServiceResponse{PartialSuccess: &collogs.ExportLogsPartialSuccess{RejectedLogRecords: 1 << 40}})
+	if b := AppendResponse(nil, 0, ""); len(b) != 0 {
+		t.Errorf("an export that took every record answers %q, want zero bytes", b)
+	}
+}
