@@ -124,18 +124,26 @@ func (f *fetcher) fetchHTTP(ctx context.Context, src Source, prev fetchState) (f
 	if resp.StatusCode != http.StatusOK {
 		return fetched{}, prev, false, fmt.Errorf("GET %s: %s", src.URL, resp.Status)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes+1))
+	return f.readBody(src, prev, resp.Body, fetchState{etag: resp.Header.Get("ETag"), lastMod: resp.Header.Get("Last-Modified")})
+}
+
+// readBody reads a fetched source's body (bounded by maxSourceBytes) into
+// its new state st (its validators set by the caller): changed is false
+// when the content is the one prev has. A plugin is stored under its
+// content hash.
+func (f *fetcher) readBody(src Source, prev fetchState, body io.Reader, st fetchState) (out fetched, next fetchState, changed bool, err error) {
+	data, err := io.ReadAll(io.LimitReader(body, maxSourceBytes+1))
 	if err != nil {
 		return fetched{}, prev, false, fmt.Errorf("GET %s: %w", src.URL, err)
 	}
 	if len(data) > maxSourceBytes {
 		return fetched{}, prev, false, fmt.Errorf("GET %s: larger than %d bytes", src.URL, maxSourceBytes)
 	}
-	st := fetchState{have: true, hash: sha256.Sum256(data), etag: resp.Header.Get("ETag"), lastMod: resp.Header.Get("Last-Modified")}
+	st.have, st.hash = true, sha256.Sum256(data)
 	if prev.have && st.hash == prev.hash {
 		return fetched{}, st, false, nil
 	}
-	out := fetched{hash: st.hash}
+	out = fetched{hash: st.hash}
 	if !src.Plugin {
 		out.data = data
 		return out, st, true, nil

@@ -2,9 +2,7 @@ package compute
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 
 	"github.com/sluicedb/sluice/internal/s3http"
 )
@@ -68,25 +66,5 @@ func (f *fetcher) fetchS3(ctx context.Context, src Source, s3 *S3Options, prev f
 		return fetched{}, prev, false, nil
 	}
 	defer obj.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(obj.Body, maxSourceBytes+1))
-	if err != nil {
-		return fetched{}, prev, false, fmt.Errorf("GET %s: %w", src.URL, err)
-	}
-	if len(data) > maxSourceBytes {
-		return fetched{}, prev, false, fmt.Errorf("GET %s: larger than %d bytes", src.URL, maxSourceBytes)
-	}
-	st := fetchState{have: true, hash: sha256.Sum256(data), etag: obj.ETag}
-	if prev.have && st.hash == prev.hash {
-		return fetched{}, st, false, nil
-	}
-	out := fetched{hash: st.hash}
-	if !src.Plugin {
-		out.data = data
-		return out, st, true, nil
-	}
-	out.path, err = f.storePlugin(data, st.hash)
-	if err != nil {
-		return fetched{}, prev, false, err
-	}
-	return out, st, true, nil
+	return f.readBody(src, prev, obj.Body, fetchState{etag: obj.ETag})
 }
