@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -58,7 +60,9 @@ type Stage struct {
 	next    uint64 // the next local block number
 	staged  int64  // bytes of blocks staged: what Publish copies, held in the space guard's in-flight bytes until Close
 	tables  []*stagedTable
-	done    bool
+	// positions are published with the blocks (SetPosition), by name.
+	positions map[string][]byte
+	done      bool
 }
 
 // stagedTable counts what a Stage holds for one table.
@@ -241,6 +245,21 @@ func (st *Stage) Rows(t *Table) int {
 	return 0
 }
 
+// SetPosition stages value as the position named name (a source's record
+// of what it read, as Batch.SetPosition): Publish makes it visible in the
+// same step as the staged blocks, so after a crash both are stored or
+// neither. A later call with the same name replaces the value.
+func (st *Stage) SetPosition(name string, value []byte) error {
+	if st.done {
+		return errors.New("table: stage already published or closed")
+	}
+	if st.positions == nil {
+		st.positions = map[string][]byte{}
+	}
+	st.positions[name] = slices.Clone(value)
+	return nil
+}
+
 // stageFileSize is the size at which Publish starts a new sstable.
 const stageFileSize = 256 << 20
 
@@ -255,7 +274,7 @@ func (st *Stage) Publish(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if st.next == 0 {
+	if st.next == 0 && len(st.positions) == 0 {
 		return nil
 	}
 	// The schemas first, so that the persisted schema covers every block
@@ -283,15 +302,36 @@ func (st *Stage) Publish(ctx context.Context) error {
 		return fmt.Errorf("table: publish the stage: %w", err)
 	}
 	defer done()
-	paths, err := st.writeTables(ctx, base)
+	// The positions go into an sstable of their own, ingested with the
+	// blocks' in the same pebble.DB.Ingest: one manifest edit makes all of
+	// them visible, so no crash can leave a position without its rows or
+	// rows without their position (a separate Set before or after would).
+	// Their keys (positionPrefix, 0x01 'p') sort below every block key
+	// (prefixBlock, 0x02), so the sstables do not overlap, as Ingest needs.
+	paths, err := st.writePositions()
 	if err != nil {
 		return err
 	}
+	blocks, err := st.writeTables(ctx, base)
+	if err != nil {
+		return err
+	}
+	paths = append(paths, blocks...)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if stageFault != nil {
+		if err := stageFault("before-ingest"); err != nil {
+			return err
+		}
+	}
 	if err := st.s.db.Ingest(paths); err != nil {
 		return fmt.Errorf("table: publish the stage: %w", err)
+	}
+	if stageFault != nil {
+		if err := stageFault("after-ingest"); err != nil {
+			return err
+		}
 	}
 	for _, x := range st.tables {
 		t := x.t
@@ -301,6 +341,39 @@ func (st *Stage) Publish(ctx context.Context) error {
 		t.bytesWritten.Add(int64(x.bytes))
 	}
 	return nil
+}
+
+// stageFault, when set (tests), is called at the named point of Publish
+// ("before-ingest": the sstables written, nothing ingested; "after-ingest":
+// everything ingested, the caller not told yet); an error ends Publish
+// there, as a crash would.
+var stageFault func(point string) error
+
+// writePositions writes the staged positions, in name order, into an
+// sstable of the stage's directory (none when there are none).
+func (st *Stage) writePositions() ([]string, error) {
+	if len(st.positions) == 0 {
+		return nil, nil
+	}
+	names := slices.Sorted(maps.Keys(st.positions))
+	path := filepath.Join(st.dir, "publish-positions.sst")
+	f, err := vfs.Default.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("table: write the stage's positions: %w", err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{
+		TableFormat: st.s.db.FormatMajorVersion().MaxTableFormat(),
+	})
+	for _, name := range names {
+		if err := w.Set(positionKey(name), st.positions[name]); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("table: write the stage's position %q: %w", name, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("table: write the stage's positions: %w", err)
+	}
+	return []string{path}, nil
 }
 
 // writeTables writes the staged blocks, renumbered from base, into sstables
