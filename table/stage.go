@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
@@ -325,9 +326,12 @@ func (st *Stage) Publish(ctx context.Context) error {
 			return err
 		}
 	}
+	n := publishes.Add(1)
+	fault("publish-before-ingest", n)
 	if err := st.s.db.Ingest(paths); err != nil {
 		return fmt.Errorf("table: publish the stage: %w", err)
 	}
+	fault("publish-after-ingest", n)
 	if stageFault != nil {
 		if err := stageFault("after-ingest"); err != nil {
 			return err
@@ -348,6 +352,9 @@ func (st *Stage) Publish(ctx context.Context) error {
 // everything ingested, the caller not told yet); an error ends Publish
 // there, as a crash would.
 var stageFault func(point string) error
+
+// publishes counts the Publish calls that reach their Ingest, for FaultEnv.
+var publishes atomic.Int64
 
 // writePositions writes the staged positions, in name order, into an
 // sstable of the stage's directory (none when there are none).
