@@ -24,6 +24,8 @@ import (
 // any size, and Publish makes all of them visible and durable at once, or
 // none: an input that fails half way (a snapshot whose checksum does not
 // match at its end) stores nothing, and one retried is not stored twice.
+// Positions set on it (SetPosition: a source's record of the input) are
+// published in the same step, as a Batch commits them with its rows.
 //
 // The blocks are staged on disk, not in memory, in a scratch Pebble database
 // of the Stage's own under the store's directory (staging/<name>, no
