@@ -461,6 +461,10 @@ func (s *S3) streamObject(ctx context.Context, w *Writer, msg *Message, record P
 	case err != nil:
 		stage.Close() // nothing of it is published
 		msg.Body = start.buf
+		var bad *ingest.LineError
+		if errors.As(err, &bad) {
+			err = bad // "line N: ...", as a message's dead letter says it
+		}
 		return s.storePoison(ctx, w, msg, record, err, d.Rows)
 	}
 	res.BadLines = d.BadCount

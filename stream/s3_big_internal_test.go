@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/table"
 )
@@ -221,5 +224,107 @@ func TestS3LargeObjectCorruptEnd(t *testing.T) {
 	}
 	if p, err := target.Store.Position(S3PositionName("big", opts.Bucket, "big/corrupt.ndjson")); err != nil || len(p) == 0 {
 		t.Fatalf("the dead-lettered object is not recorded: %q, %v", p, err)
+	}
+}
+
+// TestS3StreamedMatchesInMemory: objects streamed through a Stage store
+// what the same objects held in memory store (rows with their source
+// columns, computed columns, filters, dead letters of a deadletter column,
+// of bad lines under skip, of a bad line, a reject column and a value that
+// does not fit under reject), gzip and CSV included.
+func TestS3StreamedMatchesInMemory(t *testing.T) {
+	opts, bucket := s3Bucket(t)
+	opts.Prefix = "in/"
+	putObject(t, bucket, "in/a.ndjson", []byte(`{"ts":"2026-01-01T00:00:00Z","user":"a","n":1,"x":1.5}`+"\n"+
+		`{"ts":"2026-01-01T00:00:01Z","user":"c","n":2}`+"\n"+`{"ts":"2026-01-01T00:00:02Z","user":"e","n":3,"nested":{"a":[1]}}`+"\n"))
+	putObject(t, bucket, "in/b.ndjson", []byte(`{"ts":"2026-01-01T00:00:03Z","user":"b","n":4}`+"\n{broken\n"+`{"ts":"2026-01-01T00:00:04Z","user":"d","n":5}`+"\n"))
+	putObject(t, bucket, "in/c.ndjson", []byte(`{"ts":"2026-01-01T00:00:05Z","user":"f","n":6}`+"\n"+`{"ts":"2026-01-01T00:00:06Z","user":"k","n":7}`+"\n"))
+	putObject(t, bucket, "in/d.csv.gz", gzipped(t, "ts,user,n\n2026-01-01T00:00:07Z,g,8\n2026-01-01T00:00:08Z,h,9\n"))
+	putObject(t, bucket, "in/e.ndjson", []byte(`{"ts":"2026-01-01T00:00:09Z","user":"i","n":"not a number"}`+"\n"))
+	computed := `
+filters:
+  - {name: not_c, func: "function main(row) return row.user ~= 'c' end"}
+computed:
+  - name: tag
+    type: string
+    on_error: deadletter
+    func: "function main(row) if row.user == 'e' then error('no e') end return row.user .. ':' .. tostring(row.n) end"
+  - name: strict
+    type: int64
+    on_error: reject
+    func: "function main(row) if row.user == 'k' then error('no k') end return 1 end"
+`
+	stored := func(policy ingest.Policy, streamAbove int64) (rows, dead []string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := table.Open(t.TempDir(), table.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		tb, err := s.Table(table.Config{Name: "events", SortBy: "ts", Columns: []table.Column{{Name: "ts", Type: table.Timestamp},
+			{Name: "user", Type: table.String}, {Name: "n", Type: table.Int64}, {Name: "x", Type: table.Float64}, {Name: "nested", Type: table.JSON},
+			{Name: "tag", Type: table.String}, {Name: "strict", Type: table.Int64}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl, err := s.Table(table.Config{Name: "events_deadletter", SortBy: "time"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := compute.ParseConfig([]byte(computed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := compute.New(ctx, cfg, compute.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		target := Target{Store: s, Table: tb, DeadLetters: dl, Policy: policy, SourceColumns: true, Compute: p,
+			Schema: map[string]compute.Type{"ts": compute.Timestamp, "user": compute.String, "n": compute.Int64}}
+		o := opts
+		o.streamAbove = streamAbove
+		src, err := NewS3(target, "events", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.loadDone(); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.listOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		text := func(tb *table.Table) []string {
+			var out []string
+			var cols []string // every column, the hidden source columns too
+			for _, c := range tb.Schema() {
+				cols = append(cols, c.Name)
+			}
+			err := tb.Query(ctx, table.Query{Columns: cols}, func(r table.Row) error {
+				delete(r, "time") // when the dead letter was made
+				out = append(out, fmt.Sprint(r))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(out)
+			return out
+		}
+		return text(tb), text(dl)
+	}
+	for _, policy := range []ingest.Policy{ingest.Skip, ingest.Reject} {
+		rows, dead := stored(policy, 0)
+		streamedRows, streamedDead := stored(policy, 1)
+		if len(rows) == 0 || len(dead) == 0 {
+			t.Fatalf("policy %v: %d rows and %d dead letters in memory: the objects test nothing", policy, len(rows), len(dead))
+		}
+		if !slices.Equal(rows, streamedRows) {
+			t.Errorf("policy %v: rows in memory:\n%s\nstreamed:\n%s", policy, strings.Join(rows, "\n"), strings.Join(streamedRows, "\n"))
+		}
+		if !slices.Equal(dead, streamedDead) {
+			t.Errorf("policy %v: dead letters in memory:\n%s\nstreamed:\n%s", policy, strings.Join(dead, "\n"), strings.Join(streamedDead, "\n"))
+		}
 	}
 }

@@ -176,7 +176,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 	t.mu.Unlock()
 	cols, fits, err := t.coerce(rows, schema, check, trusted)
 	if err != nil {
-		return err
+		return t.mismatches(rows, schema, trusted, err)
 	}
 	if !fits {
 		// As Appender.add: the schema is widened at once and persisted by
@@ -192,7 +192,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 			return err
 		}
 		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
-			return err
+			return t.mismatches(rows, widened, trusted, err) // every row that does not fit, as Append says it
 		}
 	}
 	b := st.db.NewBatch()
