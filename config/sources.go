@@ -38,8 +38,9 @@ type S3Source struct {
 	// AccessKey and SecretKey sign the requests (neither: the environment's).
 	AccessKey Secret `yaml:"access_key"`
 	SecretKey Secret `yaml:"secret_key"`
-	// MaxObjectBytes bounds an object, as stored and after gzip decoding;
-	// a larger one is a dead letter (default 8 MiB, and never more than
+	// MaxObjectBytes bounds an object held in memory and stored in one
+	// batch, as stored and after gzip decoding; a larger one is streamed
+	// into a table.Stage (default 8 MiB, and never more than
 	// limits.max_body_bytes).
 	MaxObjectBytes int64 `yaml:"max_object_bytes"`
 }

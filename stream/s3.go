@@ -1,18 +1,25 @@
 package stream
 
 import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/internal/s3http"
+	"github.com/sluicedb/sluice/table"
 )
 
 // S3Options configure an S3 source: the objects under a bucket's prefix,
@@ -43,6 +50,9 @@ type S3Options struct {
 	// and acknowledging its notice: where a crash leaves the notice to be
 	// delivered again.
 	afterStore func(key string)
+	// streamAbove, when set (tests, the benchmark), streams every object
+	// larger than it, whatever max_object_bytes says.
+	streamAbove int64
 }
 
 // EnsureDefaults fills the zero fields with their defaults.
@@ -276,13 +286,17 @@ func (s *S3) receive(ctx context.Context) (bool, error) {
 }
 
 // ingest reads one object and stores its rows with the record of its key
-// and ETag in one synced batch: after a crash both are stored or neither,
-// so a notice delivered again, or the next listing, finds it stored. An
-// object that does not decode goes to the dead letters, recorded the same
-// way. A failure to read or store is returned (nothing stored): the caller
-// retries with backoff.
+// and ETag all at once: after a crash both are stored or neither, so a
+// notice delivered again, or the next listing, finds it stored. An object
+// of at most max_object_bytes (as stored and gzip-decoded) is held in
+// memory and stored in one synced batch; a larger one is decoded as it is
+// read into a table.Stage, published with its record once read to its end
+// (streamObject). An object that does not decode goes to the dead letters,
+// recorded the same way. A failure to read or store is returned (nothing
+// stored): the caller retries with backoff.
 func (s *S3) ingest(ctx context.Context, key, etag string) error {
-	w, err := s.writer(s.objectFormat(key))
+	format := s.objectFormat(key)
+	w, err := s.writer(format)
 	if err != nil {
 		return err
 	}
@@ -290,22 +304,29 @@ func (s *S3) ingest(ctx context.Context, key, etag string) error {
 	if err != nil {
 		return err
 	}
-	// Read one byte past the bound at most: a larger object becomes a dead
-	// letter (Writer.unpack) without being held whole.
-	body, err := io.ReadAll(io.LimitReader(obj.Body, w.maxMessageBytes()+1))
-	obj.Body.Close()
-	if err != nil {
-		return fmt.Errorf("stream: s3: read s3://%s/%s: %w", s.opts.Bucket, key, err)
-	}
+	defer obj.Body.Close()
 	if obj.ETag != "" {
 		etag = obj.ETag // what was read is what is recorded
 	}
 	etag = unquote(etag)
-	msg := Message{Body: body, Topic: key, Time: time.Now(),
+	msg := Message{Topic: key, Time: time.Now(),
 		// The source incarnation is the object's version: the cold tier
 		// commits each (source, offset) once across nodes.
 		Source: "s3/" + s.opts.Bucket + "/" + key + "/" + etag}
-	res, err := w.Write(ctx, []Message{msg}, []Position{{Name: S3PositionName(s.table, s.opts.Bucket, key), Value: []byte(etag)}})
+	record := Position{Name: S3PositionName(s.table, s.opts.Bucket, key), Value: []byte(etag)}
+	// Read one byte past the in-memory bound at most: what is longer is
+	// streamed on from there, never held whole.
+	limit := min(w.maxMessageBytes(), s.streamAbove())
+	head, err := io.ReadAll(io.LimitReader(obj.Body, limit+1))
+	if err != nil {
+		return fmt.Errorf("stream: s3: read s3://%s/%s: %w", s.opts.Bucket, key, err)
+	}
+	var res Result
+	if rest, whole := s.inMemory(&msg, head, limit, format); whole {
+		res, err = w.Write(ctx, []Message{msg}, []Position{record})
+	} else {
+		res, err = s.streamObject(ctx, w, &msg, record, io.MultiReader(rest, obj.Body))
+	}
 	if err != nil {
 		return fmt.Errorf("stream: s3: store s3://%s/%s: %w", s.opts.Bucket, key, err)
 	}
@@ -320,6 +341,241 @@ func (s *S3) ingest(ctx context.Context, key, etag string) error {
 		s.opts.afterStore(key)
 	}
 	return nil
+}
+
+// streamAbove is the size above which an object is streamed (tests and the
+// benchmark lower it; otherwise max_object_bytes decides).
+func (s *S3) streamAbove() int64 {
+	if s.opts.streamAbove > 0 {
+		return s.opts.streamAbove
+	}
+	return math.MaxInt64
+}
+
+// inMemory says whether the object whose first bytes are head (at most
+// limit+1 of them) is stored from memory, setting msg's body, or streamed
+// (whole false), to be read from rest and then the rest of the GET body.
+// Parquet is read whole by its decoder (its footer is at its end), so a
+// Parquet object over the bound stays a dead letter, too large.
+func (s *S3) inMemory(msg *Message, head []byte, limit int64, format string) (rest io.Reader, whole bool) {
+	msg.Body = head
+	if format == "parquet" {
+		return nil, true
+	}
+	if int64(len(head)) > limit {
+		return bytes.NewReader(head), false
+	}
+	if !bytes.HasPrefix(head, gzipMagic) {
+		return nil, true
+	}
+	decoded, err := gunzip(head, limit)
+	if errors.Is(err, ErrMessageTooLarge) {
+		return bytes.NewReader(head), false
+	}
+	if err == nil {
+		// Gzip-decoded once, here: Writer.unpack takes it as it is.
+		msg.Body, msg.unpacked = decoded, true
+	}
+	return nil, true // a corrupt gzip stream is the Writer's poison
+}
+
+// s3StreamRows is how many rows of a streamed object are decoded, computed
+// and staged at a time: what bounds its memory with the decoder's buffers.
+const s3StreamRows = 4096
+
+// errObjectPoison marks an error that makes a streamed object a dead
+// letter (a row refused by the schema or a reject column), as opposed to a
+// failure to store it, which is retried.
+type errObjectPoison struct{ err error }
+
+func (e errObjectPoison) Error() string { return e.err.Error() }
+func (e errObjectPoison) Unwrap() error { return e.err }
+
+// readErr remembers the first error reading the GET body: a connection
+// lost mid-object is retried, not taken for a corrupt object.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// prefixBuffer keeps the first max bytes written to it: the start of a
+// streamed object, for its dead letter.
+type prefixBuffer struct {
+	buf []byte
+	max int
+}
+
+func (b *prefixBuffer) Write(p []byte) (int, error) {
+	if room := b.max - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// streamObject decodes an object as it is read from r (gzip-decoded when
+// it is gzip), s3StreamRows rows at a time, through the table's computed
+// columns and filters into a table.Stage, and publishes the rows, their
+// dead letters and record in one step once r is read to its end: memory is
+// bounded by the decoder's buffers and a batch of rows, whatever the
+// object's size. A bad line (under on_bad_line reject), a row the schema
+// or a reject column refuses, or a corrupt gzip stream publishes nothing of
+// the object: it goes to the dead letters with its first bytes, recorded
+// in one synced batch. A failure to read or store returns the error with
+// nothing stored.
+func (s *S3) streamObject(ctx context.Context, w *Writer, msg *Message, record Position, r io.Reader) (Result, error) {
+	res := Result{Messages: 1}
+	stage, err := w.target.Store.NewStage()
+	if err != nil {
+		return res, err
+	}
+	defer stage.Close()
+	body := &readErr{r: r}
+	start := &prefixBuffer{max: maxDeadLetterBody + 1}
+	var d ingest.Decoded
+	zr, release, err := ingest.MaybeGunzipPooled(body)
+	if err == nil {
+		defer release()
+		d, err = ingest.Decode(io.TeeReader(zr, start), ingest.DecodeOptions{
+			Format: w.format, Policy: w.target.Policy, Schema: w.target.Schema,
+			BatchRows: s3StreamRows, MaxLine: int(min(w.maxMessageBytes(), math.MaxInt32)),
+		}, func(rows []ingest.Row, _ []int) error {
+			return w.stageRows(ctx, stage, msg, rows, &res)
+		})
+	}
+	var poison errObjectPoison
+	switch {
+	case body.err != nil:
+		return res, fmt.Errorf("read: %w", body.err)
+	case err != nil && ctx.Err() != nil:
+		return res, ctx.Err()
+	case err != nil && !errors.Is(err, ingest.ErrBadInput) && !errors.As(err, &poison) && !isGzipError(err):
+		return res, err // storing failed: retried
+	case err != nil:
+		stage.Close() // nothing of it is published
+		msg.Body = start.buf
+		var bad *ingest.LineError
+		if errors.As(err, &bad) {
+			err = bad // "line N: ...", as a message's dead letter says it
+		}
+		return s.storePoison(ctx, w, msg, record, err, d.Rows)
+	}
+	res.BadLines = d.BadCount
+	if d.BadCount > 0 && w.target.DeadLetters != nil {
+		// on_bad_line skip: one dead letter for the object, as for a message.
+		msg.Body = start.buf
+		why := fmt.Errorf("%d bad lines skipped, the first: %w", d.BadCount, d.BadLines[0])
+		dead := w.sourceOfDead(w.messageDeadLetter(w.now(), msg, why, "bad_line"), []Message{*msg}, 0)
+		if err := stage.Append(ctx, w.target.DeadLetters, []table.Row{dead}); err != nil {
+			return res, fmt.Errorf("stream: dead letters: %w", err)
+		}
+		res.DeadLetters++
+	}
+	if err := stage.SetPosition(record.Name, record.Value); err != nil {
+		return res, err
+	}
+	if err := stage.Publish(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// isGzipError says whether err is a corrupt gzip stream (the object's
+// fault, not the connection's).
+func isGzipError(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &corrupt)
+}
+
+// stageRows computes rows of a streamed object (msg) and stages what is
+// kept, and the computed columns' dead letters, into stage.
+func (w *Writer) stageRows(ctx context.Context, stage *table.Stage, msg *Message, rows []ingest.Row, res *Result) error {
+	msgs := []Message{*msg}
+	if w.target.SourceColumns && msg.Source != "" {
+		batch := sourceBatch(msgs)
+		for _, r := range rows {
+			r[table.SourceBatchColumn] = batch
+			r[table.SourceOffsetColumn] = msg.Offset
+		}
+	}
+	res.Rows += len(rows)
+	kept := rows
+	var dls []compute.DeadLetter
+	if w.target.Compute != nil {
+		b, err := w.target.Compute.Process(compute.WithRowSource(ctx, messageSource(msgs, make([]int32, len(rows)))), rows)
+		if errors.Is(err, compute.ErrRejected) {
+			return errObjectPoison{err}
+		}
+		if err != nil {
+			return fmt.Errorf("stream: compute: %w", err)
+		}
+		kept, dls = b.Rows, b.DeadLetters
+		res.Filtered += len(rows) - len(kept) - len(dls)
+	}
+	if len(kept) > 0 {
+		if err := stage.Append(ctx, w.target.Table, kept); err != nil {
+			var se *table.SchemaError
+			if errors.As(err, &se) {
+				return errObjectPoison{err}
+			}
+			return err
+		}
+		res.Accepted += len(kept)
+	}
+	if len(dls) == 0 {
+		return nil
+	}
+	if w.target.DeadLetters == nil {
+		for _, dl := range dls {
+			w.target.Log.Warn("dead letter dropped (the table has no dead-letter table)", "origin", w.origin(msg), "error", dl.Error)
+		}
+		return nil
+	}
+	letters := make([]ingest.DeadLetter, len(dls))
+	for i, dl := range dls {
+		letters[i] = ingest.DeadLetter{DeadLetter: dl, Origin: w.origin(msg)}
+	}
+	dead := ingest.DeadLetterRows(letters, w.now())
+	for _, r := range dead {
+		w.sourceOfDead(r, msgs, 0)
+	}
+	if err := stage.Append(ctx, w.target.DeadLetters, dead); err != nil {
+		return fmt.Errorf("stream: dead letters: %w", err)
+	}
+	res.DeadLetters += len(dead)
+	return nil
+}
+
+// storePoison stores the dead letter of a streamed object that does not
+// decode (msg.Body its first bytes) with its record, in one synced batch.
+func (s *S3) storePoison(ctx context.Context, w *Writer, msg *Message, record Position, why error, rows int) (Result, error) {
+	res := Result{Messages: 1, Rows: rows, Poison: 1}
+	batch, err := w.target.Store.NewBatch()
+	if err != nil {
+		return res, err
+	}
+	defer batch.Close()
+	dead := w.sourceOfDead(w.messageDeadLetter(w.now(), msg, why, "poison"), []Message{*msg}, 0)
+	if w.target.DeadLetters != nil {
+		if err := batch.Append(w.target.DeadLetters, []table.Row{dead}); err != nil {
+			return res, fmt.Errorf("stream: dead letters: %w", err)
+		}
+		res.DeadLetters = 1
+	} else {
+		w.target.Log.Warn("dead letter dropped (the table has no dead-letter table)", "origin", dead["origin"], "error", dead["error"])
+	}
+	if err := batch.SetPosition(record.Name, record.Value); err != nil {
+		return res, err
+	}
+	return res, batch.Commit(ctx)
 }
 
 // ErrNoSQS: the binary was built without an SQS client (the lean sluice:

@@ -164,8 +164,11 @@ func TestS3ListingOnceAcrossRestart(t *testing.T) {
 
 // BenchmarkS3Source measures the S3 source end to end, on one node against
 // versitygw on the same machine: list, GET, decode (NDJSON), store each
-// object in one synced batch with its record. b.N rounds of 8 objects of
-// about 1 MB each under a fresh prefix; MB/s is of object bytes.
+// object with its record. in-memory: b.N rounds of 8 objects of about 1 MB
+// each under a fresh prefix, each held whole and stored in one synced
+// batch; streamed: the same objects decoded as they are read into a
+// table.Stage, published once each is read; large: one object of 32 MB a
+// round, streamed (over max_object_bytes). MB/s is of object bytes.
 func BenchmarkS3Source(b *testing.B) {
 	srv, err := coldtest.StartS3With(b.TempDir(), coldtest.S3Options{})
 	coldtest.Require(b, err)
@@ -174,42 +177,54 @@ func BenchmarkS3Source(b *testing.B) {
 		return s3http.Credentials{AccessKey: coldtest.AccessKey, SecretKey: coldtest.SecretKey}, nil
 	}
 	client := &s3http.Client{Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true, Credentials: creds}
-	var obj bytes.Buffer
-	for i := 0; obj.Len() < 1<<20; i++ {
-		fmt.Fprintf(&obj, `{"ts":"2026-11-29T10:00:%02d.%06dZ","id":%d,"user":"u%d","path":"/api/v1/items/%d","status":200,"bytes":%d}`+"\n", i%60, i, i, i%50, i%1000, i*7)
+	object := func(size int) []byte {
+		var obj bytes.Buffer
+		for i := 0; obj.Len() < size; i++ {
+			fmt.Fprintf(&obj, `{"ts":"2026-11-29T10:00:%02d.%06dZ","id":%d,"user":"u%d","path":"/api/v1/items/%d","status":200,"bytes":%d}`+"\n", i%60, i%1000000, i, i%50, i%1000, i*7)
+		}
+		return obj.Bytes()
 	}
-	const objects = 8
-	s, err := table.Open(b.TempDir(), table.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	tb, err := s.Table(table.Config{Name: "events", SortBy: "ts", HashBy: "user"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.SetBytes(int64(objects * obj.Len()))
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		prefix := fmt.Sprintf("bench%d/", i)
-		for o := range objects {
-			if _, err := client.Put(ctx, coldtest.Bucket, fmt.Sprintf("%s%02d.ndjson", prefix, o), obj.Bytes()); err != nil {
+	small, large := object(1<<20), object(32<<20)
+	for _, bc := range []struct {
+		name        string
+		obj         []byte
+		objects     int
+		streamAbove int64
+	}{{"in-memory", small, 8, 0}, {"streamed", small, 8, 1}, {"large", large, 1, 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := table.Open(b.TempDir(), table.Options{})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		src, err := NewS3(Target{Store: s, Table: tb, MaxMessageBytes: 4 << 20}, "events", S3Options{Bucket: coldtest.Bucket, Prefix: prefix,
-			Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true, Credentials: creds})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := src.loadDone(); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if err := src.listOnce(ctx); err != nil {
-			b.Fatal(err)
-		}
+			defer s.Close()
+			tb, err := s.Table(table.Config{Name: "events", SortBy: "ts", HashBy: "user"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.SetBytes(int64(bc.objects * len(bc.obj)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				prefix := fmt.Sprintf("%s%d/", bc.name, i)
+				for o := range bc.objects {
+					if _, err := client.Put(ctx, coldtest.Bucket, fmt.Sprintf("%s%02d.ndjson", prefix, o), bc.obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				src, err := NewS3(Target{Store: s, Table: tb, MaxMessageBytes: 4 << 20}, "events", S3Options{Bucket: coldtest.Bucket, Prefix: prefix,
+					Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true, Credentials: creds, streamAbove: bc.streamAbove})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := src.loadDone(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := src.listOnce(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

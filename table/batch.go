@@ -261,7 +261,9 @@ func (s *Store) Position(name string) ([]byte, error) {
 // (the N-th Batch.Commit of the process, counted from 1, staged and not
 // committed) or "after-commit:N" (committed and synced, the caller not
 // told yet); "append-before-commit:N" and "append-after-commit:N" are the
-// same points in the N-th Appender.Commit (an HTTP batch). It prints
+// same points in the N-th Appender.Commit (an HTTP batch), and
+// "publish-before-ingest:N" and "publish-after-ingest:N" in the N-th
+// Stage.Publish that has something to publish (a streamed S3 object). It prints
 // "table: fault <point>" on stderr first. Random kill times cannot tell a
 // batch holding rows and position from two batches committed one after the
 // other; a kill after every single commit can.

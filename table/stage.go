@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
@@ -21,6 +24,8 @@ import (
 // any size, and Publish makes all of them visible and durable at once, or
 // none: an input that fails half way (a snapshot whose checksum does not
 // match at its end) stores nothing, and one retried is not stored twice.
+// Positions set on it (SetPosition: a source's record of the input) are
+// published in the same step, as a Batch commits them with its rows.
 //
 // The blocks are staged on disk, not in memory, in a scratch Pebble database
 // of the Stage's own under the store's directory (staging/<name>, no
@@ -58,7 +63,9 @@ type Stage struct {
 	next    uint64 // the next local block number
 	staged  int64  // bytes of blocks staged: what Publish copies, held in the space guard's in-flight bytes until Close
 	tables  []*stagedTable
-	done    bool
+	// positions are published with the blocks (SetPosition), by name.
+	positions map[string][]byte
+	done      bool
 }
 
 // stagedTable counts what a Stage holds for one table.
@@ -169,7 +176,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 	t.mu.Unlock()
 	cols, fits, err := t.coerce(rows, schema, check, trusted)
 	if err != nil {
-		return err
+		return t.mismatches(rows, schema, trusted, err)
 	}
 	if !fits {
 		// As Appender.add: the schema is widened at once and persisted by
@@ -185,7 +192,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 			return err
 		}
 		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
-			return err
+			return t.mismatches(rows, widened, trusted, err) // every row that does not fit, as Append says it
 		}
 	}
 	b := st.db.NewBatch()
@@ -241,6 +248,21 @@ func (st *Stage) Rows(t *Table) int {
 	return 0
 }
 
+// SetPosition stages value as the position named name (a source's record
+// of what it read, as Batch.SetPosition): Publish makes it visible in the
+// same step as the staged blocks, so after a crash both are stored or
+// neither. A later call with the same name replaces the value.
+func (st *Stage) SetPosition(name string, value []byte) error {
+	if st.done {
+		return errors.New("table: stage already published or closed")
+	}
+	if st.positions == nil {
+		st.positions = map[string][]byte{}
+	}
+	st.positions[name] = slices.Clone(value)
+	return nil
+}
+
 // stageFileSize is the size at which Publish starts a new sstable.
 const stageFileSize = 256 << 20
 
@@ -255,7 +277,7 @@ func (st *Stage) Publish(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if st.next == 0 {
+	if st.next == 0 && len(st.positions) == 0 {
 		return nil
 	}
 	// The schemas first, so that the persisted schema covers every block
@@ -283,15 +305,39 @@ func (st *Stage) Publish(ctx context.Context) error {
 		return fmt.Errorf("table: publish the stage: %w", err)
 	}
 	defer done()
-	paths, err := st.writeTables(ctx, base)
+	// The positions go into an sstable of their own, ingested with the
+	// blocks' in the same pebble.DB.Ingest: one manifest edit makes all of
+	// them visible, so no crash can leave a position without its rows or
+	// rows without their position (a separate Set before or after would).
+	// Their keys (positionPrefix, 0x01 'p') sort below every block key
+	// (prefixBlock, 0x02), so the sstables do not overlap, as Ingest needs.
+	paths, err := st.writePositions()
 	if err != nil {
 		return err
 	}
+	blocks, err := st.writeTables(ctx, base)
+	if err != nil {
+		return err
+	}
+	paths = append(paths, blocks...)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if stageFault != nil {
+		if err := stageFault("before-ingest"); err != nil {
+			return err
+		}
+	}
+	n := publishes.Add(1)
+	fault("publish-before-ingest", n)
 	if err := st.s.db.Ingest(paths); err != nil {
 		return fmt.Errorf("table: publish the stage: %w", err)
+	}
+	fault("publish-after-ingest", n)
+	if stageFault != nil {
+		if err := stageFault("after-ingest"); err != nil {
+			return err
+		}
 	}
 	for _, x := range st.tables {
 		t := x.t
@@ -301,6 +347,42 @@ func (st *Stage) Publish(ctx context.Context) error {
 		t.bytesWritten.Add(int64(x.bytes))
 	}
 	return nil
+}
+
+// stageFault, when set (tests), is called at the named point of Publish
+// ("before-ingest": the sstables written, nothing ingested; "after-ingest":
+// everything ingested, the caller not told yet); an error ends Publish
+// there, as a crash would.
+var stageFault func(point string) error
+
+// publishes counts the Publish calls that reach their Ingest, for FaultEnv.
+var publishes atomic.Int64
+
+// writePositions writes the staged positions, in name order, into an
+// sstable of the stage's directory (none when there are none).
+func (st *Stage) writePositions() ([]string, error) {
+	if len(st.positions) == 0 {
+		return nil, nil
+	}
+	names := slices.Sorted(maps.Keys(st.positions))
+	path := filepath.Join(st.dir, "publish-positions.sst")
+	f, err := vfs.Default.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("table: write the stage's positions: %w", err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{
+		TableFormat: st.s.db.FormatMajorVersion().MaxTableFormat(),
+	})
+	for _, name := range names {
+		if err := w.Set(positionKey(name), st.positions[name]); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("table: write the stage's position %q: %w", name, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("table: write the stage's positions: %w", err)
+	}
+	return []string{path}, nil
 }
 
 // writeTables writes the staged blocks, renumbered from base, into sstables
