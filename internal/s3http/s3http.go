@@ -25,6 +25,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,13 +71,56 @@ type Client struct {
 	// Credentials returns the keys each request is signed with; nil means
 	// EnvCredentials.
 	Credentials func() (Credentials, error)
-	// HTTP sends the requests; nil means a client with a 30 s timeout.
+	// HTTP sends the requests; nil means a client that waits at most
+	// idleTimeout for a response's headers. Get bounds the wait for each
+	// next part of a body by idleTimeout as well, whatever the client.
 	HTTP *http.Client
 
 	now func() time.Time // tests
 }
 
-var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
+// idleTimeout bounds the wait for a response's headers and, while an
+// object is read, for each next part of its body: an object of any size may
+// take minutes to read whole (a bound on the whole request cut a 40 MB
+// object read under load), a stalled connection may not hold its reader.
+const idleTimeout = 30 * time.Second
+
+var defaultHTTP = &http.Client{Transport: func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = idleTimeout
+	return t
+}()}
+
+// idleBody is a response body whose request is cancelled when no Read
+// returns for idleTimeout.
+type idleBody struct {
+	io.ReadCloser
+	timer  *time.Timer
+	cancel context.CancelFunc
+	idle   atomic.Bool
+}
+
+func newIdleBody(body io.ReadCloser, cancel context.CancelFunc) *idleBody {
+	b := &idleBody{ReadCloser: body, cancel: cancel}
+	b.timer = time.AfterFunc(idleTimeout, func() { b.idle.Store(true); cancel() })
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Reset(idleTimeout)
+	if err != nil && b.idle.Load() {
+		err = fmt.Errorf("no data for %v: %w", idleTimeout, err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
 
 func (c *Client) region() string {
 	for _, r := range []string{c.Region, os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION")} {
@@ -133,8 +177,10 @@ func (c *Client) Get(ctx context.Context, bucket, key, ifNoneMatch string) (Obje
 	if err != nil {
 		return Object{}, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
+		cancel()
 		return Object{}, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
 	}
 	if ifNoneMatch != "" {
@@ -142,16 +188,19 @@ func (c *Client) Get(ctx context.Context, bucket, key, ifNoneMatch string) (Obje
 	}
 	resp, err := c.do(req)
 	if err != nil {
+		cancel()
 		return Object{}, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified && ifNoneMatch != "":
 		resp.Body.Close()
+		cancel()
 		return Object{ETag: ifNoneMatch, NotModified: true}, nil
 	case resp.StatusCode != http.StatusOK:
+		defer cancel()
 		return Object{}, statusError(resp, "GET", bucket, key)
 	}
-	return Object{Body: resp.Body, ETag: resp.Header.Get("ETag"), Size: resp.ContentLength}, nil
+	return Object{Body: newIdleBody(resp.Body, cancel), ETag: resp.Header.Get("ETag"), Size: resp.ContentLength}, nil
 }
 
 // Put writes data to bucket/key and returns the new ETag. sluice reads
