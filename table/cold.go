@@ -222,6 +222,12 @@ func (t *Table) eachBlockBetween(ctx context.Context, from, cut int64, f func(ke
 //   - SourceOffsetColumn: the offset (Kafka) or stream sequence (NATS) of
 //     the row's message.
 //
+// OperationColumn is what a row does to its key in a table with a primary
+// key (docs/upserts.md): OperationDelete removes the key's row; any other
+// value, or none, makes the row the key's latest state. Decoders of change
+// streams (Debezium envelopes, an operation field, Kafka tombstones, an
+// HTTP delete body) set it; the store reads it and does not keep it.
+//
 // Columns whose name starts with HiddenPrefix are hidden: a query that
 // names no columns does not return them, a static schema takes them
 // without listing them, and the cold tier does not write them to Iceberg.
@@ -229,6 +235,11 @@ const (
 	HiddenPrefix       = "_sluice_"
 	SourceBatchColumn  = HiddenPrefix + "batch"
 	SourceOffsetColumn = HiddenPrefix + "offset"
+	OperationColumn    = HiddenPrefix + "op"
+
+	// OperationDelete is the OperationColumn value of a row that deletes
+	// its key; the row's other columns than the key's are ignored.
+	OperationDelete = "delete"
 )
 
 // Hidden reports whether the column name is one of sluice's own (see
