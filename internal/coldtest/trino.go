@@ -61,6 +61,13 @@ func FindTrino() error {
 // (each named as the plugin, e.g. the sluice connector's
 // connectors/trino/target/plugin/sluice) beside the installed ones.
 func StartTrino(dir string, catalogs map[string]string, plugins ...string) (*Trino, error) {
+	return StartTrinoOn(0, dir, catalogs, plugins...)
+}
+
+// StartTrinoOn is StartTrino on the given 127.0.0.1 port (0: a free one):
+// a Trino a person starts by hand (examples/cluster/local) listens where
+// the walkthrough's commands look for it.
+func StartTrinoOn(port int, dir string, catalogs map[string]string, plugins ...string) (*Trino, error) {
 	home, java, err := trinoHome()
 	if err != nil {
 		return nil, err
@@ -87,9 +94,10 @@ func StartTrino(dir string, catalogs map[string]string, plugins ...string) (*Tri
 			}
 		}
 	}
-	port, err := freeport.Port()
-	if err != nil {
-		return nil, err
+	if port == 0 {
+		if port, err = freeport.Port(); err != nil {
+			return nil, err
+		}
 	}
 	etc := filepath.Join(dir, "etc")
 	if err := os.MkdirAll(filepath.Join(etc, "catalog"), 0o755); err != nil {

@@ -77,6 +77,10 @@ type Options struct {
 	// Secure adds a SASL_SSL listener (Broker.Secure) beside the
 	// plaintext one, with certificates and users made for the test.
 	Secure bool
+	// Port is the plaintext listener's port on 127.0.0.1 (0: a free
+	// one). A broker a person starts by hand (examples/cluster/local)
+	// listens where the example configs look for it.
+	Port int
 }
 
 // Start formats a fresh KRaft log directory under dir and starts a broker
@@ -94,9 +98,11 @@ func StartWith(ctx context.Context, dir string, o Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freeport.Port()
-	if err != nil {
-		return nil, err
+	port := o.Port
+	if port == 0 {
+		if port, err = freeport.Port(); err != nil {
+			return nil, err
+		}
 	}
 	cport, err := freeport.Port()
 	if err != nil {
