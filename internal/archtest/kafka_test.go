@@ -9,12 +9,13 @@ import (
 
 // kafkaClients is who may import franz-go's client packages: stream owns
 // the Kafka client (connections, their TLS and SASL, admin calls), cluster
-// takes kgo's key hash only (which partition a key lands in), and the
-// benchmark harness produces its own load. A server file that opens its
+// takes kgo's key hash only (which partition a key lands in), the
+// benchmark harness produces its own load, and the walkthrough's command
+// (examples/cluster/local) creates its topic and produces its sample rows. A server file that opens its
 // own client bypasses the connection options stream builds and checks.
 var kafkaClients = map[string][]string{
-	"github.com/twmb/franz-go/pkg/kgo":  {"stream", "cluster", "bench/kafka"},
-	"github.com/twmb/franz-go/pkg/kadm": {"stream", "bench/kafka"},
+	"github.com/twmb/franz-go/pkg/kgo":  {"stream", "cluster", "bench/kafka", "examples/cluster/local"},
+	"github.com/twmb/franz-go/pkg/kadm": {"stream", "bench/kafka", "examples/cluster/local"},
 }
 
 func TestKafkaClientInStream(t *testing.T) {
