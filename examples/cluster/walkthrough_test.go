@@ -46,9 +46,9 @@ const (
 //	<!-- walkthrough: start NAME; until: TEXT -->            start it; it is up when its output holds TEXT
 //	<!-- walkthrough: stop NAME NAME -->                      interrupt those started (Ctrl-C)
 //	<!-- walkthrough: file PATH -->                           the block's lines are lines of the file PATH
+//	<!-- walkthrough: install -->                             not run: the test requires what it installs
 //
-// In TEXT, \t is a tab. Blocks without a marker (the installs) are not run:
-// the test requires what they install instead.
+// In TEXT, \t is a tab.
 type step struct {
 	line   int
 	kind   string
@@ -60,57 +60,88 @@ type step struct {
 
 var marker = regexp.MustCompile(`^<!-- walkthrough: (.*) -->$`)
 
-// parse reads the page's steps in order.
+// parse reads the page's steps in order. Every code block of the page has
+// a marker, so that no command a reader pastes is left out of the test:
+// the installs' block is marked install (the test requires what it
+// installs rather than run it).
 func parse(text string) ([]step, error) {
 	var steps []step
+	var pending *step
 	lines := strings.Split(text, "\n")
 	for i := 0; i < len(lines); i++ {
-		m := marker.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		line := lines[i]
+		if strings.HasPrefix(line, "```") {
+			if pending == nil {
+				return nil, fmt.Errorf("line %d: a code block without a walkthrough marker", i+1)
+			}
+			var code []string
+			for i++; i < len(lines) && lines[i] != "```"; i++ {
+				code = append(code, lines[i])
+			}
+			if i == len(lines) {
+				return nil, fmt.Errorf("line %d: the code block does not end", pending.line+1)
+			}
+			pending.code = strings.Join(code, "\n") + "\n"
+			steps = append(steps, *pending)
+			pending = nil
+			continue
+		}
+		if pending != nil && strings.TrimSpace(line) != "" {
+			return nil, fmt.Errorf("line %d: the marker is not followed by a code block", pending.line)
+		}
+		m := marker.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {
 			continue
 		}
-		s := step{line: i + 1}
-		for n, field := range strings.Split(m[1], "; ") {
-			if n == 0 {
-				words := strings.Fields(field)
-				if len(words) == 0 {
-					return nil, fmt.Errorf("line %d: an empty marker", s.line)
-				}
-				s.kind, s.names = words[0], words[1:]
-				continue
-			}
-			key, value, ok := strings.Cut(field, ": ")
-			value = strings.ReplaceAll(value, `\t`, "\t")
-			switch {
-			case ok && key == "expect":
-				s.expect = append(s.expect, value)
-			case ok && key == "until":
-				s.until = value
-			default:
-				return nil, fmt.Errorf("line %d: %q is not expect: or until:", s.line, field)
-			}
+		s, err := parseMarker(i+1, m[1])
+		if err != nil {
+			return nil, err
 		}
-		switch {
-		case s.kind == "stop" && len(s.names) > 0:
+		if s.kind == "stop" {
 			steps = append(steps, s)
 			continue
-		case s.kind == "run" && len(s.names) == 0,
-			s.kind == "start" && len(s.names) == 1 && s.until != "",
-			s.kind == "file" && len(s.names) == 1:
-		default:
-			return nil, fmt.Errorf("line %d: marker %q: want run, start NAME; until: TEXT, stop NAME..., or file PATH", s.line, m[1])
 		}
-		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
-			return nil, fmt.Errorf("line %d: the marker is not followed by a code block", s.line)
-		}
-		var code []string
-		for i += 2; i < len(lines) && lines[i] != "```"; i++ {
-			code = append(code, lines[i])
-		}
-		s.code = strings.Join(code, "\n") + "\n"
-		steps = append(steps, s)
+		pending = &s
+	}
+	if pending != nil {
+		return nil, fmt.Errorf("line %d: the marker is not followed by a code block", pending.line)
 	}
 	return steps, nil
+}
+
+// parseMarker reads one marker's text: the kind and its names, then
+// "; key: value" fields.
+func parseMarker(line int, text string) (step, error) {
+	s := step{line: line}
+	for n, field := range strings.Split(text, "; ") {
+		if n == 0 {
+			words := strings.Fields(field)
+			if len(words) == 0 {
+				return s, fmt.Errorf("line %d: an empty marker", line)
+			}
+			s.kind, s.names = words[0], words[1:]
+			continue
+		}
+		key, value, ok := strings.Cut(field, ": ")
+		value = strings.ReplaceAll(value, `\t`, "\t")
+		switch {
+		case ok && key == "expect":
+			s.expect = append(s.expect, value)
+		case ok && key == "until":
+			s.until = value
+		default:
+			return s, fmt.Errorf("line %d: %q is not expect: or until:", line, field)
+		}
+	}
+	switch {
+	case s.kind == "run" && len(s.names) == 0,
+		s.kind == "install" && len(s.names) == 0,
+		s.kind == "start" && len(s.names) == 1 && s.until != "",
+		s.kind == "stop" && len(s.names) > 0,
+		s.kind == "file" && len(s.names) == 1:
+		return s, nil
+	}
+	return s, fmt.Errorf("line %d: marker %q: want run, install, start NAME; until: TEXT, stop NAME..., or file PATH", line, text)
 }
 
 // server is a started step: a bash running the block in a process group
