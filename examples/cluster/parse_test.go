@@ -39,6 +39,19 @@ func TestParsePage(t *testing.T) {
 	if kinds["install"] != 1 || kinds["run"] == 0 || kinds["start"] == 0 {
 		t.Errorf("steps by kind: %v", kinds)
 	}
+	// TestWalkthrough requires, rather than runs, what the install step
+	// installs: the step names each of those installs.
+	for _, s := range steps {
+		if s.kind != "install" {
+			continue
+		}
+		for _, script := range []string{"scripts/install-kafka", "scripts/install-s3", "scripts/install-trino",
+			"scripts/build-trino-connector", "PYTHON=$(scripts/install-iceberg-readers)"} {
+			if !strings.Contains(s.code, script) {
+				t.Errorf("line %d: the install step lacks %s", s.line, script)
+			}
+		}
+	}
 }
 
 // TestParseRefuses: a block a reader would paste but the test would not
