@@ -45,7 +45,7 @@ func TestParsePage(t *testing.T) {
 		if s.kind != "install" {
 			continue
 		}
-		for _, script := range []string{"scripts/install-kafka", "scripts/install-s3", "scripts/install-trino",
+		for _, script := range []string{"scripts/install-kafka", "scripts/install-s3", "scripts/install-iceberg-rest", "scripts/install-trino",
 			"scripts/build-trino-connector", "PYTHON=$(scripts/install-iceberg-readers)"} {
 			if !strings.Contains(s.code, script) {
 				t.Errorf("line %d: the install step lacks %s", s.line, script)

@@ -31,7 +31,7 @@ const (
 )
 
 // ports are the fixed ports the walkthrough's servers listen on.
-var ports = []string{"9092", "8081", "8082", "8083", "7070", "8090"}
+var ports = []string{"9092", "8081", "8082", "8083", "7070", "8181", "8090"}
 
 // Timeouts: a step's first `go run` compiles (minutes on a cold build
 // cache and a busy machine); Trino takes a minute or more to start.
@@ -178,7 +178,9 @@ func (s *server) stop(t *testing.T) {
 
 // TestWalkthrough runs docs/cluster-walkthrough.md: a Kafka broker, three
 // sluice-full nodes committing into one Iceberg table, the rows counted
-// by sluice, pyiceberg, DuckDB and Trino, then the same nodes on S3. Each
+// by sluice, pyiceberg and DuckDB, then the same nodes on S3 with a REST
+// catalog, counted again, and by Trino through sluice's connector and
+// through its Iceberg connector. Each
 // server starts once; the answers are the page's own (expect:).
 func TestWalkthrough(t *testing.T) {
 	root, err := filepath.Abs("../..")
@@ -206,7 +208,11 @@ func TestWalkthrough(t *testing.T) {
 	coldtest.Require(t, coldtest.FindTrino())
 	python, err := coldtest.Python()
 	coldtest.Require(t, err)
-	versitygw := filepath.Join(filepath.Dir(testkafka.CacheDir()), "bin", "versitygw")
+	cache := filepath.Dir(testkafka.CacheDir())
+	if _, err := os.Stat(filepath.Join(cache, "iceberg-rest", "classpath.txt")); err != nil {
+		testenv.Missing(t, "the Iceberg REST catalog: %v (run scripts/install-iceberg-rest)", err)
+	}
+	versitygw := filepath.Join(cache, "bin", "versitygw")
 	if v := os.Getenv("SLUICE_VERSITYGW"); v != "" {
 		versitygw = v
 	}

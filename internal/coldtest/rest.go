@@ -30,6 +30,13 @@ type REST struct {
 // sets s3.endpoint): the server writes each commit's metadata file itself,
 // so a warehouse on S3 needs its S3FileIO settings.
 func StartREST(dir string, env ...string) (*REST, error) {
+	return StartRESTOn(0, dir, env...)
+}
+
+// StartRESTOn is StartREST on the given port (0: a free one): a catalog a
+// person starts by hand (examples/cluster/local) listens where the
+// walkthrough's configs look for it.
+func StartRESTOn(port int, dir string, env ...string) (*REST, error) {
 	cpFile := filepath.Join(cacheDir(), "iceberg-rest", "classpath.txt")
 	cp, err := os.ReadFile(cpFile)
 	if err != nil {
@@ -39,9 +46,10 @@ func StartREST(dir string, env ...string) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("java: %w", ErrMissing)
 	}
-	port, err := freeport.Port()
-	if err != nil {
-		return nil, err
+	if port == 0 {
+		if port, err = freeport.Port(); err != nil {
+			return nil, err
+		}
 	}
 	cmd := exec.Command(java, "-Xmx256m", "-cp", strings.TrimSpace(string(cp)), "org.apache.iceberg.rest.RESTCatalogServer")
 	cmd.Env = append(os.Environ(), "CATALOG_WAREHOUSE="+filepath.Join(dir, "rest-warehouse"), "CATALOG_REST_PORT="+strconv.Itoa(port))

@@ -1,12 +1,12 @@
 // Command local starts, on one machine, the servers the cluster walkthrough
 // (docs/cluster-walkthrough.md) runs sluice nodes beside: a single-node
-// KRaft Kafka broker with the walkthrough's topic, versitygw as S3, and
-// Trino with sluice's connector; and it produces sample rows and runs SQL
+// KRaft Kafka broker with the walkthrough's topic, versitygw as S3, an
+// Iceberg REST catalog, and Trino with sluice's connector; and it produces sample rows and runs SQL
 // on that Trino. Each server runs in the foreground until Ctrl-C.
 //
 // It starts them with the same code the tests start them with
 // (internal/testkafka, internal/coldtest), from what scripts/install-kafka,
-// scripts/install-s3, scripts/install-trino and
+// scripts/install-s3, scripts/install-iceberg-rest, scripts/install-trino and
 // scripts/build-trino-connector installed, so the steps a user takes and
 // the steps the tests take cannot drift apart. The one difference is the
 // ports: fixed here, where the example configs (examples/cluster/*.yaml)
@@ -15,6 +15,7 @@
 //	go run ./examples/cluster/local kafka     # broker on 127.0.0.1:9092, topic events (3 partitions)
 //	go run ./examples/cluster/local produce   # 3000 rows keyed by user
 //	go run ./examples/cluster/local s3        # versitygw on 127.0.0.1:7070, bucket warehouse
+//	go run ./examples/cluster/local rest      # an Iceberg REST catalog on port 8181, its files on that S3
 //	go run ./examples/cluster/local trino     # Trino on 127.0.0.1:8090 with examples/cluster/trino/*.properties
 //	go run ./examples/cluster/local sql 'SELECT count(*) FROM sluice.cluster.events'
 package main
@@ -48,6 +49,7 @@ const (
 	s3Addr        = "127.0.0.1:7070"
 	s3AccessKey   = "walkthrough"
 	s3SecretKey   = "walkthrough-secret"
+	restPort      = 8181
 	trinoPort     = 8090
 	connectorPath = "connectors/trino/target/plugin/sluice"
 )
@@ -60,13 +62,14 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"kafka":   kafka,
 	"produce": produce,
 	"s3":      s3,
+	"rest":    rest,
 	"trino":   trino,
 	"sql":     sql,
 }
 
 func main() {
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: go run ./examples/cluster/local kafka|produce|s3|trino|sql [flags] (docs/cluster-walkthrough.md)")
+		fmt.Fprintln(os.Stderr, "usage: go run ./examples/cluster/local kafka|produce|s3|rest|trino|sql [flags] (docs/cluster-walkthrough.md)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -169,6 +172,38 @@ func s3(ctx context.Context, args []string) error {
 	}
 	defer server.Stop()
 	fmt.Printf("s3: ready on %s, bucket %s, objects under %s; Ctrl-C stops it\n", server.Endpoint, coldtest.Bucket, server.Root)
+	<-ctx.Done()
+	return nil
+}
+
+// rest runs Apache Iceberg's REST catalog server (the test fixture of
+// Iceberg's own REST tests, on a SQLite file) until interrupted. It writes
+// each commit's metadata file itself, so it is given the S3 endpoint and
+// credentials the nodes use.
+func rest(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rest", flag.ExitOnError)
+	port := fs.Int("port", restPort, "the catalog's port (it listens on every interface)")
+	dir := fs.String("dir", filepath.Join(stateDir, "rest"), "the catalog's SQLite file and log")
+	endpoint := fs.String("s3-endpoint", "http://"+s3Addr, "the S3 endpoint of the warehouse")
+	access := fs.String("access-key", s3AccessKey, "the S3 access key")
+	secret := fs.String("secret-key", s3SecretKey, "the S3 secret key")
+	fs.Parse(args)
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	// The fixture reads catalog properties from CATALOG_ variables: "__"
+	// is "-" and "_" is "." (CATALOG_S3_PATH__STYLE__ACCESS is
+	// s3.path-style-access).
+	server, err := coldtest.StartRESTOn(*port, *dir,
+		"CATALOG_URI=jdbc:sqlite:file:"+filepath.Join(*dir, "rest-catalog.db"),
+		"CATALOG_IO__IMPL=org.apache.iceberg.aws.s3.S3FileIO", "CATALOG_S3_ENDPOINT="+*endpoint,
+		"CATALOG_S3_PATH__STYLE__ACCESS=true", "CATALOG_CLIENT_REGION="+coldtest.Region,
+		"CATALOG_S3_ACCESS__KEY__ID="+*access, "CATALOG_S3_SECRET__ACCESS__KEY="+*secret)
+	if err != nil {
+		return fmt.Errorf("start the REST catalog: %w", err)
+	}
+	defer server.Stop()
+	fmt.Printf("rest: ready on %s, files on %s; log %s; Ctrl-C stops it\n", server.URI, *endpoint, server.Log)
 	<-ctx.Done()
 	return nil
 }
