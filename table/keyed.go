@@ -258,30 +258,81 @@ func (k *keyedBatch) unlock() {
 	}
 }
 
-// state returns the entry of key: this batch's, else the store's.
+// load reads into k.keys the stored entries of the keys (a key without
+// one gets an empty state) that this batch has not read yet. The keys are
+// read in order through one iterator: sorted seeks cost a fraction of a
+// point read each (a point read per key was a fifth of a keyed append).
 // REQUIRES: the key lock held.
-func (k *keyedBatch) state(key []byte) (*keyState, error) {
-	if s, ok := k.keys[string(key)]; ok {
-		return s, nil
-	}
-	t := k.t
-	ik := keyIndexKey(nil, t.id, key)
-	s := &keyState{pending: -1}
-	v, closer, err := t.store.db.Get(ik)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("table %s: read key index: %w", t.name, err)
-	default:
-		st, err := decodeEntry(ik, v)
-		closer.Close()
-		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.name, err)
+func (k *keyedBatch) load(keys []string) error {
+	var want []string
+	for _, key := range keys {
+		if _, ok := k.keys[key]; !ok {
+			want = append(want, key)
 		}
-		s = &st
 	}
-	k.keys[string(key)] = s
-	return s, nil
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	t := k.t
+	lo, hi := keyIndexBounds(t.id)
+	it, err := t.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+	}
+	defer it.Close()
+	var ik []byte
+	for _, key := range want {
+		ik = keyIndexKey(ik[:0], t.id, []byte(key))
+		s := &keyState{pending: -1}
+		if it.SeekGE(ik) && string(it.Key()) == string(ik) {
+			st, err := decodeEntry(ik, it.Value())
+			if err != nil {
+				return fmt.Errorf("table %s: %w", t.name, err)
+			}
+			s = &st
+		}
+		k.keys[key] = s
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+	}
+	return nil
+}
+
+// loadMarks reads into k.marks the stored dead-row marks of the blocks
+// (dead keys) this batch has not read yet, in order through one iterator.
+func (k *keyedBatch) loadMarks(marks []string) error {
+	var want []string
+	for _, m := range marks {
+		if _, ok := k.marks[m]; !ok {
+			want = append(want, m)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	t := k.t
+	lo, hi := deadBounds(t.id)
+	it, err := t.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	defer it.Close()
+	for _, m := range want {
+		var mark []byte
+		if it.SeekGE([]byte(m)) && string(it.Key()) == m {
+			mark = slices.Clone(it.Value())
+		}
+		k.marks[m] = mark
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	return nil
 }
 
 // write resolves a part (cols, n rows) against the key index and writes to
@@ -316,19 +367,23 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 	}
 	// Resolve the rows in order: each one that applies supersedes the
 	// key's row before it (stored, or earlier in this batch).
-	touched := map[string]*keyState{}
-	var dead []rowLoc
+	keys := make([]string, n)
 	for r := range n {
 		key, missing, ok := keyBytes(k.keyBuf[:0], cols, keyCols, r)
 		k.keyBuf = key
 		if !ok {
 			return 0, 0, 0, &SchemaError{Table: t.name, Row: r, Column: t.key[missing], Reason: "a primary key column is null or missing"}
 		}
+		keys[r] = string(key)
+	}
+	if err := k.load(keys); err != nil {
+		return 0, 0, 0, err
+	}
+	touched := make(map[string]*keyState, n)
+	var dead []rowLoc
+	for r, key := range keys {
 		v := rowVersion(cols, batchCol, offsetCol, r)
-		s, err := k.state(key)
-		if err != nil {
-			return 0, 0, 0, err
-		}
+		s := k.keys[key]
 		if v.replayOf(s.ver) {
 			continue // a replay: the key has this change or a later one
 		}
@@ -350,10 +405,12 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		if !del {
 			s.pending = r
 		}
-		// A row without a position keeps none: a later replay of the old
-		// position would otherwise be taken for older than this row.
-		s.ver = v
-		touched[string(key)] = s
+		// A row without a position keeps the key's last one: a replay of
+		// a message at or before it was applied once already.
+		if v.ok {
+			s.ver = v
+		}
+		touched[key] = s
 	}
 	// The rows to store, in their order.
 	keep := make([]int, 0, len(touched))
@@ -409,28 +466,25 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		bytes += len(ik) + len(ev)
 	}
 	// The dead-row marks: the block's current mark with the new rows set.
+	markKeys := make([]string, len(dead))
 	var bk []byte
+	for i, loc := range dead {
+		bk = blockKey(bk[:0], t.id, loc.hash, loc.minTime, loc.seq)
+		markKeys[i] = string(deadKey(nil, bk))
+	}
+	if err := k.loadMarks(markKeys); err != nil {
+		return 0, 0, 0, err
+	}
 	changed := map[string]bool{}
-	for _, loc := range dead {
-		bk = deadKey(bk[:0], blockKey(nil, t.id, loc.hash, loc.minTime, loc.seq))
-		mark, ok := k.marks[string(bk)]
-		if !ok {
-			v, closer, err := t.store.db.Get(bk)
-			switch {
-			case errors.Is(err, pebble.ErrNotFound):
-			case err != nil:
-				return 0, 0, 0, fmt.Errorf("table %s: read dead-row mark: %w", t.name, err)
-			default:
-				mark = slices.Clone(v)
-				closer.Close()
-			}
-		}
+	for i, loc := range dead {
+		mk := markKeys[i]
+		mark := k.marks[mk]
 		if need := loc.row/8 + 1; len(mark) < need {
 			mark = append(mark, make([]byte, need-len(mark))...)
 		}
 		mark[loc.row/8] |= 1 << (loc.row % 8)
-		k.marks[string(bk)] = mark
-		changed[string(bk)] = true
+		k.marks[mk] = mark
+		changed[mk] = true
 	}
 	for mk := range changed {
 		mark := k.marks[mk]

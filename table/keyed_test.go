@@ -152,6 +152,11 @@ func TestKeyedReplayAndOrder(t *testing.T) {
 	wantState(t, tb, map[string]int64{"a": 4})
 	appendRows(t, tb, at(up("b", 9), "kafka/t/0", 41))
 	wantState(t, tb, map[string]int64{"a": 4, "b": 9})
+	// A row without a position (HTTP) applies and keeps the key's last
+	// position: a replay of that partition still changes nothing.
+	appendRows(t, tb, up("b", 10))
+	appendRows(t, tb, at(up("b", 8), "kafka/t/0", 41))
+	wantState(t, tb, map[string]int64{"a": 4, "b": 10})
 }
 
 // TestKeyedBatchParts covers the paths that resolve keys in several parts
