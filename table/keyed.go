@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ type rowLoc struct {
 	minTime int64
 	seq     uint64
 	row     int
+	rows    int // the block's rows: a dead-row mark knows when all are dead
 }
 
 // version is the source position of a row (SourceBatchColumn's partition,
@@ -75,7 +77,7 @@ type keyState struct {
 // Index entry layout (value of 0x03 | table id u32 | key bytes):
 //
 //	entry := flags u8 (1 live, 2 versioned)
-//	         | [live: hash u64 | min time u64 (sign flipped) | seq u64 | uvarint row]
+//	         | [live: hash u64 | min time u64 (sign flipped) | seq u64 | uvarint row | uvarint block rows]
 //	         | [versioned: uvarint offset | partition bytes (to the end)]
 //
 // The key bytes are, per primary key column in order, uvarint length and
@@ -147,6 +149,7 @@ func encodeEntry(dst []byte, s *keyState) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(s.loc.minTime)^(1<<63))
 		dst = binary.BigEndian.AppendUint64(dst, s.loc.seq)
 		dst = binary.AppendUvarint(dst, uint64(s.loc.row))
+		dst = binary.AppendUvarint(dst, uint64(s.loc.rows))
 	}
 	if s.ver.ok {
 		dst = binary.AppendUvarint(dst, zigzag(s.ver.offset))
@@ -176,8 +179,13 @@ func decodeEntry(key, v []byte) (keyState, error) {
 		if n <= 0 || row > math.MaxInt32 {
 			return s, fail("row")
 		}
-		s.loc.row = int(row)
 		b = b[24+n:]
+		rows, n := binary.Uvarint(b)
+		if n <= 0 || rows > math.MaxInt32 || row >= rows {
+			return s, fail("block rows")
+		}
+		s.loc.row, s.loc.rows = int(row), int(rows)
+		b = b[n:]
 	}
 	if flags&entryVersioned != 0 {
 		off, n := binary.Uvarint(b)
@@ -335,6 +343,11 @@ func (k *keyedBatch) loadMarks(marks []string) error {
 	return nil
 }
 
+// keyedLoadedHook, when set (tests only), runs in a keyed append after it
+// read its keys' entries, before it writes: a test tries another append
+// of the table there.
+var keyedLoadedHook func(*Table)
+
 // write resolves a part (cols, n rows) against the key index and writes to
 // pb the blocks of the rows that become their key's latest state, their
 // index entries and the dead-row marks of the rows they supersede.
@@ -378,6 +391,9 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 	}
 	if err := k.load(keys); err != nil {
 		return 0, 0, 0, err
+	}
+	if keyedLoadedHook != nil {
+		keyedLoadedHook(t)
 	}
 	touched := make(map[string]*keyState, n)
 	var dead []rowLoc
@@ -479,10 +495,12 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 	for i, loc := range dead {
 		mk := markKeys[i]
 		mark := k.marks[mk]
-		if need := loc.row/8 + 1; len(mark) < need {
-			mark = append(mark, make([]byte, need-len(mark))...)
+		if mark == nil {
+			mark = newMark(loc.rows)
 		}
-		mark[loc.row/8] |= 1 << (loc.row % 8)
+		if err := setDead(mark, loc.row); err != nil {
+			return 0, 0, 0, fmt.Errorf("table %s: %w", t.name, &CorruptionError{Key: []byte(mk), Reason: err.Error()})
+		}
 		k.marks[mk] = mark
 		changed[mk] = true
 	}
@@ -514,9 +532,44 @@ func rowVersion(cols []colData, batchCol, offsetCol, r int) version {
 	return version{partition: b[:at], offset: o, ok: true}
 }
 
-// isDead reports whether row r is marked in a dead-row mark.
+// Dead-row mark layout (value of 0x04 | the block key after its 0x02):
+//
+//	mark := block rows u32 | bitmap ceil(rows/8) bytes (bit r set: row r is dead)
+//
+// The row count lets a scan skip a block whose rows are all dead without
+// reading it.
+const markHeader = 4
+
+func newMark(rows int) []byte {
+	m := make([]byte, markHeader+(rows+7)/8)
+	binary.BigEndian.PutUint32(m, uint32(rows))
+	return m
+}
+
+// setDead marks row r dead in mark.
+func setDead(mark []byte, r int) error {
+	if len(mark) < markHeader || r >= int(binary.BigEndian.Uint32(mark)) || markHeader+r/8 >= len(mark) {
+		return fmt.Errorf("dead-row mark of %d bytes has no row %d", len(mark), r)
+	}
+	mark[markHeader+r/8] |= 1 << (r % 8)
+	return nil
+}
+
+// isDead reports whether row r is marked in a dead-row mark (nil: none).
 func isDead(mark []byte, r int) bool {
-	return r/8 < len(mark) && mark[r/8]&(1<<(r%8)) != 0
+	return len(mark) > markHeader+r/8 && mark[markHeader+r/8]&(1<<(r%8)) != 0
+}
+
+// allDead reports whether every row of the mark's block is dead.
+func allDead(mark []byte) bool {
+	if len(mark) < markHeader {
+		return false
+	}
+	dead := 0
+	for _, b := range mark[markHeader:] {
+		dead += bits.OnesCount8(b)
+	}
+	return dead == int(binary.BigEndian.Uint32(mark))
 }
 
 // PrimaryKey returns the table's primary key columns (nil: append-only).

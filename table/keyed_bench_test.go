@@ -98,12 +98,14 @@ func BenchmarkAppendKeyed(b *testing.B) {
 }
 
 // BenchmarkQueryKeyed scans every row of a keyed table of 100k keys each
-// updated 10 times (1M rows stored, 900k of them dead: mode=updated)
-// against the 100k final rows written once, to a keyed table (once-keyed)
-// and to an append-only one (once-plain).
+// updated 10 times (1M rows stored, 900k of them dead: mode=updated), of
+// one whose 100k keys took 900k Zipf-skewed updates (mode=skewed: dead
+// rows scattered over the blocks), against the 100k final rows written
+// once, to a keyed table (once-keyed) and to an append-only one
+// (once-plain).
 func BenchmarkQueryKeyed(b *testing.B) {
 	const keys, versions, n = 100_000, 10, 1000
-	for _, mode := range []string{"updated", "once-keyed", "once-plain"} {
+	for _, mode := range []string{"updated", "skewed", "once-keyed", "once-plain"} {
 		b.Run("mode="+mode, func(b *testing.B) {
 			ctx := context.Background()
 			s := openStore(b, b.TempDir())
@@ -117,7 +119,17 @@ func BenchmarkQueryKeyed(b *testing.B) {
 				b.Fatal(err)
 			}
 			first := 0
-			if mode != "updated" {
+			if mode == "skewed" {
+				loadKeys(b, tb, keys)
+				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, keys-1)
+				for i := range (versions - 1) * keys / n {
+					if err := tb.Append(ctx, keyedRows(keys/n+i, n, 0, zipf)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				first = versions // loaded
+			}
+			if mode != "updated" && mode != "skewed" {
 				first = versions - 1
 			}
 			for v := first; v < versions; v++ {

@@ -248,41 +248,56 @@ func TestKeyedRefusals(t *testing.T) {
 	}
 }
 
-// TestKeyedTTL: a key whose row expired is absent, comes back with an
-// upsert, and the expiry deletes the dead-row marks with their blocks.
+// TestKeyedTTL: a key whose row expired is absent (before and after the
+// expiry deletes its block), comes back with an upsert, and the expiry
+// deletes the dead-row marks with their blocks.
 func TestKeyedTTL(t *testing.T) {
 	ctx := context.Background()
-	now := t0.Add(100 * time.Hour)
-	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }})
+	var now atomic.Int64
+	now.Store(t0.Add(100 * time.Hour).UnixNano())
+	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	tb := keyedTable(t, s, Config{Name: "state", HashBy: "dev", SortBy: "ts", PrimaryKey: []string{"id"}, TTL: 10 * time.Hour})
-	old := func(id string, v int64) Row { r := up(id, v); r["ts"] = t0; return r } // 100h old: expired
-	appendRows(t, tb, old("a", 1), old("b", 1), old("b", 2), up("c", 1))
-	fresh := func(id string, v int64) Row { r := up(id, v); r["ts"] = now.Add(-time.Hour); return r }
-	appendRows(t, tb, fresh("c", 2))
+	at := func(id string, v int64, ts time.Time) Row { r := up(id, v); r["ts"] = ts; return r }
+	fresh := t0.Add(99 * time.Hour)
+	appendRows(t, tb, at("a", 1, t0), at("b", 1, t0), at("b", 2, t0), at("c", 1, fresh))
+	appendRows(t, tb, at("c", 2, fresh.Add(time.Minute))) // marks c's first row dead
 	wantState(t, tb, map[string]int64{"c": 2})
+	for _, id := range []string{"a", "b"} { // expired, their blocks not deleted yet
+		if r, ok, err := tb.Lookup(ctx, []any{id}); ok || err != nil {
+			t.Errorf("Lookup(%s) of an expired row = %v, %v, %v", id, r, ok, err)
+		}
+	}
+	marks := func() int {
+		lo, hi := deadBounds(tb.id)
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		n := 0
+		for it.SeekGE(lo); it.Valid() && string(it.Key()) < string(hi); it.Next() {
+			n++
+		}
+		return n
+	}
+	if n := marks(); n != 1 {
+		t.Fatalf("%d dead-row marks, want c's block's", n)
+	}
+	now.Add(int64(48 * time.Hour)) // every row expired
 	if _, err := tb.Expire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, tb, map[string]int64{"c": 2})
-	lo, hi := deadBounds(tb.id)
-	marks := 0
-	it, err := s.db.NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
+	wantState(t, tb, map[string]int64{})
+	if n := marks(); n != 0 {
+		t.Errorf("%d dead-row marks left after every block expired", n)
 	}
-	for it.SeekGE(lo); it.Valid() && string(it.Key()) < string(hi); it.Next() {
-		marks++
-	}
-	it.Close()
-	if marks != 0 {
-		t.Errorf("%d dead-row marks left after every block expired", marks)
-	}
-	appendRows(t, tb, fresh("a", 3))
-	wantState(t, tb, map[string]int64{"a": 3, "c": 2})
+	nowT := time.Unix(0, now.Load())
+	appendRows(t, tb, at("a", 3, nowT), at("c", 3, nowT))
+	wantState(t, tb, map[string]int64{"a": 3, "c": 3})
 }
 
 // TestKeyedConcurrentQueries runs updates of every key while queries run:
@@ -320,6 +335,10 @@ func TestKeyedConcurrentQueries(t *testing.T) {
 			}
 		}()
 	}
+	defer func() { // before the store closes, also when the test fails
+		stop.Store(true)
+		wg.Wait()
+	}()
 	queries := 0
 	for version.Load() < 60 && ctx.Err() == nil {
 		seen := make(map[string]bool, keys)
@@ -345,6 +364,75 @@ func TestKeyedConcurrentQueries(t *testing.T) {
 		t.Fatal("timed out")
 	}
 	t.Logf("%d queries during %d appends", queries, version.Load())
+}
+
+// TestKeyedQueryViewDuringAppend commits an update of every key between
+// the moment a query opens its blocks and the moment it reads the dead-row
+// marks: the query must see the state before the update, whole (the marks
+// of the update would hide every old row while its new rows are not in the
+// query's view).
+func TestKeyedQueryViewDuringAppend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := keyedTable(t, s, Config{})
+	var rows, updates []Row
+	want := map[string]int64{}
+	for i := range 50 {
+		rows = append(rows, up(fmt.Sprint(i), 1))
+		updates = append(updates, up(fmt.Sprint(i), 2))
+		want[fmt.Sprint(i)] = 1
+	}
+	appendRows(t, tb, rows...)
+	var hookErr error
+	scanOpenedHook = func() {
+		scanOpenedHook = nil // once: the append below must not recurse
+		hookErr = tb.Append(ctx, updates)
+	}
+	defer func() { scanOpenedHook = nil }()
+	got := state(t, tb)
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the query saw %d of %d keys", len(got), len(want))
+	}
+	for id, r := range got {
+		if r["v"] != int64(1) {
+			t.Fatalf("key %s: v=%v in a query opened before the update", id, r["v"])
+		}
+	}
+	for id := range want {
+		want[id] = 2
+	}
+	wantState(t, tb, want)
+}
+
+// TestKeyedAppendsResolveOneAtATime tries a second append of a key while a
+// first one has read the key's entry and not committed: the second must
+// wait for the key lock (here until its deadline), or the first would
+// commit from a stale entry and leave two rows of the key.
+func TestKeyedAppendsResolveOneAtATime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := keyedTable(t, s, Config{})
+	appendRows(t, tb, up("a", 1))
+	var second error
+	keyedLoadedHook = func(*Table) {
+		keyedLoadedHook = nil
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		second = tb.Append(wctx, []Row{up("a", 3)})
+	}
+	defer func() { keyedLoadedHook = nil }()
+	appendRows(t, tb, up("a", 2))
+	if !errors.Is(second, context.DeadlineExceeded) {
+		t.Errorf("an append during another's resolution: %v, want it to wait (deadline exceeded)", second)
+	}
+	wantState(t, tb, map[string]int64{"a": 2})
 }
 
 // keyedChildEnv, when set to a directory, makes the test binary a child

@@ -335,6 +335,9 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 	if p.from == math.MinInt64 {
 		lowKey = math.MinInt64
 	}
+	if scanOpenedHook != nil {
+		scanOpenedHook()
+	}
 	deadOf, closeMarks, err := t.deadMarks(it)
 	if err != nil {
 		return fmt.Errorf("table %s: query: %w", p.tableName, err)
@@ -352,7 +355,11 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 				if string(it.Key()) >= string(end) {
 					break
 				}
-				if done, err := s.block(ctx, it.Key(), it.Value(), deadOf(it.Key())); done || err != nil {
+				dead := deadOf(it.Key())
+				if allDead(dead) {
+					continue // every row superseded or deleted: not read
+				}
+				if done, err := s.block(ctx, it.Key(), it.Value(), dead); done || err != nil {
 					return err
 				}
 			}
@@ -376,13 +383,20 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 			it.SeekGE(partitionKey(p.tableID, h+1, math.MinInt64))
 			continue
 		}
-		if done, err := s.block(ctx, it.Key(), it.Value(), deadOf(it.Key())); done || err != nil {
-			return err
+		if dead := deadOf(it.Key()); !allDead(dead) { // else every row superseded or deleted: not read
+			if done, err := s.block(ctx, it.Key(), it.Value(), dead); done || err != nil {
+				return err
+			}
 		}
 		it.Next()
 	}
 	return it.Error()
 }
+
+// scanOpenedHook, when set (tests only), runs after a scan opened its
+// block iterator and before it reads the dead-row marks: a test commits an
+// append there to check that the marks are read as of the blocks' view.
+var scanOpenedHook func()
 
 // deadMarks returns, for a keyed table, the dead-row mark of a block (nil:
 // none) as of blocks' view: a clone of the blocks' iterator reads the

@@ -918,7 +918,7 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		key = blockKey(key[:0], t.id, g.hash, times[idx[0]].i, seq+uint64(i))
 		if locs != nil {
 			for j, r := range idx {
-				locs[r] = rowLoc{hash: g.hash, minTime: times[idx[0]].i, seq: seq + uint64(i), row: j}
+				locs[r] = rowLoc{hash: g.hash, minTime: times[idx[0]].i, seq: seq + uint64(i), row: j, rows: len(idx)}
 			}
 		}
 		if textBytes(cols, idx) >= hugeBlockBytes {
