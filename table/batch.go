@@ -197,6 +197,9 @@ func (b *Batch) stage(t *Table, cols []colData, n int, changed bool, oldSchema [
 	}
 	b.tables = append(b.tables, t)
 	b.finish = append(b.finish, func(ok bool) {
+		if ok {
+			kb.committed()
+		}
 		kb.unlock() // after the commit: the entries it read are stored
 		if changed {
 			if ok {

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -274,9 +275,14 @@ func (k *keyedBatch) unlock() {
 func (k *keyedBatch) load(keys []string) error {
 	var want []string
 	for _, key := range keys {
-		if _, ok := k.keys[key]; !ok {
-			want = append(want, key)
+		if _, ok := k.keys[key]; ok {
+			continue
 		}
+		if st, ok := k.t.entries.get(key); ok {
+			k.keys[key] = &st
+			continue
+		}
+		want = append(want, key)
 	}
 	if len(want) == 0 {
 		return nil
@@ -347,6 +353,60 @@ func (k *keyedBatch) loadMarks(marks []string) error {
 // read its keys' entries, before it writes: a test tries another append
 // of the table there.
 var keyedLoadedHook func(*Table)
+
+// committed records the entries this batch read and wrote in the table's
+// cache of entries, once its commit is durable. REQUIRES: the key lock
+// held (no other batch changes an entry meanwhile).
+func (k *keyedBatch) committed() {
+	if k != nil && k.locked {
+		k.t.entries.put(k.keys)
+	}
+}
+
+// entryCache keeps the index entries of recently changed keys in memory:
+// a skewed stream updates few keys often, and reading an entry from the
+// store was the largest cost of a keyed append. Entries are put only after
+// the commit that wrote them and under the key lock, and every change of
+// an entry goes through it, so the cache never holds an entry the store
+// does not.
+type entryCache struct {
+	mu sync.Mutex
+	m  map[string]keyState
+}
+
+// entryCacheKeys bounds the entries cached per table (about 100-150 bytes
+// each: ~10 MB).
+const entryCacheKeys = 1 << 16
+
+func (c *entryCache) get(key string) (keyState, bool) {
+	if c == nil {
+		return keyState{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[key]
+	return s, ok
+}
+
+func (c *entryCache) put(states map[string]*keyState) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]keyState, entryCacheKeys)
+	}
+	for key, s := range states {
+		if _, ok := c.m[key]; !ok && len(c.m) >= entryCacheKeys {
+			for old := range c.m { // a map's order: an arbitrary entry leaves
+				delete(c.m, old)
+				break
+			}
+		}
+		c.m[key] = *s
+	}
+}
 
 // write resolves a part (cols, n rows) against the key index and writes to
 // pb the blocks of the rows that become their key's latest state, their

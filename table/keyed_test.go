@@ -217,6 +217,10 @@ func TestKeyedBatchParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, tb, map[string]int64{"b": 4, "e": 1})
+	// What the closed batch read and wrote is not taken for the stored
+	// state (the entry cache): the next update of b supersedes b=4.
+	appendRows(t, tb, up("b", 7))
+	wantState(t, tb, map[string]int64{"b": 7, "e": 1})
 }
 
 func TestKeyedRefusals(t *testing.T) {
@@ -524,5 +528,49 @@ func TestKeyedKill9(t *testing.T) {
 			}
 			wantState(t, tb, all)
 		})
+	}
+}
+
+// TestKeyedCompositeAndStatic: a key of two columns, one an integer that
+// later arrives as a float and as text (one key: keys compare by text), on
+// a static schema (which takes the operation column as a hidden one).
+func TestKeyedCompositeAndStatic(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "acct", SortBy: "ts", PrimaryKey: []string{"tenant", "id"}, Columns: []Column{
+		{Name: "ts", Type: Timestamp}, {Name: "tenant", Type: String}, {Name: "id", Type: Int64}, {Name: "v", Type: Int64}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(tenant string, id any, v int64) Row {
+		return Row{"tenant": tenant, "id": id, "v": v, "ts": t0.Add(time.Duration(v) * time.Minute)}
+	}
+	appendRows(t, tb, row("x", 1, 1), row("y", 1, 1), row("x", 2, 1))
+	appendRows(t, tb, row("x", 1.0, 2), row("y", "1", 3), Row{"tenant": "x", "id": int64(2), OperationColumn: OperationDelete})
+	got := map[[2]any]int64{}
+	if err := tb.Query(ctx, Query{}, func(r Row) error {
+		k := [2]any{r["tenant"], r["id"]}
+		if _, ok := got[k]; ok {
+			return fmt.Errorf("key %v twice", k)
+		}
+		got[k] = r["v"].(int64)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]any]int64{{"x", int64(1)}: 2, {"y", int64(1)}: 3}
+	if len(got) != len(want) || got[[2]any{"x", int64(1)}] != 2 || got[[2]any{"y", int64(1)}] != 3 {
+		t.Fatalf("state %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		key []any
+		v   int64
+		ok  bool
+	}{{[]any{"x", 1}, 2, true}, {[]any{"y", "1"}, 3, true}, {[]any{"x", 2}, 0, false}, {[]any{"z", 1}, 0, false}} {
+		r, ok, err := tb.Lookup(ctx, c.key)
+		if err != nil || ok != c.ok || (ok && r["v"] != c.v) {
+			t.Errorf("Lookup(%v) = %v, %v, %v; want v=%d, %v", c.key, r, ok, err, c.v, c.ok)
+		}
 	}
 }

@@ -572,6 +572,9 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 	}
 	t := &Table{store: s, meta: m, id: m.ID, name: m.Name, hashBy: m.HashBy, sortBy: m.SortBy, span: m.SpanNanos,
 		key: slices.Clone(m.PrimaryKey), keyLock: make(chan struct{}, 1)}
+	if len(m.PrimaryKey) > 0 {
+		t.entries = &entryCache{}
+	}
 	t.setSchema(m.Schema)
 	if err := t.reconfigure(cfg, create); err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ type Table struct {
 	// key index, from its first resolution to its commit (keyed.go).
 	key     []string
 	keyLock chan struct{}
+	entries *entryCache // recent index entries (keyed.go); nil: append-only
 	// ttl is meta.TTL, for a keyed append that may run while a Batch
 	// holds mu.
 	ttl atomic.Int64
@@ -481,6 +482,7 @@ func (b *Appender) Commit(ctx context.Context) error {
 		b.failed = true
 		return fmt.Errorf("table %s: append %d rows: %w", t.name, b.rows, err)
 	}
+	b.keyed.committed()
 	fault("append-after-commit", n)
 	b.done = true
 	t.appends.Add(1)
