@@ -50,6 +50,8 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 			return 0, err
 		}
 		defer kb.unlock()
+		// Cached marks of blocks deleted here must not be written again.
+		defer t.marks.clear()
 	}
 	lo, hi := tableBounds(id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})

@@ -320,9 +320,14 @@ func (k *keyedBatch) load(keys []string) error {
 func (k *keyedBatch) loadMarks(marks []string) error {
 	var want []string
 	for _, m := range marks {
-		if _, ok := k.marks[m]; !ok {
-			want = append(want, m)
+		if _, ok := k.marks[m]; ok {
+			continue
 		}
+		if mark, ok := k.t.marks.get(m); ok {
+			k.marks[m] = mark
+			continue
+		}
+		want = append(want, m)
 	}
 	if len(want) == 0 {
 		return nil
@@ -360,6 +365,7 @@ var keyedLoadedHook func(*Table)
 func (k *keyedBatch) committed() {
 	if k != nil && k.locked {
 		k.t.entries.put(k.keys)
+		k.t.marks.put(k.marks)
 	}
 }
 
@@ -406,6 +412,62 @@ func (c *entryCache) put(states map[string]*keyState) {
 		}
 		c.m[key] = *s
 	}
+}
+
+// markCache keeps the dead-row marks of recently marked blocks, as
+// entryCache keeps entries: a key updated often has its previous row in a
+// recent block, whose mark the last appends wrote. get returns a copy (the
+// batch sets bits in it before its commit).
+type markCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// markCacheBlocks bounds the marks cached per table (a mark is 4 bytes
+// and a bit per row of its block).
+const markCacheBlocks = 1 << 14
+
+func (c *markCache) get(key string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.m[key]
+	return slices.Clone(m), ok
+}
+
+func (c *markCache) put(marks map[string][]byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]byte, markCacheBlocks)
+	}
+	for key, m := range marks {
+		if len(m) > 4<<10 {
+			continue // a huge block's mark: read from the store when needed
+		}
+		if _, ok := c.m[key]; !ok && len(c.m) >= markCacheBlocks {
+			for old := range c.m {
+				delete(c.m, old)
+				break
+			}
+		}
+		c.m[key] = slices.Clone(m)
+	}
+}
+
+// clear empties the cache (its blocks may have been deleted).
+func (c *markCache) clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = nil
 }
 
 // write resolves a part (cols, n rows) against the key index and writes to

@@ -574,6 +574,7 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 		key: slices.Clone(m.PrimaryKey), keyLock: make(chan struct{}, 1)}
 	if len(m.PrimaryKey) > 0 {
 		t.entries = &entryCache{}
+		t.marks = &markCache{}
 	}
 	t.setSchema(m.Schema)
 	if err := t.reconfigure(cfg, create); err != nil {

@@ -37,6 +37,7 @@ type Table struct {
 	key     []string
 	keyLock chan struct{}
 	entries *entryCache // recent index entries (keyed.go); nil: append-only
+	marks   *markCache  // recent dead-row marks (keyed.go); nil: append-only
 	// ttl is meta.TTL, for a keyed append that may run while a Batch
 	// holds mu.
 	ttl atomic.Int64
