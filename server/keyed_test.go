@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/rdbfixture"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -57,5 +60,51 @@ tables:
 	// A filtered query counts keys, not versions.
 	if code, body := get(t, s.url+"/v1/tables/accounts/query?where=region=us"); code != 200 || len(lines(body)) != 1 {
 		t.Fatalf("region us: %d %s, want b's one row", code, body)
+	}
+}
+
+// TestKeyedTableRDB: an atomic RDB ingest into a keyed table is refused
+// with a 400 that says why and what works; mode=stream upserts the
+// snapshot's keys, and sending it again leaves one row per (db, key).
+func TestKeyedTableRDB(t *testing.T) {
+	s := startServer(t, `
+tables:
+  - name: keys
+    hashBy: db
+    primary_key: [db, key]
+`, "")
+	data, err := os.ReadFile(rdbfixture.Path(rdbFixtureName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, res := postRDB(t, s.url+"/v1/tables/keys/rows?db=0", bytes.NewReader(data))
+	if msg, _ := res["error"].(string); code != 400 || !strings.Contains(msg, "primary key") || !strings.Contains(msg, "stream") {
+		t.Fatalf("atomic RDB ingest into a keyed table: %d %v, want a 400 naming the primary key and mode stream", code, res)
+	}
+	for range 2 {
+		if code, res := postRDB(t, s.url+"/v1/tables/keys/rows?db=0&mode=stream", bytes.NewReader(data)); code != 200 {
+			t.Fatalf("stream RDB ingest: %d %v", code, res)
+		}
+	}
+	fx, err := rdbfixture.Load(rdbFixtureName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, k := range fx.Keys {
+		if k.DB == 0 {
+			want[k.Key] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range queryAll(t, s, "keys", "columns=db,key") {
+		k := r["key"].(string)
+		if seen[k] {
+			t.Fatalf("key %q twice after the snapshot was sent twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("%d keys stored, want %d", len(seen), len(want))
 	}
 }
