@@ -589,6 +589,11 @@ func (t Table) validatePrimaryKey(where string, cols map[string]bool) []error {
 	if t.Compact.Dir != "" {
 		add("compact.dir is not supported on a keyed table yet: loose Parquet files cannot express that a later row replaces an earlier one; leave compaction off")
 	}
+	for i, src := range t.Sources {
+		if src.S3 != nil {
+			add("sources[%d].s3 is not supported on a keyed table yet: an object is staged and ingested whole, outside the appends that keep the key index", i)
+		}
+	}
 	if t.Compact.Iceberg != nil {
 		add("compact.iceberg is not supported on a keyed table yet: the cold tier does not write the deletes of replaced rows (Iceberg position deletes) yet; leave compaction off")
 	}

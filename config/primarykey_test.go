@@ -22,6 +22,7 @@ func TestPrimaryKey(t *testing.T) {
 		{"{name: s, sortBy: ts, schema: [{name: ts, type: timestamp}], primary_key: [id]}", `column "id" is neither in the schema`},
 		{"{name: s, primary_key: [id], compact: {interval: 1m, dir: /tmp/x}}", "compact.dir is not supported on a keyed table"},
 		{"{name: s, primary_key: [id], compact: {interval: 1m, remove: true, iceberg: {warehouse: s3://lake/x, catalog: {type: sql, uri: /tmp/c.db}}}}", "compact.iceberg is not supported on a keyed table"},
+		{"{name: s, primary_key: [id], sources: [{s3: {bucket: b, endpoint: 'http://127.0.0.1:1'}}]}", "sources[0].s3 is not supported on a keyed table"},
 	} {
 		_, err := Parse([]byte("tables: ["+c.yaml+"]"), noEnv)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
