@@ -72,7 +72,6 @@ type keyState struct {
 	pending int // the row's index in the part being resolved, -1 once written
 	loc     rowLoc
 	ver     version
-	exists  bool // there is an entry (stored or written by this batch)
 }
 
 // Index entry layout (value of 0x03 | table id u32 | key bytes):
@@ -160,7 +159,7 @@ func encodeEntry(dst []byte, s *keyState) []byte {
 }
 
 func decodeEntry(key, v []byte) (keyState, error) {
-	s := keyState{exists: true, pending: -1}
+	s := keyState{pending: -1}
 	fail := func(reason string) error {
 		return &CorruptionError{Key: slices.Clone(key), Reason: "key index entry: " + reason}
 	}
@@ -537,7 +536,6 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 			}
 		}
 		del := opCol >= 0 && !cols[opCol].null[r] && cols[opCol].vals[r].s == OperationDelete
-		s.exists = true
 		s.live = !del
 		s.pending = -1
 		if !del {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -573,4 +574,24 @@ func TestKeyedCompositeAndStatic(t *testing.T) {
 			t.Errorf("Lookup(%v) = %v, %v, %v; want v=%d, %v", c.key, r, ok, err, c.v, c.ok)
 		}
 	}
+}
+
+// TestKeyedLongKeys: key values longer than a one-byte length (the key
+// bytes' uvarint grows) stay distinct and found.
+func TestKeyedLongKeys(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := keyedTable(t, s, Config{})
+	long := func(c string, n int) string { return strings.Repeat(c, n) }
+	ids := []string{long("a", 127), long("a", 128), long("a", 300), long("a", 20000), long("b", 300)}
+	want := map[string]int64{}
+	for _, v := range []int64{1, 2} {
+		var rows []Row
+		for _, id := range ids {
+			rows = append(rows, up(id, v))
+			want[id] = v
+		}
+		appendRows(t, tb, rows...)
+	}
+	wantState(t, tb, want)
 }
