@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -198,6 +199,10 @@ type Table struct {
 	// SortBy is the event-time column; rows without it get their ingestion
 	// time.
 	SortBy string `yaml:"sortBy"`
+	// PrimaryKey makes the table keep one row per value of these
+	// columns, the latest (docs/upserts.md); empty: append-only. Fixed
+	// when the table is created.
+	PrimaryKey []string `yaml:"primary_key"`
 	// Schema is the static schema; empty means inferred and widened as
 	// rows arrive.
 	Schema []Column `yaml:"schema"`
@@ -550,8 +555,49 @@ func (c *Config) Validate() error {
 			add("%s: compact.remove: false needs compact.iceberg.continuous: true: in time mode the store keeps the rows it compacted with no record of which (a late row older than the watermark is never compacted), so a query could not read the Iceberg table and the store with each row once; set continuous: true, or remove: true", where)
 		}
 		errs = append(errs, t.RDB.validate(where)...)
+		errs = append(errs, t.validatePrimaryKey(where, cols)...)
 	}
 	return errors.Join(errs...)
+}
+
+// validatePrimaryKey checks primary_key's columns (cols: the static
+// schema's and computed columns, when the schema is static) and refuses
+// what a keyed table does not support yet (docs/upserts.md, "Refused for
+// now").
+func (t Table) validatePrimaryKey(where string, cols map[string]bool) []error {
+	if len(t.PrimaryKey) == 0 {
+		return nil
+	}
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: primary_key: "+format, append([]any{where}, args...)...))
+	}
+	seen := map[string]bool{}
+	for _, k := range t.PrimaryKey {
+		switch {
+		case k == "":
+			add("an empty column name")
+		case seen[k]:
+			add("column %q twice", k)
+		case strings.HasPrefix(k, "_sluice_"):
+			add("column %q: sluice's own columns (_sluice_...) cannot be a key", k)
+		case len(t.Schema) > 0 && !cols[k]:
+			add("column %q is neither in the schema nor a computed column", k)
+		}
+		seen[k] = true
+	}
+	if t.Compact.Dir != "" {
+		add("compact.dir is not supported on a keyed table yet: loose Parquet files cannot express that a later row replaces an earlier one; leave compaction off")
+	}
+	for i, src := range t.Sources {
+		if src.S3 != nil {
+			add("sources[%d].s3 is not supported on a keyed table yet: an object is staged and ingested whole, outside the appends that keep the key index", i)
+		}
+	}
+	if t.Compact.Iceberg != nil {
+		add("compact.iceberg is not supported on a keyed table yet: the cold tier does not write the deletes of replaced rows (Iceberg position deletes) yet; leave compaction off")
+	}
+	return errs
 }
 
 func validName(s string) bool {

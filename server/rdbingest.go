@@ -86,6 +86,12 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ingest.ErrBadInput, err)
 	}
+	if !opts.Stream && len(ts.table.PrimaryKey()) > 0 {
+		// The atomic mode stages the snapshot outside the appends that keep
+		// a keyed table's index (docs/upserts.md, "Refused for now").
+		return res, fmt.Errorf("%w: table %s: mode %s: %w; mode %s upserts the snapshot's rows batch by batch",
+			ingest.ErrBadInput, tableName, RDBAtomic, table.ErrKeyed, RDBStream)
+	}
 	pipe := ts.pipe
 	var stage *table.Stage
 	if !opts.Stream {

@@ -267,7 +267,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, error) {
 	ts := &tableState{cfg: tc, compute: computeConfig(tc), schema: map[string]compute.Type{}}
 	ts.policy, _ = ingest.ParsePolicy(tc.OnBadLine) // validated
-	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL, BlockSpan: tc.BlockSpan}
+	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL, BlockSpan: tc.BlockSpan, PrimaryKey: tc.PrimaryKey}
 	for _, c := range tc.Schema {
 		typ, err := coltype.Parse(c.Type)
 		if err != nil {

@@ -64,7 +64,7 @@ func (s *Store) NewBatch() (*Batch, error) {
 // Append stages rows for t (see Table.Append for what rows may hold and for
 // the *SchemaError naming a row that does not fit). On error nothing of
 // this call is staged; the Batch stays usable.
-func (b *Batch) Append(t *Table, rows []Row) error {
+func (b *Batch) Append(t *Table, rows []Row) (err error) {
 	if b.done {
 		return errors.New("table: batch already committed or closed")
 	}
@@ -76,6 +76,22 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 	}
 	if len(rows) == 0 {
 		return nil
+	}
+	var kb *keyedBatch
+	if t.key != nil {
+		// Taken before the schema's lock (a widening holds it until the
+		// commit), in the order an Appender takes them. Batch.Append has
+		// no context: the wait is for another batch of the table to
+		// commit or close.
+		kb = newKeyedBatch(t)
+		if err := kb.lock(context.Background()); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				kb.unlock()
+			}
+		}()
 	}
 	schema, check := t.current()
 	cols, fits, err := t.coerce(rows, schema, check, nil)
@@ -108,7 +124,7 @@ func (b *Batch) Append(t *Table, rows []Row) error {
 			return t.mismatches(rows, schema, nil, err)
 		}
 	}
-	return b.stage(t, cols, len(rows), changed, oldSchema)
+	return b.stage(t, cols, len(rows), changed, oldSchema, kb)
 }
 
 // AppendColumns is Append for rows held by column, as Appender.AddColumns
@@ -128,6 +144,9 @@ func (b *Batch) AppendColumns(t *Table, cb *colbatch.Batch) error {
 	if cb.Len == 0 {
 		return nil
 	}
+	if t.key != nil {
+		return b.Append(t, cb.Rows()) // keyed: the rare path, resolved row by row anyway
+	}
 	schema, check := t.current()
 	sl := getSlab(len(schema) * cb.Len)
 	defer putSlab(sl) // stage encodes the values before it returns
@@ -142,17 +161,24 @@ func (b *Batch) AppendColumns(t *Table, cb *colbatch.Batch) error {
 	if !fits {
 		return b.Append(t, cb.Rows())
 	}
-	return b.stage(t, cols, cb.Len, false, nil)
+	return b.stage(t, cols, cb.Len, false, nil, nil)
 }
 
 // stage writes the blocks of n rows converted to cols into b; changed
 // says that this append widened t's schema from oldSchema (t.mu is then
-// held, until the batch ends).
-func (b *Batch) stage(t *Table, cols []colData, n int, changed bool, oldSchema []Column) error {
+// held, until the batch ends); kb, for a keyed table, holds its key lock
+// (released when the batch ends).
+func (b *Batch) stage(t *Table, cols []colData, n int, changed bool, oldSchema []Column, kb *keyedBatch) error {
 	// Stage into a scratch batch first so that a failure leaves b as it was.
 	scratch := b.s.db.NewBatch()
 	defer scratch.Close()
-	nblocks, nbytes, err := t.writeBlocks(scratch, cols, &b.hold)
+	var nblocks, nbytes int
+	var err error
+	if kb != nil {
+		_, nblocks, nbytes, err = kb.write(scratch, cols, n, &b.hold)
+	} else {
+		nblocks, nbytes, err = t.writeBlocks(scratch, cols, &b.hold)
+	}
 	if err == nil && changed {
 		var buf []byte
 		if buf, err = json.Marshal(t.meta); err == nil {
@@ -171,6 +197,10 @@ func (b *Batch) stage(t *Table, cols []colData, n int, changed bool, oldSchema [
 	}
 	b.tables = append(b.tables, t)
 	b.finish = append(b.finish, func(ok bool) {
+		if ok {
+			kb.committed()
+		}
+		kb.unlock() // after the commit: the entries it read are stored
 		if changed {
 			if ok {
 				t.publishSchema()

@@ -71,9 +71,10 @@ func (t *Table) QueryBlocksSeqs(ctx context.Context, q Query, seqFrom, seqLimit 
 	return s.finish(t.scanBlocks(ctx, p, s))
 }
 
-// blockFeeder takes a query's blocks in key order (scanBlocks).
+// blockFeeder takes a query's blocks in key order (scanBlocks), each with
+// its dead-row mark (nil for none).
 type blockFeeder interface {
-	block(ctx context.Context, key, val []byte) (done bool, err error)
+	block(ctx context.Context, key, val, dead []byte) (done bool, err error)
 }
 
 // blockScan is the blockFeeder of a block-wise query.
@@ -89,7 +90,7 @@ type blockScan struct {
 	rows    BlockRows
 }
 
-func (s *blockScan) block(ctx context.Context, key, val []byte) (bool, error) {
+func (s *blockScan) block(ctx context.Context, key, val, dead []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
@@ -98,12 +99,12 @@ func (s *blockScan) block(ctx context.Context, key, val []byte) (bool, error) {
 	}
 	if s.par == nil {
 		j := &s.inline
-		j.key, j.val = key, val
+		j.key, j.val, j.dead = key, val, dead
 		j.dec.borrowStrings = true
 		j.run(s.t, s.p)
 		return s.emitJob(j)
 	}
-	s.par.submit(key, val)
+	s.par.submit(key, val, dead)
 	for len(s.par.queue) > s.par.depth {
 		if done, err := s.emitJob(s.par.next()); done || err != nil {
 			return done, err

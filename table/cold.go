@@ -142,6 +142,11 @@ func (t *Table) DeleteBlocks(ctx context.Context, before time.Time, maxSeq uint6
 		if err := b.Delete(key, nil); err != nil {
 			return err
 		}
+		if t.key != nil { // its dead-row mark goes with it
+			if err := b.Delete(deadKey(nil, key), nil); err != nil {
+				return err
+			}
+		}
 		blocks++
 		if blocks%deleteBatchBlocks == 0 {
 			return commit()

@@ -93,7 +93,7 @@ func TestBlockRangeWaitsForReservedSequences(t *testing.T) {
 	if err := slow.Add(ctx, []Row{{"k": "a", "ts": t0.Add(time.Hour), "n": int64(1)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := slow.flush(); err != nil { // its sequence is reserved now
+	if err := slow.flush(context.Background()); err != nil { // its sequence is reserved now
 		t.Fatal(err)
 	}
 	if err := tb.Append(ctx, []Row{{"k": "b", "ts": t0.Add(2 * time.Hour), "n": int64(2)}}); err != nil {
@@ -136,7 +136,7 @@ func TestBlockRangeWaitsForReservedSequences(t *testing.T) {
 	if err := dropped.Add(ctx, []Row{{"k": "c", "ts": t0.Add(3 * time.Hour), "n": int64(3)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := dropped.flush(); err != nil {
+	if err := dropped.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dropped.Close()

@@ -50,7 +50,7 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 	if !fits {
 		return b.Add(ctx, cb.Rows())
 	}
-	if err := b.addCols(cols, cb.Len, sl); err != nil {
+	if err := b.addCols(ctx, cols, cb.Len, sl); err != nil {
 		b.failed = true
 		return err
 	}

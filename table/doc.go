@@ -12,6 +12,11 @@
 // one pebble.Batch committed with pebble.Sync, so a crash loses no
 // acknowledged row and never exposes part of a batch.
 //
+// A table with a primary key (Config.PrimaryKey) keeps one row per key:
+// a key index and per-block dead-row marks, written in the append's batch,
+// make each key's latest row the only one queries see (keyed.go,
+// docs/upserts.md).
+//
 // The key layout, block encoding and design choices are described in
 // docs/storage.md.
 package table

@@ -99,7 +99,7 @@ func TestWriteBlocksReusesItsMemory(t *testing.T) {
 	defer pb.Close()
 	run := func() {
 		pb.Reset()
-		if _, _, err := tb.writeBlocksNumbered(pb, cols, func(int) (uint64, error) { return 1, nil }); err != nil {
+		if _, _, err := tb.writeBlocksNumbered(pb, cols, func(int) (uint64, error) { return 1, nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

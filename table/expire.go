@@ -42,6 +42,17 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		ns = ts.UnixNano()
 	}
 	cut := floorTime(ns, span)
+	if t.key != nil {
+		// No keyed append may write a dead-row mark for a block deleted
+		// here after the deletion (it would outlive its block).
+		kb := newKeyedBatch(t)
+		if err := kb.lock(ctx); err != nil {
+			return 0, err
+		}
+		defer kb.unlock()
+		// Cached marks of blocks deleted here must not be written again.
+		defer t.marks.clear()
+	}
 	lo, hi := tableBounds(id)
 	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -61,6 +72,11 @@ func (t *Table) DeleteBefore(ctx context.Context, ts time.Time) (partitions int,
 		if minTime < cut {
 			if err := b.DeleteRange(partitionKey(id, h, math.MinInt64), partitionKey(id, h, cut), nil); err != nil {
 				return 0, err
+			}
+			if t.key != nil { // the blocks' dead-row marks go with them
+				if err := b.DeleteRange(deadPartitionKey(id, h, math.MinInt64), deadPartitionKey(id, h, cut), nil); err != nil {
+					return 0, err
+				}
 			}
 			partitions++
 		}

@@ -335,6 +335,14 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 	if p.from == math.MinInt64 {
 		lowKey = math.MinInt64
 	}
+	if scanOpenedHook != nil {
+		scanOpenedHook()
+	}
+	deadOf, closeMarks, err := t.deadMarks(it)
+	if err != nil {
+		return fmt.Errorf("table %s: query: %w", p.tableName, err)
+	}
+	defer closeMarks()
 	if p.byKey && p.hashes == nil {
 		if p.hashes, err = t.partitionsByKey(ctx, it, p, lowKey); err != nil {
 			return err
@@ -347,7 +355,11 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 				if string(it.Key()) >= string(end) {
 					break
 				}
-				if done, err := s.block(ctx, it.Key(), it.Value()); done || err != nil {
+				dead := deadOf(it.Key())
+				if allDead(dead) {
+					continue // every row superseded or deleted: not read
+				}
+				if done, err := s.block(ctx, it.Key(), it.Value(), dead); done || err != nil {
 					return err
 				}
 			}
@@ -371,12 +383,44 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 			it.SeekGE(partitionKey(p.tableID, h+1, math.MinInt64))
 			continue
 		}
-		if done, err := s.block(ctx, it.Key(), it.Value()); done || err != nil {
-			return err
+		if dead := deadOf(it.Key()); !allDead(dead) { // else every row superseded or deleted: not read
+			if done, err := s.block(ctx, it.Key(), it.Value(), dead); done || err != nil {
+				return err
+			}
 		}
 		it.Next()
 	}
 	return it.Error()
+}
+
+// scanOpenedHook, when set (tests only), runs after a scan opened its
+// block iterator and before it reads the dead-row marks: a test commits an
+// append there to check that the marks are read as of the blocks' view.
+var scanOpenedHook func()
+
+// deadMarks returns, for a keyed table, the dead-row mark of a block (nil:
+// none) as of blocks' view: a clone of the blocks' iterator reads the
+// marks, so that a query sees the marks and the blocks of the same
+// commits (a row superseded by a block it does not see stays visible, and
+// one superseded by a block it sees is hidden). The mark is valid until
+// the next call. Append-only tables have no marks.
+func (t *Table) deadMarks(blocks *pebble.Iterator) (deadOf func(blockKey []byte) []byte, closeMarks func(), err error) {
+	if t.key == nil {
+		return func([]byte) []byte { return nil }, func() {}, nil
+	}
+	lo, hi := deadBounds(t.id)
+	marks, err := blocks.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lo, UpperBound: hi}})
+	if err != nil {
+		return nil, nil, err
+	}
+	var dk []byte
+	return func(blockKey []byte) []byte {
+		dk = deadKey(dk[:0], blockKey)
+		if marks.SeekGE(dk) && string(marks.Key()) == string(dk) {
+			return marks.Value()
+		}
+		return nil
+	}, func() { marks.Close() }, nil
 }
 
 // partitionsByKey lists the partitions that have blocks in the plan's

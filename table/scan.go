@@ -38,6 +38,7 @@ func scanWorkers() int { return min(runtime.GOMAXPROCS(0), maxScanWorkers) }
 // that match, and their boxed values' source.
 type blockJob struct {
 	key, val []byte
+	dead     []byte // the block's dead-row mark (keyed tables): rows not emitted
 	dec      blockDecoder
 	byName   map[string]*decodedCol
 	boxes    []boxer
@@ -178,6 +179,9 @@ rows:
 		if ts := timeCol.ints[r]; ts < p.from || ts >= p.to {
 			continue
 		}
+		if isDead(j.dead, r) {
+			continue // superseded or deleted (keyed.go)
+		}
 		for i := range p.preds {
 			if !p.preds[i].match(preds[i], r) {
 				continue rows
@@ -199,7 +203,7 @@ rows:
 // block takes the block at key (the iterator's memory: copied when the
 // block is decoded later) and emits the rows of every block before it that
 // is decoded by now; done is true when the limit is reached.
-func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err error) {
+func (s *scanner) block(ctx context.Context, key, val, dead []byte) (done bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
@@ -208,14 +212,14 @@ func (s *scanner) block(ctx context.Context, key, val []byte) (done bool, err er
 	}
 	if s.par == nil {
 		j := &s.inline
-		j.key, j.val = key, val
+		j.key, j.val, j.dead = key, val, dead
 		j.run(s.t, s.p)
 		if s.encode != nil {
 			j.encode(s.p, s.encode, s.vals)
 		}
 		return s.emitJob(j)
 	}
-	s.par.submit(key, val)
+	s.par.submit(key, val, dead)
 	for len(s.par.queue) > s.par.depth {
 		if done, err := s.emitJob(s.par.next()); done || err != nil {
 			return done, err
@@ -332,7 +336,7 @@ func newParallelScan(t *Table, p *plan, encode EncodeFunc) *parallelScan {
 }
 
 // submit copies the block into a free job and hands it to the workers.
-func (ps *parallelScan) submit(key, val []byte) {
+func (ps *parallelScan) submit(key, val, dead []byte) {
 	var j *blockJob
 	if n := len(ps.free); n > 0 {
 		j, ps.free = ps.free[n-1], ps.free[:n-1]
@@ -341,6 +345,7 @@ func (ps *parallelScan) submit(key, val []byte) {
 	}
 	j.key = append(j.key[:0], key...)
 	j.val = append(j.val[:0], val...)
+	j.dead = append(j.dead[:0], dead...)
 	j.done = make(chan struct{})
 	ps.queue = append(ps.queue, j)
 	ps.work <- j

@@ -164,6 +164,11 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 	if t.store != st.s {
 		return fmt.Errorf("table %s: belongs to another store", t.name)
 	}
+	if t.key != nil {
+		// A stage's blocks are ingested as sstables under sequences it
+		// numbers itself at publish: they would bypass the key index.
+		return fmt.Errorf("table %s: staged ingest (RDB snapshots, streamed S3 objects): %w", t.name, ErrKeyed)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -202,7 +207,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 		seq := st.next
 		st.next += uint64(n)
 		return seq, nil
-	})
+	}, nil)
 	if err == nil {
 		err = st.commit(b)
 	}

@@ -470,6 +470,10 @@ type Config struct {
 	// is fixed when the table is created. It must divide 24h so that
 	// compaction's daily files take whole blocks.
 	BlockSpan time.Duration
+	// PrimaryKey makes the table keyed: it keeps one row per value of
+	// these columns, the latest (docs/upserts.md). nil: append-only. It is
+	// fixed when the table is created.
+	PrimaryKey []string
 }
 
 // tableMeta is the persisted description of a table (JSON under metaKey).
@@ -485,6 +489,8 @@ type tableMeta struct {
 	// CompactedThrough is the watermark of the last compaction that kept
 	// the data (unix ns); the next one starts there.
 	CompactedThrough int64 `json:"compacted_through,omitempty"`
+	// PrimaryKey is Config.PrimaryKey, fixed at creation.
+	PrimaryKey []string `json:"primary_key,omitempty"`
 }
 
 const defaultSortBy = "time"
@@ -521,6 +527,9 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 		}
 		seen[c.Name] = true
 	}
+	if err := validateKey(cfg); err != nil {
+		return nil, err
+	}
 	if len(cfg.Columns) > 0 {
 		if !seen[cfg.SortBy] {
 			return nil, fmt.Errorf("table %s: static schema lacks the sortBy column %q", cfg.Name, cfg.SortBy)
@@ -546,6 +555,7 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 		create = true
 		m.ID = s.nextID
 		s.nextID++
+		m.PrimaryKey = slices.Clone(cfg.PrimaryKey)
 		m.Schema = []Column{{Name: cfg.SortBy, Type: Timestamp}}
 		if len(cfg.Columns) > 0 {
 			m.Static = true
@@ -560,7 +570,12 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 			return nil, &CorruptionError{Key: metaKey(cfg.Name), Reason: "table metadata", Err: err}
 		}
 	}
-	t := &Table{store: s, meta: m, id: m.ID, name: m.Name, hashBy: m.HashBy, sortBy: m.SortBy, span: m.SpanNanos}
+	t := &Table{store: s, meta: m, id: m.ID, name: m.Name, hashBy: m.HashBy, sortBy: m.SortBy, span: m.SpanNanos,
+		key: slices.Clone(m.PrimaryKey), keyLock: make(chan struct{}, 1)}
+	if len(m.PrimaryKey) > 0 {
+		t.entries = &entryCache{}
+		t.marks = &markCache{}
+	}
 	t.setSchema(m.Schema)
 	if err := t.reconfigure(cfg, create); err != nil {
 		return nil, err

@@ -31,6 +31,16 @@ type Table struct {
 	id                   uint32
 	name, hashBy, sortBy string
 	span                 int64 // block span in ns
+	// key is the primary key (nil: append-only); keyLock, a one-slot
+	// semaphore, is held by the append that resolves keys against the
+	// key index, from its first resolution to its commit (keyed.go).
+	key     []string
+	keyLock chan struct{}
+	entries *entryCache // recent index entries (keyed.go); nil: append-only
+	marks   *markCache  // recent dead-row marks (keyed.go); nil: append-only
+	// ttl is meta.TTL, for a keyed append that may run while a Batch
+	// holds mu.
+	ttl atomic.Int64
 
 	// mu guards meta, colIndex and schemaDirty. The in-memory schema only
 	// grows; a batch that widens it sets schemaDirty, and the first commit
@@ -191,6 +201,10 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 		return fmt.Errorf("table %s: hashBy %q, sortBy %q and block span %v are fixed at creation (stored: %q, %q, %v)",
 			m.Name, cfg.HashBy, cfg.SortBy, cfg.BlockSpan, m.HashBy, m.SortBy, time.Duration(m.SpanNanos))
 	}
+	if !slices.Equal(cfg.PrimaryKey, m.PrimaryKey) {
+		// The index and the dead-row marks hold for one key only.
+		return fmt.Errorf("table %s: the primary key %q is fixed at creation (stored: %q)", m.Name, cfg.PrimaryKey, m.PrimaryKey)
+	}
 	m.TTL = cfg.TTL
 	m.Static = len(cfg.Columns) > 0
 	schema := m.Schema
@@ -219,6 +233,7 @@ func (t *Table) reconfigure(cfg Config, create bool) error {
 		t.schemaDirty = false
 	}
 	t.meta = m
+	t.ttl.Store(int64(m.TTL))
 	t.setSchema(schema)
 	return nil
 }
@@ -282,6 +297,10 @@ type Appender struct {
 	// positions counts the positions staged with SetPosition: a batch of
 	// no rows that carries one still commits.
 	positions int
+	// keyed is a keyed table's resolution of its keys so far (nil for an
+	// append-only table); it holds the table's key lock from the first
+	// flush to Commit or Close.
+	keyed *keyedBatch
 }
 
 // flushRows is how many rows of an Appender are held as columns before they
@@ -294,7 +313,11 @@ func (t *Table) NewAppender() (*Appender, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Appender{t: t, release: release, pb: t.store.db.NewBatch()}, nil
+	b := &Appender{t: t, release: release, pb: t.store.db.NewBatch()}
+	if t.key != nil {
+		b.keyed = newKeyedBatch(t)
+	}
+	return b, nil
 }
 
 // Add converts rows into blocks of the batch. After an error the batch can
@@ -313,7 +336,7 @@ func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := b.add(rows, trustedJSON(ctx)); err != nil {
+	if err := b.add(ctx, rows, trustedJSON(ctx)); err != nil {
 		// Rows over the column limit, and rows whose values do not fit
 		// fixed types, are found before anything of this part is added:
 		// the batch stays usable for the other rows.
@@ -325,7 +348,7 @@ func (b *Appender) Add(ctx context.Context, rows []Row) error {
 	return nil
 }
 
-func (b *Appender) add(rows []Row, trusted []string) error {
+func (b *Appender) add(ctx context.Context, rows []Row, trusted []string) error {
 	t := b.t
 	// Fast path: coerce with the current schema, which also verifies that
 	// every value fits it without widening and that no row has a column
@@ -362,16 +385,16 @@ func (b *Appender) add(rows []Row, trusted []string) error {
 			return t.mismatches(rows, widened, trusted, err)
 		}
 	}
-	return b.addCols(cols, len(rows), sl)
+	return b.addCols(ctx, cols, len(rows), sl)
 }
 
 // addCols adds a part converted to columns (in sl) to the pending ones. sl
 // is reused once the part is encoded (flush) or the batch abandoned.
-func (b *Appender) addCols(cols []colData, rows int, sl *colSlab) error {
+func (b *Appender) addCols(ctx context.Context, cols []colData, rows int, sl *colSlab) error {
 	// Blocks record their own column types: parts encoded before a later
 	// part widened a column are read back converted, like older blocks.
 	if b.pending != nil && !sameColumns(b.pending, cols) {
-		if err := b.flush(); err != nil {
+		if err := b.flush(ctx); err != nil {
 			putSlab(sl)
 			return err
 		}
@@ -390,7 +413,7 @@ func (b *Appender) addCols(cols []colData, rows int, sl *colSlab) error {
 	b.pendingRows += rows
 	b.rows += rows
 	if b.pendingRows >= flushRows {
-		return b.flush()
+		return b.flush(ctx)
 	}
 	return nil
 }
@@ -408,12 +431,20 @@ func sameColumns(a, b []colData) bool {
 }
 
 // flush encodes the pending rows into blocks of the pebble batch.
-func (b *Appender) flush() error {
+func (b *Appender) flush(ctx context.Context) error {
 	if b.pendingRows == 0 {
 		b.pending = nil
 		return nil
 	}
-	nblocks, nbytes, err := b.t.writeBlocks(b.pb, b.pending, &b.hold)
+	var nblocks, nbytes int
+	var err error
+	if b.keyed != nil {
+		if err = b.keyed.lock(ctx); err == nil {
+			_, nblocks, nbytes, err = b.keyed.write(b.pb, b.pending, b.pendingRows, &b.hold)
+		}
+	} else {
+		nblocks, nbytes, err = b.t.writeBlocks(b.pb, b.pending, &b.hold)
+	}
 	if err != nil {
 		return fmt.Errorf("table %s: append %d rows: %w", b.t.name, b.pendingRows, err)
 	}
@@ -441,16 +472,18 @@ func (b *Appender) Commit(ctx context.Context) error {
 		b.done = true
 		return nil
 	}
-	if err := b.flush(); err != nil {
+	if err := b.flush(ctx); err != nil {
 		b.failed = true
 		return err
 	}
+	defer b.keyed.unlock() // after the commit: the index entries it read are stored
 	n := appendCommits.Add(1)
 	fault("append-before-commit", n)
 	if err := t.commit(b.pb); err != nil {
 		b.failed = true
 		return fmt.Errorf("table %s: append %d rows: %w", t.name, b.rows, err)
 	}
+	b.keyed.committed()
 	fault("append-after-commit", n)
 	b.done = true
 	t.appends.Add(1)
@@ -498,6 +531,7 @@ func (b *Appender) Close() {
 		return
 	}
 	b.pb.Close()
+	b.keyed.unlock()
 	b.t.store.releaseSeqs(&b.hold)
 	b.pb, b.pending = nil, nil
 	b.releaseSlabs()
@@ -772,12 +806,18 @@ func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []st
 // block per group in b.
 // h is the hold of the batch b belongs to (see seqHold).
 func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks, bytes int, err error) {
+	return t.writeBlocksAt(b, cols, h, nil)
+}
+
+// writeBlocksAt is writeBlocks that also records in locs (when not nil,
+// one per row of cols) where each row is stored: a keyed table's index.
+func (t *Table) writeBlocksAt(b *pebble.Batch, cols []colData, h *seqHold, locs []rowLoc) (blocks, bytes int, err error) {
 	var first uint64
 	blocks, bytes, err = t.writeBlocksNumbered(b, cols, func(n int) (uint64, error) {
 		s, err := t.store.nextSeqs(n, h)
 		first = s
 		return s, err
-	})
+	}, locs)
 	if err == nil && blocks > 0 {
 		t.noteWrite(first, cols) // cold.go: where a continuous cold tier's next run looks
 	}
@@ -786,8 +826,9 @@ func (t *Table) writeBlocks(b *pebble.Batch, cols []colData, h *seqHold) (blocks
 
 // writeBlocksNumbered is writeBlocks with the block sequence numbers taken
 // from seqs, which returns the first of n (a Stage numbers its blocks
-// itself until it publishes them).
-func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n int) (uint64, error)) (blocks, bytes int, err error) {
+// itself until it publishes them), and the rows' places recorded in locs
+// when it is not nil.
+func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n int) (uint64, error), locs []rowLoc) (blocks, bytes int, err error) {
 	timeCol, hashCol := -1, -1
 	for i, c := range cols {
 		switch c.name {
@@ -878,6 +919,11 @@ func (t *Table) writeBlocksNumbered(b *pebble.Batch, cols []colData, seqs func(n
 		g, idx := keys[gi], rowsOf[gi]
 		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(times[a].i, times[b].i) })
 		key = blockKey(key[:0], t.id, g.hash, times[idx[0]].i, seq+uint64(i))
+		if locs != nil {
+			for j, r := range idx {
+				locs[r] = rowLoc{hash: g.hash, minTime: times[idx[0]].i, seq: seq + uint64(i), row: j, rows: len(idx)}
+			}
+		}
 		if textBytes(cols, idx) >= hugeBlockBytes {
 			n, err := setHugeBlock(b, key, cols, idx) // hugeblock.go: no payload, no copy
 			if err != nil {

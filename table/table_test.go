@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		crashChild(dir) // never returns
 	}
+	if dir := os.Getenv(keyedChildEnv); dir != "" {
+		keyedChild(dir) // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 

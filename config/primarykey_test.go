@@ -1,0 +1,32 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPrimaryKey(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := Parse([]byte("tables: [{name: state, sortBy: ts, primary_key: [tenant, id]}]"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Tables[0].PrimaryKey; !slices.Equal(got, []string{"tenant", "id"}) {
+		t.Errorf("primary_key = %q", got)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"{name: s, primary_key: [id, id]}", `column "id" twice`},
+		{"{name: s, primary_key: ['']}", "an empty column name"},
+		{"{name: s, primary_key: [_sluice_op]}", "cannot be a key"},
+		{"{name: s, sortBy: ts, schema: [{name: ts, type: timestamp}], primary_key: [id]}", `column "id" is neither in the schema`},
+		{"{name: s, primary_key: [id], compact: {interval: 1m, dir: /tmp/x}}", "compact.dir is not supported on a keyed table"},
+		{"{name: s, primary_key: [id], compact: {interval: 1m, remove: true, iceberg: {warehouse: s3://lake/x, catalog: {type: sql, uri: /tmp/c.db}}}}", "compact.iceberg is not supported on a keyed table"},
+		{"{name: s, primary_key: [id], sources: [{s3: {bucket: b, endpoint: 'http://127.0.0.1:1'}}]}", "sources[0].s3 is not supported on a keyed table"},
+	} {
+		_, err := Parse([]byte("tables: ["+c.yaml+"]"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.yaml, err, c.want)
+		}
+	}
+}

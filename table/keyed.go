@@ -1,0 +1,808 @@
+package table
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+)
+
+// A keyed table (Config.PrimaryKey) keeps one row per key: the latest.
+// Rows are still stored in append-only blocks; what makes a row the
+// latest is the key index and the dead-row marks (docs/upserts.md):
+//
+//   - the key index maps each key to where its current row lives (block key
+//     and row number in the block) and to the source position (partition,
+//     offset) that wrote it, or records that the key was deleted at a
+//     source position (a tombstone, so that a replay of an older message
+//     does not bring it back);
+//   - a dead-row mark is a bitmap per block of its rows that a later row of
+//     the same key (or a delete) superseded. A scan reads the block's mark
+//     beside the block and skips the marked rows, so a query never holds a
+//     map of the keys it has seen.
+//
+// Both are written in the same synced pebble.Batch as the blocks of the
+// append, so after a crash the rows, the index and the marks agree. The
+// appends of one keyed table resolve their keys one at a time (keyLock):
+// an append reads the index entries of its keys, and those must not
+// change until its batch is committed.
+
+// ErrKeyed is wrapped by the operations a table with a primary key refuses
+// (docs/upserts.md, "Refused for now").
+var ErrKeyed = errors.New("not supported on a table with a primary key")
+
+// rowLoc is where a stored row lives: its block's key parts and its row
+// number in the block.
+type rowLoc struct {
+	hash    uint64
+	minTime int64
+	seq     uint64
+	row     int
+	rows    int // the block's rows: a dead-row mark knows when all are dead
+}
+
+// version is the source position of a row (SourceBatchColumn's partition,
+// SourceOffsetColumn's offset); ok is false for a row without one.
+type version struct {
+	partition string
+	offset    int64
+	ok        bool
+}
+
+// replayOf reports whether a row at v changes nothing for a key whose
+// last change was at cur: the same source partition, at or before it.
+// Rows of another partition or without a position apply in arrival order.
+func (v version) replayOf(cur version) bool {
+	return v.ok && cur.ok && v.partition == cur.partition && v.offset <= cur.offset
+}
+
+// keyState is one key's index entry: live says the key has a row (at
+// loc; pending while the row is in a part of the batch not written yet),
+// and ver is the source position of the key's last change.
+type keyState struct {
+	live    bool
+	pending int // the row's index in the part being resolved, -1 once written
+	loc     rowLoc
+	ver     version
+}
+
+// Index entry layout (value of 0x03 | table id u32 | key bytes):
+//
+//	entry := flags u8 (1 live, 2 versioned)
+//	         | [live: hash u64 | min time u64 (sign flipped) | seq u64 | uvarint row | uvarint block rows]
+//	         | [versioned: uvarint offset | partition bytes (to the end)]
+//
+// The key bytes are, per primary key column in order, uvarint length and
+// the value's text (the text a column widened to string would hold, so
+// that widening a key column's type keeps every key).
+const (
+	prefixKeyIndex = 0x03
+	prefixDeadRows = 0x04
+
+	entryLive      = 1
+	entryVersioned = 2
+)
+
+func keyIndexKey(dst []byte, table uint32, key []byte) []byte {
+	dst = append(dst, prefixKeyIndex)
+	dst = binary.BigEndian.AppendUint32(dst, table)
+	return append(dst, key...)
+}
+
+// keyIndexBounds are the first key of the table's index and the first after it.
+func keyIndexBounds(table uint32) (lo, hi []byte) {
+	lo = binary.BigEndian.AppendUint32([]byte{prefixKeyIndex}, table)
+	hi = binary.BigEndian.AppendUint32([]byte{prefixKeyIndex}, table+1)
+	if table == math.MaxUint32 {
+		hi = []byte{prefixKeyIndex + 1}
+	}
+	return lo, hi
+}
+
+// deadKey is the key of a block's dead-row mark: the block's key with the
+// prefix 0x04, so that the marks of a partition's time range are deleted
+// with the same bounds as its blocks.
+func deadKey(dst []byte, blockKey []byte) []byte {
+	dst = append(dst, prefixDeadRows)
+	return append(dst, blockKey[1:]...)
+}
+
+// deadBounds are tableBounds for the table's dead-row marks.
+func deadBounds(table uint32) (lo, hi []byte) {
+	lo, hi = tableBounds(table)
+	lo, hi = slices.Clone(lo), slices.Clone(hi)
+	lo[0] = prefixDeadRows
+	if hi[0] == prefixBlock {
+		hi[0] = prefixDeadRows
+	} else { // the last table id: the end of the prefix
+		hi = []byte{prefixDeadRows + 1}
+	}
+	return lo, hi
+}
+
+// deadPartitionKey is partitionKey for the marks.
+func deadPartitionKey(table uint32, hash uint64, minTime int64) []byte {
+	k := partitionKey(table, hash, minTime)
+	k[0] = prefixDeadRows
+	return k
+}
+
+func encodeEntry(dst []byte, s *keyState) []byte {
+	flags := byte(0)
+	if s.live {
+		flags |= entryLive
+	}
+	if s.ver.ok {
+		flags |= entryVersioned
+	}
+	dst = append(dst, flags)
+	if s.live {
+		dst = binary.BigEndian.AppendUint64(dst, s.loc.hash)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(s.loc.minTime)^(1<<63))
+		dst = binary.BigEndian.AppendUint64(dst, s.loc.seq)
+		dst = binary.AppendUvarint(dst, uint64(s.loc.row))
+		dst = binary.AppendUvarint(dst, uint64(s.loc.rows))
+	}
+	if s.ver.ok {
+		dst = binary.AppendUvarint(dst, zigzag(s.ver.offset))
+		dst = append(dst, s.ver.partition...)
+	}
+	return dst
+}
+
+func decodeEntry(key, v []byte) (keyState, error) {
+	s := keyState{pending: -1}
+	fail := func(reason string) error {
+		return &CorruptionError{Key: slices.Clone(key), Reason: "key index entry: " + reason}
+	}
+	if len(v) < 1 || v[0]&^(entryLive|entryVersioned) != 0 {
+		return s, fail("flags")
+	}
+	flags, b := v[0], v[1:]
+	if flags&entryLive != 0 {
+		if len(b) < 24 {
+			return s, fail("short location")
+		}
+		s.live = true
+		s.loc.hash = binary.BigEndian.Uint64(b)
+		s.loc.minTime = int64(binary.BigEndian.Uint64(b[8:]) ^ (1 << 63))
+		s.loc.seq = binary.BigEndian.Uint64(b[16:])
+		row, n := binary.Uvarint(b[24:])
+		if n <= 0 || row > math.MaxInt32 {
+			return s, fail("row")
+		}
+		b = b[24+n:]
+		rows, n := binary.Uvarint(b)
+		if n <= 0 || rows > math.MaxInt32 || row >= rows {
+			return s, fail("block rows")
+		}
+		s.loc.row, s.loc.rows = int(row), int(rows)
+		b = b[n:]
+	}
+	if flags&entryVersioned != 0 {
+		off, n := binary.Uvarint(b)
+		if n <= 0 {
+			return s, fail("offset")
+		}
+		s.ver = version{partition: string(b[n:]), offset: unzigzag(off), ok: true}
+		b = b[:0]
+	}
+	if len(b) != 0 {
+		return s, fail("trailing bytes")
+	}
+	return s, nil
+}
+
+// keyBytes appends the key of row r of cols (keyCols: the indexes in cols
+// of the primary key columns, -1 for one the schema lacks) to dst; ok is
+// false when a key column is null.
+func keyBytes(dst []byte, cols []colData, keyCols []int, r int) (_ []byte, missing int, ok bool) {
+	for i, c := range keyCols {
+		if c < 0 || cols[c].null[r] {
+			return dst, i, false
+		}
+		start := len(dst)
+		dst = append(dst, 0) // length placeholder, most texts are short
+		dst = appendText(dst, cols[c].typ, cols[c].vals[r])
+		n := len(dst) - start - 1
+		if n < 0x80 {
+			dst[start] = byte(n)
+			continue
+		}
+		// Longer: room for the whole uvarint.
+		var lb [binary.MaxVarintLen64]byte
+		l := binary.PutUvarint(lb[:], uint64(n))
+		dst = append(dst, lb[:l-1]...)
+		copy(dst[start+l:], dst[start+1:start+1+n])
+		copy(dst[start:], lb[:l])
+	}
+	return dst, 0, true
+}
+
+// keyedBatch is what one batch (an Appender, or one table's part of a
+// Batch) has resolved so far: the keys it changed and the dead-row marks
+// it wrote, which the next part of the same batch reads instead of the
+// store's (the batch is not committed yet).
+type keyedBatch struct {
+	t      *Table
+	locked bool
+	keys   map[string]*keyState
+	marks  map[string][]byte // dead key → bitmap
+	// buffers reused across parts
+	keyBuf []byte
+}
+
+func newKeyedBatch(t *Table) *keyedBatch {
+	return &keyedBatch{t: t, keys: map[string]*keyState{}, marks: map[string][]byte{}}
+}
+
+// lock takes the table's key lock (released by unlock); it waits at most
+// as long as ctx.
+func (k *keyedBatch) lock(ctx context.Context) error {
+	if k.locked {
+		return nil
+	}
+	select {
+	case k.t.keyLock <- struct{}{}:
+		k.locked = true
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("table %s: wait for the key index: %w", k.t.name, ctx.Err())
+	}
+}
+
+func (k *keyedBatch) unlock() {
+	if k != nil && k.locked {
+		k.locked = false
+		<-k.t.keyLock
+	}
+}
+
+// load reads into k.keys the stored entries of the keys (a key without
+// one gets an empty state) that this batch has not read yet. The keys are
+// read in order through one iterator: sorted seeks cost a fraction of a
+// point read each (a point read per key was a fifth of a keyed append).
+// REQUIRES: the key lock held.
+func (k *keyedBatch) load(keys []string) error {
+	var want []string
+	for _, key := range keys {
+		if _, ok := k.keys[key]; ok {
+			continue
+		}
+		if st, ok := k.t.entries.get(key); ok {
+			k.keys[key] = &st
+			continue
+		}
+		want = append(want, key)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	t := k.t
+	lo, hi := keyIndexBounds(t.id)
+	it, err := t.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+	}
+	defer it.Close()
+	var ik []byte
+	for _, key := range want {
+		ik = keyIndexKey(ik[:0], t.id, []byte(key))
+		s := &keyState{pending: -1}
+		if it.SeekGE(ik) && string(it.Key()) == string(ik) {
+			st, err := decodeEntry(ik, it.Value())
+			if err != nil {
+				return fmt.Errorf("table %s: %w", t.name, err)
+			}
+			s = &st
+		}
+		k.keys[key] = s
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+	}
+	return nil
+}
+
+// loadMarks reads into k.marks the stored dead-row marks of the blocks
+// (dead keys) this batch has not read yet, in order through one iterator.
+func (k *keyedBatch) loadMarks(marks []string) error {
+	var want []string
+	for _, m := range marks {
+		if _, ok := k.marks[m]; ok {
+			continue
+		}
+		if mark, ok := k.t.marks.get(m); ok {
+			k.marks[m] = mark
+			continue
+		}
+		want = append(want, m)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	t := k.t
+	lo, hi := deadBounds(t.id)
+	it, err := t.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	defer it.Close()
+	for _, m := range want {
+		var mark []byte
+		if it.SeekGE([]byte(m)) && string(it.Key()) == m {
+			mark = slices.Clone(it.Value())
+		}
+		k.marks[m] = mark
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	return nil
+}
+
+// keyedLoadedHook, when set (tests only), runs in a keyed append after it
+// read its keys' entries, before it writes: a test tries another append
+// of the table there.
+var keyedLoadedHook func(*Table)
+
+// committed records the entries this batch read and wrote in the table's
+// cache of entries, once its commit is durable. REQUIRES: the key lock
+// held (no other batch changes an entry meanwhile).
+func (k *keyedBatch) committed() {
+	if k != nil && k.locked {
+		k.t.entries.put(k.keys)
+		k.t.marks.put(k.marks)
+	}
+}
+
+// entryCache keeps the index entries of recently changed keys in memory:
+// a skewed stream updates few keys often, and reading an entry from the
+// store was the largest cost of a keyed append. Entries are put only after
+// the commit that wrote them and under the key lock, and every change of
+// an entry goes through it, so the cache never holds an entry the store
+// does not.
+type entryCache struct {
+	mu sync.Mutex
+	m  map[string]keyState
+}
+
+// entryCacheKeys bounds the entries cached per table (about 100-150 bytes
+// each: ~10 MB).
+const entryCacheKeys = 1 << 16
+
+func (c *entryCache) get(key string) (keyState, bool) {
+	if c == nil {
+		return keyState{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[key]
+	return s, ok
+}
+
+func (c *entryCache) put(states map[string]*keyState) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]keyState, entryCacheKeys)
+	}
+	for key, s := range states {
+		if _, ok := c.m[key]; !ok && len(c.m) >= entryCacheKeys {
+			for old := range c.m { // a map's order: an arbitrary entry leaves
+				delete(c.m, old)
+				break
+			}
+		}
+		c.m[key] = *s
+	}
+}
+
+// markCache keeps the dead-row marks of recently marked blocks, as
+// entryCache keeps entries: a key updated often has its previous row in a
+// recent block, whose mark the last appends wrote. get returns a copy (the
+// batch sets bits in it before its commit).
+type markCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// markCacheBlocks bounds the marks cached per table (a mark is 4 bytes
+// and a bit per row of its block).
+const markCacheBlocks = 1 << 14
+
+func (c *markCache) get(key string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.m[key]
+	return slices.Clone(m), ok
+}
+
+func (c *markCache) put(marks map[string][]byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]byte, markCacheBlocks)
+	}
+	for key, m := range marks {
+		if len(m) > 4<<10 {
+			continue // a huge block's mark: read from the store when needed
+		}
+		if _, ok := c.m[key]; !ok && len(c.m) >= markCacheBlocks {
+			for old := range c.m {
+				delete(c.m, old)
+				break
+			}
+		}
+		c.m[key] = slices.Clone(m)
+	}
+}
+
+// clear empties the cache (its blocks may have been deleted).
+func (c *markCache) clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = nil
+}
+
+// write resolves a part (cols, n rows) against the key index and writes to
+// pb the blocks of the rows that become their key's latest state, their
+// index entries and the dead-row marks of the rows they supersede.
+// Deletes, replays and rows superseded within the batch are not written.
+// The operation column is read and not stored.
+// REQUIRES: the key lock held.
+func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) (rows, blocks, bytes int, err error) {
+	t := k.t
+	keyCols := make([]int, len(t.key))
+	for i := range keyCols {
+		keyCols[i] = -1
+	}
+	opCol, batchCol, offsetCol := -1, -1, -1
+	for i, c := range cols {
+		switch c.name {
+		case OperationColumn:
+			opCol = i
+		case SourceBatchColumn:
+			batchCol = i
+		case SourceOffsetColumn:
+			offsetCol = i
+		}
+		if j := slices.Index(t.key, c.name); j >= 0 {
+			keyCols[j] = i
+		}
+	}
+	ttlCut := int64(math.MinInt64)
+	if ttl := time.Duration(t.ttl.Load()); ttl > 0 {
+		ttlCut = floorTime(t.store.opts.Now().Add(-ttl).UnixNano(), t.span)
+	}
+	// Resolve the rows in order: each one that applies supersedes the
+	// key's row before it (stored, or earlier in this batch).
+	keys := make([]string, n)
+	for r := range n {
+		key, missing, ok := keyBytes(k.keyBuf[:0], cols, keyCols, r)
+		k.keyBuf = key
+		if !ok {
+			return 0, 0, 0, &SchemaError{Table: t.name, Row: r, Column: t.key[missing], Reason: "a primary key column is null or missing"}
+		}
+		keys[r] = string(key)
+	}
+	if err := k.load(keys); err != nil {
+		return 0, 0, 0, err
+	}
+	if keyedLoadedHook != nil {
+		keyedLoadedHook(t)
+	}
+	touched := make(map[string]*keyState, n)
+	var dead []rowLoc
+	for r, key := range keys {
+		v := rowVersion(cols, batchCol, offsetCol, r)
+		s := k.keys[key]
+		if v.replayOf(s.ver) {
+			continue // a replay: the key has this change or a later one
+		}
+		if s.live {
+			switch {
+			case s.pending >= 0:
+				// A row of this part, not written: it is dropped.
+			case s.loc.minTime < ttlCut:
+				// The block is past the TTL (deleted or about to be, its
+				// rows hidden from queries): no mark for it.
+			default:
+				dead = append(dead, s.loc)
+			}
+		}
+		del := opCol >= 0 && !cols[opCol].null[r] && cols[opCol].vals[r].s == OperationDelete
+		s.live = !del
+		s.pending = -1
+		if !del {
+			s.pending = r
+		}
+		// A row without a position keeps the key's last one: a replay of
+		// a message at or before it was applied once already.
+		if v.ok {
+			s.ver = v
+		}
+		touched[key] = s
+	}
+	// The rows to store, in their order.
+	keep := make([]int, 0, len(touched))
+	for _, s := range touched {
+		if s.live && s.pending >= 0 {
+			keep = append(keep, s.pending)
+		}
+	}
+	slices.Sort(keep)
+	if len(keep) > 0 {
+		kept := make([]colData, 0, len(cols))
+		for i, c := range cols {
+			if i == opCol {
+				continue
+			}
+			kc := colData{name: c.name, typ: c.typ, vals: make([]value, len(keep)), null: make([]bool, len(keep))}
+			for j, r := range keep {
+				kc.vals[j], kc.null[j] = c.vals[r], c.null[r]
+			}
+			kept = append(kept, kc)
+		}
+		locs := make([]rowLoc, len(keep))
+		blocks, bytes, err = t.writeBlocksAt(pb, kept, h, locs)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		at := make(map[int]rowLoc, len(keep))
+		for j, r := range keep {
+			at[r] = locs[j]
+		}
+		for _, s := range touched {
+			if s.live && s.pending >= 0 {
+				s.loc, s.pending = at[s.pending], -1
+			}
+		}
+	}
+	// The index entries of the keys this part changed.
+	var ik, ev []byte
+	for key, s := range touched {
+		ik = keyIndexKey(ik[:0], t.id, []byte(key))
+		if !s.live && !s.ver.ok {
+			// Deleted, and no position to guard against a replay: no entry.
+			if err := pb.Delete(ik, nil); err != nil {
+				return 0, 0, 0, err
+			}
+			bytes += len(ik)
+			continue
+		}
+		ev = encodeEntry(ev[:0], s)
+		if err := pb.Set(ik, ev, nil); err != nil {
+			return 0, 0, 0, err
+		}
+		bytes += len(ik) + len(ev)
+	}
+	// The dead-row marks: the block's current mark with the new rows set.
+	markKeys := make([]string, len(dead))
+	var bk []byte
+	for i, loc := range dead {
+		bk = blockKey(bk[:0], t.id, loc.hash, loc.minTime, loc.seq)
+		markKeys[i] = string(deadKey(nil, bk))
+	}
+	if err := k.loadMarks(markKeys); err != nil {
+		return 0, 0, 0, err
+	}
+	changed := map[string]bool{}
+	for i, loc := range dead {
+		mk := markKeys[i]
+		mark := k.marks[mk]
+		if mark == nil {
+			mark = newMark(loc.rows)
+		}
+		if err := setDead(mark, loc.row); err != nil {
+			return 0, 0, 0, fmt.Errorf("table %s: %w", t.name, &CorruptionError{Key: []byte(mk), Reason: err.Error()})
+		}
+		k.marks[mk] = mark
+		changed[mk] = true
+	}
+	for mk := range changed {
+		mark := k.marks[mk]
+		if err := pb.Set([]byte(mk), mark, nil); err != nil {
+			return 0, 0, 0, err
+		}
+		bytes += len(mk) + len(mark)
+	}
+	return len(keep), blocks, bytes, nil
+}
+
+// rowVersion is row r's source position, from the source columns.
+func rowVersion(cols []colData, batchCol, offsetCol, r int) version {
+	if batchCol < 0 || offsetCol < 0 || cols[batchCol].null[r] || cols[offsetCol].null[r] {
+		return version{}
+	}
+	b := cols[batchCol].vals[r].s
+	at := strings.LastIndexByte(b, '@')
+	if at < 0 {
+		return version{}
+	}
+	off := cols[offsetCol]
+	o := off.vals[r].i
+	if off.typ == Float64 {
+		o = int64(off.vals[r].float())
+	}
+	return version{partition: b[:at], offset: o, ok: true}
+}
+
+// Dead-row mark layout (value of 0x04 | the block key after its 0x02):
+//
+//	mark := block rows u32 | bitmap ceil(rows/8) bytes (bit r set: row r is dead)
+//
+// The row count lets a scan skip a block whose rows are all dead without
+// reading it.
+const markHeader = 4
+
+func newMark(rows int) []byte {
+	m := make([]byte, markHeader+(rows+7)/8)
+	binary.BigEndian.PutUint32(m, uint32(rows))
+	return m
+}
+
+// setDead marks row r dead in mark.
+func setDead(mark []byte, r int) error {
+	if len(mark) < markHeader || r >= int(binary.BigEndian.Uint32(mark)) || markHeader+r/8 >= len(mark) {
+		return fmt.Errorf("dead-row mark of %d bytes has no row %d", len(mark), r)
+	}
+	mark[markHeader+r/8] |= 1 << (r % 8)
+	return nil
+}
+
+// isDead reports whether row r is marked in a dead-row mark (nil: none).
+func isDead(mark []byte, r int) bool {
+	return len(mark) > markHeader+r/8 && mark[markHeader+r/8]&(1<<(r%8)) != 0
+}
+
+// allDead reports whether every row of the mark's block is dead.
+func allDead(mark []byte) bool {
+	if len(mark) < markHeader {
+		return false
+	}
+	dead := 0
+	for _, b := range mark[markHeader:] {
+		dead += bits.OnesCount8(b)
+	}
+	return dead == int(binary.BigEndian.Uint32(mark))
+}
+
+// PrimaryKey returns the table's primary key columns (nil: append-only).
+func (t *Table) PrimaryKey() []string { return slices.Clone(t.key) } // immutable
+
+// Lookup returns the current row of the key whose primary key columns hold
+// key (in PrimaryKey's order), or ok false when the key has no row: never
+// written, deleted, or its row expired (TTL) or removed. The row holds
+// every column of the schema that is not hidden.
+func (t *Table) Lookup(ctx context.Context, key []any) (row Row, ok bool, err error) {
+	if len(t.key) == 0 {
+		return nil, false, fmt.Errorf("table %s: lookup: %w", t.name, errors.New("the table has no primary key"))
+	}
+	if len(key) != len(t.key) {
+		return nil, false, fmt.Errorf("table %s: lookup: %d key values for %d key columns", t.name, len(key), len(t.key))
+	}
+	release, err := t.store.use()
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	schema, _ := t.current()
+	cols := make([]colData, len(key))
+	keyCols := make([]int, len(key))
+	for i, name := range t.key {
+		typ := String
+		if j := slices.IndexFunc(schema, func(c Column) bool { return c.Name == name }); j >= 0 {
+			typ = schema[j].Type
+		}
+		cols[i] = colData{name: name, typ: typ, vals: make([]value, 1), null: []bool{key[i] == nil}}
+		if key[i] != nil {
+			v, err := coerce(key[i], typ)
+			if err != nil {
+				return nil, false, fmt.Errorf("table %s: lookup: %w: key column %q: %w", t.name, ErrBadQuery, name, err)
+			}
+			cols[i].vals[0] = v
+		}
+		keyCols[i] = i
+	}
+	kb, _, ok := keyBytes(nil, cols, keyCols, 0)
+	if !ok {
+		return nil, false, nil // a key with a null column is never stored
+	}
+	snap := t.store.db.NewSnapshot()
+	defer snap.Close()
+	ik := keyIndexKey(nil, t.id, kb)
+	v, closer, err := snap.Get(ik)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("table %s: lookup: %w", t.name, err)
+	}
+	s, err := decodeEntry(ik, v)
+	closer.Close()
+	if err != nil || !s.live {
+		return nil, false, err
+	}
+	bk := blockKey(nil, t.id, s.loc.hash, s.loc.minTime, s.loc.seq)
+	bv, closer, err := snap.Get(bk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil // expired or removed with its block
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("table %s: lookup: %w", t.name, err)
+	}
+	defer closer.Close()
+	p, err := t.plan(Query{})
+	if err != nil {
+		return nil, false, err
+	}
+	var dec blockDecoder
+	if err := dec.decode(bk, bv, func(name string) bool { _, ok := p.types[name]; return ok }); err != nil {
+		return nil, false, fmt.Errorf("table %s: lookup: %w", t.name, err)
+	}
+	if s.loc.row >= dec.rows {
+		return nil, false, fmt.Errorf("table %s: lookup: %w", t.name, &CorruptionError{Key: ik, Reason: "key index points past its block's rows"})
+	}
+	row = Row{}
+	var b boxer
+	for i := range dec.n {
+		c := &dec.cols[i]
+		c.convert(p.types[c.name], dec.rows)
+		if c.name == p.timeName && c.ints[s.loc.row] < p.from {
+			return nil, false, nil // older than the TTL: hidden, as from queries
+		}
+		b.reset(c, dec.rows)
+		row[c.name] = b.at(s.loc.row)
+	}
+	for _, o := range p.out {
+		if _, ok := row[o.name]; !ok {
+			row[o.name] = nil
+		}
+	}
+	return row, true, nil
+}
+
+// validateKey checks a primary key against the table's config.
+func validateKey(cfg Config) error {
+	seen := map[string]bool{}
+	for _, k := range cfg.PrimaryKey {
+		switch {
+		case k == "" || seen[k]:
+			return fmt.Errorf("table %s: primary key column %q: empty or duplicate", cfg.Name, k)
+		case Hidden(k):
+			return fmt.Errorf("table %s: primary key column %q: a hidden column (%s...) cannot be a key", cfg.Name, k, HiddenPrefix)
+		case len(cfg.Columns) > 0 && !slices.ContainsFunc(cfg.Columns, func(c Column) bool { return c.Name == k }):
+			return fmt.Errorf("table %s: primary key column %q is not in the static schema", cfg.Name, k)
+		}
+		seen[k] = true
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// keyedBenchKeys is the number of distinct keys of the keyed benchmarks.
+const keyedBenchKeys = 1_000_000
+
+// keyedRows returns n rows of benchRows' shape with a key column "id":
+// the keys first+0..n-1 when zipf is nil, else drawn from it (a skewed
+// update stream: a few keys take most updates).
+func keyedRows(batch, n int, first int, zipf *rand.Zipf) []Row {
+	rows := benchRows(batch, n, 16)
+	for i, r := range rows {
+		k := first + i
+		if zipf != nil {
+			k = int(zipf.Uint64())
+		}
+		r["id"] = fmt.Sprintf("key-%07d", k)
+	}
+	return rows
+}
+
+// loadKeys appends every key once, in 1000-row batches.
+func loadKeys(b *testing.B, tb *Table, keys int) {
+	ctx := context.Background()
+	const n = 1000
+	for i := 0; i < keys; i += n {
+		if err := tb.Append(ctx, keyedRows(i/n, n, i, nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendKeyed appends 1000-row batches of updates of 1M keys
+// (Zipf-skewed, s=1.1) to a keyed table that holds every key already, and
+// the same batches to an append-only table (mode=plain). It reports the
+// key index's bytes per key on disk (after a flush and a compaction) and
+// the dead-row marks' bytes.
+func BenchmarkAppendKeyed(b *testing.B) {
+	for _, mode := range []string{"plain", "keyed"} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			cfg := Config{Name: "bench", HashBy: "user", SortBy: "ts"}
+			if mode == "keyed" {
+				cfg.PrimaryKey = []string{"id"}
+			}
+			tb, err := s.Table(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			loadKeys(b, tb, keyedBenchKeys)
+			zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, keyedBenchKeys-1)
+			const n = 1000
+			batches := make([][]Row, 64)
+			for i := range batches {
+				batches[i] = keyedRows(keyedBenchKeys/n+i, n, 0, zipf)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; b.Loop(); i++ {
+				if err := tb.Append(ctx, batches[i%len(batches)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, b.N*n, cpu0)
+			b.StopTimer()
+			if mode == "keyed" {
+				if err := s.db.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				lo, hi := keyIndexBounds(tb.id)
+				if err := s.db.Compact(lo, hi, true); err != nil {
+					b.Fatal(err)
+				}
+				idx, err := s.db.EstimateDiskUsage(lo, hi)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(idx)/keyedBenchKeys, "index-B/key")
+				lo, hi = deadBounds(tb.id)
+				marks, err := s.db.EstimateDiskUsage(lo, hi)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(marks), "marks-B")
+			}
+		})
+	}
+}
+
+// BenchmarkQueryKeyed scans every row of a keyed table of 100k keys each
+// updated 10 times (1M rows stored, 900k of them dead: mode=updated), of
+// one whose 100k keys took 900k Zipf-skewed updates (mode=skewed: dead
+// rows scattered over the blocks), against the 100k final rows written
+// once, to a keyed table (once-keyed) and to an append-only one
+// (once-plain).
+func BenchmarkQueryKeyed(b *testing.B) {
+	const keys, versions, n = 100_000, 10, 1000
+	for _, mode := range []string{"updated", "skewed", "once-keyed", "once-plain"} {
+		b.Run("mode="+mode, func(b *testing.B) {
+			ctx := context.Background()
+			s := openStore(b, b.TempDir())
+			defer s.Close()
+			cfg := Config{Name: "bench", HashBy: "user", SortBy: "ts"}
+			if mode != "once-plain" {
+				cfg.PrimaryKey = []string{"id"}
+			}
+			tb, err := s.Table(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			first := 0
+			if mode == "skewed" {
+				loadKeys(b, tb, keys)
+				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, keys-1)
+				for i := range (versions - 1) * keys / n {
+					if err := tb.Append(ctx, keyedRows(keys/n+i, n, 0, zipf)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				first = versions // loaded
+			}
+			if mode != "updated" && mode != "skewed" {
+				first = versions - 1
+			}
+			for v := first; v < versions; v++ {
+				for i := 0; i < keys; i += n {
+					rows := keyedRows(v*keys/n+i/n, n, i, nil)
+					if err := tb.Append(ctx, rows); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := s.db.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for b.Loop() {
+				rows := 0
+				if err := tb.QueryValues(ctx, Query{Columns: []string{"id", "n"}}, func([]Column, []any) error { rows++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+				if rows != keys {
+					b.Fatalf("%d rows, want %d", rows, keys)
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/query")
+		})
+	}
+}
