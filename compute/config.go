@@ -11,11 +11,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicedb/sluice/coltype"
+	"github.com/sluicedb/sluice/computeopt"
 )
 
-// Config is the computed columns and filters of one table. A later server
-// config embeds it per table (a table's `computed:` and `filters:` lists),
-// e.g. as a field tagged `yaml:",inline"`.
+// Config is the computed columns and filters of one table: `sluice
+// compute`'s YAML, and a table's `computed:` and `filters:` lists in the
+// server's config (config.Table holds the same types).
 type Config struct {
 	// Computed columns, evaluated in this order; a column sees the values of
 	// the columns before it.
@@ -25,84 +26,24 @@ type Config struct {
 	Filters []FilterConfig `yaml:"filters"`
 }
 
-// ColumnConfig is one computed column, in Talaria's shape plus sluice's
-// error policy, nullability and timeout.
-type ColumnConfig struct {
-	Name string `yaml:"name"`
-	// Type is a type name or alias, see coltype.Parse.
-	Type string `yaml:"type"`
-	// Func is inline Lua code, a Lua file (path, file://, http(s)://,
-	// s3://), a Go plugin (.so path or URL) or a built-in (make://...); see ResolveSource.
-	Func string `yaml:"func"`
-	// FuncName is the function to call: the Lua global (default "main") or
-	// the exported symbol of a plugin (required).
-	FuncName string `yaml:"funcname"`
-	// OnError is the error policy: null (default), drop, reject or deadletter.
-	OnError string `yaml:"on_error"`
-	// Nullable makes a nil result a legitimate null instead of an error.
-	Nullable bool `yaml:"nullable"`
-	// Timeout bounds one Lua call (default: the runtime's default).
-	Timeout time.Duration `yaml:"timeout"`
-	// Allow opens Lua libraries the sandbox leaves out, for this function:
-	// io, os, debug, coroutine, channel, load, require (see docs/pool.md).
-	Allow  []string `yaml:"allow" json:"allow,omitempty"`
-	Budget `yaml:",inline"`
-	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine     string `yaml:"engine"`
-	ScriptHost `yaml:",inline"`
-	// S3 says where an s3:// Func is read from and with which keys; nil
-	// means the table's default (Options.S3).
-	S3 *S3Options `yaml:"s3" json:"s3,omitempty"`
-}
-
-// Budget bounds what one Lua function may spend on one batch, beside the
-// per-row Timeout: without it a runaway main costs Timeout per row, and a
-// 1000-row batch held an ingest slot for ~83 minutes.
-type Budget struct {
-	// BatchTimeout bounds the rows of one batch together: once it is used,
-	// the rows not yet run fail at once with ErrBatchBudget (and the
-	// function's policy applies to them). 0 = no bound but MaxTimeouts.
-	BatchTimeout time.Duration `yaml:"batch_timeout" json:"batch_timeout,omitempty"`
-	// MaxTimeouts: once this many rows of one batch have timed out, the
-	// rows not yet run fail at once with ErrBatchBudget. 0 =
-	// DefaultMaxTimeouts, < 0 = no limit (every row gets its Timeout).
-	MaxTimeouts int `yaml:"max_timeouts" json:"max_timeouts,omitempty"`
-	// MemoryLimit bounds what one call of a Lua function may allocate, in
-	// bytes (both engines; see docs/compute.md): a call over it fails with
-	// luavm.ErrMemoryLimit (or ErrStringLimit for a string a builtin was
-	// asked to build). 0 = luavm.DefaultMemoryLimit (256 MiB), < 0 = none.
-	MemoryLimit int64 `yaml:"memory_limit" json:"memory_limit,omitempty"`
-	// MaxResultBytes bounds a value a Lua function gives (a string, a
-	// table's JSON; on LuaJIT also a field it writes to the row): a larger
-	// one fails the row with luavm.ErrResultSize, naming the script and
-	// the column. 0 = luavm.DefaultMaxResultBytes (64 MiB), < 0 = none.
-	MaxResultBytes int64 `yaml:"max_result_bytes" json:"max_result_bytes,omitempty"`
-}
+// The options of a column and a filter are package computeopt's, which
+// the server's config shares: a table's `computed:` and `filters:` are
+// this Config's lists as they are.
+type (
+	// ColumnConfig is one computed column.
+	ColumnConfig = computeopt.Column
+	// FilterConfig is one filter: a function returning a bool; false drops
+	// the row.
+	FilterConfig = computeopt.Filter
+	// Budget bounds what one Lua function may spend on one batch, beside
+	// the per-row timeout.
+	Budget = computeopt.Budget
+)
 
 // DefaultMaxTimeouts is Budget.MaxTimeouts when 0: a function that timed
 // out on three rows of a batch is taken to be looping, so a runaway costs a
 // batch 3 x its timeout (15 s with the default 5 s), not one per row.
 const DefaultMaxTimeouts = 3
-
-// FilterConfig is one filter: a function returning a bool; false drops the row.
-type FilterConfig struct {
-	Name     string `yaml:"name"`
-	Func     string `yaml:"func"`
-	FuncName string `yaml:"funcname"`
-	// OnError is the policy when the filter fails: drop (default), keep,
-	// reject or deadletter.
-	OnError string        `yaml:"on_error"`
-	Timeout time.Duration `yaml:"timeout"`
-	// Allow opens Lua libraries the sandbox leaves out, as for a column.
-	Allow  []string `yaml:"allow" json:"allow,omitempty"`
-	Budget `yaml:",inline"`
-	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine     string `yaml:"engine"`
-	ScriptHost `yaml:",inline"`
-	// S3 says where an s3:// Func is read from and with which keys; nil
-	// means the table's default (Options.S3).
-	S3 *S3Options `yaml:"s3" json:"s3,omitempty"`
-}
 
 // Policy says what happens to a row whose function failed.
 type Policy uint8
@@ -187,7 +128,32 @@ func ParseConfig(data []byte) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("compute config: %w", err)
 	}
-	return cfg, cfg.Validate()
+	return cfg, errors.Join(append(s3KeysInYAML(cfg), cfg.Validate())...)
+}
+
+// ErrS3KeysInYAML: a config of `sluice compute` gave an s3 section keys.
+// Its S3 keys come from the environment only (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY), so that the file never holds one; a server's
+// config names its keys as secrets ({env: ...}, {file: ...}), which config
+// checks.
+var ErrS3KeysInYAML = errors.New("access_key and secret_key come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), not from this file")
+
+// s3KeysInYAML reports every column and filter of cfg whose s3 section sets
+// a key (ErrS3KeysInYAML).
+func s3KeysInYAML(cfg Config) []error {
+	var errs []error
+	check := func(where string, s3 *S3Options) {
+		if s3 != nil && (s3.AccessKey.IsSet() || s3.SecretKey.IsSet()) {
+			errs = append(errs, fmt.Errorf("%s: s3: %w", where, ErrS3KeysInYAML))
+		}
+	}
+	for i, col := range cfg.Computed {
+		check(fmt.Sprintf("computed[%d] %q", i, col.Name), col.S3)
+	}
+	for i, f := range cfg.Filters {
+		check(fmt.Sprintf("filters[%d] %q", i, f.Name), f.S3)
+	}
+	return errs
 }
 
 // LoadConfig reads and parses the YAML config at path.
@@ -224,7 +190,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, checkFunc(where, col.Func, col.FuncName, col.Timeout, col.Budget)...)
 		errs = append(errs, checkEngine(where, col.Engine)...)
-		errs = append(errs, col.ScriptHost.check(where)...)
+		errs = append(errs, checkScriptHost(where, col.ScriptHost)...)
 	}
 	for i, f := range c.Filters {
 		where := fmt.Sprintf("filters[%d] %q", i, f.Name)
@@ -239,7 +205,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, checkFunc(where, f.Func, f.FuncName, f.Timeout, f.Budget)...)
 		errs = append(errs, checkEngine(where, f.Engine)...)
-		errs = append(errs, f.ScriptHost.check(where)...)
+		errs = append(errs, checkScriptHost(where, f.ScriptHost)...)
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,29 @@ func TestParseConfigUnknownField(t *testing.T) {
 	_, err := ParseConfig([]byte("computed:\n  - name: a\n    type: int64\n    fucn: make://timestamp\n"))
 	if err == nil || !strings.Contains(err.Error(), "fucn") || !strings.Contains(err.Error(), "line 4") {
 		t.Fatalf("err = %v; want the unknown field and its line", err)
+	}
+}
+
+// TestParseConfigRefusesS3Keys: `sluice compute`'s YAML never holds an S3
+// key (it reads them from the environment), though the s3 section is the
+// server's, where keys are secrets; the endpoint alone is fine.
+func TestParseConfigRefusesS3Keys(t *testing.T) {
+	_, err := ParseConfig([]byte(`
+computed:
+  - {name: a, type: string, func: "s3://b/a.lua", s3: {endpoint: "http://127.0.0.1:1", access_key: AKIA-inline}}
+  - {name: b, type: string, func: "s3://b/b.lua", s3: {endpoint: "http://127.0.0.1:1"}}
+filters:
+  - {name: f, func: "s3://b/f.lua", s3: {secret_key: {env: SLUICE_TEST_NO_SUCH_VAR}}}
+`))
+	if !errors.Is(err, ErrS3KeysInYAML) {
+		t.Fatalf("err = %v, want ErrS3KeysInYAML", err)
+	}
+	for _, want := range []string{`computed[0] "a": s3: access_key`, `filters[0] "f": s3: access_key`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), `computed[1]`) || strings.Contains(err.Error(), "AKIA-inline") {
+		t.Errorf("error names a column without keys, or shows a key:\n%v", err)
 	}
 }

@@ -6,28 +6,14 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/sluicedb/sluice/computeopt"
 	"github.com/sluicedb/sluice/luavm"
 )
 
 // ScriptHost is what a Lua function's host modules get: the values
 // sluice.config reads, and the bounds of its log lines and metric series
 // (docs/compute.md, "Host modules").
-type ScriptHost struct {
-	// Params are the values sluice.config(key) returns: strings, numbers
-	// and bools, so that one script serves several tables with their own.
-	Params map[string]any `yaml:"params" json:"params,omitempty"`
-	// LogRate is the log lines a second the script may write, LogBurst
-	// how many at once; the lines over it are counted and reported in one
-	// line. 0: Options.ScriptLimits (then 10 a second, 100 at once);
-	// LogRate < 0: no limit.
-	LogRate  float64 `yaml:"log_rate" json:"log_rate,omitempty"`
-	LogBurst int     `yaml:"log_burst" json:"log_burst,omitempty"`
-	// MaxSeries bounds the metric series (name and labels) the script's
-	// stats calls make; the calls beyond are counted in
-	// sluice_script_series_dropped_total and otherwise ignored. 0:
-	// Options.ScriptLimits (then 100).
-	MaxSeries int `yaml:"max_series" json:"max_series,omitempty"`
-}
+type ScriptHost = computeopt.ScriptHost
 
 // ScriptLimits are the log rate limit and series cap of the functions that
 // set none of their own.
@@ -37,7 +23,7 @@ type ScriptLimits struct {
 	MaxSeries int
 }
 
-func (h ScriptHost) check(where string) []error {
+func checkScriptHost(where string, h ScriptHost) []error {
 	var errs []error
 	if h.LogBurst < 0 {
 		errs = append(errs, fmt.Errorf("%s: negative log_burst %d", where, h.LogBurst))

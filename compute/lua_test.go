@@ -277,25 +277,25 @@ computed:
 // TestPolicies: drop, reject and deadletter, per column and filter.
 func TestPolicies(t *testing.T) {
 	fail := "function main(row) if row.bad then error('bad') end return 1 end"
-	run := func(policy string, filter bool) (Batch, error, *Processor) {
+	run := func(policy string, filter bool) (Batch, *Processor, error) {
 		yaml := "computed:\n  - {name: c, type: int64, on_error: " + policy + ", func: \"" + fail + "\"}\n"
 		if filter {
 			yaml = "filters:\n  - {name: c, on_error: " + policy + ", func: \"function main(row) if row.bad then error('bad') end return true end\"}\n"
 		}
 		p := newProcessor(t, yaml, Options{})
 		b, err := p.Process(context.Background(), rowsOf(t, `{"i":0}`, `{"i":1,"bad":true}`, `{"i":2}`))
-		return b, err, p
+		return b, p, err
 	}
-	b, err, p := run("drop", false)
+	b, p, err := run("drop", false)
 	if err != nil || len(b.Rows) != 2 || b.Rows[1]["i"] != int64(2) || p.Stats()[0].Dropped != 1 {
 		t.Errorf("drop: %v %v %+v", b.Rows, err, p.Stats())
 	}
-	b, err, p = run("reject", false)
+	b, p, err = run("reject", false)
 	var e *Error
 	if !errors.Is(err, ErrRejected) || !errors.As(err, &e) || e.Row != 1 || e.Column != "c" || p.Stats()[0].Rejected != 1 {
 		t.Errorf("reject: %v", err)
 	}
-	b, err, p = run("deadletter", false)
+	b, p, err = run("deadletter", false)
 	if err != nil || len(b.Rows) != 2 || len(b.DeadLetters) != 1 || p.Stats()[0].DeadLettered != 1 {
 		t.Fatalf("deadletter: %v %v", b, err)
 	}
@@ -303,11 +303,11 @@ func TestPolicies(t *testing.T) {
 	if !strings.Contains(string(dl), `"row":{"bad":true,"i":1}`) || !strings.Contains(string(dl), `"column":"c","loader":"lua","source":"inline"`) || !strings.Contains(string(dl), `bad`) {
 		t.Errorf("dead letter %s", dl)
 	}
-	b, err, _ = run("keep", true)
+	b, _, err = run("keep", true)
 	if err != nil || len(b.Rows) != 3 || len(b.Errors) != 1 {
 		t.Errorf("filter keep: %v %v", b.Rows, err)
 	}
-	b, err, _ = run("drop", true)
+	b, _, err = run("drop", true)
 	if err != nil || len(b.Rows) != 2 {
 		t.Errorf("filter drop: %v %v", b.Rows, err)
 	}

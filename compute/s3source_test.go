@@ -13,6 +13,7 @@ import (
 	"github.com/sluicedb/sluice/compute/plugbuild"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/s3http"
+	"github.com/sluicedb/sluice/internal/secret"
 )
 
 // startBucket starts versitygw (its bucket is coldtest.Bucket) and returns
@@ -22,9 +23,8 @@ func startBucket(t *testing.T) (*S3Options, *s3http.Client) {
 	srv, err := coldtest.StartS3With(t.TempDir(), coldtest.S3Options{})
 	coldtest.Require(t, err)
 	t.Cleanup(srv.Stop)
-	key := func(v string) func() (string, error) { return func() (string, error) { return v, nil } }
 	opts := &S3Options{Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true,
-		AccessKey: key(coldtest.AccessKey), SecretKey: key(coldtest.SecretKey)}
+		AccessKey: secret.Inline(coldtest.AccessKey), SecretKey: secret.Inline(coldtest.SecretKey)}
 	return opts, &s3http.Client{Endpoint: srv.Endpoint, Region: coldtest.Region, PathStyle: true,
 		Credentials: func() (s3http.Credentials, error) {
 			return s3http.Credentials{AccessKey: coldtest.AccessKey, SecretKey: coldtest.SecretKey}, nil
@@ -114,7 +114,7 @@ func TestS3SourceErrorsNameBucketAndKey(t *testing.T) {
 		t.Fatalf("missing object: %v, want ErrNotFound naming s3://warehouse/scripts/missing.lua", err)
 	}
 	wrong := *s3
-	wrong.SecretKey = func() (string, error) { return "not-the-secret", nil }
+	wrong.SecretKey = secret.Inline("not-the-secret")
 	err = load(&wrong, "s3://warehouse/scripts/v.lua")
 	if !errors.Is(err, s3http.ErrForbidden) || !strings.Contains(err.Error(), "s3://warehouse/scripts/v.lua") {
 		t.Fatalf("wrong secret key: %v, want ErrForbidden naming s3://warehouse/scripts/v.lua", err)

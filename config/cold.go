@@ -182,9 +182,9 @@ func (c *IcebergCatalog) validateSecrets(where string) []error {
 	if c.Token.IsSet() && c.Credential.IsSet() {
 		add("token and credential: set one")
 	}
-	errs = append(errs, c.Token.validate(where+": compact.iceberg.catalog.token")...)
-	errs = append(errs, c.Credential.validate(where+": compact.iceberg.catalog.credential")...)
-	return append(errs, c.Password.validate(where+": compact.iceberg.catalog.password")...)
+	errs = append(errs, c.Token.Check(where+": compact.iceberg.catalog.token")...)
+	errs = append(errs, c.Credential.Check(where+": compact.iceberg.catalog.credential")...)
+	return append(errs, c.Password.Check(where+": compact.iceberg.catalog.password")...)
 }
 
 func (i *Iceberg) validate(where string) []error {

@@ -512,10 +512,10 @@ func (c *Config) Validate() error {
 		}
 		for j, cc := range t.Computed {
 			cols[cc.Name] = true
-			errs = append(errs, cc.S3.validate(fmt.Sprintf("%s: computed[%d] %q: s3", where, j, cc.Name))...)
+			errs = append(errs, cc.S3.Check(fmt.Sprintf("%s: computed[%d] %q: s3", where, j, cc.Name))...)
 		}
 		for j, f := range t.Filters {
-			errs = append(errs, f.S3.validate(fmt.Sprintf("%s: filters[%d] %q: s3", where, j, f.Name))...)
+			errs = append(errs, f.S3.Check(fmt.Sprintf("%s: filters[%d] %q: s3", where, j, f.Name))...)
 		}
 		if len(t.Schema) > 0 {
 			for _, k := range []struct{ field, col string }{{"hashBy", t.HashBy}, {"sortBy", t.SortBy}} {

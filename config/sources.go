@@ -146,8 +146,8 @@ func (r *SchemaRegistry) validate(key string) []error {
 	if r.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%s: timeout must not be negative", key))
 	}
-	errs = append(errs, r.Password.validate(key+" password")...)
-	errs = append(errs, r.Token.validate(key+" token")...)
+	errs = append(errs, r.Password.Check(key+" password")...)
+	errs = append(errs, r.Token.Check(key+" token")...)
 	return append(errs, r.TLS.validate(key+" tls")...)
 }
 
@@ -229,8 +229,8 @@ func (s *KafkaSASL) validate(key string, tls bool) []error {
 	default:
 		add("mechanism %q: want one of %v", s.Mechanism, KafkaSASLMechanisms)
 	}
-	errs = append(errs, s.Password.validate(key+".password")...)
-	errs = append(errs, s.Token.validate(key+".token")...)
+	errs = append(errs, s.Password.Check(key+".password")...)
+	errs = append(errs, s.Token.Check(key+".token")...)
 	return errs
 }
 
@@ -282,8 +282,8 @@ func (n *NATSSource) validateAuth(key string) []error {
 	if (n.User == "") != !n.Password.IsSet() {
 		errs = append(errs, fmt.Errorf("%s: user and password go together", key))
 	}
-	errs = append(errs, n.Password.validate(key+" password")...)
-	errs = append(errs, n.Token.validate(key+" token")...)
+	errs = append(errs, n.Password.Check(key+" password")...)
+	errs = append(errs, n.Token.Check(key+" token")...)
 	return append(errs, n.TLS.validate(key+" tls")...)
 }
 
@@ -388,8 +388,8 @@ func (t *Table) validateSources(where string) []error {
 				add("%s: interval and max_object_bytes must not be negative", sw)
 			}
 			checkCommon(o.Format, "", nil, nil)
-			errs = append(errs, o.AccessKey.validate(sw+" access_key")...)
-			errs = append(errs, o.SecretKey.validate(sw+" secret_key")...)
+			errs = append(errs, o.AccessKey.Check(sw+" access_key")...)
+			errs = append(errs, o.SecretKey.Check(sw+" secret_key")...)
 			if o.AccessKey.IsSet() != o.SecretKey.IsSet() {
 				add("%s: set access_key and secret_key together", sw)
 			}

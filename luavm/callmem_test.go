@@ -15,7 +15,7 @@ import (
 // call whose memory guard is broken fails the test soon and small instead
 // of allocating until its script's timeout. stopped says which bound
 // ended it ("" when none did).
-func invokeBounded(m *Manager, script, fn string, maxHeap uint64, limit time.Duration, args ...any) (res []any, err error, stopped string) {
+func invokeBounded(m *Manager, script, fn string, maxHeap uint64, limit time.Duration, args ...any) (res []any, stopped string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	watched := make(chan struct{})
@@ -50,7 +50,7 @@ func invokeBounded(m *Manager, script, fn string, maxHeap uint64, limit time.Dur
 		stopped = fmt.Sprintf("the test's %d MiB heap bound", maxHeap>>20)
 	default:
 	}
-	return res, err, stopped
+	return res, stopped, err
 }
 
 // TestMemoryLimitPerCall: with the process heap budget off, a call that
@@ -72,7 +72,7 @@ function small() local t = {} for i = 1, 1000 do t[i] = i end return #t end`
 		// keeps a stuck call from hanging the package; it is above the
 		// script's one-minute timeout, since a growing table under -race
 		// on a loaded machine took over 40 s to reach its limit once.
-		_, err, stopped := invokeBounded(m, "mem.lua", fn, 16*32<<20, 90*time.Second)
+		_, stopped, err := invokeBounded(m, "mem.lua", fn, 16*32<<20, 90*time.Second)
 		if stopped != "" {
 			t.Errorf("%s: stopped by %s after %v (%v), not by its MemoryLimit", fn, stopped, time.Since(start), err)
 			continue

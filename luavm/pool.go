@@ -333,7 +333,7 @@ func (p *pool) acquireSlow(deadline int64) (*VM, error) {
 	if p.total < p.limit {
 		p.total++
 		p.mu.Unlock()
-		return p.create(nil)
+		return p.create(context.Background())
 	}
 	// At the bound. VMs idle in other Ps' slots are taken only while no one
 	// waits: once callers queue, they come first, and taking slots would
@@ -417,7 +417,7 @@ func (p *pool) wait(w *waiter, first bool, deadline int64) (*VM, error) {
 		case g.vm != nil:
 			return g.vm, nil
 		case g.create:
-			return p.create(nil)
+			return p.create(context.Background())
 		default:
 			return p.acquireSlow(deadline)
 		}

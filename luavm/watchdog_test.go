@@ -28,6 +28,7 @@ func TestWatchdogStallNotCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var hold sync.Mutex
+	//lint:ignore SA2001 the watchdog waits here until the test releases hold
 	wait := func() { hold.Lock(); hold.Unlock() }
 	stallWatchdog.Store(&wait)
 	t.Cleanup(func() { stallWatchdog.Store(nil) })

@@ -37,6 +37,7 @@ var (
 	ErrValueConsumed = errors.New("rdb: value already consumed or no current entry")
 	// SkipRest may be returned by a Visit callback to stop visiting the
 	// current value; Visit then returns nil and the rest is skipped.
+	//lint:ignore ST1012 a request to stop, not a failure, named like fs.SkipDir
 	SkipRest = errors.New("rdb: skip the rest of this value")
 )
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +138,7 @@ func peakRSSChild(t *testing.T, path string) {
 			hwm = strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
 		}
 	}
-	t.Log(fmt.Sprintf("%s: peak RSS %s for a %d MiB file, %.0f MB/s, %d bytes visited", mode, hwm,
-		fi.Size()>>20, float64(fi.Size())/el.Seconds()/1e6, n))
+	t.Logf("%s: peak RSS %s for a %d MiB file, %.0f MB/s, %d bytes visited", mode, hwm,
+		fi.Size()>>20, float64(fi.Size())/el.Seconds()/1e6, n)
 	t.Log("peakRSS=" + strings.TrimSuffix(hwm, " kB") + " kB")
 }

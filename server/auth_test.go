@@ -291,7 +291,7 @@ func TestAuthSecureByDefault(t *testing.T) {
 	if code, body := get(t, s.url+"/v1/tables"); code != 200 {
 		t.Fatalf("loopback without auth: %d %s", code, body)
 	}
-	serveOn := func(yaml string) (error, string) {
+	serveOn := func(yaml string) (string, error) {
 		t.Helper()
 		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 		if err != nil {
@@ -309,18 +309,18 @@ func TestAuthSecureByDefault(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		err = srv.Serve(ctx, ln)
-		return err, logs.String()
+		return logs.String(), err
 	}
-	err, _ := serveOn(plain)
+	_, err := serveOn(plain)
 	if !errors.Is(err, ErrUnauthenticatedExposure) || !strings.Contains(err.Error(), "allow_unauthenticated") {
 		t.Errorf("0.0.0.0 without auth: %v, want ErrUnauthenticatedExposure", err)
 	}
-	err, logs := serveOn("listen: {allow_unauthenticated: true}\n" + plain)
+	logs, err := serveOn("listen: {allow_unauthenticated: true}\n" + plain)
 	if err != nil || !strings.Contains(logs, "WITHOUT authentication") {
 		t.Errorf("allowed explicitly: %v; want a warning in:\n%s", err, logs)
 	}
 	withAuth, _ := authConfig(t, "")
-	if err, _ := serveOn(strings.Replace(withAuth, "127.0.0.1:0", "0.0.0.0:0", 1)); err != nil {
+	if _, err := serveOn(strings.Replace(withAuth, "127.0.0.1:0", "0.0.0.0:0", 1)); err != nil {
 		t.Errorf("0.0.0.0 with auth: %v", err)
 	}
 	// A cluster with auth needs a secret.

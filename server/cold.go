@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldapi"
-	"github.com/sluicedb/sluice/table"
 )
 
 // The cold tier (package coldtier): tables whose compact section has an
@@ -207,15 +206,6 @@ func (s *Server) handleOrphans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRunResult(w, res, err, errNoIceberg)
-}
-
-// queryValues answers q from the store, or from both tiers when the
-// table's compaction removes rows into its cold tier.
-func (s *Server) queryValues(ctx context.Context, ts *tableState, q table.Query, emit func([]table.Column, []any) error) error {
-	if ts.cold == nil {
-		return ts.table.QueryValues(ctx, q, emit)
-	}
-	return ts.cold.QueryValues(ctx, q, readsCold(ts), emit)
 }
 
 // writeRunResult answers a run done on demand (compaction, orphan

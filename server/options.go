@@ -60,39 +60,10 @@ func splitJoined(err error) []error {
 }
 
 // computeConfig is package compute's config of tc's computed columns and
-// filters: the same fields, one for one (TestComputeConfigCopiesEveryField).
+// filters: the same lists, since both packages describe them with
+// computeopt's types.
 func computeConfig(tc config.Table) compute.Config {
-	var c compute.Config
-	for _, col := range tc.Computed {
-		c.Computed = append(c.Computed, compute.ColumnConfig{
-			Name: col.Name, Type: col.Type, Func: col.Func, FuncName: col.FuncName, OnError: col.OnError,
-			Nullable: col.Nullable, Timeout: col.Timeout, Allow: col.Allow, Budget: computeBudget(col.Budget), Engine: col.Engine,
-			ScriptHost: scriptHost(col.ScriptHost),
-			S3:         computeS3(col.S3),
-		})
-	}
-	for _, f := range tc.Filters {
-		c.Filters = append(c.Filters, compute.FilterConfig{
-			Name: f.Name, Func: f.Func, FuncName: f.FuncName, OnError: f.OnError,
-			Timeout: f.Timeout, Allow: f.Allow, Budget: computeBudget(f.Budget), Engine: f.Engine,
-			ScriptHost: scriptHost(f.ScriptHost),
-			S3:         computeS3(f.S3),
-		})
-	}
-	return c
-}
-
-// computeS3 is compute's S3 options of a function's s3 section; its keys
-// are revealed at each request, so a rotated secret file is picked up.
-func computeS3(c *config.ComputeS3) *compute.S3Options {
-	if c == nil {
-		return nil
-	}
-	o := &compute.S3Options{Endpoint: c.Endpoint, Region: c.Region, PathStyle: c.PathStyle}
-	if c.AccessKey.IsSet() {
-		o.AccessKey, o.SecretKey = c.AccessKey.Reveal, c.SecretKey.Reveal
-	}
-	return o
+	return compute.Config{Computed: tc.Computed, Filters: tc.Filters}
 }
 
 // tableS3 is where a table's s3:// funcs without an s3 section of their own
@@ -103,10 +74,6 @@ func tableS3(tc config.Table) *compute.S3Options {
 		return nil
 	}
 	return &compute.S3Options{Endpoint: ic.S3.Endpoint, Region: ic.S3.Region, PathStyle: ic.S3.PathStyle}
-}
-
-func computeBudget(b config.Budget) compute.Budget {
-	return compute.Budget{BatchTimeout: b.BatchTimeout, MaxTimeouts: b.MaxTimeouts, MemoryLimit: b.MemoryLimit, MaxResultBytes: b.MaxResultBytes}
 }
 
 // rdbFilter is rdbtool's filter of a table's rdb: section.

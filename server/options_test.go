@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -10,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/rdb"
 	"github.com/sluicedb/sluice/rdbtool"
@@ -83,50 +79,6 @@ func zeroLeaves(v reflect.Value, path string) []string {
 		return []string{path}
 	}
 	return nil
-}
-
-// TestComputeConfigCopiesEveryField: a table's computed: and filters: are
-// exactly `sluice compute`'s config (docs/server.md says so): the YAML of
-// config's description, every field set, decodes into package compute's
-// config with no field unknown and none left unset, and computeConfig
-// gives that same config.
-func TestComputeConfigCopiesEveryField(t *testing.T) {
-	var tc config.Table
-	n := 0
-	fillEvery(t, reflect.ValueOf(&tc.Computed).Elem(), &n)
-	fillEvery(t, reflect.ValueOf(&tc.Filters).Elem(), &n)
-	// An s3 section's keys are config's secrets, which compute takes as
-	// functions (`sluice compute` reads keys from the environment only):
-	// computeConfig must wire them, and the YAML is compared without them.
-	got := computeConfig(tc)
-	for _, o := range []*compute.S3Options{got.Computed[0].S3, got.Filters[0].S3} {
-		if o.AccessKey == nil || o.SecretKey == nil {
-			t.Fatalf("computeConfig left an s3 section's keys out: %+v", o)
-		}
-		o.AccessKey, o.SecretKey = nil, nil
-	}
-	for _, s3 := range []*config.ComputeS3{tc.Computed[0].S3, tc.Filters[0].S3} {
-		s3.AccessKey, s3.SecretKey = config.Secret{}, config.Secret{}
-	}
-	data, err := yaml.Marshal(struct {
-		Computed []config.ComputedColumn `yaml:"computed"`
-		Filters  []config.Filter         `yaml:"filters"`
-	}{tc.Computed, tc.Filters})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want compute.Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&want); err != nil {
-		t.Fatalf("config's computed columns and filters have a field compute's lack: %v\n%s", err, data)
-	}
-	if zero := zeroLeaves(reflect.ValueOf(want), "compute.Config"); len(zero) > 0 {
-		t.Fatalf("compute's config has fields config's description lacks: %v\n%s", zero, data)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("computeConfig = %+v\nwant %+v", got, want)
-	}
 }
 
 // TestStreamOptionsCopyEveryField: every option of a Kafka or NATS source

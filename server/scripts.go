@@ -29,8 +29,3 @@ func (s *Server) computeOptions(tc config.Table) compute.Options {
 		ScriptLimits: compute.ScriptLimits{LogRate: lim.ScriptLogRate, LogBurst: lim.ScriptLogBurst, MaxSeries: lim.ScriptMaxSeries},
 	}
 }
-
-// scriptHost is compute's ScriptHost of a function's config.
-func scriptHost(h config.ScriptHost) compute.ScriptHost {
-	return compute.ScriptHost{Params: h.Params, LogRate: h.LogRate, LogBurst: h.LogBurst, MaxSeries: h.MaxSeries}
-}

@@ -225,6 +225,9 @@ func TestIngestAndQueryEndToEnd(t *testing.T) {
 	}
 	// Metrics.
 	code, body = get(t, s.url+"/metrics")
+	if code != 200 {
+		t.Fatalf("metrics: %d %s", code, body)
+	}
 	for _, want := range []string{
 		`sluice_ingest_rows_accepted_total{table="events"} 5`,
 		`sluice_ingest_rows_filtered_total{table="events"} 1`,

@@ -151,7 +151,7 @@ func parquetSchema(name string, cols []table.Column) (*parquet.Schema, error) {
 type dayFile struct {
 	tmp, path string
 	f         *os.File
-	w         *parquet.Writer
+	w         *parquet.GenericWriter[any]
 	buf       []parquet.Row
 }
 
@@ -187,7 +187,7 @@ func (c *compaction) write(ts time.Time, vals []any) error {
 			return err
 		}
 		f = &dayFile{tmp: path + ".tmp", path: path, f: osf}
-		f.w = parquet.NewWriter(osf, c.schema, parquet.Compression(&parquet.Snappy),
+		f.w = parquet.NewGenericWriter[any](osf, c.schema, parquet.Compression(&parquet.Snappy),
 			parquet.MaxRowsPerRowGroup(int64(c.opts.RowGroupRows)))
 		c.files[day] = f
 		c.order = append(c.order, f)

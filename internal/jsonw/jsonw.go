@@ -203,7 +203,7 @@ func appendRaw(buf []byte, raw json.RawMessage) ([]byte, error) {
 	if raw == nil {
 		return append(buf, "null"...), nil
 	}
-	if bytes.IndexAny(raw, " \t\r\n") < 0 {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
 		if !json.Valid(raw) {
 			return buf, fmt.Errorf("json: invalid raw message %.40q", raw)
 		}

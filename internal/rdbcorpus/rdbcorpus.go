@@ -154,7 +154,6 @@ type Generator struct {
 	seq      int
 	commands int
 	args     []string
-	num      []byte
 }
 
 func NewGenerator(seed uint64) *Generator {
