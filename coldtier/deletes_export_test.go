@@ -14,3 +14,49 @@ type RowRef = rowRef
 func SetRunDeletes(c *Compactor, f func(ctx context.Context, tbl *itable.Table) ([]RowRef, error)) {
 	c.runDeletes = f
 }
+
+// KeyIndexView is what a key index holds: each key's row (by the key's
+// encoding), the stale rows, whether it was rebuilt from the table, and
+// the snapshot it is valid for.
+type KeyIndexView struct {
+	Rows     map[string]RowRef
+	Stale    []RowRef
+	Rebuilt  bool
+	Snapshot int64
+}
+
+// OpenKeyIndex opens the key index of c's table on keyCols at the table's
+// current snapshot (from c's state dir, or rebuilt).
+func OpenKeyIndex(ctx context.Context, c *Compactor, keyCols []string) (KeyIndexView, error) {
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return KeyIndexView{}, err
+	}
+	ix, rebuilt, err := openKeyIndex(ctx, tbl, keyCols, c.keyIndexPath())
+	if err != nil {
+		return KeyIndexView{}, err
+	}
+	v := KeyIndexView{Rows: map[string]RowRef{}, Rebuilt: rebuilt, Snapshot: ix.snapshot}
+	for k, l := range ix.keys {
+		v.Rows[k] = ix.ref(l)
+	}
+	for _, l := range ix.stale {
+		v.Stale = append(v.Stale, ix.ref(l))
+	}
+	return v, nil
+}
+
+// KeyIndexPath is where c keeps its table's key index.
+func KeyIndexPath(c *Compactor) string { return c.keyIndexPath() }
+
+// EncodeKey is the index's encoding of a key's values.
+func EncodeKey(vals ...any) (string, error) {
+	var b []byte
+	var err error
+	for _, v := range vals {
+		if b, err = appendKey(b, v); err != nil {
+			return "", err
+		}
+	}
+	return string(b), nil
+}
