@@ -32,7 +32,7 @@ import (
 
 var readDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 
-func openReadTable(t *testing.T, dir string, cols []table.Column) (*table.Store, *table.Table) {
+func openReadTable(t testing.TB, dir string, cols []table.Column) (*table.Store, *table.Table) {
 	t.Helper()
 	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
 	if err != nil {
@@ -57,7 +57,7 @@ type coldTable struct {
 	uri string // the SQLite catalog's file
 }
 
-func localCompactor(t *testing.T, dir string, tb *table.Table, rowGroupRows int) *coldTable {
+func localCompactor(t testing.TB, dir string, tb *table.Table, rowGroupRows int) *coldTable {
 	t.Helper()
 	ctx := context.Background()
 	cfg := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local", RowGroupRows: rowGroupRows}
