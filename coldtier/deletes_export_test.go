@@ -3,6 +3,7 @@ package coldtier
 import (
 	"context"
 
+	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 )
 
@@ -59,4 +60,36 @@ func EncodeKey(vals ...any) (string, error) {
 		}
 	}
 	return string(b), nil
+}
+
+// FileCounts is how many data files and delete files the manifests of
+// the current snapshot of c's table hold (live entries: a delete file no
+// data file is planned with still counts).
+func FileCounts(ctx context.Context, c *Compactor) (data, deletes int, err error) {
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return 0, 0, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	mans, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, m := range mans {
+		entries, err := m.FetchEntries(fs, true)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, e := range entries {
+			if e.DataFile().ContentType() == iceberg.EntryContentData {
+				data++
+			} else {
+				deletes++
+			}
+		}
+	}
+	return data, deletes, nil
 }

@@ -307,28 +307,39 @@ func keyValue(col arrow.Array, i int) (any, error) {
 func readPositionDeletes(ctx context.Context, fsys icebergio.IO, files []iceberg.DataFile) (map[string][]int64, error) {
 	out := map[string][]int64{}
 	for _, df := range files {
-		p, err := openParquet(fsys, df.FilePath())
-		if err != nil {
-			return nil, fmt.Errorf("position deletes %s: %w", df.FilePath(), err)
-		}
-		err = p.records(ctx, []string{"file_path", "pos"}, func(rec arrow.RecordBatch) error {
-			paths, ok1 := rec.Column(0).(*array.String)
-			pos, ok2 := rec.Column(1).(*array.Int64)
-			if !ok1 || !ok2 {
-				return fmt.Errorf("columns %s, %s: want string and int64", rec.Column(0).DataType(), rec.Column(1).DataType())
-			}
-			for i := 0; i < int(rec.NumRows()); i++ {
-				path := paths.Value(i)
-				out[path] = append(out[path], pos.Value(i))
-			}
-			return nil
+		err := readDeleteRows(ctx, fsys, df, func(path string, pos int64) {
+			out[path] = append(out[path], pos)
 		})
-		p.Close()
 		if err != nil {
-			return nil, fmt.Errorf("position deletes %s: %w", df.FilePath(), err)
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// readDeleteRows calls fn with each row (data file path, position) of the
+// position delete file df.
+func readDeleteRows(ctx context.Context, fsys icebergio.IO, df iceberg.DataFile, fn func(path string, pos int64)) error {
+	p, err := openParquet(fsys, df.FilePath())
+	if err != nil {
+		return fmt.Errorf("position deletes %s: %w", df.FilePath(), err)
+	}
+	defer p.Close()
+	err = p.records(ctx, []string{"file_path", "pos"}, func(rec arrow.RecordBatch) error {
+		paths, ok1 := rec.Column(0).(*array.String)
+		pos, ok2 := rec.Column(1).(*array.Int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("columns %s, %s: want string and int64", rec.Column(0).DataType(), rec.Column(1).DataType())
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			fn(paths.Value(i), pos.Value(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("position deletes %s: %w", df.FilePath(), err)
+	}
+	return nil
 }
 
 // keyIndexPath is where the key index of c's table is kept.
