@@ -47,6 +47,27 @@ func OpenKeyIndex(ctx context.Context, c *Compactor, keyCols []string) (KeyIndex
 	return v, nil
 }
 
+// BuildKeyIndex builds the key index of c's table from its current
+// snapshot whole (not saved), to compare with one brought up to date.
+func BuildKeyIndex(ctx context.Context, c *Compactor, keyCols []string) (KeyIndexView, error) {
+	tbl, err := c.cat.LoadTable(ctx, c.ident)
+	if err != nil {
+		return KeyIndexView{}, err
+	}
+	ix, err := buildKeyIndex(ctx, tbl, keyCols)
+	if err != nil {
+		return KeyIndexView{}, err
+	}
+	v := KeyIndexView{Rows: map[string]RowRef{}, Rebuilt: true, Snapshot: ix.snapshot}
+	for k, l := range ix.keys {
+		v.Rows[k] = ix.ref(l)
+	}
+	for _, l := range ix.stale {
+		v.Stale = append(v.Stale, ix.ref(l))
+	}
+	return v, nil
+}
+
 // KeyIndexPath is where c keeps its table's key index.
 func KeyIndexPath(c *Compactor) string { return c.keyIndexPath() }
 

@@ -35,9 +35,13 @@ import (
 // whoever committed (this node, another node, maintenance's rewrite, Spark).
 // It is kept in a file per table in the node's state dir, stamped with the
 // snapshot it is valid for; a restart at the same snapshot loads it instead
-// of reading the table. At another snapshot it is rebuilt from the table
-// whole: applying each newer snapshot's added and removed data files and
-// added delete files instead is the next step (docs/upserts-iceberg.md).
+// of reading the table. At a later snapshot it is brought up to date
+// snapshot by snapshot (update): the data files each one removed, those it
+// added (their key columns read) and the position delete files it added
+// (the keys at those positions read from their data files). When the
+// snapshot it was valid for is no longer an ancestor of the current one
+// (expired, a rollback), or a snapshot added equality deletes or deletion
+// vectors, it is rebuilt from the table whole.
 
 // keyLoc is where a key's row is: files[file], row pos, and the file's
 // data sequence number.
@@ -51,7 +55,7 @@ type keyLoc struct {
 type keyIndex struct {
 	snapshot int64 // the snapshot it is valid for (0: the table is empty)
 	keyCols  []string
-	files    []string
+	files    []string // by id; "" for a file removed since (its id is not reused)
 	keys     map[string]keyLoc
 	// stale are the older rows of keys found live more than once (a
 	// writer that did not delete the key's row): the next run deletes them
@@ -191,6 +195,160 @@ func buildKeyIndex(ctx context.Context, tbl *itable.Table, keyCols []string) (*k
 		}
 	}
 	return ix, nil
+}
+
+// errKeyIndexRebuild: the index cannot follow the table's new snapshots
+// (see update); it is rebuilt.
+var errKeyIndexRebuild = errors.New("key index must be rebuilt")
+
+// update brings ix from its snapshot to tbl's current one by applying each
+// snapshot between; false when it cannot (errKeyIndexRebuild's cases), ix
+// then in an unknown state.
+func (ix *keyIndex) update(ctx context.Context, tbl *itable.Table) (bool, error) {
+	cur := tbl.CurrentSnapshot()
+	if cur == nil || ix.snapshot == 0 {
+		return false, nil
+	}
+	var chain []*itable.Snapshot // newest first
+	for s := cur; s.SnapshotID != ix.snapshot; {
+		chain = append(chain, s)
+		if s.ParentSnapshotID == nil {
+			return false, nil // ix's snapshot is not an ancestor
+		}
+		if s = tbl.Metadata().SnapshotByID(*s.ParentSnapshotID); s == nil {
+			return false, nil // expired
+		}
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return false, err
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		err := ix.apply(ctx, fsys, chain[i])
+		if errors.Is(err, errKeyIndexRebuild) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("key index: snapshot %d: %w", chain[i].SnapshotID, err)
+		}
+	}
+	ix.snapshot = cur.SnapshotID
+	return true, nil
+}
+
+// apply applies what snapshot s changed: the manifests it wrote hold its
+// added and removed files.
+func (ix *keyIndex) apply(ctx context.Context, fsys icebergio.IO, s *itable.Snapshot) error {
+	mans, err := s.Manifests(fsys)
+	if err != nil {
+		return err
+	}
+	type added struct {
+		path string
+		seq  int64
+		rows int64
+	}
+	var addedData []added
+	var addedDeletes []iceberg.DataFile
+	removed := map[string]bool{}
+	for _, m := range mans {
+		if m.SnapshotID() != s.SnapshotID {
+			continue // written by an earlier snapshot: nothing of s
+		}
+		entries, err := m.FetchEntries(fsys, false)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.SnapshotID() != s.SnapshotID {
+				continue
+			}
+			df := e.DataFile()
+			switch {
+			case e.Status() == iceberg.EntryStatusDELETED && df.ContentType() == iceberg.EntryContentData:
+				removed[df.FilePath()] = true
+			case e.Status() != iceberg.EntryStatusADDED:
+			case df.ContentType() == iceberg.EntryContentData:
+				addedData = append(addedData, added{df.FilePath(), e.SequenceNum(), df.Count()})
+			case df.ContentType() == iceberg.EntryContentPosDeletes && !itable.IsDeletionVector(df):
+				addedDeletes = append(addedDeletes, df)
+			default:
+				return errKeyIndexRebuild // equality deletes, deletion vectors
+			}
+		}
+	}
+	ids := make(map[string]uint32, len(ix.files))
+	for id, f := range ix.files {
+		if f != "" {
+			ids[f] = uint32(id)
+		}
+	}
+	// Removed files first: the keys left in them are gone (a rewrite's new
+	// files, added next, hold those that stay).
+	if len(removed) > 0 {
+		gone := map[uint32]bool{}
+		for f := range removed {
+			if id, ok := ids[f]; ok {
+				gone[id] = true
+				ix.files[id] = ""
+				delete(ids, f)
+			}
+		}
+		for k, l := range ix.keys {
+			if gone[l.file] {
+				delete(ix.keys, k)
+			}
+		}
+		ix.stale = slices.DeleteFunc(ix.stale, func(l keyLoc) bool { return gone[l.file] })
+	}
+	for _, a := range addedData {
+		if len(ix.files) >= math.MaxUint32 || a.rows > math.MaxUint32 {
+			return fmt.Errorf("%s: too many files or rows", a.path)
+		}
+		id := uint32(len(ix.files))
+		ix.files = append(ix.files, a.path)
+		ids[a.path] = id
+		err := readKeys(ctx, fsys, a.path, ix.keyCols, func(pos int64, key []byte) {
+			ix.add(key, keyLoc{file: id, pos: uint32(pos), seq: a.seq})
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.path, err)
+		}
+	}
+	if len(addedDeletes) == 0 {
+		return nil
+	}
+	dead, err := readPositionDeletes(ctx, fsys, addedDeletes)
+	if err != nil {
+		return err
+	}
+	for path, pos := range dead {
+		id, ok := ids[path]
+		if !ok {
+			continue // a file no longer (or never) in the table
+		}
+		slices.Sort(pos)
+		isDead := func(l keyLoc) bool {
+			_, found := slices.BinarySearch(pos, int64(l.pos))
+			return l.file == id && found
+		}
+		// The keys at the deleted positions, read from the data file: a
+		// key whose row is one of them has no row in the table any more
+		// (unless a newer row of it was added, which the index holds).
+		err := readKeys(ctx, fsys, path, ix.keyCols, func(p int64, key []byte) {
+			if _, found := slices.BinarySearch(pos, p); !found {
+				return
+			}
+			if l, ok := ix.keys[string(key)]; ok && isDead(l) {
+				delete(ix.keys, string(key))
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ix.stale = slices.DeleteFunc(ix.stale, isDead)
+	}
+	return nil
 }
 
 // parquetFile is an open Parquet file of the table with its Arrow reader.
@@ -356,8 +514,17 @@ func openKeyIndex(ctx context.Context, tbl *itable.Table, keyCols []string, path
 		current = s.SnapshotID
 	}
 	saved, err := loadKeyIndex(path)
-	if err == nil && saved.snapshot == current && slices.Equal(saved.keyCols, keyCols) {
-		return saved, false, nil
+	if err == nil && slices.Equal(saved.keyCols, keyCols) {
+		if saved.snapshot == current {
+			return saved, false, nil
+		}
+		ok, err := saved.update(ctx, tbl)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			return saved, false, saved.save(path)
+		}
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errKeyIndexCorrupt) {
 		return nil, false, err
