@@ -355,3 +355,61 @@ func TestPositionDeletesMaintain(t *testing.T) {
 		}
 	}
 }
+
+// TestPositionDeletesMaintainKeepsSharedDeleteFile: a day's delete file
+// names rows of a large file the rewrite leaves alone and of a small file
+// it rewrites; the replace commit must keep that delete file (dropping it
+// would bring the large file's deleted rows back).
+func TestPositionDeletesMaintainKeepsSharedDeleteFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "posdel-shared")
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := coldtier.Options{Remove: true, Continuous: true}
+	run := func(first, n int) {
+		t.Helper()
+		fill(t, tb, first, n, 1) // all on day0: one partition
+		if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(0, 3000)  // the large file
+	run(10000, 5) // a small one
+	coldtier.SetRunDeletes(c, deleteWhere(func(n int64) bool { return n%10 == 3 && n < 3000 || n == 10003 }))
+	run(20000, 5) // another small one, with the delete file naming rows of the first two
+	coldtier.SetRunDeletes(c, nil)
+	var want []int64
+	for n := range int64(3000) {
+		if n%10 != 3 {
+			want = append(want, n)
+		}
+	}
+	want = append(want, 10000, 10001, 10002, 10004, 20000, 20001, 20002, 20003, 20004)
+	checkNs(t, "sluice before maintenance", sluiceNs(t, c), want)
+	merged := c.MaintainCounters().GroupsMerged
+	// Files under 12 KiB are small, those over 28.8 KiB never rewritten:
+	// the two small files are a group, the large one stays.
+	ms, err := c.Maintain(ctx, coldtier.MaintainOptions{NoExpire: true, TargetFileBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MaintainCounters().GroupsMerged - merged; got != 1 || ms.FilesRewritten != 2 {
+		t.Fatalf("maintenance merged %d groups of %d files, want the two small files", got, ms.FilesRewritten)
+	}
+	data, deletes, err := coldtier.FileCounts(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data != 2 || deletes != 1 {
+		t.Errorf("after maintenance: %d data files and %d delete files, want 2 and the shared delete file", data, deletes)
+	}
+	checkNs(t, "pyiceberg after maintenance", readIceberg(t, cfg, "events").PyIceberg, want)
+	checkNs(t, "sluice after maintenance", sluiceNs(t, c), want)
+}
