@@ -20,17 +20,19 @@ import (
 	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/coldtier/catalog"
 	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/table"
 )
 
 // TestPositionDeletesEngines is the measure behind the choice of delete
 // format (docs/upserts-iceberg.md): in one REST catalog on the S3 server,
 // table events is written by sluice's runs, the second deleting 200 of the
 // first's 2000 rows by v2 position delete files in its commit (100 rows
-// added), and table dv is a format-version 3 table whose 100 of 1000 rows
+// added); table merged the same, then rewritten by maintenance (the
+// deleted rows left out, the delete files dropped); and table dv is a format-version 3 table whose 100 of 1000 rows
 // are deleted by iceberg-go's merge-on-read delete (a deletion vector).
 // pyiceberg, DuckDB's iceberg_scan, Spark 3.5 (Iceberg 1.10) and Trino
-// each count both. The v2 table must read right in every engine; what the
-// v3 table gives is logged (the engines that need v3 for it).
+// each count them. The v2 tables must read right in every engine; what
+// the v3 table gives is logged (the engines that need v3 for it).
 func TestPositionDeletesEngines(t *testing.T) {
 	coldtest.Require(t, s3Err)
 	coldtest.Require(t, pyErr)
@@ -50,29 +52,46 @@ func TestPositionDeletesEngines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 
-	// v2: sluice's runs, the second with position deletes.
+	// v2: sluice's runs, the second with position deletes, into events and
+	// into merged, which maintenance then rewrites (the deleted rows left
+	// out, the delete files dropped).
 	st, tb := openTable(t, dir, staticSchema)
 	defer st.Close()
-	fill(t, tb, 0, 2000, 3)
-	c, err := coldtier.Open(ctx, cfg, tb)
+	tbMerged, err := st.Table(table.Config{Name: "merged", HashBy: "user", SortBy: "ts", Columns: staticSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	opts := coldtier.Options{Remove: true, Continuous: true}
-	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+	var compactors []*coldtier.Compactor
+	for _, tbl := range []*table.Table{tb, tbMerged} {
+		fill(t, tbl, 0, 2000, 3)
+		c, err := coldtier.Open(ctx, cfg, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		opts := coldtier.Options{Remove: true, Continuous: true}
+		if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, tbl, 5000, 100, 3)
+		coldtier.SetRunDeletes(c, deleteWhere(deletedN))
+		if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+			t.Fatal(err)
+		}
+		compactors = append(compactors, c)
+	}
+	if _, err := compactors[1].Maintain(ctx, coldtier.MaintainOptions{NoExpire: true}); err != nil {
 		t.Fatal(err)
 	}
-	fill(t, tb, 5000, 100, 3)
-	coldtier.SetRunDeletes(c, deleteWhere(deletedN))
-	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
-		t.Fatal(err)
+	if _, deletes, err := coldtier.FileCounts(ctx, compactors[1]); err != nil || deletes != 0 {
+		t.Fatalf("merged keeps %d delete files after maintenance (%v), want none", deletes, err)
 	}
 	var added []int64
 	for n := range int64(100) {
 		added = append(added, 5000+n)
 	}
-	want := map[string][]int64{"events": wantAfterDeletes(2000, added), "dv": wantAfterDeletes(1000, nil)}
+	want := map[string][]int64{"events": wantAfterDeletes(2000, added), "merged": wantAfterDeletes(2000, added), "dv": wantAfterDeletes(1000, nil)}
+	tables := []string{"events", "merged", "dv"}
 
 	// v3: a deletion vector written by iceberg-go.
 	writeDVTable(ctx, t, cfg)
@@ -91,8 +110,8 @@ func TestPositionDeletesEngines(t *testing.T) {
 			v.got = fmt.Sprintf("WRONG: %d rows, want %d", len(ns), len(want[tbl]))
 		}
 		verdicts = append(verdicts, v)
-		if tbl == "events" && !strings.HasPrefix(v.got, "right") {
-			t.Errorf("%s reads the v2 table with position deletes: %s", engine, v.got)
+		if tbl != "dv" && !strings.HasPrefix(v.got, "right") {
+			t.Errorf("%s reads the v2 table %s: %s", engine, tbl, v.got)
 		}
 	}
 	defer func() {
@@ -108,7 +127,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 	}
 	pyCtx, pyCancel := context.WithTimeout(ctx, 3*time.Minute)
 	out, err := coldtest.RunPython(pyCtx, python, string(script), rest.URI, s3.Endpoint, coldtest.AccessKey, coldtest.SecretKey,
-		"sluice.events", "sluice.dv")
+		"sluice.events", "sluice.merged", "sluice.dv")
 	pyCancel()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +136,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 	if err := json.Unmarshal(out, &py); err != nil {
 		t.Fatalf("deletes_readers.py: %v: %.500s", err, out)
 	}
-	for _, tbl := range []string{"events", "dv"} {
+	for _, tbl := range tables {
 		for _, engine := range []string{"pyiceberg", "duckdb"} {
 			raw := py["sluice."+tbl][engine]
 			if string(raw) == "null" {
@@ -158,7 +177,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 		}
 		sctx, scancel := context.WithTimeout(ctx, 6*time.Minute)
 		defer scancel()
-		for _, tbl := range []string{"events", "dv"} {
+		for _, tbl := range tables {
 			// One statement per JVM: a table Spark cannot read fails the
 			// whole run.
 			out, err := spark.Run(sctx, driver, confPath, "SELECT n FROM sluice.sluice."+tbl+" ORDER BY n")
@@ -186,7 +205,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 		defer trino.Stop()
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer tcancel()
-		for _, tbl := range []string{"events", "dv"} {
+		for _, tbl := range tables {
 			_, rows, err := trino.Query(tctx, "SELECT n FROM iceberg.sluice."+tbl+" ORDER BY n")
 			if err != nil {
 				judge("trino", tbl, nil, firstLine(err))
