@@ -345,6 +345,13 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 				return st, fmt.Errorf("coldtier: table %s: claims: %w", c.t.Name(), err)
 			}
 		}
+		if len(deletes) > 0 && sel.claims == nil {
+			// The positions name rows of the table as loaded: any commit
+			// meanwhile comes back to commit, which checks they still do.
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+			}
+		}
 		if err := stageFiles(ctx, tx, files, deletes, props); err != nil {
 			return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
 		}
@@ -908,6 +915,11 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 				return nil, errRewrite
 			}
 			return nil, err
+		}
+		if len(dels.files) > 0 && rc == nil {
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return nil, err
+			}
 		}
 		if err := stageFiles(ctx, tx, files, dels.files, props); err != nil {
 			return nil, fmt.Errorf("retry with the uploaded files: %w", err)

@@ -413,3 +413,76 @@ func TestPositionDeletesMaintainKeepsSharedDeleteFile(t *testing.T) {
 	checkNs(t, "pyiceberg after maintenance", readIceberg(t, cfg, "events").PyIceberg, want)
 	checkNs(t, "sluice after maintenance", sluiceNs(t, c), want)
 }
+
+// TestPositionDeletesTargetsRewrittenMeanwhile: while a keyed run's files
+// and deletes are staged, another node's maintenance rewrites the files
+// whose rows the run deletes. The run's positions no longer name those
+// rows: it must not commit them, but write itself again with its deletes
+// found in the rewritten files, and the table ends with the right rows.
+func TestPositionDeletesTargetsRewrittenMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "posdel-rewritten")
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := coldtier.Options{Remove: true, Continuous: true}
+	for _, first := range []int{0, 1000} { // two small files a day
+		fill(t, tb, first, 1000, 3)
+		if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other node: its own store and state dir, the same Iceberg table.
+	otherDir := t.TempDir()
+	otherCfg := cfg
+	otherCfg.StateDir, otherCfg.Node = otherDir, "other-node"
+	ost, otb := openTable(t, otherDir, staticSchema)
+	defer ost.Close()
+	other, err := coldtier.Open(ctx, otherCfg, otb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	fill(t, tb, 5000, 100, 3)
+	asked := 0
+	find := deleteWhere(deletedN)
+	coldtier.SetRunDeletes(c, func(ctx context.Context, tbl *itable.Table) ([]coldtier.RowRef, error) {
+		asked++
+		return find(ctx, tbl)
+	})
+	rewritten := 0
+	defer coldtier.SetRunStaged(func() {
+		if rewritten > 0 {
+			return
+		}
+		ms, err := other.Maintain(ctx, coldtier.MaintainOptions{NoExpire: true})
+		if err != nil {
+			t.Errorf("the other node's maintenance: %v", err)
+		}
+		rewritten = ms.FilesRewritten
+	})()
+	stats, err := c.Compact(ctx, day0.Add(72*time.Hour), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rewritten != 6 {
+		t.Fatalf("the other node rewrote %d files, want the 6 small ones", rewritten)
+	}
+	if asked != 2 || stats.Rows != 100 || stats.Deleted != 200 {
+		t.Errorf("the run asked for its deletes %d times and committed %d rows, %d deletes; want twice (once after the rewrite), 100, 200", asked, stats.Rows, stats.Deleted)
+	}
+	var added []int64
+	for n := range int64(100) {
+		added = append(added, 5000+n)
+	}
+	want := wantAfterDeletes(2000, added)
+	checkNs(t, "pyiceberg", readIceberg(t, cfg, "events").PyIceberg, want)
+	checkNs(t, "sluice", sluiceNs(t, c), want)
+}
