@@ -102,7 +102,10 @@ type Compactor struct {
 	// runDeletes, when set, names the rows each run deletes in its commit
 	// (deletes.go): the older rows of the keys the run writes.
 	runDeletes deleteSource
-	aws        awsConfigs // the S3 file IO's AWS config (awslog.go)
+	// keyIdx is the table's cold key index as the last keyed run left it
+	// (keyindex.go). REQUIRES: runMu held.
+	keyIdx *keyIndex
+	aws    awsConfigs // the S3 file IO's AWS config (awslog.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by

@@ -114,3 +114,23 @@ func FileCounts(ctx context.Context, c *Compactor) (data, deletes int, err error
 	}
 	return data, deletes, nil
 }
+
+// SetKeyedDeletes makes every run of c delete, through the key index on
+// keyCols, the rows of the keys keys returns (each the key columns'
+// values).
+func SetKeyedDeletes(c *Compactor, keyCols []string, keys func() [][]any) {
+	c.runDeletes = c.keyedDeletes(keyCols, func() [][]byte {
+		var out [][]byte
+		for _, vals := range keys() {
+			var b []byte
+			for _, v := range vals {
+				var err error
+				if b, err = appendKey(b, v); err != nil {
+					panic(err)
+				}
+			}
+			out = append(out, b)
+		}
+		return out
+	})
+}

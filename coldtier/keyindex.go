@@ -500,6 +500,46 @@ func readDeleteRows(ctx context.Context, fsys icebergio.IO, df iceberg.DataFile,
 	return nil
 }
 
+// keyedDeletes is the delete source of a keyed run: the rows of the table
+// (as the run's transaction loaded it) holding the keys keys returns (each
+// encoded by appendKey over keyCols), and the stale rows, found through
+// the table's key index. The index is kept in memory between runs (runs
+// are serialized by runMu) and brought up to the run's snapshot, then
+// saved.
+func (c *Compactor) keyedDeletes(keyCols []string, keys func() [][]byte) deleteSource {
+	return func(ctx context.Context, tbl *itable.Table) ([]rowRef, error) {
+		ix := c.keyIdx
+		var current int64
+		if s := tbl.CurrentSnapshot(); s != nil {
+			current = s.SnapshotID
+		}
+		switch {
+		case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot == current:
+		case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot != 0:
+			ok, err := ix.update(ctx, tbl)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				ix = nil
+			}
+		default:
+			ix = nil
+		}
+		if ix == nil {
+			var err error
+			c.keyIdx = nil
+			if ix, _, err = openKeyIndex(ctx, tbl, keyCols, c.keyIndexPath()); err != nil {
+				return nil, err
+			}
+		} else if err := ix.save(c.keyIndexPath()); err != nil {
+			return nil, err
+		}
+		c.keyIdx = ix
+		return ix.deletesFor(keys()), nil
+	}
+}
+
 // keyIndexPath is where the key index of c's table is kept.
 func (c *Compactor) keyIndexPath() string {
 	return filepath.Join(c.cfg.StateDir, "coldtier-keyindex-"+c.t.Name()+".bin")

@@ -2,12 +2,14 @@ package coldtier_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/table"
 )
 
 // TestKeyIndex builds the cold key index (key: column n) from the Iceberg
@@ -156,4 +158,70 @@ func readFileNs(t *testing.T, path string) []int64 {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// TestKeyedRunsUpsert is the cold side of an upsert end to end: runs that
+// write new versions of keys delete the keys' older rows through the key
+// index, in their commits; the Iceberg table holds one row per key, the
+// newest, after each run (pyiceberg and sluice).
+func TestKeyedRunsUpsert(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "keyed-upsert")
+	st, tb := openTable(t, dir, staticSchema)
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var written [][]any // the keys of the next run
+	coldtier.SetKeyedDeletes(c, []string{"n"}, func() [][]any { return written })
+	opts := coldtier.Options{Remove: true, Continuous: true}
+	version := map[int64]string{}
+	upsert := func(ns []int64, note string) {
+		t.Helper()
+		written = written[:0]
+		var rows []table.Row
+		for _, n := range ns {
+			rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", n%7), "ts": day0.Add(time.Duration(n%3) * 24 * time.Hour),
+				"n": n, "note": note})
+			written = append(written, []any{n})
+			version[n] = note
+		}
+		if err := tb.Append(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]string{}
+		for _, r := range readIceberg(t, cfg, "events").PyIceberg {
+			n := int64(r["n"].(float64))
+			if _, twice := got[n]; twice {
+				t.Errorf("after %s: key %d has two rows in the Iceberg table", note, n)
+			}
+			got[n], _ = r["note"].(string)
+		}
+		if !reflect.DeepEqual(got, version) {
+			t.Errorf("after %s: pyiceberg reads %d keys, want %d, each with its newest note", note, len(got), len(version))
+		}
+		if n := len(sluiceNs(t, c)); n != len(version) {
+			t.Errorf("after %s: sluice reads %d rows, want %d", note, n, len(version))
+		}
+	}
+	var all, some, few []int64
+	for n := range int64(1000) {
+		all = append(all, n)
+		if n%4 == 0 {
+			some = append(some, n)
+		}
+		if n%100 == 0 {
+			few = append(few, n, n+1000) // one older key, one new key
+		}
+	}
+	upsert(all, "v1")
+	upsert(some, "v2")
+	upsert(few, "v3")
 }
