@@ -66,6 +66,9 @@ type Stats struct {
 	// Skipped counts the rows left out because another store committed
 	// their source offsets (claims.go).
 	Skipped int64
+	// Deleted counts the rows of the Iceberg table the run's commit
+	// deleted (position deletes, deletes.go).
+	Deleted int64
 }
 
 // Counters are a Compactor's running totals, for /metrics.
@@ -96,7 +99,13 @@ type Compactor struct {
 	// writer names the store in the claims of source offsets (claims.go).
 	writer string
 	maint  maintenance // Maintain (maintain.go)
-	aws    awsConfigs  // the S3 file IO's AWS config (awslog.go)
+	// runDeletes, when set, names the rows each run deletes in its commit
+	// (deletes.go): the older rows of the keys the run writes.
+	runDeletes deleteSource
+	// keyIdx is the table's cold key index as the last keyed run left it
+	// (keyindex.go). REQUIRES: runMu held.
+	keyIdx *keyIndex
+	aws    awsConfigs // the S3 file IO's AWS config (awslog.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
@@ -320,6 +329,18 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 		if err != nil {
 			return st, err
 		}
+		// The rows this run's rows replace, deleted in the same commit.
+		var refs []rowRef
+		var deletes []iceberg.DataFile
+		if c.runDeletes != nil {
+			if refs, err = c.runDeletes(ctx, tbl); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: rows to delete: %w", c.t.Name(), err)
+			}
+			refs = uniqueRefs(refs)
+			if deletes, err = writeDeletes(ctx, tbl, refs); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
+			}
+		}
 		if sel.claims != nil && st.Rows > 0 {
 			now, _ := readClaims(tbl.Properties())
 			update, _ := sel.claims.update(now)
@@ -327,16 +348,19 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 				return st, fmt.Errorf("coldtier: table %s: claims: %w", c.t.Name(), err)
 			}
 		}
-		if len(files) > 0 {
-			// The files are new (their names carry fresh UUIDs): checking them
-			// against every file of the table would read all its manifests.
-			if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
-				return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
+		if len(deletes) > 0 && sel.claims == nil {
+			// The positions name rows of the table as loaded: any commit
+			// meanwhile comes back to commit, which checks they still do.
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), err)
 			}
+		}
+		if err := stageFiles(ctx, tx, files, deletes, props); err != nil {
+			return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
 		}
 		fault("after-upload")
 		runStaged()
-		if st.Rows == 0 {
+		if st.Rows == 0 && len(deletes) == 0 {
 			// Nothing to commit: no snapshot, only the local step (nothing
 			// was read that is not in the Iceberg table already: blocks
 			// without rows in range, or rows other writers committed).
@@ -349,7 +373,7 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			return st, c.finish(ctx, tbl, p)
 		}
 		c.mu.Lock()
-		committed, err := c.commit(ctx, tx, written, props, files, sel.claims, deadline)
+		committed, err := c.commit(ctx, tx, written, props, files, stagedDeletes{files: deletes, refs: refs}, sel.claims, deadline)
 		if errors.Is(err, errRewrite) && attempt < maxRewrites {
 			c.mu.Unlock()
 			c.counters.CommitRetries.Add(1)
@@ -364,6 +388,7 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			st.Skipped = sel.claims.skipped
 			c.counters.Skipped.Add(st.Skipped)
 		}
+		st.Deleted = int64(len(refs))
 		c.account(&st, committed, p.Run)
 		return st, c.finish(ctx, committed, p)
 	}
@@ -840,7 +865,7 @@ const maxCommitAttempts = 30
 // compare-and-swap itself (commit.retry.* properties), but a snapshot
 // requirement that already fails when the catalog loads the table comes
 // back as a plain error: that is the case handled here.
-func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile, rc *runClaims, deadline time.Time) (*itable.Table, error) {
+func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []table.Column, props iceberg.Properties, files []iceberg.DataFile, dels stagedDeletes, rc *runClaims, deadline time.Time) (*itable.Table, error) {
 	for attempt := 1; ; attempt++ {
 		if time.Now().After(deadline) {
 			return nil, ErrRunTooLong
@@ -885,10 +910,31 @@ func (c *Compactor) commit(ctx context.Context, tx *itable.Transaction, cols []t
 				return nil, err
 			}
 		}
-		if err := tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck()); err != nil {
+		// The rows the run deletes must still be where it found them: a
+		// rewrite of their files meanwhile moved them, and the run is
+		// written again with its deletes found anew.
+		if err := deletesStand(ctx, fresh, dels.files, dels.refs); err != nil {
+			if errors.Is(err, errDeleteTarget) {
+				return nil, errRewrite
+			}
+			return nil, err
+		}
+		if len(dels.files) > 0 && rc == nil {
+			if err := tx.AssertRefSnapshotID(""); err != nil {
+				return nil, err
+			}
+		}
+		if err := stageFiles(ctx, tx, files, dels.files, props); err != nil {
 			return nil, fmt.Errorf("retry with the uploaded files: %w", err)
 		}
 	}
+}
+
+// stagedDeletes are the position delete files of a run (staged with its data
+// files) and the rows they delete.
+type stagedDeletes struct {
+	files []iceberg.DataFile
+	refs  []rowRef
 }
 
 // conflict tells a commit another writer got in before from other errors:

@@ -52,6 +52,9 @@ func runChild(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if os.Getenv(childDeletesEnv) != "" {
+		coldtier.SetRunDeletes(c, deleteWhere(deletedN))
+	}
 	opts := coldtier.Options{Remove: true, Continuous: os.Getenv(childContinuousEnv) != ""}
 	if _, err := c.Compact(ctx, day0.Add(72*time.Hour), opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -201,9 +201,11 @@ func (c *Compactor) Maintain(ctx context.Context, opts MaintainOptions) (Maintai
 // table's sort order into the new files, and one replace snapshot per group
 // deletes the old files and adds the new ones.
 //
-// A group the merge does not handle (delete files, no sort order, files
-// without field ids) is read by iceberg-go (deletes applied) and written in
-// file order, each batch sorted by the table's sort order: a key's rows
+// The merge leaves out the rows the group's position delete files delete,
+// and the replace snapshot drops the delete files that name only replaced
+// files. A group the merge does not handle (equality deletes or deletion
+// vectors, no sort order, files without field ids) is read by iceberg-go
+// (deletes applied) and written in file order, each batch sorted by the table's sort order: a key's rows
 // are then in every row group of the new file, and key-filtered reads
 // prune fewer row groups than in a file one compaction run wrote
 // (docs/cold-tier.md).
@@ -236,7 +238,7 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		wtbl := itable.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), coldcat.LeanUploads(tbl.FS), c.cat)
 		// The merge (maintain_merge.go) writes the group's rows in the
 		// table's sort order, one page per column of each input at a time;
-		// a group it cannot read (delete files, no sort order, another
+		// a group it cannot read (equality deletes or deletion vectors, no sort order, another
 		// engine's types) is rewritten in file order by iceberg-go, one
 		// file at a time, in batches of at most maxBatchRows rows with two
 		// batches queued. Either way the memory is that of a compaction run
@@ -251,6 +253,11 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 				itable.WithCompactionRecordBatchBufferSize(2))
 		} else if err == nil {
 			c.maint.groupsMerged.Add(1)
+		}
+		if err == nil {
+			// The delete files the new files make useless go in the same
+			// commit; those that still apply to other files stay.
+			res.SafePosDeletes, err = safeDeletes(ctx, wtbl, res)
 		}
 		if err != nil {
 			c.removeFiles(ctx, tbl, res.NewDataFiles)

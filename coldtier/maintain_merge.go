@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -38,8 +39,9 @@ import (
 // files first, which the last merge reads like the inputs.
 
 // errNoMerge: the group is not one the merge handles (a table without a
-// sort order, delete files, files without field ids, a column type sluice
-// does not write); it is rewritten in file order instead.
+// sort order, equality deletes or deletion vectors, files without field
+// ids, a column type sluice does not write); it is rewritten in file order
+// instead.
 var errNoMerge = errors.New("not mergeable")
 
 // mergeFanIn, when not 0, is how many runs one merge reads at once
@@ -212,6 +214,9 @@ type mergeInput struct {
 	f       *parquet.File
 	leaves  []int   // layout column i is leaf leaves[i] of f; -1: absent (null)
 	rgStart []int64 // first row of each row group, and the row count last
+	// dead is the positions of the rows the table's position deletes
+	// delete (sorted): the merge leaves them out.
+	dead []int64
 }
 
 // openMergeInput opens a local Parquet file and maps the layout's columns
@@ -384,6 +389,9 @@ func (s *mergeStream) advance(beforeRefill func() error) (bool, error) {
 				return false, fmt.Errorf("%s: row group %d ends at row %d of %d", s.in.name, s.rg, s.next, s.in.rgStart[s.rg+1])
 			}
 		}
+		if len(s.in.dead) > 0 {
+			n = s.dropDead(s.next-int64(n), n)
+		}
 		if n > 0 {
 			s.n, s.head = n, s.buf[0]
 			return true, nil
@@ -391,6 +399,31 @@ func (s *mergeStream) advance(beforeRefill func() error) (bool, error) {
 	}
 	s.close()
 	return false, nil
+}
+
+// dropDead removes from the n rows just read into buf (the first at
+// position first) those the input's position deletes delete, and returns
+// how many are left. Rows are swapped, not copied: each slot keeps a
+// buffer of its own for the next read.
+func (s *mergeStream) dropDead(first int64, n int) int {
+	dead := s.in.dead
+	i, _ := slices.BinarySearch(dead, first)
+	if i == len(dead) || dead[i] >= first+int64(n) {
+		return n
+	}
+	kept := 0
+	for k := range n {
+		pos := first + int64(k)
+		for i < len(dead) && dead[i] < pos {
+			i++
+		}
+		if i < len(dead) && dead[i] == pos {
+			continue
+		}
+		s.buf[kept], s.buf[k] = s.buf[k], s.buf[kept]
+		kept++
+	}
+	return kept
 }
 
 func (s *mergeStream) close() {
@@ -725,8 +758,8 @@ func (c *Compactor) mergeGroup(ctx context.Context, tbl *itable.Table, group ita
 	}
 	var want int64
 	for _, t := range group.Tasks {
-		if len(t.DeleteFiles) > 0 || len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 {
-			return res, fmt.Errorf("%w: %s has delete files", errNoMerge, t.File.FilePath())
+		if len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 {
+			return res, fmt.Errorf("%w: %s has equality deletes or deletion vectors", errNoMerge, t.File.FilePath())
 		}
 		want += t.File.Count()
 	}
@@ -743,6 +776,11 @@ func (c *Compactor) mergeGroup(ctx context.Context, tbl *itable.Table, group ita
 	if err != nil {
 		return res, err
 	}
+	// The position deletes of the group's files: their rows are left out.
+	dead, err := groupDeletes(ctx, fs, group.Tasks)
+	if err != nil {
+		return res, err
+	}
 	for i, t := range group.Tasks {
 		local := filepath.Join(dir, "input-"+strconv.Itoa(i)+".parquet")
 		if err := download(fs, t.File.FilePath(), local); err != nil {
@@ -751,9 +789,15 @@ func (c *Compactor) mergeGroup(ctx context.Context, tbl *itable.Table, group ita
 		if err := w.addInput(local, t.File.FilePath(), false); err != nil {
 			return res, err
 		}
-		if got := w.inputs[len(w.inputs)-1].rows(); got != t.File.Count() {
+		in := w.inputs[len(w.inputs)-1]
+		if got := in.rows(); got != t.File.Count() {
 			return res, fmt.Errorf("%s holds %d rows, its manifest entry says %d", t.File.FilePath(), got, t.File.Count())
 		}
+		in.dead = dead[t.File.FilePath()]
+		if n := len(in.dead); n > 0 && in.dead[n-1] >= t.File.Count() {
+			return res, fmt.Errorf("%s: a position delete names row %d of its %d", t.File.FilePath(), in.dead[n-1], t.File.Count())
+		}
+		want -= int64(len(in.dead))
 	}
 	if err := w.reduce(ctx); err != nil {
 		return res, err
@@ -784,8 +828,72 @@ func (c *Compactor) mergeGroup(ctx context.Context, tbl *itable.Table, group ita
 	for _, t := range group.Tasks {
 		res.OldDataFiles = append(res.OldDataFiles, t.File)
 	}
+	res.SafePosDeletes = itable.CollectSafePositionDeletes(group.Tasks)
 	res.BytesBefore = group.TotalSizeBytes
 	return res, nil
+}
+
+// groupDeletes reads the position delete files of tasks: each task's
+// file's deleted positions, sorted, without duplicates. A delete file
+// applies to a task's file only if planning attached it (its sequence
+// number is not older than the file's).
+func groupDeletes(ctx context.Context, fs icebergio.IO, tasks []itable.FileScanTask) (map[string][]int64, error) {
+	rows := map[string]map[string][]int64{} // delete file -> data file -> positions
+	dead := map[string][]int64{}
+	for _, t := range tasks {
+		path := t.File.FilePath()
+		for _, d := range t.DeleteFiles {
+			byFile, ok := rows[d.FilePath()]
+			if !ok {
+				byFile = map[string][]int64{}
+				if err := readDeleteRows(ctx, fs, d, func(p string, pos int64) { byFile[p] = append(byFile[p], pos) }); err != nil {
+					return nil, err
+				}
+				rows[d.FilePath()] = byFile
+			}
+			dead[path] = append(dead[path], byFile[path]...)
+		}
+	}
+	for path, pos := range dead {
+		slices.Sort(pos)
+		dead[path] = slices.Compact(pos)
+	}
+	return dead, nil
+}
+
+// safeDeletes keeps of res.SafePosDeletes the position delete files whose
+// rows all name files res replaces: a partition's delete file may also
+// delete rows of a file of the partition the rewrite leaves alone, and
+// dropping it would bring those rows back.
+func safeDeletes(ctx context.Context, tbl *itable.Table, res itable.CompactionGroupResult) ([]iceberg.DataFile, error) {
+	if len(res.SafePosDeletes) == 0 {
+		return nil, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	replaced := map[string]bool{}
+	for _, df := range res.OldDataFiles {
+		replaced[df.FilePath()] = true
+	}
+	var safe []iceberg.DataFile
+	for _, d := range res.SafePosDeletes {
+		if ref := d.ReferencedDataFile(); ref != nil {
+			if replaced[*ref] {
+				safe = append(safe, d)
+			}
+			continue
+		}
+		all := true
+		if err := readDeleteRows(ctx, fs, d, func(p string, _ int64) { all = all && replaced[p] }); err != nil {
+			return nil, err
+		}
+		if all {
+			safe = append(safe, d)
+		}
+	}
+	return safe, nil
 }
 
 // download copies a file of the table's IO to a local path, streaming.

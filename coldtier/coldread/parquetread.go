@@ -594,6 +594,9 @@ type coldReader struct {
 	name   string                                      // the Iceberg table's, for errors
 	newFS  func(context.Context) (icebergio.IO, error) // the table's file IO (Table.FS)
 	fs     icebergio.IO                                // made by run, bound to its context
+	// deleted is the positions the plan's position delete files delete,
+	// by data file, sorted (read by run before the files).
+	deleted map[string][]int64
 }
 
 // rgUnit is one row group to decode, or one task for the Arrow path.
@@ -603,6 +606,8 @@ type rgUnit struct {
 	err   error
 	file  string
 	rg    int
+	first int64   // the position in the file of the row group's first row
+	dead  []int64 // the file's deleted positions, sorted
 	group parquet.RowGroup
 	meta  *format.RowGroup
 	data  io.ReaderAt // the row group's needed column chunks, read in one request
@@ -640,6 +645,9 @@ func (cr *coldReader) run(ctx context.Context, tasks []itable.FileScanTask, st *
 		return fmt.Errorf("coldtier: file IO of %s: %w", cr.name, err)
 	}
 	cr.fs = fs
+	if cr.deleted, err = readDeletes(ctx, fs, tasks, st); err != nil {
+		return fmt.Errorf("coldtier: %s: %w", cr.name, err)
+	}
 	w := coldWorkers()
 	units := make(chan *rgUnit, 2*w)
 	work := make(chan *rgUnit, 2*w)
@@ -756,7 +764,7 @@ func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask,
 		}
 	}()
 	direct := func(task *itable.FileScanTask) bool {
-		return !forceArrow && len(task.DeleteFiles) == 0 && len(task.EqualityDeleteFiles) == 0 && len(task.DeletionVectorFiles) == 0 &&
+		return !forceArrow && len(task.EqualityDeleteFiles) == 0 && len(task.DeletionVectorFiles) == 0 &&
 			task.File.FileFormat() == iceberg.ParquetFile
 	}
 	next := 0 // the next task to start opening
@@ -876,7 +884,11 @@ func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stat
 		}
 	}()
 	var kept []int
+	firsts := make([]int64, 0, len(of.pf.RowGroups()))
+	var rowsBefore int64
 	for rg, group := range of.pf.RowGroups() {
+		firsts = append(firsts, rowsBefore)
+		rowsBefore += group.NumRows()
 		st.RowGroups++
 		if cr.prune(group, of.cols) {
 			continue
@@ -884,6 +896,7 @@ func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stat
 		st.RowGroupsRead++
 		kept = append(kept, rg)
 	}
+	dead := cr.deleted[of.path]
 	var fetches sync.WaitGroup
 	defer fetches.Wait() // the file closes after its fetches
 	results := make([]chan fetched, len(kept))
@@ -918,7 +931,7 @@ func (cr *coldReader) dispatchFile(ctx context.Context, of *openedFile, st *Stat
 			}
 			data = f.data
 		}
-		u := &rgUnit{file: of.path, rg: rg, group: groups[rg], meta: meta, data: data, cols: of.cols, out: make(chan rowChunk, 2)}
+		u := &rgUnit{file: of.path, rg: rg, first: firsts[rg], dead: dead, group: groups[rg], meta: meta, data: data, cols: of.cols, out: make(chan rowChunk, 2)}
 		if !send(ctx, units, u) || !send(ctx, work, u) {
 			return false, nil
 		}
@@ -1150,6 +1163,7 @@ func (cr *coldReader) decodeUnit(ctx context.Context, u *rgUnit, vecs *[]colVec)
 			sel = append(sel, int32(r))
 		}
 	}
+	sel = dropDeleted(sel, u.dead, u.first)
 	if len(sel) == 0 {
 		return nil
 	}

@@ -32,7 +32,7 @@ import (
 
 var readDay0 = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 
-func openReadTable(t *testing.T, dir string, cols []table.Column) (*table.Store, *table.Table) {
+func openReadTable(t testing.TB, dir string, cols []table.Column) (*table.Store, *table.Table) {
 	t.Helper()
 	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
 	if err != nil {
@@ -57,7 +57,7 @@ type coldTable struct {
 	uri string // the SQLite catalog's file
 }
 
-func localCompactor(t *testing.T, dir string, tb *table.Table, rowGroupRows int) *coldTable {
+func localCompactor(t testing.TB, dir string, tb *table.Table, rowGroupRows int) *coldTable {
 	t.Helper()
 	ctx := context.Background()
 	cfg := coldtier.Config{Warehouse: filepath.Join(dir, "warehouse"), StateDir: dir, Node: "local", RowGroupRows: rowGroupRows}
@@ -355,24 +355,26 @@ func testColdReadCorruptFile(t *testing.T) {
 	t.Logf("truncated: %v", err)
 }
 
-// TestColdReadDeleteFilesFallBack: another engine deletes a row
-// merge-on-read (a positional delete file, which sluice never writes); the
-// file carrying it is read through iceberg-go's Arrow path, which applies
-// the delete, and the others with parquet-go.
-func TestColdReadDeleteFilesFallBack(t *testing.T) {
+// TestColdReadPositionDeletes deletes rows by iceberg-go's merge-on-read
+// delete (v2 position delete files, as sluice's keyed runs write) from
+// files of many row groups: the parquet-go path applies them itself (no
+// file through the Arrow path), for a whole scan, a time range that prunes
+// row groups and a predicate, and returns the rows the Arrow path (which
+// applies them in iceberg-go) returns.
+func TestColdReadPositionDeletes(t *testing.T) {
 	dir := t.TempDir()
 	_, tb := openReadTable(t, dir, []table.Column{
 		{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
 	})
 	ctx := context.Background()
 	var rows []table.Row
-	for i := range 600 {
+	for i := range 3000 {
 		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", i%4), "ts": readDay0.Add(time.Duration(i%2)*24*time.Hour + time.Duration(i)*time.Second), "n": int64(i)})
 	}
 	if err := tb.Append(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	c := localCompactor(t, dir, tb, 0)
+	c := localCompactor(t, dir, tb, 100) // 100-row row groups
 	if _, err := c.Compact(ctx, readDay0.Add(48*time.Hour), coldtier.Options{Remove: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,29 +382,66 @@ func TestColdReadDeleteFilesFallBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var gone []int64
+	for n := range int64(3000) {
+		if n%10 == 3 || n == 0 || n == 2999 {
+			gone = append(gone, n)
+		}
+	}
 	tx := tbl.NewTransaction()
 	if err := tx.SetProperties(iceberg.Properties{itable.WriteDeleteModeKey: itable.WriteModeMergeOnRead}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Delete(ctx, iceberg.EqualTo(iceberg.Reference("n"), int64(42)), nil); err != nil {
+	if err := tx.Delete(ctx, iceberg.IsIn(iceberg.Reference("n"), gone...), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, st, err := rowsOf(t, c, table.Query{})
-	if err != nil {
-		t.Fatal(err)
+	queries := map[string]table.Query{
+		"all":        {},
+		"time-range": {From: readDay0.Add(500 * time.Second), To: readDay0.Add(24*time.Hour + 1200*time.Second)},
+		"predicate":  {Where: []table.Predicate{{Column: "n", Op: table.Lt, Value: 700}}},
 	}
-	if st.Files != 2 || st.ArrowFiles != 1 {
-		t.Fatalf("scan %+v: want 2 files, the one with the delete file through the Arrow path", st)
+	for name, q := range queries {
+		scan := func(arrow bool) ([]int64, coldread.Stats) {
+			*coldread.ForceArrow = arrow
+			defer func() { *coldread.ForceArrow = false }()
+			cols, err := c.t.Columns(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nAt := slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == "n" })
+			var ns []int64
+			_, st, err := c.scan(ctx, q, cols, func(_ []table.Column, vals []any) error {
+				ns = append(ns, vals[nAt].(int64))
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%s (arrow %v): %v", name, arrow, err)
+			}
+			return ns, st
+		}
+		got, st := scan(false)
+		want, _ := scan(true)
+		if st.ArrowFiles != 0 || st.DeleteFiles == 0 || st.RowGroups < 20 {
+			t.Errorf("%s: scan %+v: want every file read here, with the delete files, in many row groups", name, st)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: no rows; a useless case", name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows, the Arrow path %d", name, len(got), len(want))
+		}
+		for _, n := range got {
+			if n%10 == 3 || n == 0 || n == 2999 {
+				t.Errorf("%s: the deleted row n=%d is read", name, n)
+				break
+			}
+		}
 	}
-	seen := byN(got)
-	if len(got) != 599 || len(seen) != 599 {
-		t.Fatalf("%d rows (%d distinct), want 599", len(got), len(seen))
-	}
-	if _, ok := seen[42]; ok {
-		t.Fatal("the deleted row n=42 is still read")
+	if got, _, err := rowsOf(t, c, table.Query{}); err != nil || len(got) != 3000-len(gone) {
+		t.Errorf("%d rows over both tiers (%v), want %d", len(got), err, 3000-len(gone))
 	}
 }
 

@@ -25,6 +25,9 @@ var errLimit = errors.New("limit reached")
 type Stats struct {
 	Files, ArrowFiles        int // data files planned; those read through iceberg-go's Arrow path
 	RowGroups, RowGroupsRead int // row groups in the files read here; those not pruned by statistics
+	// DeleteFiles counts the position delete files read here (applied to
+	// the data files of the plan by position, deletes.go).
+	DeleteFiles int
 }
 
 // Query emits the rows of the Iceberg table tbl (its current snapshot)
@@ -36,10 +39,11 @@ type Stats struct {
 // It plans the scan with iceberg-go (partition and file-statistics
 // pruning with the matcher's filter), then reads each planned data file
 // with parquet-go (parquetread.go), row groups decoded in parallel and
-// emitted in the plan's order. A file with delete files (written by
-// another engine: sluice never writes them), in another format than
+// emitted in the plan's order, less the rows the position delete files of
+// the plan delete (deletes.go). A file with equality deletes or a
+// deletion vector (written by another engine), in another format than
 // Parquet, or without Parquet field ids is read through iceberg-go's Arrow
-// path instead, which applies deletes and name mapping.
+// path instead, which applies those deletes and name mapping.
 func Query(ctx context.Context, tbl *itable.Table, t *table.Table, q table.Query, cols []table.Column, emit func([]table.Column, []any) error) (int, Stats, error) {
 	var st Stats
 	name := strings.Join(tbl.Identifier(), ".")

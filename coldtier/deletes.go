@@ -1,0 +1,262 @@
+package coldtier
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	itable "github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// Row deletes in the Iceberg table: a run of a keyed table commits the new
+// versions of its keys and, in the same snapshot, deletes the keys' older
+// rows already in the table. The rows are named by position (data file,
+// row number), found through the cold key index, and written as Iceberg v2
+// position-delete files: every engine the cold tier is tested with reads
+// them (docs/upserts-iceberg.md), and a reader applies them without the
+// equality-delete scan (no join of every data file with the keys).
+//
+// The delete files and the run's data files go into one row delta of the
+// run's transaction, so the run's claims, its new rows and the deletes of
+// the rows they replace become visible in one catalog commit or not at
+// all: a kill before the commit leaves both as orphans of the run, as
+// its data files are.
+
+// rowRef names one row of the Iceberg table: the data file holding it and
+// its position (0-based) among the file's rows.
+type rowRef struct {
+	File string
+	Pos  int64
+}
+
+// deleteSource gives the rows of the Iceberg table a run deletes in its
+// commit. It is called once per attempt of the run, after the run's data
+// files are written, with the table the attempt's transaction starts
+// from: the rows it names must be live in that table (a row of a file no
+// longer there fails the commit, and the run is written again).
+type deleteSource func(ctx context.Context, tbl *itable.Table) ([]rowRef, error)
+
+// errDeleteTarget: a row to delete is in a data file the table does not
+// hold (another writer rewrote or removed it since the rows were found).
+var errDeleteTarget = errors.New("the data file of a row to delete is not in the table")
+
+// liveDataFiles is the data files of tbl's current snapshot by path.
+func liveDataFiles(ctx context.Context, tbl *itable.Table) (map[string]iceberg.DataFile, error) {
+	files := map[string]iceberg.DataFile{}
+	if tbl.CurrentSnapshot() == nil {
+		return files, nil
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan files: %w", err)
+	}
+	for _, t := range tasks {
+		files[t.File.FilePath()] = t.File
+	}
+	return files, nil
+}
+
+// writeDeletes writes refs (in any order, duplicates allowed) as position
+// delete files of tbl: one per partition of the data files they name,
+// rows sorted by file and position as the spec asks; a file whose rows
+// all name one data file records it as its referenced data file, so a
+// reader matches it to that file without reading it. It returns the
+// delete files to stage.
+func writeDeletes(ctx context.Context, tbl *itable.Table, refs []rowRef) ([]iceberg.DataFile, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	if v := tbl.Metadata().Version(); v != 2 {
+		return nil, fmt.Errorf("position deletes: table format version %d (only 2 is written)", v)
+	}
+	live, err := liveDataFiles(ctx, tbl)
+	if err != nil {
+		return nil, err
+	}
+	refs = uniqueRefs(refs)
+	// Group by partition: a position delete file applies to the data files
+	// of its own partition only.
+	type group struct {
+		spec  int32
+		part  map[int]any
+		refs  []rowRef
+		files int
+	}
+	var groups []*group
+	byPart := map[string]*group{}
+	last := ""
+	for _, r := range refs {
+		df, ok := live[r.File]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", errDeleteTarget, r.File)
+		}
+		if r.Pos < 0 || r.Pos >= df.Count() {
+			return nil, fmt.Errorf("position delete: row %d of %s, which holds %d rows", r.Pos, r.File, df.Count())
+		}
+		key := fmt.Sprint(df.SpecID(), df.Partition())
+		g := byPart[key]
+		if g == nil {
+			g = &group{spec: df.SpecID(), part: df.Partition()}
+			byPart[key] = g
+			groups = append(groups, g)
+		}
+		if r.File != last || len(g.refs) == 0 {
+			g.files++
+		}
+		last = r.File
+		g.refs = append(g.refs, r)
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wfs, ok := fsys.(icebergio.WriteFileIO)
+	if !ok {
+		return nil, fmt.Errorf("position deletes: the table's file IO %T cannot write", fsys)
+	}
+	run := uuid.New()
+	var out []iceberg.DataFile
+	for i, g := range groups {
+		spec := tbl.Metadata().PartitionSpecByID(int(g.spec))
+		if spec == nil {
+			return nil, fmt.Errorf("position deletes: no partition spec %d", g.spec)
+		}
+		dir := tbl.Location() + "/data"
+		if spec.NumFields() > 0 {
+			dir += "/" + spec.PartitionToPath(partRecord(*spec, g.part), tbl.Schema())
+		}
+		name := fmt.Sprintf("%s/%05d-deletes-%s.parquet", dir, i, run)
+		var ref *string
+		if g.files == 1 {
+			ref = &g.refs[0].File
+		}
+		df, err := writeDeleteFile(wfs, name, *spec, g.part, g.refs, ref, tbl.Properties())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, df)
+	}
+	return out, nil
+}
+
+// uniqueRefs is refs sorted by file and position, without duplicates (a
+// copy: the caller's slice is left as it is).
+func uniqueRefs(refs []rowRef) []rowRef {
+	refs = slices.Clone(refs)
+	slices.SortFunc(refs, func(a, b rowRef) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Pos, b.Pos))
+	})
+	return slices.Compact(refs)
+}
+
+// partRecord is the partition values of a data file (by partition field
+// id) as the spec's record.
+func partRecord(spec iceberg.PartitionSpec, values map[int]any) partValue {
+	rec := make(partValue, 0, spec.NumFields())
+	for _, f := range spec.Fields() {
+		rec = append(rec, values[f.FieldID])
+	}
+	return rec
+}
+
+// deleteWriteProps: position delete files are small and read whole;
+// zstd as the data files.
+var deleteWriteProps = parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd),
+	parquet.WithDictionaryDefault(true), parquet.WithDataPageVersion(parquet.DataPageV2))
+
+// writeDeleteFile writes one position delete file at name holding refs
+// (sorted) and returns its manifest entry.
+func writeDeleteFile(wfs icebergio.WriteFileIO, name string, spec iceberg.PartitionSpec, part map[int]any, refs []rowRef, ref *string, props iceberg.Properties) (iceberg.DataFile, error) {
+	sc := itable.PositionalDeleteArrowSchema
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	paths := b.Field(0).(*array.StringBuilder)
+	pos := b.Field(1).(*array.Int64Builder)
+	for _, r := range refs {
+		paths.Append(r.File)
+		pos.Append(r.Pos)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	out, err := wfs.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	cw := countingWriter{w: out}
+	w, err := pqarrow.NewFileWriter(sc, &cw, deleteWriteProps, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	if err := w.Write(rec); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := w.Close(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := out.Close(); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", name, err)
+	}
+	meta, err := w.FileMetadata()
+	if err != nil {
+		return nil, err
+	}
+	values := part
+	if spec.NumFields() == 0 {
+		values = nil
+	}
+	df, err := itable.DataFileFromMetadata(itable.DataFileArgs{
+		Schema: iceberg.PositionalDeleteSchema, Spec: spec, Format: iceberg.ParquetFile, Metadata: meta,
+		FilePath: name, FileSize: cw.n, Content: iceberg.EntryContentPosDeletes,
+		PartitionValues: values, Properties: props, FormatVersion: 2, ReferencedDataFile: ref,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete file %s: %w", name, err)
+	}
+	return df, nil
+}
+
+// stageFiles stages a run's data files and delete files in tx: the data
+// files alone as an append, with deletes as one row delta (an overwrite
+// snapshot holding both).
+func stageFiles(ctx context.Context, tx *itable.Transaction, files, deletes []iceberg.DataFile, props iceberg.Properties) error {
+	if len(deletes) == 0 {
+		if len(files) == 0 {
+			return nil
+		}
+		// The files are new (their names carry fresh UUIDs): checking them
+		// against every file of the table would read all its manifests.
+		return tx.AddDataFiles(ctx, files, props, itable.WithoutDuplicateCheck())
+	}
+	return tx.NewRowDelta(props).AddRows(files...).AddDeletes(deletes...).Commit(ctx)
+}
+
+// deletesStand tells whether every data file the delete files name is
+// still in tbl (a retried commit stages them on a fresher table).
+func deletesStand(ctx context.Context, tbl *itable.Table, deletes []iceberg.DataFile, refs []rowRef) error {
+	if len(deletes) == 0 {
+		return nil
+	}
+	live, err := liveDataFiles(ctx, tbl)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		if _, ok := live[r.File]; !ok {
+			return fmt.Errorf("%w: %s", errDeleteTarget, r.File)
+		}
+	}
+	return nil
+}
