@@ -33,6 +33,8 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testcert"
 	"github.com/sluicedb/sluice/internal/tlsfiles"
+	// registers the gRPC listener (internal/grpcapi), as sluice-full's main does
+	"github.com/sluicedb/sluice/server/grpclisten"
 )
 
 // grpcAddr is a free loopback address for listen.grpc.
@@ -148,7 +150,7 @@ tables:
 func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	addr := grpcAddr(t)
 	s := startServer(t, fmt.Sprintf(ingressConfig, addr), "")
-	client := talaria.NewIngressClient(dialGRPC(t, addr, nil))
+	client := grpclisten.NewIngressClient(dialGRPC(t, addr, nil))
 
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	b := batch(
@@ -159,8 +161,8 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	if _, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: b}}, grpc.Trailer(&trailer)); err != nil {
 		t.Fatalf("Ingest batch: %v", err)
 	}
-	if got := trailer.Get(trailerAccepted); len(got) != 1 || got[0] != "2" {
-		t.Errorf("trailer %s = %v, want 2", trailerAccepted, got)
+	if got := trailer.Get(grpclisten.TrailerAccepted); len(got) != 1 || got[0] != "2" {
+		t.Errorf("trailer %s = %v, want 2", grpclisten.TrailerAccepted, got)
 	}
 	csv := "user,ts,n\ncarol,2026-03-01T10:00:02Z,3\n"
 	if _, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); err != nil {
@@ -186,7 +188,7 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	}
 
 	// Another table by metadata; the default table gets nothing of it.
-	ctx := callCtx(t, TableMetadata, "other")
+	ctx := callCtx(t, grpclisten.TableMetadata, "other")
 	if _, err := client.Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(map[string]any{"ts": ts, "x": "y"})}}); err != nil {
 		t.Fatalf("Ingest into other: %v", err)
 	}
@@ -211,7 +213,7 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 			t.Errorf("Ingest %v: %v, want %v", c.req, err, c.code)
 		}
 	}
-	if _, err := client.Ingest(callCtx(t, TableMetadata, "nope"), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); status.Code(err) != codes.NotFound {
+	if _, err := client.Ingest(callCtx(t, grpclisten.TableMetadata, "nope"), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); status.Code(err) != codes.NotFound {
 		t.Errorf("Ingest into an unknown table: %v, want NotFound", err)
 	}
 }
@@ -273,7 +275,7 @@ tables:
 	waitReady(t, s.url)
 
 	plain := dialGRPC(t, addr, credentials.NewTLS(clientTLS.Clone()))
-	ingress := talaria.NewIngressClient(plain)
+	ingress := grpclisten.NewIngressClient(plain)
 	otlp := collogs.NewLogsServiceClient(plain)
 	req := &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("ts,who\n2026-03-01T10:00:00Z,mallory\n")}}
 	bearer := func(tok string, kv ...string) context.Context {
@@ -289,7 +291,7 @@ tables:
 		{"not a bearer token", callCtx(t, "authorization", "Basic bWFsbG9yeQ=="), codes.Unauthenticated},
 		{"a reader", bearer(toks.reader), codes.PermissionDenied},
 		{"the admin", bearer(toks.ops), codes.PermissionDenied},
-		{"the loader of events, into other", bearer(toks.loader, TableMetadata, "other"), codes.PermissionDenied},
+		{"the loader of events, into other", bearer(toks.loader, grpclisten.TableMetadata, "other"), codes.PermissionDenied},
 	} {
 		if _, err := ingress.Ingest(c.ctx, req); status.Code(err) != c.code {
 			t.Errorf("Ingest with %s: %v, want %v", c.what, err, c.code)
@@ -338,11 +340,11 @@ tables:
 	}
 	mtls := clientTLS.Clone()
 	mtls.Certificates = []tls.Certificate{cert}
-	withCert := talaria.NewIngressClient(dialGRPC(t, addr, credentials.NewTLS(mtls)))
+	withCert := grpclisten.NewIngressClient(dialGRPC(t, addr, credentials.NewTLS(mtls)))
 	if _, err := withCert.Ingest(callCtx(t), req); err != nil {
 		t.Errorf("Ingest with the loader's client certificate: %v", err)
 	}
-	if _, err := withCert.Ingest(callCtx(t, TableMetadata, "other"), req); status.Code(err) != codes.PermissionDenied {
+	if _, err := withCert.Ingest(callCtx(t, grpclisten.TableMetadata, "other"), req); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("Ingest with the certificate into other: %v, want PermissionDenied", err)
 	}
 	if rows := allRows(t, s, "events", auditor); len(rows) != 2 {
@@ -370,7 +372,7 @@ tables:
     computed:
       - {name: twice, type: int64, on_error: deadletter, func: "function main(row) return row.n * 2 end"}
 `, addr), "")
-	client := talaria.NewIngressClient(dialGRPC(t, addr, nil))
+	client := grpclisten.NewIngressClient(dialGRPC(t, addr, nil))
 	big := "ts,n\n" + strings.Repeat("2026-03-01T10:00:00Z,1\n", 400)
 	_, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(big)}})
 	// gRPC's own refusal: the message is not taken whole into memory.
@@ -407,7 +409,7 @@ tables:
 	if rows := allRows(t, s, "t", ""); len(rows) != 1 || rows[0]["twice"] != 2.0 {
 		t.Errorf("t: %v, want the good row", rows)
 	}
-	id := trailer.Get(trailerRequestID)
+	id := trailer.Get(grpclisten.TrailerRequestID)
 	if len(id) != 1 {
 		t.Fatalf("no request id in the trailer: %v", trailer)
 	}
@@ -443,7 +445,7 @@ func TestGRPCDocConfig(t *testing.T) {
 	s := startServer(t, yaml, "")
 	cc := dialGRPC(t, addr, nil)
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	if _, err := talaria.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(
+	if _, err := grpclisten.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(
 		map[string]any{"ts": ts, "user": "alice", "amount": 1.25},
 		map[string]any{"ts": "not a time", "user": "bob"},
 	)}}); err != nil {
@@ -505,7 +507,7 @@ func TestGRPCIdleConnectionClosed(t *testing.T) {
 	startServer(t, fmt.Sprintf("listen: {http: \"127.0.0.1:0\", grpc: %q, idle_timeout: 300ms}\ningress: {table: events}\ntables: [{name: events}]\n", addr), "")
 	cc := dialGRPC(t, addr, nil)
 	ctx := callCtx(t)
-	if _, err := talaria.NewIngressClient(cc).Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("a\n1\n")}}); err != nil {
+	if _, err := grpclisten.NewIngressClient(cc).Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("a\n1\n")}}); err != nil {
 		t.Fatal(err)
 	}
 	if cc.GetState() != connectivity.Ready {
