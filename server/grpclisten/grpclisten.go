@@ -69,8 +69,17 @@ func Open(cfg grpcapi.Config, host grpcapi.Host) grpcapi.Listener {
 		grpc.UnaryInterceptor(l.guard),
 		// A connection without calls for listen.idle_timeout is closed, as
 		// an idle HTTP keep-alive connection is: idle clients do not keep
-		// file descriptors.
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.IdleTimeout}),
+		// file descriptors. One with a call whose client reads nothing (its
+		// flow-control window shut, the answer never taken) is not idle:
+		// after listen.idle_timeout without a frame from it the server
+		// pings it, and closes it when the ping is not acknowledged within
+		// as long again, so that such a client holds its connection (and
+		// the answer queued on it) for at most twice the timeout.
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: cfg.IdleTimeout,
+			Time:              cfg.IdleTimeout,
+			Timeout:           cfg.IdleTimeout,
+		}),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
