@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -22,15 +23,31 @@ type parquetLeaf struct {
 
 // decodeParquet reads a Parquet file of flat columns (nested groups become
 // dotted names; repeated columns are refused). Parquet has no lines: errors
-// name the row, counted from 1, in LineError.Line. The file is read into
-// memory first (Parquet needs random access; the input is bounded by the
-// caller's limits).
+// name the row, counted from 1, in LineError.Line. Parquet needs random
+// access: a file (an *os.File, e.g. an object spooled to disk) is read in
+// place, page by page; any other input is read into memory first (bounded
+// by the caller's limits).
 func decodeParquet(r io.Reader, add func(Row, int) error, onBad func(*LineError) error) error {
+	if file, ok := r.(interface {
+		io.ReaderAt
+		Stat() (fs.FileInfo, error)
+	}); ok {
+		info, err := file.Stat()
+		if err != nil {
+			return err
+		}
+		return decodeParquetAt(file, info.Size(), add, onBad)
+	}
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	return decodeParquetAt(bytes.NewReader(data), int64(len(data)), add, onBad)
+}
+
+// decodeParquetAt is decodeParquet of the size bytes of ra.
+func decodeParquetAt(ra io.ReaderAt, size int64, add func(Row, int) error, onBad func(*LineError) error) error {
+	f, err := parquet.OpenFile(ra, size)
 	if err != nil {
 		return fmt.Errorf("%w: parquet: %v", ErrBadInput, err)
 	}

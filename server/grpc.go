@@ -4,197 +4,138 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	// gzip is what OpenTelemetry collectors send by default.
-	_ "google.golang.org/grpc/encoding/gzip"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	logs "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"github.com/sluicedb/sluice/auth"
-	"github.com/sluicedb/sluice/compute"
+	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/ingest/otlplog"
-	"github.com/sluicedb/sluice/ingest/talaria"
+	"github.com/sluicedb/sluice/internal/grpcapi"
 	"github.com/sluicedb/sluice/table"
 )
 
-// TableMetadata is the gRPC metadata key that names the table of a call to
-// Talaria's Ingress service. Talaria's own requests carry no table (a
-// Talaria node had one), so a call without it goes to ingress.table.
-const TableMetadata = "x-sluice-table"
+// The gRPC listener (listen.grpc: Talaria's Ingress, OTLP logs) is
+// server/grpclisten's, registered in internal/grpcapi by the binaries that
+// link grpc-go (sluice-full); the server reaches it through grpcapi only.
+// What its calls need of the server is here: grpcHost.
 
-// The gRPC trailers of an ingest: what happened to the rows, since neither
-// Talaria's nor OTLP's answer has room for it.
-const (
-	trailerAccepted    = "x-sluice-accepted"
-	trailerFailed      = "x-sluice-failed"
-	trailerDeadLetters = "x-sluice-dead-letters"
-	trailerRequestID   = "x-sluice-request-id"
-)
-
-// newGRPCServer is the server of listen.grpc: Talaria's Ingress and OTLP's
-// LogsService, behind grpcGuard, with the API listener's TLS. A message
-// larger than limits.max_body_bytes is refused by gRPC before it is read
-// whole (ResourceExhausted), as an HTTP body is.
-func (s *Server) newGRPCServer() *grpc.Server {
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(min(s.cfg.Limits.MaxBodyBytes, int64(^uint32(0)>>1)))),
-		grpc.UnaryInterceptor(s.grpcGuard),
-		// A connection without calls for listen.idle_timeout is closed, as
-		// an idle HTTP keep-alive connection is: idle clients do not keep
-		// file descriptors.
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Listen.IdleTimeout}),
+// checkGRPC is, for Check, listen.grpc when this binary was built without
+// the gRPC listener.
+func checkGRPC(cfg *config.Config) error {
+	if cfg.Listen.GRPC == "" || grpcapi.Linked() {
+		return nil
 	}
-	if s.tls.config != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config)))
-	}
-	gs := grpc.NewServer(opts...)
-	talaria.RegisterIngressServer(gs, ingressService{s})
-	otlplog.RegisterLogsServer(gs, logsService{s})
-	return gs
+	return fmt.Errorf("listen.grpc: %w", grpcapi.ErrNotLinked)
 }
 
-// serveGRPC serves listen.grpc on ln until stop is called, which lets the
-// calls in flight end until ctx is done, then ends them (the HTTP
-// listener's shutdown does the same with its requests).
-func (s *Server) serveGRPC(ln net.Listener, wg *sync.WaitGroup) (stop func(ctx context.Context)) {
-	gs := s.newGRPCServer()
+// serveGRPC serves gl on ln until stop is called, which lets the calls in
+// flight end until ctx is done, then ends them (the HTTP listener's
+// shutdown does the same with its requests).
+func serveGRPC(gl grpcapi.Listener, ln net.Listener, wg *sync.WaitGroup, log *slog.Logger) (stop func(ctx context.Context)) {
 	wg.Go(func() {
-		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("grpc listener stopped", "addr", ln.Addr().String(), "error", err)
+		if err := gl.Serve(ln); err != nil {
+			log.Error("grpc listener stopped", "addr", ln.Addr().String(), "error", err)
 		}
 	})
-	return func(ctx context.Context) {
-		done := make(chan struct{})
-		go func() {
-			gs.GracefulStop()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.log.Error("shutdown: gRPC calls did not finish in time")
-			gs.Stop()
-			<-done
-		}
-	}
+	return gl.Stop
 }
 
-// listenGRPC opens listen.grpc; nil without one. Its address is held to
+// listenGRPC opens listen.grpc and makes its listener with the API
+// listener's TLS (loaded first); nil without one. Its address is held to
 // the same exposure rule as the API's.
-func (s *Server) listenGRPC() (net.Listener, error) {
+func (s *Server) listenGRPC() (net.Listener, grpcapi.Listener, error) {
 	if s.cfg.Listen.GRPC == "" {
-		return nil, nil
+		return nil, nil, nil
+	}
+	gl, err := grpcapi.Open(grpcapi.Config{
+		MaxMessageBytes: s.cfg.Limits.MaxBodyBytes,
+		IdleTimeout:     s.cfg.Listen.IdleTimeout,
+		TLS:             s.tls.config,
+		IngressTable:    s.cfg.Ingress.Table,
+		LogsTable:       s.cfg.OTLP.LogsTable,
+		Logger:          s.log,
+	}, grpcHost{s})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen.grpc: %w", err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen.GRPC)
 	if err != nil {
-		return nil, fmt.Errorf("listen.grpc: %w", err)
+		return nil, nil, fmt.Errorf("listen.grpc: %w", err)
 	}
 	if err := s.checkExposure(ln.Addr()); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("listen.grpc: %w", err)
+		return nil, nil, fmt.Errorf("listen.grpc: %w", err)
 	}
-	return ln, nil
+	return ln, gl, nil
 }
 
-// grpcTableKey is a call's context key of the table it was authorized on.
-type grpcTableKey struct{}
+// grpcHost is the server as the gRPC listener's calls see it
+// (grpcapi.Host).
+type grpcHost struct{ s *Server }
 
-// callTable is the table a call is about: x-sluice-table or ingress.table
-// for Talaria's Ingress, otlp.logs_table for OTLP.
-func (s *Server) callTable(ctx context.Context, method string) (string, error) {
-	switch method {
-	case talaria.IngestMethod:
-		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(TableMetadata)) > 0 {
-			return md.Get(TableMetadata)[0], nil
-		}
-		if s.cfg.Ingress.Table == "" {
-			return "", status.Errorf(codes.InvalidArgument, "no table: send the metadata %s, or configure ingress.table (docs/grpc.md)", TableMetadata)
-		}
-		return s.cfg.Ingress.Table, nil
-	case otlplog.ExportMethod:
-		if s.cfg.OTLP.LogsTable == "" {
-			return "", status.Error(codes.Unimplemented, "OTLP logs are off: configure otlp.logs_table (docs/grpc.md)")
-		}
-		return s.cfg.OTLP.LogsTable, nil
-	}
-	return "", status.Errorf(codes.Unimplemented, "unknown method %s", method)
-}
-
-// grpcGuard authenticates and authorizes every call before its handler,
-// as guard does HTTP requests: the bearer token of the authorization
+// Authorize authenticates and authorizes a call before its handler, as
+// guard does HTTP requests: the bearer token of the authorization
 // metadata or the verified client certificate of the connection, and the
 // permission of HTTP ingest on the call's table. A member's signature is
 // not taken here: members talk over HTTP only.
-func (s *Server) grpcGuard(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	name, err := s.callTable(ctx, info.FullMethod)
+func (h grpcHost) Authorize(ctx context.Context, call grpcapi.Call) error {
+	s := h.s
+	if s.authn == nil {
+		return nil
+	}
+	r := callRequest(ctx, call)
+	p, err := s.authn.Authenticate(r)
 	if err != nil {
-		return nil, err
-	}
-	if s.authn != nil {
-		r := grpcRequest(ctx, info.FullMethod)
-		p, err := s.authn.Authenticate(r)
-		if err != nil {
-			s.audit.refused(r, p, info.FullMethod, name, http.StatusUnauthorized, err.Error())
-			msg := "authentication required: send the metadata authorization: Bearer <token>, or a client certificate (docs/security.md)"
-			if !errors.Is(err, auth.ErrNoCredentials) {
-				msg = "authentication failed: " + err.Error()
-			}
-			return nil, status.Error(codes.Unauthenticated, msg)
+		s.audit.refused(r, p, call.Method, call.Table, http.StatusUnauthorized, err.Error())
+		if !errors.Is(err, auth.ErrNoCredentials) {
+			return fmt.Errorf("%w: authentication failed: %w", grpcapi.ErrUnauthenticated, err)
 		}
-		if !p.Allowed(ingestRows.perm, name) {
-			s.audit.refused(r, p, info.FullMethod, name, http.StatusForbidden, fmt.Sprintf("missing permission %s on table %q", ingestRows.perm, name))
-			return nil, status.Errorf(codes.PermissionDenied, "forbidden: %s %q lacks the permission %s on table %q", p.Via, p.Name, ingestRows.perm, name)
-		}
+		return fmt.Errorf("%w: authentication required: send the metadata authorization: Bearer <token>, or a client certificate (docs/security.md)", grpcapi.ErrUnauthenticated)
 	}
-	return handler(context.WithValue(ctx, grpcTableKey{}, name), req)
+	if !p.Allowed(ingestRows.perm, call.Table) {
+		s.audit.refused(r, p, call.Method, call.Table, http.StatusForbidden, fmt.Sprintf("missing permission %s on table %q", ingestRows.perm, call.Table))
+		return fmt.Errorf("%w: %s %q lacks the permission %s on table %q", grpcapi.ErrForbidden, p.Via, p.Name, ingestRows.perm, call.Table)
+	}
+	return nil
 }
 
-// grpcRequest is a call as the authenticator and the audit log see a
+// callRequest is a call as the authenticator and the audit log see a
 // request: its authorization metadata, its connection's TLS state and
 // peer, and its method as the path.
-func grpcRequest(ctx context.Context, method string) *http.Request {
-	r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: method}, Header: http.Header{}}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get("authorization") {
-			r.Header.Add("Authorization", v)
-		}
+func callRequest(ctx context.Context, call grpcapi.Call) *http.Request {
+	r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: call.Method}, Header: http.Header{}, TLS: call.TLS}
+	for _, v := range call.Authorization {
+		r.Header.Add("Authorization", v)
 	}
-	if p, ok := peer.FromContext(ctx); ok {
-		if p.Addr != nil {
-			r.RemoteAddr = p.Addr.String()
-		}
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			r.TLS = &ti.State
-		}
+	if call.Peer != nil {
+		r.RemoteAddr = call.Peer.String()
 	}
 	return r.WithContext(ctx)
 }
 
+// Ingest stores the rows of one gRPC message (grpcapi.Host).
+func (h grpcHost) Ingest(ctx context.Context, name string, body []byte, format ingest.Format, origin string) (ingest.Result, error) {
+	return h.s.ingestMessage(ctx, name, body, format, origin)
+}
+
+// Status is ingestStatus (grpcapi.Host).
+func (h grpcHost) Status(err error) int { return ingestStatus(err) }
+
 // ingestMessage stores the rows of one gRPC or OTLP message, in the
 // format given, as one atomic batch: what POST /v1/tables/{table}/rows
-// does with a body, behind the same queue, limits and dead letters. The
-// answer is a gRPC status error.
+// does with a body, behind the same queue, limits and dead letters.
 func (s *Server) ingestMessage(ctx context.Context, name string, body []byte, format ingest.Format, origin string) (ingest.Result, error) {
 	var res ingest.Result
 	if !s.ready.Load() {
@@ -226,115 +167,33 @@ var (
 	errQueueFull    = errors.New("ingest queue full, retry later")
 )
 
-// grpcStatus is the gRPC status of an ingest error, the codes matching
-// the HTTP statuses of POST /v1/tables/{table}/rows.
-func (s *Server) grpcStatus(name string, err error) error {
+// ingestStatus is the HTTP status of an error of ingestMessage, as POST
+// /v1/tables/{table}/rows answers it: POST /v1/logs answers with it, and
+// the gRPC listener's codes follow from it.
+func ingestStatus(err error) int {
 	var le *ingest.LineError
 	var se *table.SchemaError
-	var ce *compute.Error
-	code := codes.Internal
 	switch {
-	case tooLarge(err):
-		return status.Errorf(codes.ResourceExhausted, "rows larger than %d bytes (limits.max_body_bytes): %v", s.cfg.Limits.MaxBodyBytes, err)
+	case errors.Is(err, ErrTooLarge), errors.Is(err, otlplog.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errShuttingDown), errors.Is(err, errDegraded):
-		code = codes.Unavailable
+		return http.StatusServiceUnavailable
 	case errors.Is(err, errRouted):
-		code = codes.FailedPrecondition
-	case errors.Is(err, errQueueFull), errors.Is(err, table.ErrDiskFull):
-		code = codes.ResourceExhausted
-	case errors.As(err, &le), errors.As(err, &se), errors.Is(err, ingest.ErrBadInput), errors.Is(err, talaria.ErrBadBatch):
-		code = codes.InvalidArgument
-	case errors.Is(err, ingest.ErrRejected) && errors.As(err, &ce):
-		code = codes.FailedPrecondition
+		return http.StatusConflict
+	case errors.Is(err, errQueueFull):
+		return http.StatusTooManyRequests
+	case errors.Is(err, table.ErrDiskFull):
+		return http.StatusInsufficientStorage
+	case errors.As(err, &le), errors.As(err, &se), errors.Is(err, ingest.ErrBadInput):
+		return http.StatusBadRequest
+	case errors.Is(err, ingest.ErrRejected):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, ErrUnknownTable):
-		code = codes.NotFound
+		return http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
+		return http.StatusRequestTimeout
 	}
-	if code == codes.Internal {
-		s.log.Error("ingest failed", "table", name, "error", err)
-	}
-	return status.Error(code, err.Error())
-}
-
-// callOrigin names a call in its dead letters ("grpc request=<id>") and
-// sends the id back in a trailer, so that a client can find them.
-func callOrigin(ctx context.Context, kind string) string {
-	var b [12]byte
-	rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(trailerRequestID, id))
-	return kind + " request=" + id
-}
-
-// setResultTrailer tells the client what happened to the rows.
-func setResultTrailer(ctx context.Context, res ingest.Result) {
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(
-		trailerAccepted, strconv.Itoa(res.Accepted),
-		trailerFailed, strconv.Itoa(res.Failed),
-		trailerDeadLetters, strconv.Itoa(len(res.DeadLetters)),
-	))
-}
-
-// ingressService serves Talaria's Ingress.
-type ingressService struct{ s *Server }
-
-// Ingest stores a batch (its dictionary decoded into JSON lines), CSV or
-// Parquet bytes. ORC has no decoder in sluice, and a URL is refused:
-// sluice fetches no address a client names (the server would reach what
-// the client cannot).
-func (g ingressService) Ingest(ctx context.Context, req *talaria.IngestRequest) (*talaria.IngestResponse, error) {
-	name, _ := ctx.Value(grpcTableKey{}).(string)
-	s := g.s
-	var body []byte
-	var format ingest.Format
-	switch d := req.GetData().(type) {
-	case *talaria.IngestRequest_Batch:
-		var err error
-		body, err = talaria.AppendLines(nil, d.Batch, int(s.cfg.Limits.MaxBodyBytes))
-		if err != nil {
-			return nil, s.grpcStatus(name, err)
-		}
-		format = ingest.NDJSON
-	case *talaria.IngestRequest_Csv:
-		body, format = d.Csv, ingest.CSV
-	case *talaria.IngestRequest_Parquet:
-		body, format = d.Parquet, ingest.Parquet
-	case *talaria.IngestRequest_Orc:
-		return nil, status.Error(codes.Unimplemented, "ORC is not supported: send the rows as a batch, CSV or Parquet")
-	case *talaria.IngestRequest_Url:
-		return nil, status.Error(codes.Unimplemented, "ingest from a URL is not supported: sluice fetches no address a client names; send the file's bytes (csv or parquet)")
-	default:
-		return nil, status.Error(codes.InvalidArgument, "empty request: set batch, csv or parquet")
-	}
-	res, err := s.ingestMessage(ctx, name, body, format, callOrigin(ctx, "grpc"))
-	setResultTrailer(ctx, res)
-	if err != nil {
-		return nil, s.grpcStatus(name, err)
-	}
-	return &talaria.IngestResponse{}, nil
-}
-
-// logsService serves OTLP's LogsService.
-type logsService struct{ s *Server }
-
-// Export stores a row per log record in otlp.logs_table. Records the
-// table's policy routed to the dead letters are reported as rejected (the
-// rest are stored), as OTLP's partial success asks.
-func (l logsService) Export(ctx context.Context, req *logs.LogsData) (*emptypb.Empty, error) {
-	name, _ := ctx.Value(grpcTableKey{}).(string)
-	res, err := l.s.exportLogs(ctx, name, req, callOrigin(ctx, "otlp"))
-	setResultTrailer(ctx, res)
-	if err != nil {
-		return nil, l.s.grpcStatus(name, err)
-	}
-	return otlplog.Response(rejectedLogs(res)), nil
-}
-
-func tooLarge(err error) bool {
-	return errors.Is(err, ErrTooLarge) || errors.Is(err, talaria.ErrTooLarge) || errors.Is(err, otlplog.ErrTooLarge)
+	return http.StatusInternalServerError
 }
 
 // exportLogs stores req's records in table name.
@@ -347,16 +206,6 @@ func (s *Server) exportLogs(ctx context.Context, name string, req *logs.LogsData
 		return ingest.Result{}, nil
 	}
 	return s.ingestMessage(ctx, name, body, ingest.NDJSON, origin)
-}
-
-// rejectedLogs is the partial success of an export that stored res: the
-// records not stored and why, or nothing when every one was. Failed
-// counts the dead letters already, with the bad lines skipped.
-func rejectedLogs(res ingest.Result) (int64, string) {
-	if res.Failed == 0 {
-		return 0, ""
-	}
-	return int64(res.Failed), fmt.Sprintf("%d log records were not stored: see the table's dead letters", res.Failed)
 }
 
 // handleOTLPLogs is OTLP/HTTP's POST /v1/logs in its binary protobuf
@@ -413,7 +262,7 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeLogsError(w, name, err)
 		return
 	}
-	rejected, why := rejectedLogs(res)
+	rejected, why := otlplog.PartialSuccess(res.Failed)
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Write(otlplog.AppendResponse(nil, rejected, why))
 }
@@ -422,31 +271,13 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 // /v1/tables/{table}/rows gives the same error (OTLP/HTTP clients retry
 // 429, 502, 503 and 504 only).
 func (s *Server) writeLogsError(w http.ResponseWriter, name string, err error) {
-	var le *ingest.LineError
-	var se *table.SchemaError
-	code := http.StatusInternalServerError
-	switch {
-	case tooLarge(err):
-		code = http.StatusRequestEntityTooLarge
-	case errors.Is(err, errShuttingDown), errors.Is(err, errDegraded):
-		code = http.StatusServiceUnavailable
-	case errors.Is(err, errRouted):
-		code = http.StatusConflict
-	case errors.Is(err, errQueueFull):
+	code := ingestStatus(err)
+	switch code {
+	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
-		code = http.StatusTooManyRequests
-	case errors.Is(err, table.ErrDiskFull):
+	case http.StatusInsufficientStorage:
 		code = diskFullStatus(w)
-	case errors.As(err, &le), errors.As(err, &se), errors.Is(err, ingest.ErrBadInput):
-		code = http.StatusBadRequest
-	case errors.Is(err, ingest.ErrRejected):
-		code = http.StatusUnprocessableEntity
-	case errors.Is(err, ErrUnknownTable):
-		code = http.StatusNotFound
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		code = http.StatusRequestTimeout
-	}
-	if code == http.StatusInternalServerError {
+	case http.StatusInternalServerError:
 		s.log.Error("ingest failed", "table", name, "error", err)
 	}
 	writeError(w, code, err.Error())

@@ -15,6 +15,7 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 
 	"github.com/sluicedb/sluice/ingest/talaria"
+	"github.com/sluicedb/sluice/server/grpclisten"
 )
 
 // BenchmarkIngestWire is the same rows sent to a real server over each
@@ -68,7 +69,7 @@ tables:
 		Resource:  &resourcepb.Resource{Attributes: []*common.KeyValue{{Key: "service.name", Value: &common.AnyValue{Value: &common.AnyValue_StringValue{StringValue: "bench"}}}}},
 		ScopeLogs: []*logs.ScopeLogs{{LogRecords: records}},
 	}}}
-	ingress, otlp := talaria.NewIngressClient(cc), collogs.NewLogsServiceClient(cc)
+	ingress, otlp := grpclisten.NewIngressClient(cc), collogs.NewLogsServiceClient(cc)
 	body := ndjson.Bytes()
 	for _, c := range []struct {
 		name string

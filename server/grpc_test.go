@@ -1,18 +1,25 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,6 +40,8 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testcert"
 	"github.com/sluicedb/sluice/internal/tlsfiles"
+	// registers the gRPC listener (internal/grpcapi), as sluice-full's main does
+	"github.com/sluicedb/sluice/server/grpclisten"
 )
 
 // grpcAddr is a free loopback address for listen.grpc.
@@ -148,7 +157,7 @@ tables:
 func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	addr := grpcAddr(t)
 	s := startServer(t, fmt.Sprintf(ingressConfig, addr), "")
-	client := talaria.NewIngressClient(dialGRPC(t, addr, nil))
+	client := grpclisten.NewIngressClient(dialGRPC(t, addr, nil))
 
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	b := batch(
@@ -159,8 +168,8 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	if _, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: b}}, grpc.Trailer(&trailer)); err != nil {
 		t.Fatalf("Ingest batch: %v", err)
 	}
-	if got := trailer.Get(trailerAccepted); len(got) != 1 || got[0] != "2" {
-		t.Errorf("trailer %s = %v, want 2", trailerAccepted, got)
+	if got := trailer.Get(grpclisten.TrailerAccepted); len(got) != 1 || got[0] != "2" {
+		t.Errorf("trailer %s = %v, want 2", grpclisten.TrailerAccepted, got)
 	}
 	csv := "user,ts,n\ncarol,2026-03-01T10:00:02Z,3\n"
 	if _, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); err != nil {
@@ -186,7 +195,7 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 	}
 
 	// Another table by metadata; the default table gets nothing of it.
-	ctx := callCtx(t, TableMetadata, "other")
+	ctx := callCtx(t, grpclisten.TableMetadata, "other")
 	if _, err := client.Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(map[string]any{"ts": ts, "x": "y"})}}); err != nil {
 		t.Fatalf("Ingest into other: %v", err)
 	}
@@ -211,7 +220,7 @@ func TestGRPCIngressBatchAndCSV(t *testing.T) {
 			t.Errorf("Ingest %v: %v, want %v", c.req, err, c.code)
 		}
 	}
-	if _, err := client.Ingest(callCtx(t, TableMetadata, "nope"), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); status.Code(err) != codes.NotFound {
+	if _, err := client.Ingest(callCtx(t, grpclisten.TableMetadata, "nope"), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}}); status.Code(err) != codes.NotFound {
 		t.Errorf("Ingest into an unknown table: %v, want NotFound", err)
 	}
 }
@@ -273,7 +282,7 @@ tables:
 	waitReady(t, s.url)
 
 	plain := dialGRPC(t, addr, credentials.NewTLS(clientTLS.Clone()))
-	ingress := talaria.NewIngressClient(plain)
+	ingress := grpclisten.NewIngressClient(plain)
 	otlp := collogs.NewLogsServiceClient(plain)
 	req := &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("ts,who\n2026-03-01T10:00:00Z,mallory\n")}}
 	bearer := func(tok string, kv ...string) context.Context {
@@ -289,7 +298,7 @@ tables:
 		{"not a bearer token", callCtx(t, "authorization", "Basic bWFsbG9yeQ=="), codes.Unauthenticated},
 		{"a reader", bearer(toks.reader), codes.PermissionDenied},
 		{"the admin", bearer(toks.ops), codes.PermissionDenied},
-		{"the loader of events, into other", bearer(toks.loader, TableMetadata, "other"), codes.PermissionDenied},
+		{"the loader of events, into other", bearer(toks.loader, grpclisten.TableMetadata, "other"), codes.PermissionDenied},
 	} {
 		if _, err := ingress.Ingest(c.ctx, req); status.Code(err) != c.code {
 			t.Errorf("Ingest with %s: %v, want %v", c.what, err, c.code)
@@ -338,11 +347,11 @@ tables:
 	}
 	mtls := clientTLS.Clone()
 	mtls.Certificates = []tls.Certificate{cert}
-	withCert := talaria.NewIngressClient(dialGRPC(t, addr, credentials.NewTLS(mtls)))
+	withCert := grpclisten.NewIngressClient(dialGRPC(t, addr, credentials.NewTLS(mtls)))
 	if _, err := withCert.Ingest(callCtx(t), req); err != nil {
 		t.Errorf("Ingest with the loader's client certificate: %v", err)
 	}
-	if _, err := withCert.Ingest(callCtx(t, TableMetadata, "other"), req); status.Code(err) != codes.PermissionDenied {
+	if _, err := withCert.Ingest(callCtx(t, grpclisten.TableMetadata, "other"), req); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("Ingest with the certificate into other: %v, want PermissionDenied", err)
 	}
 	if rows := allRows(t, s, "events", auditor); len(rows) != 2 {
@@ -370,12 +379,12 @@ tables:
     computed:
       - {name: twice, type: int64, on_error: deadletter, func: "function main(row) return row.n * 2 end"}
 `, addr), "")
-	client := talaria.NewIngressClient(dialGRPC(t, addr, nil))
+	client := grpclisten.NewIngressClient(dialGRPC(t, addr, nil))
 	big := "ts,n\n" + strings.Repeat("2026-03-01T10:00:00Z,1\n", 400)
 	_, err := client.Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(big)}})
 	// gRPC's own refusal: the message is not taken whole into memory.
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "received message larger than max") {
-		t.Errorf("a %d-byte message: %v, want ResourceExhausted from the message size bound", len(big), err)
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(msg, "received message larger than max") || !strings.Contains(msg, "vs. 4096)") {
+		t.Errorf("a %d-byte message: %v, want ResourceExhausted from the message size bound, naming it (4096)", len(big), err)
 	}
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	var events []map[string]any
@@ -407,7 +416,7 @@ tables:
 	if rows := allRows(t, s, "t", ""); len(rows) != 1 || rows[0]["twice"] != 2.0 {
 		t.Errorf("t: %v, want the good row", rows)
 	}
-	id := trailer.Get(trailerRequestID)
+	id := trailer.Get(grpclisten.TrailerRequestID)
 	if len(id) != 1 {
 		t.Fatalf("no request id in the trailer: %v", trailer)
 	}
@@ -443,7 +452,7 @@ func TestGRPCDocConfig(t *testing.T) {
 	s := startServer(t, yaml, "")
 	cc := dialGRPC(t, addr, nil)
 	ts := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	if _, err := talaria.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(
+	if _, err := grpclisten.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: batch(
 		map[string]any{"ts": ts, "user": "alice", "amount": 1.25},
 		map[string]any{"ts": "not a time", "user": "bob"},
 	)}}); err != nil {
@@ -505,7 +514,7 @@ func TestGRPCIdleConnectionClosed(t *testing.T) {
 	startServer(t, fmt.Sprintf("listen: {http: \"127.0.0.1:0\", grpc: %q, idle_timeout: 300ms}\ningress: {table: events}\ntables: [{name: events}]\n", addr), "")
 	cc := dialGRPC(t, addr, nil)
 	ctx := callCtx(t)
-	if _, err := talaria.NewIngressClient(cc).Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("a\n1\n")}}); err != nil {
+	if _, err := grpclisten.NewIngressClient(cc).Ingest(ctx, &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("a\n1\n")}}); err != nil {
 		t.Fatal(err)
 	}
 	if cc.GetState() != connectivity.Ready {
@@ -515,4 +524,160 @@ func TestGRPCIdleConnectionClosed(t *testing.T) {
 	if !cc.WaitForStateChange(ctx, connectivity.Ready) {
 		t.Fatalf("the connection stayed %v past idle_timeout", cc.GetState())
 	}
+}
+
+// TestGRPCEmptyMessages: a Talaria batch without events and an OTLP
+// export without records are answered OK, with nothing stored and no
+// dead letter.
+func TestGRPCEmptyMessages(t *testing.T) {
+	addr := grpcAddr(t)
+	s := startServer(t, fmt.Sprintf(`
+listen: {http: "127.0.0.1:0", grpc: %q}
+ingress: {table: events}
+otlp: {logs_table: logs}
+tables:
+  - name: events
+    on_bad_line: skip
+  - name: logs
+    on_bad_line: skip
+`, addr), "")
+	cc := dialGRPC(t, addr, nil)
+	for name, b := range map[string]*talaria.Batch{"no events": {}, "strings, no events": {Strings: map[uint32][]byte{1: []byte("user")}}} {
+		var trailer metadata.MD
+		if _, err := grpclisten.NewIngressClient(cc).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Batch{Batch: b}}, grpc.Trailer(&trailer)); err != nil {
+			t.Errorf("a batch with %s: %v, want OK", name, err)
+		}
+		if got := trailer.Get(grpclisten.TrailerAccepted); len(got) != 1 || got[0] != "0" {
+			t.Errorf("a batch with %s: trailer %s = %v, want 0", name, grpclisten.TrailerAccepted, got)
+		}
+	}
+	for name, req := range map[string]*collogs.ExportLogsServiceRequest{
+		"no resource logs":           {},
+		"a resource without records": {ResourceLogs: []*logs.ResourceLogs{{ScopeLogs: []*logs.ScopeLogs{{}}}}},
+	} {
+		resp, err := collogs.NewLogsServiceClient(cc).Export(callCtx(t), req)
+		if err != nil || resp.GetPartialSuccess().GetRejectedLogRecords() != 0 {
+			t.Errorf("an export with %s: %v, %v, want OK with nothing rejected", name, resp, err)
+		}
+	}
+	for _, table := range []string{"events", "logs", "events_deadletter", "logs_deadletter"} {
+		if rows := allRows(t, s, table, ""); len(rows) != 0 {
+			t.Errorf("%s: %v after empty messages, want nothing", table, rows)
+		}
+	}
+}
+
+// stalledCall opens a raw HTTP/2 connection to addr, announces a
+// flow-control window of zero (the server may send no DATA: the answer's
+// message is never taken), calls Talaria's Ingest with csv, and then
+// reads nothing, as a client that never reads its answer does.
+func stalledCall(t *testing.T, addr, csv string) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	var hdr bytes.Buffer
+	enc := hpack.NewEncoder(&hdr)
+	for _, f := range [][2]string{
+		{":method", "POST"}, {":scheme", "http"}, {":path", talaria.IngestMethod}, {":authority", addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"},
+	} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := proto.Marshal(&talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte(csv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A gRPC message: not compressed, its length, its bytes.
+	frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
+	if err := fr.WriteData(1, true, append(frame, msg...)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestGRPCUnreadAnswersDoNotLeak: clients that call and never read their
+// answer (a flow-control window of zero, nothing read from the socket)
+// have their rows stored, and are closed by the server within twice
+// listen.idle_timeout (its keepalive ping is never acknowledged); once
+// they are gone the server holds no goroutine or stream for any of them.
+func TestGRPCUnreadAnswersDoNotLeak(t *testing.T) {
+	addr := grpcAddr(t)
+	// The timeout leaves a stalled call's ingest time to finish under
+	// load (-race, a busy machine) before its connection is cut, and the
+	// queue takes every client's call at once (its default is 2 per CPU).
+	s := startServer(t, fmt.Sprintf("listen: {http: \"127.0.0.1:0\", grpc: %q, idle_timeout: 2s}\nlimits: {max_inflight: 64}\ningress: {table: events}\ntables: [{name: events}]\n", addr), "")
+	// One real call first, so that what the first connection starts once
+	// (gRPC's and the store's lazily started goroutines) is in the baseline.
+	real := dialGRPC(t, addr, nil)
+	if _, err := grpclisten.NewIngressClient(real).Ingest(callCtx(t), &talaria.IngestRequest{Data: &talaria.IngestRequest_Csv{Csv: []byte("n\n0\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitGoroutines := func(what string, ok func(n int) bool) int {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if ok(n) {
+				return n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d goroutines after 15s", what, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	real.Close()
+	// The count once the server has seen the real client go.
+	prev := runtime.NumGoroutine()
+	base := waitGoroutines("after a client closed", func(n int) bool {
+		settled := n == prev
+		prev = n
+		time.Sleep(200 * time.Millisecond)
+		return settled
+	})
+
+	const clients = 20
+	conns := make([]net.Conn, clients)
+	start := time.Now()
+	for i := range conns {
+		conns[i] = stalledCall(t, addr, fmt.Sprintf("n\n%d\n", i+1))
+	}
+	// Every call is served: its rows are stored though its answer is not
+	// taken.
+	deadline := time.Now().Add(15 * time.Second)
+	for len(allRows(t, s, "events", "")) != clients+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("events: %d rows, want %d", len(allRows(t, s, "events", "")), clients+1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The server closes each connection: reading it now ends (the ping and
+	// GOAWAY the server wrote, then EOF or a reset) within the bound.
+	for i, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("client %d: the server kept its connection open for %v", i, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	t.Logf("%d clients that read nothing closed by the server within %v (listen.idle_timeout 2s)", clients, time.Since(start).Round(time.Millisecond))
+	// Nothing per client remains: the count returns to the baseline (a few
+	// of the runtime's and the store's own may come and go).
+	n := waitGoroutines("after the clients went away", func(n int) bool { return n <= base+3 })
+	t.Logf("goroutines: %d before the clients, %d after", base, n)
 }

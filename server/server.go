@@ -165,6 +165,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
+	// Before the store is opened: a binary without the gRPC listener
+	// cannot serve this config at all.
+	if err := checkGRPC(cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, tables: map[string]*tableState{}, startedAt: time.Now(), reloadSignals: opts.ReloadSignals}
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -400,7 +405,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.Close()
 		return fmt.Errorf("server: %w", err)
 	}
-	gln, err := s.listenGRPC()
+	gln, gl, err := s.listenGRPC()
 	if err != nil {
 		ln.Close()
 		s.Close()
@@ -436,7 +441,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- hs.Serve(ln) }()
 	stopGRPC := func(context.Context) {}
 	if gln != nil {
-		stopGRPC = s.serveGRPC(gln, &wg)
+		stopGRPC = serveGRPC(gl, gln, &wg, s.log)
 		s.log.Info("serving gRPC", "addr", gln.Addr().String())
 	}
 	s.ready.Store(true)
@@ -642,6 +647,9 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	lua := luavm.NewManager(luavm.Options{})
 	defer lua.Close()
 	errs := append(checkColdTiers(cfg), checkS3Queues(cfg)...)
+	if err := checkGRPC(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	if err := checkListenExposure(ctx, cfg); err != nil {
 		errs = append(errs, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -355,15 +356,15 @@ func (s *S3) streamAbove() int64 {
 // inMemory says whether the object whose first bytes are head (at most
 // limit+1 of them) is stored from memory, setting msg's body, or streamed
 // (whole false), to be read from rest and then the rest of the GET body.
-// Parquet is read whole by its decoder (its footer is at its end), so a
-// Parquet object over the bound stays a dead letter, too large.
+// A Parquet object over the bound is streamed too: to a file first, since
+// its decoder needs random access (streamObject).
 func (s *S3) inMemory(msg *Message, head []byte, limit int64, format string) (rest io.Reader, whole bool) {
 	msg.Body = head
-	if format == "parquet" {
-		return nil, true
-	}
 	if int64(len(head)) > limit {
 		return bytes.NewReader(head), false
+	}
+	if format == "parquet" {
+		return nil, true
 	}
 	if !bytes.HasPrefix(head, gzipMagic) {
 		return nil, true
@@ -421,7 +422,8 @@ func (b *prefixBuffer) Write(p []byte) (int, error) {
 }
 
 // streamObject decodes an object as it is read from r (gzip-decoded when
-// it is gzip), s3StreamRows rows at a time, through the table's computed
+// it is gzip; a Parquet object spooled to a file first, spoolParquet),
+// s3StreamRows rows at a time, through the table's computed
 // columns and filters into a table.Stage, and publishes the rows, their
 // dead letters and record in one step once r is read to its end: memory is
 // bounded by the decoder's buffers and a batch of rows, whatever the
@@ -440,15 +442,21 @@ func (s *S3) streamObject(ctx context.Context, w *Writer, msg *Message, record P
 	body := &readErr{r: r}
 	start := &prefixBuffer{max: maxDeadLetterBody + 1}
 	var d ingest.Decoded
+	opts := ingest.DecodeOptions{
+		Format: w.format, Policy: w.target.Policy, Schema: w.target.Schema,
+		BatchRows: s3StreamRows, MaxLine: int(min(w.maxMessageBytes(), math.MaxInt32)),
+	}
+	emit := func(rows []ingest.Row, _ []int) error {
+		return w.stageRows(ctx, stage, msg, rows, &res)
+	}
 	zr, release, err := ingest.MaybeGunzipPooled(body)
 	if err == nil {
 		defer release()
-		d, err = ingest.Decode(io.TeeReader(zr, start), ingest.DecodeOptions{
-			Format: w.format, Policy: w.target.Policy, Schema: w.target.Schema,
-			BatchRows: s3StreamRows, MaxLine: int(min(w.maxMessageBytes(), math.MaxInt32)),
-		}, func(rows []ingest.Row, _ []int) error {
-			return w.stageRows(ctx, stage, msg, rows, &res)
-		})
+		if w.format == ingest.Parquet {
+			d, err = spoolParquet(ctx, w.target.Store, stage, io.TeeReader(zr, start), opts, emit)
+		} else {
+			d, err = ingest.Decode(io.TeeReader(zr, start), opts, emit)
+		}
 	}
 	var poison errObjectPoison
 	switch {
@@ -485,6 +493,57 @@ func (s *S3) streamObject(ctx context.Context, w *Writer, msg *Message, record P
 		return res, err
 	}
 	return res, nil
+}
+
+// spoolCheckBytes is how often spooling checks the store's free space.
+const spoolCheckBytes = 16 << 20
+
+// spoolParquet copies a Parquet object from r to a file in stage's scratch
+// directory (removed with the stage, or by the next NewStage after a
+// crash) and decodes it from there: Parquet's footer is at its end and its
+// decoder reads the file in place, page by page, so memory stays bounded
+// whatever the object's size. The copy is held to the store's free-space
+// guard: while room for the copy and the minimum free space is lacking it
+// fails with a *table.DiskFullError (nothing stored; retried), before the
+// disk fills. A failure to write the file is returned as it is (retried).
+func spoolParquet(ctx context.Context, store *table.Store, stage *table.Stage, r io.Reader, opts ingest.DecodeOptions, emit func([]ingest.Row, []int) error) (ingest.Decoded, error) {
+	f, err := os.CreateTemp(stage.Dir(), "object-*.parquet")
+	if err != nil {
+		return ingest.Decoded{}, fmt.Errorf("spool: %w", err)
+	}
+	defer f.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return ingest.Decoded{}, err
+		}
+		if err := spoolRoom(store, spoolCheckBytes); err != nil {
+			return ingest.Decoded{}, fmt.Errorf("spool: %w", err)
+		}
+		n, err := io.CopyN(f, r, spoolCheckBytes)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return ingest.Decoded{}, fmt.Errorf("spool: %w", err)
+		}
+		if n < spoolCheckBytes {
+			break
+		}
+	}
+	return ingest.Decode(f, opts, emit)
+}
+
+// spoolRoom refuses n more bytes of a spooled object when the store's
+// filesystem would be left with less than its minimum free space.
+func spoolRoom(store *table.Store, n uint64) error {
+	st := store.SpaceStatus()
+	if st.MinFree == 0 || st.Total == 0 {
+		return nil // the guard is off, or the filesystem does not say
+	}
+	if st.Free < st.MinFree+n {
+		return &table.DiskFullError{Dir: st.Dir, Free: st.Free, Need: st.MinFree + n}
+	}
+	return nil
 }
 
 // isGzipError says whether err is a corrupt gzip stream (the object's

@@ -1,8 +1,9 @@
 // Command sluice-full is sluice with the cold tier and Go plugins linked
 // in: the same commands (package cmd/internal/cli), plus tables with
 // compact.iceberg (package coldtier: iceberg-go, arrow-go, the AWS SDK),
-// query answers as Arrow streams (format=arrow) and computed columns that
-// are Go plugins (package plugin). Both make every
+// query answers as Arrow streams (format=arrow), computed columns that
+// are Go plugins (package plugin), an S3 source's SQS queue and the gRPC
+// listener (listen.grpc: server/grpclisten, grpc-go). Each makes every
 // start of a binary slower and larger (docs/architecture.md), so the lean
 // sluice leaves them out and says to use this one when a config needs them.
 package main
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/compute/goplugin"
 	_ "github.com/sluicedb/sluice/internal/arrowformat" // registers format=arrow (rowformat)
+	_ "github.com/sluicedb/sluice/server/grpclisten"    // registers listen.grpc (grpcapi)
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/stream/sqsqueue"
 )

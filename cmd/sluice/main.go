@@ -1,8 +1,9 @@
 // Command sluice is the sluice command line: every command of package
-// cmd/internal/cli, without the cold tier (compact.iceberg) and without Go
-// plugin loading, so that it starts in milliseconds (docs/architecture.md).
-// A config that needs either fails with an error naming cmd/sluice-full,
-// the same command with both linked in.
+// cmd/internal/cli, without the cold tier (compact.iceberg), Go plugin
+// loading, SQS and the gRPC listener (listen.grpc), so that it starts in
+// milliseconds and stays small (docs/architecture.md). A config that needs
+// one of them fails with an error naming cmd/sluice-full, the same command
+// with all of them linked in.
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,11 +14,17 @@ import (
 // heavy are the packages the lean sluice must not link (docs/architecture.md):
 // the cold tier and what only it needs, package plugin (every symbol
 // exported, 2.5x the binary), the benchmark harnesses with the test
-// servers they start and package testing, and the OTLP collector package
-// with the HTTP gateway its generated code links (grpc-gateway's runtime,
-// genproto's httpbody), which OTLP logs are served without
-// (docs/perf/binaries.md).
+// servers they start and package testing, grpc-go (the gRPC listener is
+// sluice-full's: grpc-go's tracing links x/net/trace and html/template,
+// which make the linker keep every exported method, 14 MB of the binary),
+// and the OTLP collector package with the HTTP gateway its generated code
+// links (grpc-gateway's runtime, genproto's httpbody), which OTLP logs are
+// served without (docs/perf/binaries.md).
 var heavy = []string{
+	"google.golang.org/grpc",
+	"golang.org/x/net/trace",
+	"html/template",
+	"github.com/sluicedb/sluice/server/grpclisten",
 	"go.opentelemetry.io/proto/otlp/collector/logs/v1",
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime",
 	"google.golang.org/genproto/googleapis/api/httpbody",
@@ -61,27 +68,24 @@ func TestLeanDeps(t *testing.T) {
 	}
 }
 
-// TestLeanDepsGRPCNoTrace: built with -tags grpcnotrace, sluice links
-// neither golang.org/x/net/trace nor html/template. gRPC's tracing imports
-// them, and html/template's calls of methods by name make the linker keep
-// every exported method of every type: 12.6 MB of the binary
-// (docs/perf/binaries.md). The tag only pays while nothing else brings
-// them back.
-func TestLeanDepsGRPCNoTrace(t *testing.T) {
-	deps := linked(t, "grpcnotrace")
-	for _, p := range []string{"golang.org/x/net/trace", "html/template"} {
-		if deps[p] {
-			t.Errorf("sluice built with -tags grpcnotrace links %s", p)
-		}
+// TestFullDepsGRPC: sluice-full links the gRPC listener.
+func TestFullDepsGRPC(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../sluice-full").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ../sluice-full: %v", err)
 	}
-	if !deps["google.golang.org/grpc"] {
-		t.Errorf("sluice does not link grpc-go: the gRPC listener is missing")
+	deps := strings.Fields(string(out))
+	for _, p := range []string{"github.com/sluicedb/sluice/server/grpclisten", "google.golang.org/grpc"} {
+		if !slices.Contains(deps, p) {
+			t.Errorf("sluice-full does not link %s: listen.grpc is served by no binary", p)
+		}
 	}
 }
 
 // TestLeanNamesSluiceFull: the lean binary refuses a table with
-// compact.iceberg, a plugin column and an S3 source's queue with an error naming what is missing
-// and a hint naming sluice-full, and serves everything else.
+// compact.iceberg, a plugin column, an S3 source's queue and listen.grpc
+// with an error naming what is missing and a hint naming sluice-full, and
+// serves everything else.
 func TestLeanNamesSluiceFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -119,6 +123,13 @@ tables:
     sources:
       - s3: {bucket: b, queue: "http://127.0.0.1:1/123456789012/objects"}
 `, filepath.Join(dir, "data2")))
+	grpcListen := write("grpc.yaml", fmt.Sprintf(`
+storage: {dir: %q}
+listen: {http: "127.0.0.1:0", grpc: "127.0.0.1:0"}
+tables:
+  - name: plain
+    hashBy: user
+`, filepath.Join(dir, "data3")))
 	write("upper.so", "not opened: the lean binary cannot open plugins")
 	plugin := write("plugin.yaml", "computed:\n  - name: up\n    type: string\n    func: upper.so\n    funcname: Upper\n")
 	plain := write("plain.yaml", "computed:\n  - name: two\n    type: int64\n    func: \"function main(row) return 2 end\"\n")
@@ -134,6 +145,9 @@ tables:
 		{[]string{"query", "--config", iceberg, "--table", "plain"}, `table "events": compact.iceberg: this binary is built without the cold tier`},
 		{[]string{"validate", "--config", plugin}, "this binary cannot load Go plugins"},
 		{[]string{"serve", "--check", "--config", queue}, `table "landing": sources[0] s3: queue http://127.0.0.1:1/123456789012/objects: this binary is built without SQS`},
+		{[]string{"serve", "--check", "--config", grpcListen}, "listen.grpc: this binary is built without the gRPC listener"},
+		{[]string{"validate", "--config", grpcListen}, "listen.grpc: this binary is built without the gRPC listener"},
+		{[]string{"serve", "--config", grpcListen}, "listen.grpc: this binary is built without the gRPC listener"},
 	} {
 		out, err := run(tc.args...)
 		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {

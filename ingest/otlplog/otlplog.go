@@ -1,14 +1,15 @@
 // Package otlplog maps OpenTelemetry log records (OTLP's
 // ExportLogsServiceRequest) to JSON lines, one row per record, whose keys
 // are the record's fields and its resource's, scope's and own attributes
-// (docs/grpc.md has the columns), and serves OTLP's LogsService.
+// (docs/grpc.md has the columns), and writes OTLP's export response.
 //
 // The collector package of go.opentelemetry.io/proto/otlp is not used: its
 // generated HTTP gateway links grpc-gateway's runtime into every binary that
 // imports it. Its request is wire-identical to logs.v1.LogsData (field 1,
 // repeated ResourceLogs), so that is what a request is decoded as; its
-// response is written with protowire, and the service's descriptor by hand
-// (service.go).
+// response is written with protowire. The gRPC service is server/grpclisten's:
+// this package links no grpc-go, so that POST /v1/logs is served by the lean
+// binary.
 package otlplog
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/sluicedb/sluice/internal/jsonw"
 	common "go.opentelemetry.io/proto/otlp/common/v1"
 	logs "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The columns of a record's own fields. Attributes are prefixed so that no
@@ -211,4 +213,46 @@ func appendJSON(buf []byte, v *common.AnyValue) []byte {
 		return append(buf, '}')
 	}
 	return appendValue(buf, v)
+}
+
+// ExportMethod is the full name of OTLP's logs export, as gRPC sends it.
+const ExportMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+// The field numbers of ExportLogsServiceResponse (partial_success) and of
+// its ExportLogsPartialSuccess (rejected_log_records, error_message).
+const (
+	fieldPartialSuccess     protowire.Number = 1
+	fieldRejectedLogRecords protowire.Number = 1
+	fieldErrorMessage       protowire.Number = 2
+)
+
+// AppendResponse appends an ExportLogsServiceResponse to buf in its wire
+// form: nothing when no record was rejected and there is no message (zero
+// bytes are the empty message that says every record was taken), else its
+// partial_success with rejected and message.
+func AppendResponse(buf []byte, rejected int64, message string) []byte {
+	if rejected == 0 && message == "" {
+		return buf
+	}
+	var partial []byte
+	if rejected != 0 {
+		partial = protowire.AppendTag(partial, fieldRejectedLogRecords, protowire.VarintType)
+		partial = protowire.AppendVarint(partial, uint64(rejected))
+	}
+	if message != "" {
+		partial = protowire.AppendTag(partial, fieldErrorMessage, protowire.BytesType)
+		partial = protowire.AppendString(partial, message)
+	}
+	buf = protowire.AppendTag(buf, fieldPartialSuccess, protowire.BytesType)
+	return protowire.AppendBytes(buf, partial)
+}
+
+// PartialSuccess is the partial success of an export whose records failed
+// were not stored (the table's dead letters have them; ingest.Result's
+// Failed): none and no message when every record was.
+func PartialSuccess(failed int) (rejected int64, message string) {
+	if failed == 0 {
+		return 0, ""
+	}
+	return int64(failed), fmt.Sprintf("%d log records were not stored: see the table's dead letters", failed)
 }

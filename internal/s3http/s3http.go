@@ -72,45 +72,62 @@ type Client struct {
 	// EnvCredentials.
 	Credentials func() (Credentials, error)
 	// HTTP sends the requests; nil means a client that waits at most
-	// idleTimeout for a response's headers. Get bounds the wait for each
-	// next part of a body by idleTimeout as well, whatever the client.
+	// DefaultIdleTimeout for a response's headers.
 	HTTP *http.Client
+	// HeaderTimeout bounds Get's wait for a response's headers, whatever
+	// the HTTP client; zero means DefaultIdleTimeout.
+	HeaderTimeout time.Duration
+	// IdleTimeout bounds Get's wait for each next part of an object's
+	// body: no Read of Object.Body returning for that long cancels the
+	// request; zero means DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	now func() time.Time // tests
 }
 
-// idleTimeout bounds the wait for a response's headers and, while an
-// object is read, for each next part of its body: an object of any size may
-// take minutes to read whole (a bound on the whole request cut a 40 MB
-// object read under load), a stalled connection may not hold its reader.
-const idleTimeout = 30 * time.Second
+// DefaultIdleTimeout bounds the wait for a response's headers and, while
+// an object is read, for each next part of its body. Neither bounds the
+// whole read: an object of any size may take minutes to read whole (a
+// bound on the whole request cut a 40 MB object read under load), but a
+// stalled connection may not hold its reader.
+const DefaultIdleTimeout = 30 * time.Second
 
 var defaultHTTP = &http.Client{Transport: func() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = idleTimeout
+	t.ResponseHeaderTimeout = DefaultIdleTimeout
 	return t
 }()}
 
-// idleBody is a response body whose request is cancelled when no Read
-// returns for idleTimeout.
-type idleBody struct {
-	io.ReadCloser
-	timer  *time.Timer
-	cancel context.CancelFunc
-	idle   atomic.Bool
+// orDefault is d, or DefaultIdleTimeout when d is not positive.
+func orDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultIdleTimeout
+	}
+	return d
 }
 
-func newIdleBody(body io.ReadCloser, cancel context.CancelFunc) *idleBody {
-	b := &idleBody{ReadCloser: body, cancel: cancel}
-	b.timer = time.AfterFunc(idleTimeout, func() { b.idle.Store(true); cancel() })
+// idleBody is a response body whose request is cancelled when no Read
+// returns for idle.
+type idleBody struct {
+	io.ReadCloser
+	object string // s3://bucket/key, for the error
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func newIdleBody(body io.ReadCloser, object string, idle time.Duration, cancel context.CancelFunc) *idleBody {
+	b := &idleBody{ReadCloser: body, object: object, idle: idle, cancel: cancel}
+	b.timer = time.AfterFunc(idle, func() { b.fired.Store(true); cancel() })
 	return b
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.timer.Reset(idleTimeout)
-	if err != nil && b.idle.Load() {
-		err = fmt.Errorf("no data for %v: %w", idleTimeout, err)
+	b.timer.Reset(b.idle)
+	if err != nil && b.fired.Load() {
+		err = fmt.Errorf("%s: no data for %v: %w", b.object, b.idle, err)
 	}
 	return n, err
 }
@@ -186,9 +203,23 @@ func (c *Client) Get(ctx context.Context, bucket, key, ifNoneMatch string) (Obje
 	if ifNoneMatch != "" {
 		req.Header.Set("If-None-Match", ifNoneMatch)
 	}
+	// The bound on the headers is Get's own, so that it holds whatever
+	// the HTTP client (a caller's may have no ResponseHeaderTimeout).
+	headerTimeout := orDefault(c.HeaderTimeout)
+	var late atomic.Bool
+	headerWait := time.AfterFunc(headerTimeout, func() { late.Store(true); cancel() })
 	resp, err := c.do(req)
+	if !headerWait.Stop() && err == nil {
+		// The headers came as the bound passed: the request is cancelled
+		// already, so its body cannot be read.
+		resp.Body.Close()
+		err = context.Canceled
+	}
 	if err != nil {
 		cancel()
+		if late.Load() {
+			err = fmt.Errorf("no response headers within %v: %w", headerTimeout, err)
+		}
 		return Object{}, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
 	}
 	switch {
@@ -200,7 +231,8 @@ func (c *Client) Get(ctx context.Context, bucket, key, ifNoneMatch string) (Obje
 		defer cancel()
 		return Object{}, statusError(resp, "GET", bucket, key)
 	}
-	return Object{Body: newIdleBody(resp.Body, cancel), ETag: resp.Header.Get("ETag"), Size: resp.ContentLength}, nil
+	body := newIdleBody(resp.Body, fmt.Sprintf("s3://%s/%s", bucket, key), orDefault(c.IdleTimeout), cancel)
+	return Object{Body: body, ETag: resp.Header.Get("ETag"), Size: resp.ContentLength}, nil
 }
 
 // Put writes data to bucket/key and returns the new ETag. sluice reads

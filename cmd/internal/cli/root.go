@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/internal/coldapi"
+	"github.com/sluicedb/sluice/internal/grpcapi"
 	"github.com/sluicedb/sluice/stream"
 )
 
@@ -45,8 +46,8 @@ func Main(name string, args []string) int {
 // which binary has it.
 func printError(w io.Writer, name string, err error) {
 	fmt.Fprintf(w, "%s: %v\n", name, err)
-	if errors.Is(err, compute.ErrNoPlugins) || errors.Is(err, coldapi.ErrNotLinked) || errors.Is(err, stream.ErrNoSQS) {
-		fmt.Fprintln(w, "hint: sluice-full is the same command with the cold tier (compact.iceberg), Go plugins and SQS (an s3 source's queue) linked in:\n"+
+	if errors.Is(err, compute.ErrNoPlugins) || errors.Is(err, coldapi.ErrNotLinked) || errors.Is(err, stream.ErrNoSQS) || errors.Is(err, grpcapi.ErrNotLinked) {
+		fmt.Fprintln(w, "hint: sluice-full is the same command with the cold tier (compact.iceberg), Go plugins, SQS (an s3 source's queue) and the gRPC listener (listen.grpc) linked in:\n"+
 			"      go run ./cmd/sluice-full ..., or go build -o sluice-full ./cmd/sluice-full (docs/architecture.md)")
 	}
 }
