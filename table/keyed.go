@@ -69,7 +69,8 @@ func (v version) replayOf(cur version) bool {
 // and ver is the source position of the key's last change.
 type keyState struct {
 	live    bool
-	pending int // the row's index in the part being resolved, -1 once written
+	inPart  bool // changed by the part being resolved (write's list of them)
+	pending int  // the row's index in the part being resolved, -1 once written
 	loc     rowLoc
 	ver     version
 }
@@ -266,52 +267,81 @@ func (k *keyedBatch) unlock() {
 	}
 }
 
-// load reads into k.keys the stored entries of the keys (a key without
-// one gets an empty state) that this batch has not read yet. The keys are
-// read in order through one iterator: sorted seeks cost a fraction of a
-// point read each (a point read per key was a fifth of a keyed append).
+// load returns the state of each key of keys (one per row), reading into
+// k.keys the stored entries of the keys this batch has not read yet (a key
+// without one gets an empty state). The cache is read under one lock for
+// the whole part, and the rest of the keys in order through one iterator:
+// sorted seeks cost a fraction of a point read each (a point read per key
+// was a fifth of a keyed append). The states of one call are allocated
+// together: one allocation per part, not per key.
 // REQUIRES: the key lock held.
-func (k *keyedBatch) load(keys []string) error {
-	var want []string
-	for _, key := range keys {
-		if _, ok := k.keys[key]; ok {
+func (k *keyedBatch) load(keys []string) ([]*keyState, error) {
+	states := make([]*keyState, len(keys))
+	var want []int // rows whose key is neither in the batch nor cached
+	for r, key := range keys {
+		if s, ok := k.keys[key]; ok {
+			states[r] = s
 			continue
 		}
-		if st, ok := k.t.entries.get(key); ok {
-			k.keys[key] = &st
-			continue
-		}
-		want = append(want, key)
+		want = append(want, r)
 	}
 	if len(want) == 0 {
-		return nil
+		return states, nil
 	}
-	slices.Sort(want)
-	want = slices.Compact(want)
+	fresh := make([]keyState, 0, len(want))
+	// newState returns the batch's state of row r's key, a new one (from
+	// the cache, or empty) when the batch has none yet.
+	newState := func(key string) (*keyState, bool) {
+		if s, ok := k.keys[key]; ok {
+			return s, false
+		}
+		fresh = append(fresh, keyState{pending: -1})
+		s := &fresh[len(fresh)-1]
+		k.keys[key] = s
+		return s, true
+	}
+	var missed []int
+	k.t.entries.getAll(keys, want, func(r int, st keyState, ok bool) {
+		s, isNew := newState(keys[r])
+		states[r] = s
+		if !isNew {
+			return
+		}
+		if ok {
+			*s = st
+			return
+		}
+		missed = append(missed, r)
+	})
+	if len(missed) == 0 {
+		return states, nil
+	}
+	slices.SortFunc(missed, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
 	t := k.t
 	lo, hi := keyIndexBounds(t.id)
 	it, err := t.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+		return nil, fmt.Errorf("table %s: read key index: %w", t.name, err)
 	}
 	defer it.Close()
 	var ik []byte
-	for _, key := range want {
-		ik = keyIndexKey(ik[:0], t.id, []byte(key))
-		s := &keyState{pending: -1}
+	for i, r := range missed {
+		if i > 0 && keys[missed[i-1]] == keys[r] {
+			continue // the same key twice in the part: one state
+		}
+		ik = keyIndexKey(ik[:0], t.id, []byte(keys[r]))
 		if it.SeekGE(ik) && string(it.Key()) == string(ik) {
 			st, err := decodeEntry(ik, it.Value())
 			if err != nil {
-				return fmt.Errorf("table %s: %w", t.name, err)
+				return nil, fmt.Errorf("table %s: %w", t.name, err)
 			}
-			s = &st
+			*states[r] = st
 		}
-		k.keys[key] = s
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("table %s: read key index: %w", t.name, err)
+		return nil, fmt.Errorf("table %s: read key index: %w", t.name, err)
 	}
-	return nil
+	return states, nil
 }
 
 // loadMarks reads into k.marks the stored dead-row marks of the blocks
@@ -374,23 +404,38 @@ func (k *keyedBatch) committed() {
 // the commit that wrote them and under the key lock, and every change of
 // an entry goes through it, so the cache never holds an entry the store
 // does not.
+//
+// The values are pointers so that put overwrites a cached key's entry in
+// place: assigning a map's existing string key replaces the key too, and
+// the batch's keys are substrings of one string per part, which a cached
+// key must not keep alive.
 type entryCache struct {
 	mu sync.Mutex
-	m  map[string]keyState
+	m  map[string]*keyState
 }
 
 // entryCacheKeys bounds the entries cached per table (about 100-150 bytes
 // each: ~10 MB).
 const entryCacheKeys = 1 << 16
 
-func (c *entryCache) get(key string) (keyState, bool) {
+// getAll calls found for each row of rows with the cached entry of its key
+// in keys (ok false: not cached), under one lock.
+func (c *entryCache) getAll(keys []string, rows []int, found func(r int, s keyState, ok bool)) {
 	if c == nil {
-		return keyState{}, false
+		for _, r := range rows {
+			found(r, keyState{}, false)
+		}
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, ok := c.m[key]
-	return s, ok
+	for _, r := range rows {
+		if s, ok := c.m[keys[r]]; ok {
+			found(r, *s, true)
+		} else {
+			found(r, keyState{}, false)
+		}
+	}
 }
 
 func (c *entryCache) put(states map[string]*keyState) {
@@ -400,16 +445,21 @@ func (c *entryCache) put(states map[string]*keyState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string]keyState, entryCacheKeys)
+		c.m = make(map[string]*keyState, entryCacheKeys)
 	}
 	for key, s := range states {
-		if _, ok := c.m[key]; !ok && len(c.m) >= entryCacheKeys {
+		if cur, ok := c.m[key]; ok {
+			*cur = *s
+			continue
+		}
+		if len(c.m) >= entryCacheKeys {
 			for old := range c.m { // a map's order: an arbitrary entry leaves
 				delete(c.m, old)
 				break
 			}
 		}
-		c.m[key] = *s
+		st := *s
+		c.m[strings.Clone(key)] = &st
 	}
 }
 
@@ -449,13 +499,19 @@ func (c *markCache) put(marks map[string][]byte) {
 		if len(m) > 4<<10 {
 			continue // a huge block's mark: read from the store when needed
 		}
+		if cur, ok := c.m[key]; ok && len(cur) == len(m) {
+			// In place: assigning would replace the cached key with the
+			// batch's, a substring of a string of all its dead keys.
+			copy(cur, m)
+			continue
+		}
 		if _, ok := c.m[key]; !ok && len(c.m) >= markCacheBlocks {
 			for old := range c.m {
 				delete(c.m, old)
 				break
 			}
 		}
-		c.m[key] = slices.Clone(m)
+		c.m[strings.Clone(key)] = slices.Clone(m)
 	}
 }
 
@@ -500,27 +556,43 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		ttlCut = floorTime(t.store.opts.Now().Add(-ttl).UnixNano(), t.span)
 	}
 	// Resolve the rows in order: each one that applies supersedes the
-	// key's row before it (stored, or earlier in this batch).
-	keys := make([]string, n)
+	// key's row before it (stored, or earlier in this batch). The part's
+	// keys are substrings of one string: one allocation per part.
+	ends := make([]int, n)
+	buf := k.keyBuf[:0]
 	for r := range n {
-		key, missing, ok := keyBytes(k.keyBuf[:0], cols, keyCols, r)
-		k.keyBuf = key
+		var missing int
+		var ok bool
+		buf, missing, ok = keyBytes(buf, cols, keyCols, r)
 		if !ok {
+			k.keyBuf = buf
 			return 0, 0, 0, &SchemaError{Table: t.name, Row: r, Column: t.key[missing], Reason: "a primary key column is null or missing"}
 		}
-		keys[r] = string(key)
+		ends[r] = len(buf)
 	}
-	if err := k.load(keys); err != nil {
+	k.keyBuf = buf
+	joined := string(buf)
+	keys := make([]string, n)
+	for r, start := 0, 0; r < n; r++ {
+		keys[r] = joined[start:ends[r]]
+		start = ends[r]
+	}
+	states, err := k.load(keys)
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	if keyedLoadedHook != nil {
 		keyedLoadedHook(t)
 	}
-	touched := make(map[string]*keyState, n)
+	type touchedKey struct {
+		key string
+		s   *keyState
+	}
+	var touched []touchedKey
 	var dead []rowLoc
 	for r, key := range keys {
 		v := rowVersion(cols, batchCol, offsetCol, r)
-		s := k.keys[key]
+		s := states[r]
 		if v.replayOf(s.ver) {
 			continue // a replay: the key has this change or a later one
 		}
@@ -546,13 +618,19 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		if v.ok {
 			s.ver = v
 		}
-		touched[key] = s
+		if !s.inPart {
+			s.inPart = true
+			touched = append(touched, touchedKey{key, s})
+		}
+	}
+	for _, tk := range touched {
+		tk.s.inPart = false // the cache gets the states without it
 	}
 	// The rows to store, in their order.
 	keep := make([]int, 0, len(touched))
-	for _, s := range touched {
-		if s.live && s.pending >= 0 {
-			keep = append(keep, s.pending)
+	for _, tk := range touched {
+		if tk.s.live && tk.s.pending >= 0 {
+			keep = append(keep, tk.s.pending)
 		}
 	}
 	slices.Sort(keep)
@@ -573,19 +651,25 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		at := make(map[int]rowLoc, len(keep))
+		at := make([]rowLoc, n) // by row of the part
 		for j, r := range keep {
 			at[r] = locs[j]
 		}
-		for _, s := range touched {
-			if s.live && s.pending >= 0 {
-				s.loc, s.pending = at[s.pending], -1
+		for _, tk := range touched {
+			if tk.s.live && tk.s.pending >= 0 {
+				tk.s.loc, tk.s.pending = at[tk.s.pending], -1
 			}
 		}
 	}
-	// The index entries of the keys this part changed.
+	// The index entries of the keys this part changed, in key order: the
+	// memtable's skiplist inserts a batch's keys one after the other from
+	// where the last one went, so keys in order are found in a few steps
+	// (in map or arrival order each one searches from the top, and the
+	// commit into the memtable was the largest part of a keyed append).
+	slices.SortFunc(touched, func(a, b touchedKey) int { return strings.Compare(a.key, b.key) })
 	var ik, ev []byte
-	for key, s := range touched {
+	for _, tk := range touched {
+		key, s := tk.key, tk.s
 		ik = keyIndexKey(ik[:0], t.id, []byte(key))
 		if !s.live && !s.ver.ok {
 			// Deleted, and no position to guard against a replay: no entry.
@@ -602,16 +686,20 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		bytes += len(ik) + len(ev)
 	}
 	// The dead-row marks: the block's current mark with the new rows set.
+	// Their keys are substrings of one string, as the part's keys are.
 	markKeys := make([]string, len(dead))
-	var bk []byte
-	for i, loc := range dead {
+	var bk, mkBuf []byte
+	for _, loc := range dead {
 		bk = blockKey(bk[:0], t.id, loc.hash, loc.minTime, loc.seq)
-		markKeys[i] = string(deadKey(nil, bk))
+		mkBuf = deadKey(mkBuf, bk)
+	}
+	markJoined := string(mkBuf)
+	for i := range dead {
+		markKeys[i] = markJoined[i*blockKeyLen : (i+1)*blockKeyLen] // a dead key is as long as its block's
 	}
 	if err := k.loadMarks(markKeys); err != nil {
 		return 0, 0, 0, err
 	}
-	changed := map[string]bool{}
 	for i, loc := range dead {
 		mk := markKeys[i]
 		mark := k.marks[mk]
@@ -622,9 +710,13 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 			return 0, 0, 0, fmt.Errorf("table %s: %w", t.name, &CorruptionError{Key: []byte(mk), Reason: err.Error()})
 		}
 		k.marks[mk] = mark
-		changed[mk] = true
 	}
-	for mk := range changed {
+	// In key order, as the index entries: see sortedByKey.
+	slices.Sort(markKeys)
+	for i, mk := range markKeys {
+		if i > 0 && markKeys[i-1] == mk {
+			continue
+		}
 		mark := k.marks[mk]
 		if err := pb.Set([]byte(mk), mark, nil); err != nil {
 			return 0, 0, 0, err

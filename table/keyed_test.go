@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func keyedTable(t testing.TB, s *Store, cfg Config) *Table {
@@ -594,4 +595,45 @@ func TestKeyedLongKeys(t *testing.T) {
 		appendRows(t, tb, rows...)
 	}
 	wantState(t, tb, want)
+}
+
+// TestKeyedCachesCloneKeys checks that the caches of entries and marks
+// keep keys of their own: a part's keys are substrings of one string of
+// all of them, which a cached key would keep alive as long as it stays
+// cached (a 64k-entry cache could hold thousands of parts' strings).
+func TestKeyedCachesCloneKeys(t *testing.T) {
+	joined := strings.Repeat("key-0001key-0002", 4)
+	inJoined := func(s string) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(joined)))
+		return p >= lo && p < lo+uintptr(len(joined))
+	}
+	a, b := joined[0:8], joined[8:16]
+	var entries entryCache
+	var marks markCache
+	for range 2 { // a new key, then one cached already
+		entries.put(map[string]*keyState{a: {live: true, pending: -1}, b: {pending: -1}})
+		marks.put(map[string][]byte{a: newMark(3), b: newMark(9)})
+	}
+	for k := range entries.m {
+		if inJoined(k) {
+			t.Errorf("entry cache key %q is the part's string", k)
+		}
+	}
+	for k := range marks.m {
+		if inJoined(k) {
+			t.Errorf("mark cache key %q is the part's string", k)
+		}
+	}
+	if len(entries.m) != 2 || len(marks.m) != 2 {
+		t.Fatalf("cached %d entries and %d marks, want 2 and 2", len(entries.m), len(marks.m))
+	}
+	var got []keyState
+	entries.getAll([]string{a, b, "other"}, []int{0, 1, 2}, func(_ int, s keyState, ok bool) {
+		if ok {
+			got = append(got, s)
+		}
+	})
+	if len(got) != 2 || !got[0].live || got[1].live {
+		t.Errorf("getAll = %+v, want a live and b not", got)
+	}
 }
