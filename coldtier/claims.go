@@ -280,11 +280,6 @@ func (rc *runClaims) keep(batch, offset any) bool {
 	return true
 }
 
-// reset forgets the rows seen (a run that writes its files again).
-func (rc *runClaims) reset(known claims) {
-	*rc = *newRunClaims(rc.writer, known)
-}
-
 // update returns the claims properties to commit on a table whose claims
 // are now: for each source written, this writer's ranges grown by the
 // batch ranges written minus what others claimed. conflict is true when

@@ -100,11 +100,10 @@ func FileCounts(ctx context.Context, c *Compactor) (data, deletes int, err error
 		return 0, 0, err
 	}
 	for _, m := range mans {
-		entries, err := m.FetchEntries(fs, true)
-		if err != nil {
-			return 0, 0, err
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return 0, 0, err
+			}
 			if e.DataFile().ContentType() == iceberg.EntryContentData {
 				data++
 			} else {

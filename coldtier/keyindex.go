@@ -255,11 +255,10 @@ func (ix *keyIndex) apply(ctx context.Context, fsys icebergio.IO, s *itable.Snap
 		if m.SnapshotID() != s.SnapshotID {
 			continue // written by an earlier snapshot: nothing of s
 		}
-		entries, err := m.FetchEntries(fsys, false)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fsys, false) {
+			if err != nil {
+				return err
+			}
 			if e.SnapshotID() != s.SnapshotID {
 				continue
 			}

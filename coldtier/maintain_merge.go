@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -526,7 +525,6 @@ type mergeWork struct {
 	inputs  []*mergeInput
 	streams []*mergeStream
 	temps   int
-	rows    atomic.Int64 // rows handed to the writer
 }
 
 func (w *mergeWork) close() {

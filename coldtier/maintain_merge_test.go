@@ -139,7 +139,7 @@ func checkMergedFile(t *testing.T, path string, seen map[int64]int, extraFrom in
 		t.Fatalf("%s has %d row groups, want several", path, len(f.RowGroups()))
 	}
 	var prevUser []byte
-	var prevTs int64
+	var prevTS int64
 	var prevHi parquet.Value
 	var row int64
 	for g, rg := range f.RowGroups() {
@@ -158,10 +158,10 @@ func checkMergedFile(t *testing.T, path string, seen map[int64]int, extraFrom in
 			k, err := rr.ReadRows(buf)
 			for _, r := range buf[:k] {
 				u, tv := r[user].ByteArray(), r[ts].Int64() // a null user is nil: first
-				if c := bytes.Compare(prevUser, u); row > 0 && (c > 0 || c == 0 && prevTs > tv) {
-					t.Fatalf("row %d (group %d): (%s, %d) after (%s, %d): not sorted by (user, ts)", row, g, u, tv, prevUser, prevTs)
+				if c := bytes.Compare(prevUser, u); row > 0 && (c > 0 || c == 0 && prevTS > tv) {
+					t.Fatalf("row %d (group %d): (%s, %d) after (%s, %d): not sorted by (user, ts)", row, g, u, tv, prevUser, prevTS)
 				}
-				prevUser, prevTs = append(prevUser[:0], u...), tv
+				prevUser, prevTS = append(prevUser[:0], u...), tv
 				nv := r[n].Int64()
 				seen[nv]++
 				switch x := r[extra]; {

@@ -147,11 +147,10 @@ func committedSince(fsys icebergio.IO, old, fresh *itable.Table) (map[string]boo
 			if known[m.SnapshotID()] {
 				continue // its files are referenced by a snapshot old has
 			}
-			entries, err := m.FetchEntries(fsys, false)
-			if err != nil {
-				return nil, fmt.Errorf("manifest %s: %w", m.FilePath(), err)
-			}
-			for _, e := range entries {
+			for e, err := range m.Entries(fsys, false) {
+				if err != nil {
+					return nil, fmt.Errorf("manifest %s: %w", m.FilePath(), err)
+				}
 				files[normPath(e.DataFile().FilePath())] = true
 			}
 		}

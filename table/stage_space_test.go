@@ -141,7 +141,7 @@ func TestStageDiskFull(t *testing.T) {
 	// writes that would eat into it are refused, and admitted once the
 	// stage is closed.
 	st = stage()
-	hog = smallfs.Fill(t, dir, 8<<20+st.staged/2)
+	smallfs.Fill(t, dir, 8<<20+st.staged/2)
 	if err := tb.Append(ctx, spaceBatch(30)); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("an append into the room an open stage holds: want ErrDiskFull, got %v", err)
 	}
