@@ -1,0 +1,310 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Change streams (docs/changes.md): a message that says what happens to a
+// key, not only what a row holds. The decoders here read the operation, the
+// columns of the row (or of the key a delete names) and the source position
+// of a change event; the stream source adds the operation to the row as the
+// table's hidden operation column.
+
+// The errors of a change event that cannot be applied. Each makes its
+// message a dead letter, the reason named.
+var (
+	// ErrNotChange: the message is not a change event of its format (no
+	// op, an op sluice does not know, no row where the op needs one).
+	ErrNotChange = errors.New("not a change event")
+	// ErrNoKey: a delete names no key (no before image and no message
+	// key, or a tombstone without a key).
+	ErrNoKey = errors.New("no key to delete")
+	// ErrTruncate: Debezium's truncate (op "t") empties a whole source
+	// table; a keyed table has no operation that deletes every key, so the
+	// event is refused loudly rather than dropped in silence.
+	ErrTruncate = errors.New("truncate events are not applied")
+)
+
+// ChangePosition is where a change event comes from in its database's log,
+// as Debezium's source block says: the commit time in milliseconds since
+// the epoch (source.ts_ms, else the envelope's ts_ms) and, for PostgreSQL,
+// the log sequence number (source.lsn). They order one key's changes across
+// topics or partitions, where the Kafka offset cannot.
+type ChangePosition struct {
+	TimeMillis int64
+	LSN        int64
+	HasTime    bool
+	HasLSN     bool
+}
+
+// Change is what one change event does.
+type Change struct {
+	// Delete: the event deletes the key its row names (only the key's
+	// columns matter); otherwise the row is the key's latest state.
+	Delete   bool
+	Position ChangePosition
+}
+
+// debeziumEnvelope is the part of a Debezium change event sluice reads;
+// Payload and Schema are the JSON converter's wrapper when its schemas are
+// on.
+type debeziumEnvelope struct {
+	Before  json.RawMessage `json:"before"`
+	After   json.RawMessage `json:"after"`
+	Op      *string         `json:"op"`
+	Source  json.RawMessage `json:"source"`
+	TsMs    *int64          `json:"ts_ms"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+type debeziumSource struct {
+	TsMs *int64      `json:"ts_ms"`
+	LSN  json.Number `json:"lsn"`
+}
+
+// DebeziumJSON reads a Debezium change event written by the JSON converter
+// (with or without the schema/payload wrapper of its schemas.enable). It returns the JSON object
+// of the row: after's columns for c (create), r (snapshot read) and u
+// (update); for d (delete) before's columns, or the message key's when the
+// event has no before image (keyColumn names the column a scalar key
+// fills, see KeyObject).
+func DebeziumJSON(body, key []byte, keyColumn string) (row []byte, c Change, err error) {
+	var env debeziumEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, c, fmt.Errorf("%w: %w", ErrNotChange, err)
+	}
+	if env.Op == nil && isObject(env.Payload) {
+		// The JSON converter with schemas on: the event is the payload.
+		payload := env.Payload
+		env = debeziumEnvelope{}
+		if err := json.Unmarshal(payload, &env); err != nil {
+			return nil, c, fmt.Errorf("%w: payload: %w", ErrNotChange, err)
+		}
+	}
+	if env.Op == nil {
+		return nil, c, fmt.Errorf("%w: no op field", ErrNotChange)
+	}
+	if c.Position, err = jsonPosition(env.Source, env.TsMs); err != nil {
+		return nil, c, err
+	}
+	op := *env.Op
+	switch op {
+	case "c", "r", "u":
+		if !isObject(env.After) {
+			return nil, c, fmt.Errorf("%w: op %q without an after object", ErrNotChange, op)
+		}
+		return env.After, c, nil
+	case "d":
+		c.Delete = true
+		if isObject(env.Before) && !bytes.Equal(bytes.TrimSpace(env.Before), []byte("{}")) {
+			return env.Before, c, nil
+		}
+		row, err := KeyObject(key, keyColumn)
+		if err != nil {
+			return nil, c, fmt.Errorf("op d without a before object: %w", err)
+		}
+		return row, c, nil
+	case "t":
+		return nil, c, ErrTruncate
+	}
+	return nil, c, fmt.Errorf("%w: unknown op %q (want c, r, u or d)", ErrNotChange, op)
+}
+
+func jsonPosition(source json.RawMessage, tsMs *int64) (ChangePosition, error) {
+	var p ChangePosition
+	if isObject(source) {
+		var s debeziumSource
+		dec := json.NewDecoder(bytes.NewReader(source))
+		dec.UseNumber()
+		if err := dec.Decode(&s); err != nil {
+			return p, fmt.Errorf("%w: source: %w", ErrNotChange, err)
+		}
+		if s.TsMs != nil {
+			p.TimeMillis, p.HasTime = *s.TsMs, true
+		}
+		if s.LSN != "" {
+			if n, err := s.LSN.Int64(); err == nil {
+				p.LSN, p.HasLSN = n, true
+			}
+		}
+	}
+	if !p.HasTime && tsMs != nil {
+		p.TimeMillis, p.HasTime = *tsMs, true
+	}
+	return p, nil
+}
+
+func isObject(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+// DebeziumRow is DebeziumJSON for an event already decoded into a row (an
+// Avro envelope from the Schema Registry: before and after are nested
+// records, maps here). key decodes the message key when a delete has no
+// before image.
+func DebeziumRow(env Row, key func() (Row, error)) (Row, Change, error) {
+	var c Change
+	op, ok := env["op"].(string)
+	if !ok {
+		return nil, c, fmt.Errorf("%w: no op field", ErrNotChange)
+	}
+	if src, ok := env["source"].(map[string]any); ok {
+		if n, ok := asInt(src["ts_ms"]); ok {
+			c.Position.TimeMillis, c.Position.HasTime = n, true
+		}
+		if n, ok := asInt(src["lsn"]); ok {
+			c.Position.LSN, c.Position.HasLSN = n, true
+		}
+	}
+	if n, ok := asInt(env["ts_ms"]); ok && !c.Position.HasTime {
+		c.Position.TimeMillis, c.Position.HasTime = n, true
+	}
+	switch op {
+	case "c", "r", "u":
+		after, ok := env["after"].(map[string]any)
+		if !ok {
+			return nil, c, fmt.Errorf("%w: op %q without an after record", ErrNotChange, op)
+		}
+		return after, c, nil
+	case "d":
+		c.Delete = true
+		if before, ok := env["before"].(map[string]any); ok && len(before) > 0 {
+			return before, c, nil
+		}
+		row, err := key()
+		if err != nil {
+			return nil, c, fmt.Errorf("op d without a before record: %w", err)
+		}
+		return row, c, nil
+	case "t":
+		return nil, c, ErrTruncate
+	}
+	return nil, c, fmt.Errorf("%w: unknown op %q (want c, r, u or d)", ErrNotChange, op)
+}
+
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// KeyObject is a Kafka message key as the JSON object of the key columns
+// it names: a JSON object as it is (a Debezium JSON key's schema/payload
+// wrapper taken off); a JSON scalar, or a key that is not JSON (taken as
+// text), as the value of column, the table's one key column.
+func KeyObject(key []byte, column string) ([]byte, error) {
+	k := bytes.TrimSpace(key)
+	if len(k) == 0 || string(k) == "null" {
+		return nil, ErrNoKey
+	}
+	if k[0] == '{' {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(k, &m); err != nil {
+			return nil, fmt.Errorf("message key: %w", err)
+		}
+		if p, ok := m["payload"]; ok && len(m) <= 2 {
+			if _, schema := m["schema"]; schema || len(m) == 1 {
+				return KeyObject(p, column)
+			}
+		}
+		if len(m) == 0 {
+			return nil, ErrNoKey
+		}
+		return k, nil
+	}
+	if column == "" {
+		return nil, fmt.Errorf("message key %q is not a JSON object, and no key column is set for a scalar key", truncateKey(k))
+	}
+	value := k
+	if !json.Valid(k) || k[0] == '[' {
+		var err error
+		if value, err = json.Marshal(string(key)); err != nil {
+			return nil, fmt.Errorf("message key: %w", err)
+		}
+	}
+	name, err := json.Marshal(column)
+	if err != nil {
+		return nil, fmt.Errorf("key column: %w", err)
+	}
+	return slices.Concat([]byte("{"), name, []byte(":"), value, []byte("}")), nil
+}
+
+func truncateKey(k []byte) string {
+	const max = 64
+	if len(k) > max {
+		return string(k[:max]) + "..."
+	}
+	return string(k)
+}
+
+// ObjectRow decodes one JSON object into a row, with the types NDJSON
+// ingest gives its columns.
+func ObjectRow(obj []byte) (Row, error) {
+	var row Row
+	_, err := Decode(bytes.NewReader(obj), DecodeOptions{Format: NDJSON, Policy: Reject, MaxLine: len(obj) + 1},
+		func(rows []Row, _ []int) error {
+			if len(rows) != 1 {
+				return fmt.Errorf("%d rows in one object", len(rows))
+			}
+			row = rows[0]
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, fmt.Errorf("%w: empty", ErrNotChange)
+	}
+	return row, nil
+}
+
+// OperationField reads the operation of plain rows from one of their
+// columns (the 'field' change format): a value listed in Delete makes the
+// row a delete of its key; any other value, or none, an upsert. The column
+// is not stored.
+type OperationField struct {
+	Column string
+	Delete []string
+}
+
+// Take removes f's column from row and reports whether its value deletes
+// the row's key. A number is compared by its decimal text.
+func (f OperationField) Take(row Row) (deletes bool) {
+	v, ok := row[f.Column]
+	if !ok {
+		return false
+	}
+	delete(row, f.Column)
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case int64:
+		s = strconv.FormatInt(x, 10)
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		s = strconv.FormatBool(x)
+	case nil:
+		return false
+	default:
+		s = strings.TrimSpace(fmt.Sprint(x))
+	}
+	return slices.Contains(f.Delete, s)
+}
