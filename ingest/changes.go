@@ -146,36 +146,45 @@ func isObject(b json.RawMessage) bool {
 }
 
 // DebeziumRow is DebeziumJSON for an event already decoded into a row (an
-// Avro envelope from the Schema Registry: before and after are nested
-// records, maps here). key decodes the message key when a delete has no
-// before image.
+// Avro envelope from the Schema Registry: before, after and source are
+// nested records, which the decoder gives as JSON text; a map is taken as
+// well). key decodes the message key when a delete has no before image.
 func DebeziumRow(env Row, key func() (Row, error)) (Row, Change, error) {
 	var c Change
 	op, ok := env["op"].(string)
 	if !ok {
 		return nil, c, fmt.Errorf("%w: no op field", ErrNotChange)
 	}
-	if src, ok := env["source"].(map[string]any); ok {
-		if n, ok := asInt(src["ts_ms"]); ok {
-			c.Position.TimeMillis, c.Position.HasTime = n, true
-		}
-		if n, ok := asInt(src["lsn"]); ok {
-			c.Position.LSN, c.Position.HasLSN = n, true
-		}
+	src, err := nestedRow(env["source"])
+	if err != nil {
+		return nil, c, fmt.Errorf("%w: source: %w", ErrNotChange, err)
+	}
+	if n, ok := asInt(src["ts_ms"]); ok {
+		c.Position.TimeMillis, c.Position.HasTime = n, true
+	}
+	if n, ok := asInt(src["lsn"]); ok {
+		c.Position.LSN, c.Position.HasLSN = n, true
 	}
 	if n, ok := asInt(env["ts_ms"]); ok && !c.Position.HasTime {
 		c.Position.TimeMillis, c.Position.HasTime = n, true
 	}
 	switch op {
 	case "c", "r", "u":
-		after, ok := env["after"].(map[string]any)
-		if !ok {
+		after, err := nestedRow(env["after"])
+		if err != nil {
+			return nil, c, fmt.Errorf("%w: after: %w", ErrNotChange, err)
+		}
+		if after == nil {
 			return nil, c, fmt.Errorf("%w: op %q without an after record", ErrNotChange, op)
 		}
 		return after, c, nil
 	case "d":
 		c.Delete = true
-		if before, ok := env["before"].(map[string]any); ok && len(before) > 0 {
+		before, err := nestedRow(env["before"])
+		if err != nil {
+			return nil, c, fmt.Errorf("%w: before: %w", ErrNotChange, err)
+		}
+		if len(before) > 0 {
 			return before, c, nil
 		}
 		row, err := key()
@@ -187,6 +196,31 @@ func DebeziumRow(env Row, key func() (Row, error)) (Row, Change, error) {
 		return nil, c, ErrTruncate
 	}
 	return nil, c, fmt.Errorf("%w: unknown op %q (want c, r, u or d)", ErrNotChange, op)
+}
+
+// nestedRow is a nested record of a decoded envelope as a row (nil when
+// the value is null): a map as it is, JSON text decoded as NDJSON rows are.
+func nestedRow(v any) (Row, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return x, nil
+	case json.RawMessage:
+		return objectText(x)
+	case []byte:
+		return objectText(x)
+	case string:
+		return objectText([]byte(x))
+	}
+	return nil, fmt.Errorf("a %T, not a record", v)
+}
+
+func objectText(b []byte) (Row, error) {
+	if t := bytes.TrimSpace(b); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	return ObjectRow(b)
 }
 
 func asInt(v any) (int64, bool) {
