@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/table"
 )
@@ -76,5 +78,42 @@ tables:
 				t.Errorf("%s %s: %q stored, want nothing", method, tbl, rows)
 			}
 		}
+	}
+}
+
+// TestReplayKeepsChangeEvents: a change stream's dead letter (format
+// changes:<format>) is kept by a replay, never stored as a plain row: its
+// operation would be lost (a delete replayed as an upsert).
+func TestReplayKeepsChangeEvents(t *testing.T) {
+	s := startServer(t, `
+tables:
+  - name: t
+    on_bad_line: skip
+`, "")
+	ts := s.tables["t"]
+	if ts.deadLetter == nil {
+		t.Fatal("table t has no dead-letter table")
+	}
+	b, err := s.store.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	letter := table.Row{"time": time.Now(), "id": "d1", "origin": "kafka c/0@7", "format": "changes:debezium", "loader": "poison",
+		"column": "", "filter": false, "source": "", "error": "change event: truncate events are not applied", "row": `{"op":"d","before":{"id":1}}`}
+	if err := b.Append(ts.deadLetter.table, []table.Row{letter}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Replay(ctx, "t", ReplayOptions{})
+	if err != nil || res.Kept != 1 || res.Replayed != 0 || res.Failed != 0 {
+		t.Fatalf("replay: %+v %v, want the change event kept", res, err)
+	}
+	if _, rows, _ := call(t, "GET", s.url+"/v1/tables/t/query?format=ndjson", "", nil); strings.TrimSpace(rows) != "" {
+		t.Errorf("the replay stored %q", rows)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -259,6 +260,48 @@ func checkChangeRows(t *testing.T, rows, want map[int64]table.Row, batch string)
 			if got[c] != v {
 				t.Errorf("offset %d: %s = %#v, want %#v (row %v)", off, c, got[c], v, got)
 			}
+		}
+	}
+}
+
+// TestChangeDeadLetterKeepsEnvelope: a Debezium event whose row the table
+// refuses (a value that does not fit the static schema) is a dead letter
+// that keeps the event as the source sent it, not the row sluice took
+// from it, in the change format replay keeps.
+func TestChangeDeadLetterKeepsEnvelope(t *testing.T) {
+	s, err := table.Open(t.TempDir(), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, err := s.Table(table.Config{Name: "events", Columns: []table.Column{{Name: "time", Type: table.Timestamp}, {Name: "id", Type: table.Int64}, {Name: "name", Type: table.String}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := s.Table(table.Config{Name: "events_deadletter", SortBy: "time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := NewKafka(Target{Store: s, Table: tb, DeadLetters: dl, SourceColumns: true, Policy: ingest.Reject}, "events",
+		KafkaOptions{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Changes: &Changes{Format: ChangesDebezium}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := `{"before":null,"after":{"id":"not a number","name":"x"},"op":"c"}`
+	storeRecords(t, k, []*kgo.Record{
+		{Value: []byte(`{"after":{"id":1,"name":"a"},"op":"c"}`)},
+		{Value: []byte(event)},
+	})
+	if rows := readAll(t, tb, changeColumns); len(rows) != 1 || rows[0]["id"] != int64(1) {
+		t.Fatalf("rows %v: want offset 0's only", rows)
+	}
+	dead := readAll(t, dl, nil)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters %v: want one", dead)
+	}
+	for _, d := range dead {
+		if d["row"] != event || d["format"] != FormatChanges+ChangesDebezium || d["origin"] != "kafka t/0@1" {
+			t.Errorf("dead letter %v: want row %s, format %s, origin kafka t/0@1", d, event, FormatChanges+ChangesDebezium)
 		}
 	}
 }

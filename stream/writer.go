@@ -396,7 +396,7 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 	format := w.format.String()
 	if w.changes != nil {
 		// Not replayable as a plain row: replay would lose the operation.
-		format = changesFormatPrefix + w.changes.Format
+		format = FormatChanges + w.changes.Format
 	}
 	if len(body) > maxDeadLetterBody {
 		body = body[:maxDeadLetterBody]
@@ -429,10 +429,10 @@ const (
 	FormatTruncated = ";truncated"
 )
 
-// changesFormatPrefix starts the format of a change stream's dead letter
-// ("changes:debezium"): no format replay knows, because a replayed body
-// would be stored as a plain row, its operation lost.
-const changesFormatPrefix = "changes:"
+// FormatChanges starts the format of a change stream's dead letter
+// ("changes:debezium"): replay keeps it, because a replayed body would be
+// stored as a plain row, its operation lost.
+const FormatChanges = "changes:"
 
 // sourceOfDead adds to a dead letter of msgs[m] its message's source
 // incarnation in its id (the origin names the topic and offset, and a
