@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/avro"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
+	"github.com/sluicedb/sluice/internal/testregistry"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -302,6 +306,75 @@ func TestChangeDeadLetterKeepsEnvelope(t *testing.T) {
 	for _, d := range dead {
 		if d["row"] != event || d["format"] != FormatChanges+ChangesDebezium || d["origin"] != "kafka t/0@1" {
 			t.Errorf("dead letter %v: want row %s, format %s, origin kafka t/0@1", d, event, FormatChanges+ChangesDebezium)
+		}
+	}
+}
+
+// debeziumAvroEnvelope and debeziumAvroKey are a Debezium table's value and
+// key schemas as its Avro converter registers them (the fields sluice
+// reads).
+const (
+	debeziumAvroEnvelope = `{"type":"record","name":"Envelope","namespace":"db.public.t","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[{"name":"id","type":"int"},{"name":"name","type":["null","string"],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"source","type":{"type":"record","name":"Source","fields":[{"name":"ts_ms","type":"long"},{"name":"lsn","type":["null","long"],"default":null}]}},
+ {"name":"op","type":"string"},
+ {"name":"ts_ms","type":["null","long"],"default":null}]}`
+	debeziumAvroKey = `{"type":"record","name":"Key","namespace":"db.public.t","fields":[{"name":"id","type":"int"}]}`
+)
+
+// TestDebeziumAvroKeys: Avro envelopes and keys in the registry's wire
+// format (encoded by twmb/avro, served by a registry over HTTP): a delete
+// without before and a tombstone take their key from the Avro key record;
+// a key that is not in the wire format is read as JSON.
+func TestDebeziumAvroKeys(t *testing.T) {
+	reg, err := testregistry.Start(testregistry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	valueID := reg.Register("t-value", testregistry.Schema{Schema: debeziumAvroEnvelope})
+	keyID := reg.Register("t-key", testregistry.Schema{Schema: debeziumAvroKey})
+	enc := func(id int, schema string, v map[string]any) []byte {
+		b, err := avro.MustParse(schema).Encode(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), b...)
+	}
+	key := func(id int) []byte { return enc(keyID, debeziumAvroKey, map[string]any{"id": int32(id)}) }
+	event := func(op string, before, after map[string]any, ms int64) []byte {
+		return enc(valueID, debeziumAvroEnvelope, map[string]any{"before": before, "after": after, "source": map[string]any{"ts_ms": ms, "lsn": ms * 10}, "op": op, "ts_ms": nil})
+	}
+	target, tb, dl := changesTarget(t)
+	target.SourceColumns = true
+	k, err := NewKafka(target, "events", KafkaOptions{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Format: FormatAvro,
+		SchemaRegistry: schemaformat.Registry{URLs: []string{reg.URL}}, Changes: &Changes{Format: ChangesDebezium}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeRecords(t, k, []*kgo.Record{
+		{Key: key(1), Value: event("c", nil, map[string]any{"id": int32(1), "name": "a"}, 11)},
+		{Key: key(1), Value: event("d", nil, nil, 12)},
+		{Key: key(2), Value: nil},
+		{Key: []byte(`{"id":3}`), Value: nil},
+		{Value: event("d", nil, nil, 13)},
+	})
+	rows := readAll(t, tb, changeColumns)
+	want := map[int64]table.Row{
+		0: {"id": int64(1), "name": "a", ChangeTimeColumn: int64(11), ChangeLSNColumn: int64(110)},
+		1: {"id": int64(1), table.OperationColumn: table.OperationDelete, ChangeTimeColumn: int64(12), ChangeLSNColumn: int64(120)},
+		2: {"id": int64(2), table.OperationColumn: table.OperationDelete},
+		3: {"id": int64(3), table.OperationColumn: table.OperationDelete},
+	}
+	checkChangeRows(t, rows, want, "")
+	dead := readAll(t, dl, nil)
+	if len(dead) != 1 {
+		t.Fatalf("dead letters %v: want the delete without before nor key", dead)
+	}
+	for _, d := range dead {
+		if d["origin"] != "kafka t/0@4" || !strings.Contains(d["error"].(string), "no key to delete") {
+			t.Errorf("dead letter %v: want offset 4's, no key to delete", d)
 		}
 	}
 }
