@@ -117,3 +117,29 @@ tables:
 		t.Errorf("the replay stored %q", rows)
 	}
 }
+
+// TestDeleteRowsIdempotencyKey: a DELETE retried with its Idempotency-Key
+// is answered from its record; the same body POSTed under that key is a
+// key reused for another request (422), not a retry of the DELETE.
+func TestDeleteRowsIdempotencyKey(t *testing.T) {
+	s := startServer(t, `
+tables:
+  - name: t
+`, "")
+	body := `{"id":1}` + "\n"
+	code, answer, _ := call(t, "DELETE", s.url+"/v1/tables/t/rows", "", strings.NewReader(body), "Idempotency-Key", "k1")
+	if code != 200 {
+		t.Fatalf("DELETE: %d %s", code, answer)
+	}
+	code, answer, hdr := call(t, "DELETE", s.url+"/v1/tables/t/rows", "", strings.NewReader(body), "Idempotency-Key", "k1")
+	if code != 200 || hdr.Get(replayedHeader) != "true" {
+		t.Fatalf("DELETE again: %d %s, want its recorded answer", code, answer)
+	}
+	code, answer, _ = call(t, "POST", s.url+"/v1/tables/t/rows", "", strings.NewReader(body), "Idempotency-Key", "k1")
+	if code != 422 {
+		t.Fatalf("POST under the DELETE's key: %d %s, want 422", code, answer)
+	}
+	if _, rows, _ := call(t, "GET", s.url+"/v1/tables/t/query?format=ndjson&columns=id,"+table.OperationColumn, "", nil); len(lines(rows)) != 1 {
+		t.Errorf("rows %q: want the one delete", rows)
+	}
+}

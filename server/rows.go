@@ -368,7 +368,7 @@ func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool)
 	}
 	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r), Delete: deletes}
 	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
-		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader))
+		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader), deletes)
 		if answered {
 			return
 		}
