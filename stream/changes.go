@@ -83,9 +83,9 @@ func (c *Changes) check() error {
 // messageChange is what a change stream's message does, read once
 // (Writer.readChanges) and kept across the retries of its batch.
 type messageChange struct {
-	read     bool
-	change   ingest.Change
-	tombFrom bool // a tombstone: the row is the message key's
+	read      bool
+	change    ingest.Change
+	tombstone bool // a null value: the row is the message key's
 	// original is the body as received when Body was replaced by the
 	// row's JSON object (Debezium JSON, a tombstone's key): dead letters
 	// keep what the source sent.
@@ -127,7 +127,7 @@ func (w *Writer) readChanges(ctx context.Context, msgs []Message) error {
 
 func (w *Writer) readChange(ctx context.Context, m *Message, b []byte) error {
 	if len(b) == 0 {
-		m.change.change.Delete, m.change.tombFrom = true, true
+		m.change.change.Delete, m.change.tombstone = true, true
 		if w.registry != nil {
 			row, err := w.keyRow(ctx, m.Key)
 			if err != nil {
@@ -199,7 +199,7 @@ func (w *Writer) addChanges(msgs []Message, d *decoded) {
 	for i, r := range d.rows {
 		m := &msgs[d.msgOf[i]]
 		deletes := m.change.change.Delete
-		if w.changes.Format == ChangesField && !m.change.tombFrom {
+		if w.changes.Format == ChangesField && !m.change.tombstone {
 			deletes = field.Take(r)
 		}
 		if deletes {
@@ -254,7 +254,7 @@ func (w *Writer) changesByColumn() bool {
 // deadLetterBody is the body a dead letter of m keeps: what the source
 // sent.
 func (m *Message) deadLetterBody() []byte {
-	if m.change.original != nil || m.change.tombFrom {
+	if m.change.original != nil || m.change.tombstone {
 		return m.change.original
 	}
 	return m.Body
