@@ -104,6 +104,50 @@ type KafkaSource struct {
 	TLS *ClientTLS `yaml:"tls"`
 	// SASL, when present, authenticates to the brokers.
 	SASL *KafkaSASL `yaml:"sasl"`
+	// Changes, when present, makes the source a change stream: each
+	// message upserts or deletes a key of a table with a primary key
+	// (docs/changes.md).
+	Changes *KafkaChanges `yaml:"changes"`
+}
+
+// KafkaChanges says how a change stream's messages name their operation.
+// In every format a message with a null value (a tombstone) deletes its
+// message key.
+type KafkaChanges struct {
+	// Format is debezium (Debezium's envelope, JSON or avro), field (plain
+	// rows with a column naming the operation) or tombstones (plain rows
+	// are upserts, null values delete).
+	Format string `yaml:"format"`
+	// Field is the column naming a row's operation (format field); it is
+	// not stored.
+	Field string `yaml:"field"`
+	// Delete are the field's values that delete the row's key (default
+	// d and delete).
+	Delete []string `yaml:"delete"`
+	// KeyColumn is the column a scalar message key fills (a tombstone's,
+	// or a Debezium delete's without a before image); a JSON object key
+	// names its columns.
+	KeyColumn string `yaml:"key_column"`
+}
+
+// ChangeFormats are the values of a Kafka source's changes.format.
+var ChangeFormats = []string{"debezium", "field", "tombstones"}
+
+func (c *KafkaChanges) validate(where string) []error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	if !slices.Contains(ChangeFormats, c.Format) {
+		errs = append(errs, fmt.Errorf("%s: format %q: want one of %v", where, c.Format, ChangeFormats))
+	}
+	if c.Format == "field" && c.Field == "" {
+		errs = append(errs, fmt.Errorf("%s: field: empty (format field reads each row's operation from it)", where))
+	}
+	if c.Format != "field" && (c.Field != "" || len(c.Delete) > 0) {
+		errs = append(errs, fmt.Errorf("%s: field and delete: only format field reads them", where))
+	}
+	return errs
 }
 
 // SchemaRegistry is a Confluent-compatible schema registry (Confluent,
@@ -373,6 +417,7 @@ func (t *Table) validateSources(where string) []error {
 			if k.KeyPartitioned {
 				errs = append(errs, t.checkKeyPartitioned(sw)...)
 			}
+			errs = append(errs, k.Changes.validate(sw+" changes")...)
 		}
 		if o := s.S3; o != nil {
 			sw := sw + " s3"

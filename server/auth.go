@@ -74,6 +74,8 @@ func (s *Server) routes() []route {
 	}
 	rs := []route{
 		{"POST /v1/tables/{table}/rows", ingestRows, s.handleRows},
+		// A delete body names keys as rows: an ingest like any other.
+		{"DELETE /v1/tables/{table}/rows", ingestRows, s.handleDeleteRows},
 		// A replay stores the table's dead letters in it again: rows an
 		// ingester of the table may send anyway.
 		{"POST /v1/tables/{table}/replay", ingestRows, s.handleReplay},

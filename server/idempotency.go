@@ -106,9 +106,14 @@ func parseIdempotencyKey(v string) (string, error) {
 
 // beginKeyed looks key up for table name and marks it in progress. The
 // caller answers from replay when it is set, and calls end in every case
-// once it has answered or ingested.
-func (s *Server) beginKeyed(tableName, key string, body *chunkReader) (*keyedRequest, error) {
+// once it has answered or ingested. deletes (a DELETE of rows) is summed
+// with the body: the same body POSTed and DELETEd under one key is a key
+// reused for another request, not a retry.
+func (s *Server) beginKeyed(tableName, key string, body *chunkReader, deletes bool) (*keyedRequest, error) {
 	k := &keyedRequest{s: s, table: tableName, name: idempotencyPrefix + tableName + "/" + key}
+	if deletes {
+		k.sum = crc32.Update(k.sum, castagnoli, []byte("DELETE "))
+	}
 	for _, c := range body.chunks {
 		k.sum = crc32.Update(k.sum, castagnoli, c)
 		k.size += int64(len(c))
@@ -291,10 +296,10 @@ func sweepInterval(ttl time.Duration) time.Duration {
 // keyedRequest starts a request that carries an Idempotency-Key header.
 // answered: the request is answered already (a replay or an error);
 // otherwise the caller ingests with k.record() and calls k.end().
-func (s *Server) keyedRequest(w http.ResponseWriter, tableName, header string, body *chunkReader) (k *keyedRequest, answered bool) {
+func (s *Server) keyedRequest(w http.ResponseWriter, tableName, header string, body *chunkReader, deletes bool) (k *keyedRequest, answered bool) {
 	key, err := parseIdempotencyKey(strings.TrimSpace(header))
 	if err == nil {
-		k, err = s.beginKeyed(tableName, key, body)
+		k, err = s.beginKeyed(tableName, key, body, deletes)
 	}
 	if err != nil {
 		code := keyedStatus(err)

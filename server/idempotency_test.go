@@ -138,7 +138,7 @@ func scrapeMetric(t *testing.T, url, name string) float64 {
 func TestIdempotencyKeyInProgress(t *testing.T) {
 	s := startServer(t, testConfig, "")
 	body := &chunkReader{chunks: [][]byte{[]byte(keyedBody("c", 1))}}
-	k, err := s.beginKeyed("events", "busy", body)
+	k, err := s.beginKeyed("events", "busy", body, false)
 	if err != nil || k.replay != nil {
 		t.Fatalf("begin: %v %v", k, err)
 	}

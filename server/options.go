@@ -87,8 +87,17 @@ func kafkaOptions(k config.KafkaSource) stream.KafkaOptions {
 	return stream.KafkaOptions{
 		Brokers: k.Brokers, Topics: k.Topics, Group: k.Group, Format: k.Format, Start: k.Start, Metadata: k.Metadata,
 		MaxPollRecords: k.MaxPollRecords, FetchMaxBytes: k.FetchMaxBytes, SessionTimeout: k.SessionTimeout, InstanceID: k.InstanceID,
-		Linger: k.Linger,
+		Linger: k.Linger, Changes: kafkaChanges(k.Changes),
 	}
+}
+
+// kafkaChanges is stream's change stream options of a sources[].kafka
+// section's changes (nil: not a change stream).
+func kafkaChanges(c *config.KafkaChanges) *stream.Changes {
+	if c == nil {
+		return nil
+	}
+	return &stream.Changes{Format: c.Format, Field: c.Field, Delete: c.Delete, KeyColumn: c.KeyColumn}
 }
 
 // natsOptions is stream's options of a sources[].nats section; the

@@ -74,7 +74,7 @@ type ReplayResult struct {
 	// Done are the dead letters the filter took that an earlier replay
 	// had replayed already; Kept those it leaves as they are because a
 	// replay cannot take them (a bad line of a message whose good lines
-	// were stored, a body kept truncated).
+	// were stored, a body kept truncated, a change stream's event).
 	Done int `json:"done"`
 	Kept int `json:"kept"`
 }
@@ -122,7 +122,8 @@ func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) 
 		case o.Reason != "" && !strings.Contains(d.errText, o.Reason) && !strings.Contains(d.loader, o.Reason):
 		case done[d.id]:
 			res.Done++
-		case d.loader == "bad_line" || d.body == "" || strings.Contains(d.format, stream.FormatTruncated):
+		case d.loader == "bad_line" || d.body == "" || strings.Contains(d.format, stream.FormatTruncated),
+			strings.HasPrefix(d.format, stream.FormatChanges): // a change event replayed as a row would lose its operation
 			res.Kept++
 		default:
 			todo = append(todo, d)

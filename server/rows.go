@@ -41,6 +41,10 @@ type IngestOptions struct {
 	// column and ids ("http key=<Idempotency-Key>", "http
 	// request=<id>", "file <path>"); the rows' input line is beside it.
 	Origin string
+	// Delete makes every row of the input a delete of the key its columns
+	// name (DELETE /v1/tables/{table}/rows; docs/changes.md): the rows
+	// carry table.OperationDelete, which the input itself may not set.
+	Delete bool
 }
 
 // IngestRecord is a position committed with an ingest's rows; Value gets
@@ -98,11 +102,15 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	}
 	var d ingest.Decoded
 	// Without computed columns or filters, rows go from the decoder to the
-	// table by column, without a map per row (ingest.DecodeColumns).
-	columnar := ts.pipe.Columnar()
+	// table by column, without a map per row (ingest.DecodeColumns). A
+	// delete's rows take the map path, which adds their operation.
+	columnar := ts.pipe.Columnar() && !opts.Delete
 	switch {
 	case opts.BatchRows > 0 && columnar:
 		d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
+			if err := noHiddenColumns(cb); err != nil {
+				return err
+			}
 			b := ts.pipe.Begin()
 			defer b.Close()
 			b.Origin = opts.Origin
@@ -117,6 +125,9 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	case opts.BatchRows > 0:
 		// Every BatchRows rows are a batch of their own, durable on return.
 		d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error {
+			if err := operations(rows, lines, opts.Delete); err != nil {
+				return err
+			}
 			b := ts.pipe.Begin()
 			defer b.Close()
 			b.Origin = opts.Origin
@@ -154,9 +165,19 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 					}
 				}()
 			}
-			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error { return b.AddColumns(ctx, cb, &res) })
+			d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
+				if err := noHiddenColumns(cb); err != nil {
+					return err
+				}
+				return b.AddColumns(ctx, cb, &res)
+			})
 		} else {
-			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error { return b.Add(ctx, rows, lines, &res) })
+			d, err = ingest.Decode(counted, dopts, func(rows []ingest.Row, lines []int) error {
+				if err := operations(rows, lines, opts.Delete); err != nil {
+					return err
+				}
+				return b.Add(ctx, rows, lines, &res)
+			})
 		}
 		if err == nil {
 			// The skipped lines are durable dead letters before the
@@ -176,6 +197,43 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	}
 	ts.pipe.Counters().Failed.Add(int64(d.BadCount))
 	return res, err
+}
+
+// ErrHiddenColumn: an ingested row names one of sluice's own columns
+// (table.HiddenPrefix): its source position or operation, which only
+// sluice sets (a delete is DELETE /v1/tables/{table}/rows).
+var ErrHiddenColumn = errors.New("a column named " + table.HiddenPrefix + "* is sluice's own")
+
+// operations refuses rows that set a hidden column, and marks each row a
+// delete of its key when deletes is set.
+func operations(rows []ingest.Row, lines []int, deletes bool) error {
+	for i, r := range rows {
+		for c := range r {
+			if table.Hidden(c) {
+				return fmt.Errorf("%w: %w", ingest.ErrBadInput, &ingest.LineError{Line: lines[i], Err: fmt.Errorf("%w: %q", ErrHiddenColumn, c)})
+			}
+		}
+		if deletes {
+			r[table.OperationColumn] = table.OperationDelete
+		}
+	}
+	return nil
+}
+
+// noHiddenColumns is operations' refusal for rows by column (a column
+// kept from earlier rows holds no value of these: only a set cell counts).
+func noHiddenColumns(cb *colbatch.Batch) error {
+	for _, c := range cb.Cols {
+		if !table.Hidden(c.Name) {
+			continue
+		}
+		for r, cell := range c.Cells[:min(len(c.Cells), cb.Len)] {
+			if cell.Kind != colbatch.Absent {
+				return fmt.Errorf("%w: %w", ingest.ErrBadInput, &ingest.LineError{Line: cb.Lines[r], Err: fmt.Errorf("%w: %q", ErrHiddenColumn, c.Name)})
+			}
+		}
+	}
+	return nil
 }
 
 // stringsPool holds the string arenas of one-batch ingests (ingest.Strings).
@@ -245,7 +303,15 @@ func (s *Server) enterQueue(w http.ResponseWriter) bool {
 	return true
 }
 
-func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) { s.serveRows(w, r, false) }
+
+// handleDeleteRows deletes the keys its body's rows name (docs/changes.md):
+// the same formats, limits and answers as handleRows.
+func (s *Server) handleDeleteRows(w http.ResponseWriter, r *http.Request) { s.serveRows(w, r, true) }
+
+// serveRows stores the rows of r's body in its table, each a delete of its
+// key when deletes is set.
+func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool) {
 	name := r.PathValue("table")
 	if !s.ready.Load() {
 		w.Header().Set("Retry-After", "5")
@@ -272,6 +338,10 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
+	if format == ingest.RDB && deletes {
+		writeError(w, http.StatusUnsupportedMediaType, "a delete's body names keys as rows (NDJSON, JSON, CSV or Parquet), not an RDB snapshot")
+		return
+	}
 	if format == ingest.RDB && r.Header.Get(idempotencyKeyHeader) != "" {
 		writeError(w, http.StatusBadRequest, "Idempotency-Key is not supported for RDB snapshots (a snapshot is streamed, not held: use the atomic mode, docs/rdb.md)")
 		return
@@ -296,9 +366,9 @@ func (s *Server) handleRows(w http.ResponseWriter, r *http.Request) {
 		s.writeBodyError(w, err)
 		return
 	}
-	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r)}
+	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r), Delete: deletes}
 	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
-		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader))
+		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader), deletes)
 		if answered {
 			return
 		}

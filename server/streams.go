@@ -46,12 +46,18 @@ func (s *Server) openSources() error {
 			switch {
 			case sc.Kafka != nil:
 				opts := kafkaOptions(*sc.Kafka)
+				kafkaTarget := target
+				if opts.Changes != nil {
+					// The store orders a key's versions by their source
+					// position (docs/changes.md).
+					kafkaTarget.SourceColumns = true
+				}
 				if opts.Conn, err = kafkaConn(*sc.Kafka); err == nil {
 					opts.SchemaRegistry, err = schemaRegistry(sc.Kafka.SchemaRegistry)
 				}
 				if err == nil {
 					s.router.hooks(n, &opts)
-					src, err = stream.NewKafka(s.messageBound(target, sc.Kafka.MaxMessageBytes), n, opts)
+					src, err = stream.NewKafka(s.messageBound(kafkaTarget, sc.Kafka.MaxMessageBytes), n, opts)
 				}
 			case sc.NATS != nil:
 				opts := natsOptions(*sc.NATS)

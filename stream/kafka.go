@@ -102,6 +102,10 @@ type KafkaOptions struct {
 	// Conn is how every client of the source reaches the brokers: TLS and
 	// SASL.
 	Conn KafkaConn
+	// Changes, when set, makes the source a change stream of a table with
+	// a primary key: Debezium envelopes, an operation field or tombstones
+	// (docs/changes.md).
+	Changes *Changes
 }
 
 // The defaults of KafkaOptions and NATSOptions.
@@ -220,6 +224,13 @@ func NewKafka(t Target, tableName string, opts KafkaOptions) (*Kafka, error) {
 		return nil, err
 	}
 	w.registry = registry
+	if opts.Changes != nil {
+		changes := *opts.Changes // the caller's options stay as they are
+		if err := changes.EnsureDefaults().check(); err != nil {
+			return nil, err
+		}
+		w.changes = &changes
+	}
 	k.w = w
 	return k, nil
 }

@@ -88,6 +88,8 @@ type Message struct {
 	// cannot be); see Writer.unpack.
 	unpacked bool
 	bodyErr  error
+	// change is the operation of a change stream's message.
+	change messageChange
 }
 
 // Position is a source position to store with a batch's rows.
@@ -120,7 +122,10 @@ type Writer struct {
 	// registry, when set, decodes each message instead of format: the
 	// Schema Registry formats (NewKafka sets it).
 	registry messageDecoder
-	meta     []metaField
+	// changes, when set, makes the source a change stream: each row
+	// carries its operation (changes.go).
+	changes *Changes
+	meta    []metaField
 	// unstored are metadata columns a static schema lacks: scripts see
 	// them, the table does not get them.
 	unstored []string
@@ -213,6 +218,11 @@ type decoded struct {
 // same messages. Poison messages do not make it fail: they go to the dead
 // letters and the rest is stored.
 func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position) (Result, error) {
+	if w.changes != nil {
+		if err := w.readChanges(ctx, msgs); err != nil {
+			return Result{Messages: len(msgs)}, err
+		}
+	}
 	if w.columnar() {
 		res, done, err := w.writeColumns(ctx, msgs, positions)
 		if done {
@@ -229,6 +239,7 @@ func (w *Writer) Write(ctx context.Context, msgs []Message, positions []Position
 	} else {
 		d = w.decode(msgs)
 	}
+	w.addChanges(msgs, &d)
 	w.addSource(msgs, &d)
 	res.Rows = len(d.rows)
 	res.BadLines = d.badLines
@@ -381,8 +392,12 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 // not UTF-8 (kept as a Go-quoted string) and ";truncated" when it was
 // longer than maxDeadLetterBody (it cannot be replayed).
 func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind string) table.Row {
-	body := m.Body
+	body := m.deadLetterBody()
 	format := w.format.String()
+	if w.changes != nil {
+		// Not replayable as a plain row: replay would lose the operation.
+		format = FormatChanges + w.changes.Format
+	}
 	if len(body) > maxDeadLetterBody {
 		body = body[:maxDeadLetterBody]
 		format += FormatTruncated
@@ -413,6 +428,11 @@ const (
 	FormatQuoted    = ";quoted"
 	FormatTruncated = ";truncated"
 )
+
+// FormatChanges starts the format of a change stream's dead letter
+// ("changes:debezium"): replay keeps it, because a replayed body would be
+// stored as a plain row, its operation lost.
+const FormatChanges = "changes:"
 
 // sourceOfDead adds to a dead letter of msgs[m] its message's source
 // incarnation in its id (the origin names the topic and offset, and a
@@ -595,6 +615,11 @@ func (w *Writer) decode(msgs []Message) decoded {
 func (w *Writer) decodeRegistry(ctx context.Context, msgs []Message) (decoded, error) {
 	d := decoded{poison: map[int]error{}, bad: map[int]error{}}
 	for i := range msgs {
+		if row := msgs[i].change.row; row != nil {
+			d.rows = append(d.rows, row)
+			d.msgOf = append(d.msgOf, int32(i))
+			continue
+		}
 		b, err := body(&msgs[i])
 		if err != nil {
 			d.poison[i] = err
@@ -769,7 +794,7 @@ func (w *Writer) addSource(msgs []Message, d *decoded) {
 // columns (compute.Processor.Columnar), the condition of HTTP ingest's
 // (ingest.Pipeline.Columnar).
 func (w *Writer) columnar() bool {
-	return !w.mapsOnly && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON
+	return !w.mapsOnly && (w.target.Compute == nil || w.target.Compute.Columnar()) && w.format == ingest.NDJSON && w.changesByColumn()
 }
 
 // writeColumns is Write without a map per row (docs/server.md, "Scaling
@@ -824,6 +849,7 @@ type staged struct{ rows, kept, dead int }
 func (w *Writer) stageColumns(ctx context.Context, batch *table.Batch, msgs []Message, lastLine []int, cb *colbatch.Batch) (staged, error) {
 	st := staged{rows: cb.Len}
 	msgOf := w.addColumnsMeta(msgs, lastLine, cb)
+	w.addColumnsChanges(msgs, msgOf, cb)
 	var deadRows []table.Row
 	if w.target.Compute != nil && cb.Len > 0 {
 		var err error
