@@ -103,7 +103,7 @@ computed:
 		{"refused in a later part", clean + `{"user":"e","n":5,"refuse":true}` + "\n", Skip, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			run := func(byColumn bool) (stored []Row, res Result, err error, counters [6]int64) {
+			run := func(byColumn bool) (stored []Row, res Result, counters [6]int64, err error) {
 				p, perr := compute.New(context.Background(), cfg, compute.Options{})
 				if perr != nil {
 					t.Fatal(perr)
@@ -134,10 +134,10 @@ computed:
 				}
 				res.AddBadLines(d)
 				c := pipe.Counters()
-				return tb.rows, res, err, [6]int64{c.Rows.Load(), c.Accepted.Load(), c.Filtered.Load(), c.Failed.Load(), c.Batches.Load(), c.RejectedBatches.Load()}
+				return tb.rows, res, [6]int64{c.Rows.Load(), c.Accepted.Load(), c.Filtered.Load(), c.Failed.Load(), c.Batches.Load(), c.RejectedBatches.Load()}, err
 			}
-			wantRows, wantRes, wantErr, wantCounters := run(false)
-			gotRows, gotRes, gotErr, gotCounters := run(true)
+			wantRows, wantRes, wantCounters, wantErr := run(false)
+			gotRows, gotRes, gotCounters, gotErr := run(true)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 				t.Errorf("error by column: %v\nas maps: %v", gotErr, wantErr)
 			}

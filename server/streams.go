@@ -36,7 +36,10 @@ func (s *Server) openSources() error {
 			continue
 		}
 		target := stream.Target{Store: s.store, Table: ts.table, Compute: ts.proc, Schema: ts.schema, Policy: ts.policy, Log: s.log,
-			SourceColumns: ts.cfg.Compact.Iceberg != nil} // the cold tier commits each message once (docs/cold-tier.md)
+			// The cold tier commits each message once (docs/cold-tier.md);
+			// a keyed table orders a key's versions by their source
+			// position (docs/upserts.md).
+			SourceColumns: ts.cfg.Compact.Iceberg != nil || len(ts.cfg.PrimaryKey) > 0}
 		if ts.deadLetter != nil {
 			target.DeadLetters = ts.deadLetter.table
 		}
@@ -51,6 +54,11 @@ func (s *Server) openSources() error {
 					// The store orders a key's versions by their source
 					// position (docs/changes.md).
 					kafkaTarget.SourceColumns = true
+					if opts.Changes.KeyColumn == "" && len(ts.cfg.PrimaryKey) == 1 {
+						// A scalar message key is the table's one key
+						// column's value.
+						opts.Changes.KeyColumn = ts.cfg.PrimaryKey[0]
+					}
 				}
 				if opts.Conn, err = kafkaConn(*sc.Kafka); err == nil {
 					opts.SchemaRegistry, err = schemaRegistry(sc.Kafka.SchemaRegistry)

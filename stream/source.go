@@ -47,11 +47,10 @@ type Counters struct {
 	// the partition starts again at the new log's beginning.
 	Resets atomic.Int64
 
-	mu       sync.Mutex
-	lag      map[string]int64 // "topic\x00partition" → messages behind
-	failing  time.Time        // since when the source cannot reach its server (zero: it can)
-	lastErr  string
-	assigned int
+	mu      sync.Mutex
+	lag     map[string]int64 // "topic\x00partition" → messages behind
+	failing time.Time        // since when the source cannot reach its server (zero: it can)
+	lastErr string
 	// missing are the configured topics the brokers say do not exist
 	// (checkTopics), since missingSince.
 	missing      []string
