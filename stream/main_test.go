@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -35,6 +36,12 @@ var (
 	apicurio  testregistry.SharedApicurio
 )
 
+// Tests that mostly wait on their servers and nodes (a consumer group's
+// rebalance, a kill and restart, a lag refresh) call t.Parallel: each owns
+// its topics, streams and groups (uniqueName), its nodes' ports and
+// directories. A test that restarts the package's broker, or sets an
+// environment variable for its node (t.Setenv), stays sequential; Go runs
+// the parallel tests only after every sequential one has returned.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -206,7 +213,12 @@ func kafkaConfig(tableName, topic, group, instance, extraTable, extraSource stri
 %s`, tableName, extraTable, kafkaAddr, topic, group, instance, extraSource)
 }
 
-var kafkaAddr string
+// kafkaAddr is the package broker's address, set once by the first
+// broker call (tests that run in parallel read it at once).
+var (
+	kafkaAddr     string
+	kafkaAddrOnce sync.Once
+)
 
 var nameSeq atomic.Int64
 
@@ -221,7 +233,7 @@ func uniqueName(base string) string {
 func broker(t *testing.T) *testkafka.Broker {
 	t.Helper()
 	b := testkafka.Require(t)
-	kafkaAddr = b.Addr
+	kafkaAddrOnce.Do(func() { kafkaAddr = b.Addr })
 	return b
 }
 

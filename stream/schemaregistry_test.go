@@ -206,6 +206,7 @@ func startRegistry(t *testing.T, o testregistry.Options) *testregistry.Registry 
 // documented type, the added field becomes a column without a restart,
 // and each corrupt message is a dead letter naming why.
 func TestKafkaAvroFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)
@@ -296,6 +297,7 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 // fraction, an integer one is int64, a date-time string a timestamp, an
 // object a JSON column.
 func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := startRegistry(t, testregistry.Options{Username: "sr-user", Password: "sr-pass"})
@@ -428,6 +430,7 @@ message Order {
 // every field's value is read back with its documented type; a message
 // whose indexes name no message type is a dead letter.
 func TestKafkaProtobufFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)
