@@ -364,6 +364,7 @@ func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
 // registry; once it is back every message is stored. The registry is the
 // Go one (its down switch), with a bearer token read from the environment.
 func TestKafkaRegistryDownPauses(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := startRegistry(t, testregistry.Options{Token: "reg-token-for-tests"})
@@ -380,8 +381,8 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.SetDown(true)
-	t.Setenv("SLUICE_TEST_REGISTRY_TOKEN", "reg-token-for-tests")
-	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"))
+	nd := startNodeEnv(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"),
+		[]string{"SLUICE_TEST_REGISTRY_TOKEN=reg-token-for-tests"})
 	waitNotReady(t, nd, "schema registry unavailable", time.Minute)
 	if n := countRows(nd, "events"); n > 0 {
 		t.Fatalf("%d rows stored while the registry was down", n)
