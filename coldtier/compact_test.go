@@ -22,6 +22,7 @@ import (
 // returned before the compaction, with the mapped types, and the store no
 // longer holds them.
 func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "e2e")
 	st, tb := openTable(t, dir, staticSchema)
@@ -141,6 +142,7 @@ func TestCompactKeepAndSchemaEvolution(t *testing.T) {
 // read in key order makes the file sorted across batches, and so the row
 // groups' statistics of the key column narrow).
 func TestFilesSortedByKey(t *testing.T) {
+	t.Parallel()
 	for _, unsorted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unsorted=%v", unsorted), func(t *testing.T) {
 			dir := t.TempDir()

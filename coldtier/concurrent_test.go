@@ -17,6 +17,7 @@ import (
 // concurrency makes some commits conflict, iceberg-go retries them on the
 // fresh table, and every row of both nodes is in the table exactly once.
 func TestTwoNodesCommitToOneTable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	twoNodesCommit(t, dir, testConfig(t, dir, "two-nodes"), false)
 }

@@ -103,6 +103,7 @@ func killAt(t *testing.T, dir string, cfg coldtier.Config, step string) {
 // table, the store still holds every row, and the next run (after a late
 // row arrived) moves each row exactly once.
 func TestKill9BetweenUploadAndCommit(t *testing.T) {
+	t.Parallel()
 	testKill9(t, "after-upload")
 }
 
@@ -111,6 +112,7 @@ func TestKill9BetweenUploadAndCommit(t *testing.T) {
 // the committed blocks: a late row written after the crash stays), so the
 // two tiers together hold every row exactly once.
 func TestKill9BetweenCommitAndRemoval(t *testing.T) {
+	t.Parallel()
 	testKill9(t, "after-commit")
 }
 

@@ -15,12 +15,15 @@ import (
 	"github.com/sluicedb/sluice/table"
 )
 
-// One versitygw and one readers' venv for the package.
+// One versitygw and one readers' venv for the package; the readers' checks
+// run in pyPool's long-lived interpreters (pyiceberg's and DuckDB's imports
+// once per interpreter, not once per check).
 var (
 	s3     *coldtest.S3
 	s3Err  error
 	python string
 	pyErr  error
+	pyPool *coldtest.PythonPool
 )
 
 func TestMain(m *testing.M) {
@@ -36,12 +39,21 @@ func TestMain(m *testing.M) {
 	}
 	s3, s3Err = coldtest.StartS3(dir)
 	python, pyErr = coldtest.Python()
+	pyPool = coldtest.NewPythonPool(python)
 	code := m.Run()
+	pyPool.Close()
 	stopPostgres() // started by the first test that needs it (postgres_test.go)
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// The longest tests call t.Parallel: each owns its prefix in the bucket,
+// its directories and its child processes, and sets no package hook
+// (coldtier.Set*) nor environment variable. A test that does must stay
+// sequential: Go runs the parallel tests only after every sequential one
+// has returned (and restored what it set), so the hooks are never written
+// while a parallel test reads them.
 
 // testConfig is a cold tier on the package's S3 server with a SQLite
 // catalog in dir; prefix keeps tests apart in the one bucket.
@@ -172,7 +184,7 @@ func readIceberg(t testing.TB, cfg coldtier.Config, name string) readerView {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := coldtest.RunPython(ctx, python, string(script), cfg.Catalog.URI, "sluice."+name, s3.Endpoint, s3.Root,
+	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice."+name, s3.Endpoint, s3.Root,
 		coldtest.AccessKey, coldtest.SecretKey)
 	if err != nil {
 		t.Fatal(err)

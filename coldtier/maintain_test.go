@@ -135,7 +135,7 @@ func icebergScan(t *testing.T, cfg coldtier.Config) []map[string]any {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := coldtest.RunPython(ctx, python, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint,
+	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey)
 	if err != nil {
 		t.Fatal(err)
@@ -192,13 +192,14 @@ func dataOnDisk(t *testing.T, prefix string) []string {
 	return files
 }
 
-// TestMaintainSmallFilesAndSnapshots: 25 compaction runs over 3 days leave
-// 75 small files and 25 snapshots; one Maintain leaves one file per day
+// TestMaintainSmallFilesAndSnapshots: 10 compaction runs over 3 days leave
+// 30 small files and 10 snapshots; one Maintain leaves one file per day
 // (the minimum for its size), the manifests merged, and the snapshots
 // bounded by KeepSnapshots plus the node's newest run; every row is read
 // once by pyiceberg, DuckDB and sluice's query before and after. Once the
 // node has committed again, the next Maintain deletes the replaced files.
 func TestMaintainSmallFilesAndSnapshots(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const prefix = "maintain"
 	cfg := testConfig(t, dir, prefix)
@@ -210,7 +211,10 @@ func TestMaintainSmallFilesAndSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const runs, perRun, days = 25, 120, 3
+	// Ten runs are enough to tell each bound from its absence: 10 files a
+	// day against at most 2, 10 snapshots against at most 4, 10 manifests
+	// against at most 2.
+	const runs, perRun, days = 10, 120, 3
 	smallCommits(t, tb, c, 0, runs, perRun, days)
 	want := rowSet([2]int{0, runs * perRun})
 	v := checkRowsOnce(t, "before maintenance", cfg, c, want)
@@ -344,6 +348,7 @@ func maintainKillAt(t *testing.T, dir string, cfg coldtier.Config, opts coldtier
 // (each row once), the next Maintain does the rewrite, and the orphan
 // cleanup deletes exactly the killed pass's files.
 func TestMaintainKill9DuringRewrite(t *testing.T) {
+	t.Parallel()
 	testMaintainKill9(t, "maintain-after-upload")
 }
 
@@ -351,6 +356,7 @@ func TestMaintainKill9DuringRewrite(t *testing.T) {
 // the expired snapshots' files are deleted: each row once, the files left
 // are orphans the cleanup deletes.
 func TestMaintainKill9DuringExpiry(t *testing.T) {
+	t.Parallel()
 	testMaintainKill9(t, "maintain-after-expire-commit")
 }
 
@@ -452,6 +458,7 @@ func testMaintainKill9(t *testing.T, step string) {
 // A's run snapshot must stay, so that A's restart finds it and removes its
 // rows from the store: each row once.
 func TestMaintainKeepsPendingRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	cfgA := testConfig(t, dir, "maintain-pending")
@@ -512,6 +519,7 @@ func TestMaintainKeepsPendingRun(t *testing.T) {
 // run Maintain at the same time: the rewrites of one day race, one wins per
 // group and the other drops its files; every row is read once.
 func TestMaintainTwoNodesAtOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	shared := testConfig(t, dir, "maintain-two")
 	ctx := context.Background()

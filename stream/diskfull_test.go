@@ -26,6 +26,7 @@ import (
 // /metrics; once the space is freed it resumes by itself and every message
 // is stored exactly once.
 func TestDiskFullSourcePauses(t *testing.T) {
+	t.Parallel()
 	const n, users = 1000, 10
 	ctx := context.Background()
 	nc, err := nats.Connect(natsURL)

@@ -137,6 +137,7 @@ func logCount(t *testing.T, n *node, sub string) int {
 // is 0 (not clamped from below), and the node backed off instead of
 // spinning on UNKNOWN_TOPIC_ID.
 func TestKafkaTopicRecreated(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const users = 20
 	topic := uniqueName("recreate")
@@ -180,6 +181,7 @@ func TestKafkaTopicRecreated(t *testing.T) {
 // committed records are stored once, the aborted ones never, and the lag
 // of every partition comes to 0, not 1 (the last commit marker's offset).
 func TestKafkaTransactionalLag(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const users = 20
 	topic := uniqueName("txn")
@@ -226,6 +228,7 @@ func TestKafkaTransactionalLag(t *testing.T) {
 // lag series: after the rebalance each partition has a series on exactly
 // one node (the one holding it), none on both (a phantom lag).
 func TestKafkaLagOnlyForHeldPartitions(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 6000, 40
 	topic := uniqueName("phantom")
@@ -278,6 +281,7 @@ func TestKafkaLagOnlyForHeldPartitions(t *testing.T) {
 // sequence, so only the creation time can tell). Policy: the new stream
 // is consumed from its first message, loudly; every id is stored once.
 func TestNATSStreamRecreated(t *testing.T) {
+	t.Parallel()
 	const users = 10
 	ctx := context.Background()
 	nc, err := nats.Connect(natsURL)
@@ -355,6 +359,7 @@ func TestNATSStreamRecreated(t *testing.T) {
 // after them are stored, and the node's peak RSS stays under the
 // documented 256 MB (reading the bomb whole took 5.7 GB in the report).
 func TestKafkaLargeMessages(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const users = 10
 	topic := uniqueName("large")
@@ -427,12 +432,32 @@ func TestKafkaLargeMessages(t *testing.T) {
 // gzipBomb is size zero bytes, gzipped.
 func gzipBomb(t *testing.T, size int) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	chunk := make([]byte, 1<<20)
-	for n := 0; n < size; n += len(chunk) {
-		zw.Write(chunk)
+	return gzipRepeated(t, 0, size)
+}
+
+// gzipRepeated is a gzip file that decodes to size bytes of fill: one
+// member of at most 1 MiB of them, repeated, and one member for the rest
+// (a gzip file's members decode one after the other, RFC 1952, in Go's
+// reader as in zcat). Compressing the whole size at once cost tens of
+// CPU-seconds under the race detector; the file is the same bomb to a
+// reader.
+func gzipRepeated(t *testing.T, fill byte, size int) []byte {
+	t.Helper()
+	member := func(n int) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if _, err := zw.Write(bytes.Repeat([]byte{fill}, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
 	}
-	zw.Close()
-	return buf.Bytes()
+	const chunk = 1 << 20
+	out := bytes.Repeat(member(min(chunk, size)), size/chunk)
+	if rest := size % chunk; rest > 0 {
+		out = append(out, member(rest)...)
+	}
+	return out
 }

@@ -78,6 +78,7 @@ func waitReadyz(t *testing.T, n *node, within time.Duration, what string, ok fun
 // naming it (not one per check), every log line JSON. Once the topic is
 // created the node is ready again, says so, and consumes it.
 func TestMissingTopicReported(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	topic := uniqueName("evnts")
 	dir := t.TempDir()

@@ -24,6 +24,7 @@ import (
 // moments (5 rounds) and restarted on the same store. At the end the table
 // holds every id exactly once.
 func TestKafkaExactlyOnceUnderKill(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 20000, 50
 	topic := uniqueName("kill")
@@ -98,6 +99,7 @@ func checkOrder(t *testing.T, rows []table.Row) {
 // both stores only if the killed node stored it after its last offset
 // commit (commits run every 250 ms: at ~2000 messages/s, well under 1500).
 func TestKafkaTwoNodesOneKilled(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 20000, 50
 	topic := uniqueName("two")
@@ -220,6 +222,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 // every other message is stored exactly once and the partitions move on.
 // Keys are visible to scripts (_key).
 func TestKafkaPoisonMessages(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 3000, 10
 	topic := uniqueName("poison")
@@ -337,6 +340,7 @@ func readTable(t *testing.T, data, name, hashBy, sortBy string) []table.Row {
 // offsets before leaving, so the other node takes its partitions over
 // exactly where it stopped: every id in exactly one of the two stores.
 func TestKafkaGracefulHandover(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 12000, 50
 	topic := uniqueName("handover")
@@ -377,6 +381,7 @@ func TestKafkaGracefulHandover(t *testing.T) {
 // server cannot be reached starts anyway, serves HTTP ingest, and /readyz
 // answers 503 naming both sources.
 func TestUnreachableServersReported(t *testing.T) {
+	t.Parallel()
 	needBinary(t)
 	kport, _ := freeport.Port()
 	nport, _ := freeport.Port()

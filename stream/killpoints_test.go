@@ -71,6 +71,7 @@ func runToFault(t *testing.T, cfg, data, point string) {
 // single commits of its batches (table.FaultEnv), restarted each time on
 // the same store, and ends with every id exactly once.
 func TestKafkaKillPoints(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	const n, users = 3000, 20
 	topic := uniqueName("killpoints")
@@ -94,6 +95,7 @@ func TestKafkaKillPoints(t *testing.T) {
 
 // TestNATSKillPoints: the same on a JetStream stream.
 func TestNATSKillPoints(t *testing.T) {
+	t.Parallel()
 	const n, users = 3000, 20
 	ctx := context.Background()
 	nc, err := nats.Connect(natsURL)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -35,6 +36,13 @@ var (
 	apicurio  testregistry.SharedApicurio
 )
 
+// Tests that mostly wait on their servers and nodes (a consumer group's
+// rebalance, a kill and restart, a lag refresh) call t.Parallel: each owns
+// its topics, streams and groups (uniqueName), its nodes' ports and
+// directories; a secret for a node goes into that node's environment
+// (startNodeEnv), not the test process's. A test that restarts the
+// package's broker stays sequential; Go runs the parallel tests only after
+// every sequential one has returned.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -90,6 +98,15 @@ func needBinary(t *testing.T) {
 // waiting until /healthz answers.
 func startNode(t *testing.T, cfg, data string) *node {
 	t.Helper()
+	return startNodeEnv(t, cfg, data, nil)
+}
+
+// startNodeEnv is startNode with env (KEY=value) added to the node's
+// environment: a secret the config names ({env: ...}) is given to the node
+// alone, not set in the test process (t.Setenv), so that the test can run
+// in parallel with others.
+func startNodeEnv(t *testing.T, cfg, data string, env []string) *node {
+	t.Helper()
 	needBinary(t)
 	port, err := freeport.Port()
 	if err != nil {
@@ -106,6 +123,7 @@ func startNode(t *testing.T, cfg, data string) *node {
 	}
 	n := &node{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), data: data, cfg: cfgPath, log: logf, done: make(chan struct{})}
 	n.cmd = exec.Command(sluiceBin, "serve", "--config", cfgPath, "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "info")
+	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.cmd.Start(); err != nil {
@@ -206,7 +224,12 @@ func kafkaConfig(tableName, topic, group, instance, extraTable, extraSource stri
 %s`, tableName, extraTable, kafkaAddr, topic, group, instance, extraSource)
 }
 
-var kafkaAddr string
+// kafkaAddr is the package broker's address, set once by the first
+// broker call (tests that run in parallel read it at once).
+var (
+	kafkaAddr     string
+	kafkaAddrOnce sync.Once
+)
 
 var nameSeq atomic.Int64
 
@@ -221,7 +244,7 @@ func uniqueName(base string) string {
 func broker(t *testing.T) *testkafka.Broker {
 	t.Helper()
 	b := testkafka.Require(t)
-	kafkaAddr = b.Addr
+	kafkaAddrOnce.Do(func() { kafkaAddr = b.Addr })
 	return b
 }
 

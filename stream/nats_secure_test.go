@@ -173,12 +173,13 @@ func (s *securedNATS) writeCreds() (_ *jwt.OperatorClaims, system string, _ nats
 // environment) or a creds file (decentralized auth): every message is
 // stored once, and no secret is in the node's log.
 func TestNATSSecured(t *testing.T) {
+	t.Parallel()
 	s := natsSecured(t)
 	pwFile := filepath.Join(t.TempDir(), "nats-password")
 	if err := os.WriteFile(pwFile, []byte(s.password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SLUICE_TEST_NATS_TOKEN", s.token)
+	env := []string{"SLUICE_TEST_NATS_TOKEN=" + s.token}
 	clientTLS := fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: %q, server_name: %s}", s.certs.CAFile, s.certs.ClientCertFile, s.certs.ClientKeyFile, s.certs.ServerName)
 	const n = 300
 	for _, c := range []struct {
@@ -194,7 +195,7 @@ func TestNATSSecured(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			stream := publishSecured(t, s, c.url, c.connect, n)
 			data := filepath.Join(t.TempDir(), "node")
-			nd := startNode(t, securedNATSConfig(c.url, stream, c.auth), data)
+			nd := startNodeEnv(t, securedNATSConfig(c.url, stream, c.auth), data, env)
 			waitRows(t, nd, "events", n, time.Minute)
 			nd.stop()
 			ids, _ := storedIDs(t, data, "events")
@@ -210,9 +211,10 @@ func TestNATSSecured(t *testing.T) {
 // trusting a CA that did not sign the server's certificate, nothing is
 // stored and /readyz fails naming the cause (never the password).
 func TestNATSSecuredRefused(t *testing.T) {
+	t.Parallel()
 	s := natsSecured(t)
 	const wrong = "not-the-nats-Pa55word"
-	t.Setenv("SLUICE_TEST_NATS_WRONG", wrong)
+	env := []string{"SLUICE_TEST_NATS_WRONG=" + wrong}
 	clientTLS := func(ca string) string {
 		return fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: %q, server_name: %s}", ca, s.certs.ClientCertFile, s.certs.ClientKeyFile, s.certs.ServerName)
 	}
@@ -224,7 +226,7 @@ func TestNATSSecuredRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "node")
-			nd := startNode(t, securedNATSConfig(s.users, stream, c.auth), data)
+			nd := startNodeEnv(t, securedNATSConfig(s.users, stream, c.auth), data, env)
 			body := waitNotReady(t, nd, c.want, 45*time.Second)
 			if strings.Contains(body, wrong) {
 				t.Errorf("/readyz shows the password: %s", body)

@@ -21,6 +21,7 @@ import (
 // random moments (4 rounds) and restarted; every id is stored exactly once,
 // in order within each user.
 func TestNATSExactlyOnceUnderKill(t *testing.T) {
+	t.Parallel()
 	const n, users = 10000, 20
 	ctx := context.Background()
 	nc, err := nats.Connect(natsURL)
@@ -93,6 +94,7 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 // recreates its consumer at the stored sequence and ends with every id
 // exactly once.
 func TestNATSServerRestart(t *testing.T) {
+	t.Parallel()
 	const n, users = 6000, 10
 	ctx := context.Background()
 	port, err := freeport.Port()

@@ -17,6 +17,7 @@ import (
 // an object's rows with its record, restarted each time on the same store,
 // and ends with every id of every object exactly once.
 func TestS3KillPoints(t *testing.T) {
+	t.Parallel()
 	s3KillPoints(t, 100, "", []string{"after-commit:1", "before-commit:1", "after-commit:2", "before-commit:2"})
 }
 
@@ -24,6 +25,7 @@ func TestS3KillPoints(t *testing.T) {
 // each streamed into a table.Stage, killed right before and right after
 // the Ingest that publishes an object's rows with its record.
 func TestS3StreamedKillPoints(t *testing.T) {
+	t.Parallel()
 	s3KillPoints(t, 2000, ", max_object_bytes: 16384", []string{"publish-after-ingest:1", "publish-before-ingest:1", "publish-after-ingest:2", "publish-before-ingest:2"})
 }
 

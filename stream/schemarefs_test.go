@@ -42,6 +42,7 @@ func checkRows(t *testing.T, rows map[int]map[string]any, want map[int]map[strin
 // with that registered version. Every value is read back by the query,
 // the referenced subject asked for once.
 func TestKafkaAvroSchemaReferences(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)
@@ -98,6 +99,7 @@ func TestKafkaAvroSchemaReferences(t *testing.T) {
 // and the schema with a reference to it (both as descriptors). Every
 // value, the imported message and enum types included, is read back.
 func TestKafkaProtobufSchemaReferences(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)

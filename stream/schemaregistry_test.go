@@ -206,6 +206,7 @@ func startRegistry(t *testing.T, o testregistry.Options) *testregistry.Registry 
 // documented type, the added field becomes a column without a restart,
 // and each corrupt message is a dead letter naming why.
 func TestKafkaAvroFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)
@@ -296,6 +297,7 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 // fraction, an integer one is int64, a date-time string a timestamp, an
 // object a JSON column.
 func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := startRegistry(t, testregistry.Options{Username: "sr-user", Password: "sr-pass"})
@@ -362,6 +364,7 @@ func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
 // registry; once it is back every message is stored. The registry is the
 // Go one (its down switch), with a bearer token read from the environment.
 func TestKafkaRegistryDownPauses(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := startRegistry(t, testregistry.Options{Token: "reg-token-for-tests"})
@@ -378,8 +381,8 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.SetDown(true)
-	t.Setenv("SLUICE_TEST_REGISTRY_TOKEN", "reg-token-for-tests")
-	nd := startNode(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"))
+	nd := startNodeEnv(t, registryConfig(topic, "avro", reg.URL, ", token: {env: SLUICE_TEST_REGISTRY_TOKEN}"), filepath.Join(t.TempDir(), "node"),
+		[]string{"SLUICE_TEST_REGISTRY_TOKEN=reg-token-for-tests"})
 	waitNotReady(t, nd, "schema registry unavailable", time.Minute)
 	if n := countRows(nd, "events"); n > 0 {
 		t.Fatalf("%d rows stored while the registry was down", n)
@@ -428,6 +431,7 @@ message Order {
 // every field's value is read back with its documented type; a message
 // whose indexes name no message type is a dead letter.
 func TestKafkaProtobufFromRegistry(t *testing.T) {
+	t.Parallel()
 	broker(t)
 	py := testregistry.RequirePython(t)
 	reg := apicurio.Require(t)

@@ -58,6 +58,7 @@ func unsecuredJWT(sub string) string {
 // by file or environment variable: every message is stored, and the
 // secret appears nowhere in the node's log.
 func TestKafkaSASLSSL(t *testing.T) {
+	t.Parallel()
 	sec := secured(t)
 	const n, users = 200, 10
 	topic := uniqueName("sasl")
@@ -69,7 +70,7 @@ func TestKafkaSASLSSL(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := unsecuredJWT("sluice")
-	t.Setenv("SLUICE_TEST_KAFKA_TOKEN", token)
+	env := []string{"SLUICE_TEST_KAFKA_TOKEN=" + token}
 	for _, c := range []struct{ mechanism, sasl, secret string }{
 		{"PLAIN", fmt.Sprintf("mechanism: PLAIN, username: %s, password: {file: %q}", sec.User, pwFile), sec.Password},
 		{"SCRAM-SHA-256", fmt.Sprintf("mechanism: SCRAM-SHA-256, username: %s, password: {file: %q}", sec.User, pwFile), sec.Password},
@@ -79,7 +80,7 @@ func TestKafkaSASLSSL(t *testing.T) {
 		t.Run(c.mechanism, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "node")
 			cfg := secureKafkaConfig(sec, topic, uniqueName("g"), fmt.Sprintf(", server_name: %s", sec.ServerName), c.sasl)
-			nd := startNode(t, cfg, data)
+			nd := startNodeEnv(t, cfg, data, env)
 			waitRows(t, nd, "events", n, time.Minute)
 			nd.stop()
 			ids, _ := storedIDs(t, data, "events")
@@ -101,12 +102,13 @@ func TestKafkaSASLSSL(t *testing.T) {
 // /readyz fails naming the cause;
 // the wrong password is not in /readyz's answer or the log.
 func TestKafkaSASLSSLRefused(t *testing.T) {
+	t.Parallel()
 	sec := secured(t)
 	topic := uniqueName("refused")
 	createTopic(t, topic)
 	produceRange(t, newProducer(t), topic, 0, 10, 2)
 	const wrong = "not-the-Pa55word"
-	t.Setenv("SLUICE_TEST_KAFKA_WRONG", wrong)
+	env := []string{"SLUICE_TEST_KAFKA_WRONG=" + wrong}
 	serverName := ", server_name: " + sec.ServerName
 	scram := fmt.Sprintf("mechanism: SCRAM-SHA-512, username: %s, password: {env: SLUICE_TEST_KAFKA_WRONG}", sec.User)
 	for _, c := range []struct {
@@ -121,7 +123,7 @@ func TestKafkaSASLSSLRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := strings.Replace(secureKafkaConfig(sec, topic, uniqueName("g"), c.tlsExtra, c.sasl), sec.CAFile, c.caFile, 1)
 			data := filepath.Join(t.TempDir(), "node")
-			nd := startNode(t, cfg, data)
+			nd := startNodeEnv(t, cfg, data, env)
 			body := waitNotReady(t, nd, c.want, 45*time.Second)
 			if strings.Contains(body, wrong) {
 				t.Errorf("/readyz shows the password: %s", body)

@@ -128,14 +128,27 @@ func TestWriterFormats(t *testing.T) {
 // gzipOf compresses size bytes of fill (a gzip bomb when size is large).
 func gzipOf(t *testing.T, fill byte, size int) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	chunk := bytes.Repeat([]byte{fill}, 1<<20)
-	for n := 0; n < size; n += len(chunk) {
-		zw.Write(chunk[:min(len(chunk), size-n)])
+	// One member of at most 1 MiB, repeated, and one for the rest: a
+	// gzip file's members decode one after the other (RFC 1952), so it is
+	// the same bomb to a reader, and compressing the whole size at once
+	// cost tens of CPU-seconds under the race detector.
+	member := func(n int) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if _, err := zw.Write(bytes.Repeat([]byte{fill}, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
 	}
-	zw.Close()
-	return buf.Bytes()
+	const chunk = 1 << 20
+	out := bytes.Repeat(member(min(chunk, size)), size/chunk)
+	if rest := size % chunk; rest > 0 {
+		out = append(out, member(rest)...)
+	}
+	return out
 }
 
 // TestWriterBoundsMessages: a message over max_message_bytes (as received)

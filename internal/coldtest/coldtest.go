@@ -1,7 +1,8 @@
 // Package coldtest starts the real servers and readers the cold-tier tests
 // use: versitygw (an S3-compatible server with a POSIX backend, installed
 // by scripts/install-s3) on a 127.0.0.1 port it picks, and the Python venv
-// with pyiceberg and DuckDB (scripts/install-iceberg-readers); Iceberg's
+// with pyiceberg and DuckDB (scripts/install-iceberg-readers), whose
+// scripts a PythonPool runs in long-lived interpreters; Iceberg's
 // REST catalog server (rest.go), Spark (spark.go) and Trino (trino.go),
 // each installed by its scripts/install-* script. Start them once per
 // package in TestMain (or once in the one test that needs them); tests

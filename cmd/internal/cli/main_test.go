@@ -18,7 +18,9 @@ func TestMain(m *testing.M) {
 	// stop here.
 	compute.EnablePlugins(goplugin.Open)
 	compute.ServePluginCheck()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuiltSluice()
+	os.Exit(code)
 }
 
 // TestHelpListsCommands runs the real root command and checks that the

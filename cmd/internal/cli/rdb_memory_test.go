@@ -3,11 +3,13 @@ package cli
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicedb/sluice/internal/procmem"
@@ -15,19 +17,48 @@ import (
 	"github.com/sluicedb/sluice/rdb"
 )
 
-// buildSluice builds the sluice binary for a test that needs a process of
-// its own, without the race detector (whose shadow memory would swamp a
-// peak-RSS figure).
+// builtSluice is the sluice binary of the package's run, built by the
+// first test that needs it (each build links a binary of ~37 MB: seconds
+// of CPU a test); TestMain removes its directory.
+var builtSluice struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildSluice returns the sluice binary for a test that needs a process of
+// its own, built without the race detector (whose shadow memory would
+// swamp a peak-RSS figure).
 func buildSluice(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicedb/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	builtSluice.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cli-sluice-")
+		if err != nil {
+			builtSluice.err = fmt.Errorf("build directory: %w", err)
+			return
+		}
+		builtSluice.dir = dir
+		bin := filepath.Join(dir, "sluice")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicedb/sluice/cmd/sluice").CombinedOutput(); err != nil {
+			builtSluice.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		builtSluice.bin = bin
+	})
+	if builtSluice.err != nil {
+		t.Fatal(builtSluice.err)
 	}
-	return bin
+	return builtSluice.bin
+}
+
+// removeBuiltSluice removes the binary buildSluice built, if it did.
+func removeBuiltSluice() {
+	if builtSluice.dir != "" {
+		os.RemoveAll(builtSluice.dir)
+	}
 }
 
 // bigValuesRDB has a real redis-server write the values that made the
