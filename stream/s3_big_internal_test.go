@@ -144,8 +144,12 @@ func TestS3LargeObjectsStreamed(t *testing.T) {
 	growth := int64(peak) - int64(base)
 	t.Logf("heap in use: %d MB before, peak %d MB while two objects of %d MB were ingested", base>>20, peak>>20, size>>20)
 	// An object held whole would be 40 MB of bytes alone (and far more as
-	// decoded rows): the bound is three quarters of it.
-	if growth > size*3/4 {
+	// decoded rows): the bound is three quarters of it. Under -race the
+	// package's other tests leave goroutines and heap behind and the race
+	// detector slows the collector (a CI run saw 13 MB before and a 55 MB
+	// peak where the test alone peaks at 15 MB): the bound is held by
+	// scripts/test's run of this test alone, without -race.
+	if growth > size*3/4 && !raceEnabled {
 		t.Fatalf("heap grew by %d MB while ingesting objects of %d MB: not bounded by the decoder's buffers", growth>>20, size>>20)
 	}
 	if rows, sum := countIDs(t, target.Table); rows != want || sum != wantSum {
