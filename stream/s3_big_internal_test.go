@@ -91,6 +91,20 @@ func heapPeak() (stop func() uint64) {
 }
 
 // heapInuse is the heap in use after a collection.
+// loadedS3 is an S3 source of tableName on target, its computed columns'
+// scripts loaded, as Run would have it before its first listing.
+func loadedS3(tb testing.TB, target Target, tableName string, opts S3Options) *S3 {
+	tb.Helper()
+	src, err := NewS3(target, tableName, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := src.loadDone(); err != nil {
+		tb.Fatal(err)
+	}
+	return src
+}
+
 func heapInuse() uint64 {
 	runtime.GC()
 	var ms runtime.MemStats
@@ -125,18 +139,12 @@ func TestS3LargeObjectsStreamed(t *testing.T) {
 	dir := t.TempDir()
 	target, closeStore := bigTarget(t, dir)
 	target.MaxMessageBytes = 1 << 20 // the in-memory bound: both objects are far over it
-	src, err := NewS3(target, "big", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src := loadedS3(t, target, "big", opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	base := heapInuse()
 	stop := heapPeak()
-	err = src.listOnce(ctx)
+	err := src.listOnce(ctx)
 	peak := stop()
 	if err != nil {
 		t.Fatal(err)
@@ -163,12 +171,7 @@ func TestS3LargeObjectsStreamed(t *testing.T) {
 	target, closeStore = bigTarget(t, dir)
 	defer closeStore()
 	target.MaxMessageBytes = 1 << 20
-	if src, err = NewS3(target, "big", opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src = loadedS3(t, target, "big", opts)
 	if err := src.listOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +193,7 @@ func TestS3LargeObjectCorruptEnd(t *testing.T) {
 	target, closeStore := bigTarget(t, t.TempDir())
 	defer closeStore()
 	target.MaxMessageBytes = 1 << 20
-	src, err := NewS3(target, "big", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src := loadedS3(t, target, "big", opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for range 2 {
@@ -208,7 +205,7 @@ func TestS3LargeObjectCorruptEnd(t *testing.T) {
 		t.Fatalf("%d rows stored of an object with a corrupt last line, want none", rows)
 	}
 	var dead []table.Row
-	err = target.DeadLetters.Query(ctx, table.Query{}, func(r table.Row) error {
+	err := target.DeadLetters.Query(ctx, table.Query{}, func(r table.Row) error {
 		c := table.Row{}
 		for k, v := range r {
 			c[k] = v
@@ -289,13 +286,7 @@ computed:
 			Schema: map[string]compute.Type{"ts": compute.Timestamp, "user": compute.String, "n": compute.Int64}}
 		o := opts
 		o.streamAbove = streamAbove
-		src, err := NewS3(target, "events", o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := src.loadDone(); err != nil {
-			t.Fatal(err)
-		}
+		src := loadedS3(t, target, "events", o)
 		if err := src.listOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

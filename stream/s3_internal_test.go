@@ -137,13 +137,7 @@ func TestS3ListingOnceAcrossRestart(t *testing.T) {
 
 	target, closeStore = s3Target(t, dir)
 	defer closeStore()
-	src, err = NewS3(target, "events", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src = loadedS3(t, target, "events", opts)
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := src.listOnce(ctx); err != nil {

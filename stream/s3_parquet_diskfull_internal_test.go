@@ -43,13 +43,7 @@ func TestS3LargeParquetSpoolDiskFull(t *testing.T) {
 	target := Target{Store: s, Table: tb, Policy: ingest.Reject, MaxMessageBytes: 1 << 20}
 	// Room for one spool step beyond the minimum, not for the object.
 	hog := smallfs.Fill(t, mnt, minFree+spoolCheckBytes+4<<20)
-	src, err := NewS3(target, "big", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src := loadedS3(t, target, "big", opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	err = src.listOnce(ctx)

@@ -82,18 +82,12 @@ func TestS3LargeParquetSpooled(t *testing.T) {
 	dir := t.TempDir()
 	target, closeStore := bigTarget(t, dir)
 	target.MaxMessageBytes = bound
-	src, err := NewS3(target, "big", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src := loadedS3(t, target, "big", opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	base := heapInuse()
 	stop := heapPeak()
-	err = src.listOnce(ctx)
+	err := src.listOnce(ctx)
 	peak := stop()
 	if err != nil {
 		t.Fatal(err)
@@ -126,12 +120,7 @@ func TestS3LargeParquetSpooled(t *testing.T) {
 	target, closeStore = bigTarget(t, dir)
 	defer closeStore()
 	target.MaxMessageBytes = bound
-	if src, err = NewS3(target, "big", opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.loadDone(); err != nil {
-		t.Fatal(err)
-	}
+	src = loadedS3(t, target, "big", opts)
 	if err := src.listOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
