@@ -105,6 +105,9 @@ type Compactor struct {
 	// keyIdx is the table's cold key index as the last keyed run left it
 	// (keyindex.go). REQUIRES: runMu held.
 	keyIdx *keyIndex
+	// keyed: the table has a primary key, and each run deletes the
+	// Iceberg rows of the keys it changes (deletes.go).
+	keyed bool
 	aws    awsConfigs // the S3 file IO's AWS config (awslog.go)
 }
 
@@ -127,6 +130,12 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (*Compactor, error) {
 		return nil, err
 	}
 	c := &Compactor{cfg: cfg, cat: cat, t: t, ident: itable.Identifier{cfg.Catalog.Namespace, t.Name()}, counters: counters, writer: writer}
+	if len(t.PrimaryKey()) > 0 {
+		// The runs need the store's deletes: recorded from now on, before
+		// anything is ingested.
+		c.keyed = true
+		t.KeepDeleteLog()
+	}
 	ctx = c.withAWS(ctx)
 	// A run that crashed after its commit left its rows in both tiers:
 	// finish it before anything queries them.
@@ -222,6 +231,9 @@ func (c *Compactor) Compact(ctx context.Context, watermark time.Time, opts Optio
 	if opts.Continuous {
 		return c.compactSeqs(ctx, wm, mark, opts, st)
 	}
+	if c.keyed {
+		return st, fmt.Errorf("coldtier: table %s: %w", c.t.Name(), errKeyedTimeMode)
+	}
 	var from time.Time
 	if !opts.Remove {
 		from = c.t.CompactedThrough()
@@ -260,6 +272,19 @@ func (c *Compactor) compactSeqs(ctx context.Context, wm time.Time, mark uint64, 
 	first, last, limit, blocks, err := c.t.SeqRange(ctx, mark)
 	if err != nil {
 		return st, err
+	}
+	if blocks == 0 && c.keyed {
+		// No rows, but maybe deletes: those commit too.
+		var deletes bool
+		err := c.t.DeletedKeys(ctx, mark, limit, func([]any) error { deletes = true; return errStop })
+		if err != nil && !errors.Is(err, errStop) {
+			return st, err
+		}
+		if deletes {
+			// A day's start for both ends: no day to write.
+			first = time.Unix(0, floorNs(time.Now().UnixNano(), int64(24*time.Hour))).UTC()
+			last, blocks = first, -1
+		}
 	}
 	if blocks == 0 {
 		return st, c.retain(ctx, wm, mark, opts.Remove)
@@ -325,6 +350,11 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			propMaxSeq: strconv.FormatUint(p.MaxSeq, 10),
 		}
 		st.Rows = 0
+		var rk *runKeys
+		if c.keyed && c.runDeletes == nil {
+			rk = newRunKeys(c.t.PrimaryKey(), written)
+			sel.keys = rk
+		}
 		files, err := c.writeFiles(ctx, tx, written, from, to, sel, &st)
 		if err != nil {
 			return st, err
@@ -332,8 +362,13 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 		// The rows this run's rows replace, deleted in the same commit.
 		var refs []rowRef
 		var deletes []iceberg.DataFile
-		if c.runDeletes != nil {
-			if refs, err = c.runDeletes(ctx, tbl); err != nil {
+		if c.runDeletes != nil || rk != nil {
+			if rk != nil {
+				refs, err = c.runKeyedDeletes(ctx, tbl, rk, sel)
+			} else {
+				refs, err = c.runDeletes(ctx, tbl)
+			}
+			if err != nil {
 				return st, fmt.Errorf("coldtier: table %s: rows to delete: %w", c.t.Name(), err)
 			}
 			refs = uniqueRefs(refs)
@@ -693,6 +728,12 @@ func (c *Compactor) finish(ctx context.Context, tbl *itable.Table, p pending) er
 			if mark, err = p.MaxSeq+1, c.t.SetCommittedSeq(ctx, p.MaxSeq+1); err != nil {
 				return err
 			}
+		}
+		// The deletes the run committed are in the Iceberg table now; a
+		// kill before this leaves them below the mark, where no reader
+		// looks, until the next run's local step.
+		if err := c.t.ClearDeletesBelow(ctx, mark); err != nil {
+			return err
 		}
 		if err := c.retain(ctx, wm, mark, p.Remove); err != nil {
 			return err

@@ -3,9 +3,12 @@ package coldtier
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -16,6 +19,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	itable "github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/sluicedb/sluice/table"
 )
 
 // Row deletes in the Iceberg table: a run of a keyed table commits the new
@@ -260,3 +265,186 @@ func deletesStand(ctx context.Context, tbl *itable.Table, deletes []iceberg.Data
 	}
 	return nil
 }
+
+// The join of a keyed table (table.Table.PrimaryKey) with its Iceberg
+// table. A continuous run of a keyed table deletes, in its commit, the
+// Iceberg rows of every key it changes: the keys of the rows it writes
+// (collected as its reader hands them over, runKeys) and the keys the
+// store deleted at the sequences it commits (the store's delete log,
+// table.Table.DeletedKeys). Rows the store superseded before the run read
+// them are dead-marked and never reach the reader, so the run writes each
+// key's latest row only; a key deleted and written again between two runs
+// has both its delete and its new row in the run, and ends as the new row.
+// The cold key index (keyindex.go) finds the rows to delete.
+
+// errKeyedTimeMode: a keyed table's cold tier commits by sequence only.
+var errKeyedTimeMode = errors.New("a keyed table compacts in continuous mode only (compact.iceberg.continuous: true)")
+
+// runKeys are the encoded keys (appendKey) of the rows a keyed run writes
+// and of the deletes it commits, each once. The readers of days written
+// at once add to it together.
+type runKeys struct {
+	keyCols []string
+	types   map[string]table.Type // the Iceberg columns' sluice types
+	mu      sync.Mutex
+	keys    map[string]struct{}
+}
+
+func newRunKeys(keyCols []string, schema []table.Column) *runKeys {
+	types := make(map[string]table.Type, len(schema))
+	for _, c := range schema {
+		types[c.Name] = c.Type
+	}
+	return &runKeys{keyCols: keyCols, types: types, keys: map[string]struct{}{}}
+}
+
+// addRows adds the keys of rows of blk, whose vectors are cols'.
+func (k *runKeys) addRows(cols []table.Column, blk *table.BlockRows, rows []int32) error {
+	at := make([]int, len(k.keyCols))
+	for i, name := range k.keyCols {
+		at[i] = slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == name })
+		if at[i] < 0 {
+			return fmt.Errorf("key column %q is not written", name)
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var buf []byte
+	for _, r := range rows {
+		buf = buf[:0]
+		for _, i := range at {
+			v, err := vectorValue(cols[i].Type, &blk.Cols[i], r)
+			if err != nil {
+				return err
+			}
+			if buf, err = appendKey(buf, v); err != nil {
+				return err
+			}
+		}
+		k.keys[string(buf)] = struct{}{}
+	}
+	return nil
+}
+
+// addValues adds a key given by its values (in keyCols' order, as a query
+// or the delete log returns them).
+func (k *runKeys) addValues(vals []any) error {
+	key, err := encodeKeyValues(nil, k.keyCols, k.types, vals)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.keys[string(key)] = struct{}{}
+	k.mu.Unlock()
+	return nil
+}
+
+// list is the keys collected.
+func (k *runKeys) list() [][]byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([][]byte, 0, len(k.keys))
+	for key := range k.keys {
+		out = append(out, []byte(key))
+	}
+	return out
+}
+
+// encodeKeyValues appends the encoding of a key's values (in keyCols'
+// order) to dst, each value taken as the Iceberg column's type holds it
+// (types: by column), so a key reads alike from the store, from the delete
+// log and from a data file.
+func encodeKeyValues(dst []byte, keyCols []string, types map[string]table.Type, vals []any) ([]byte, error) {
+	if len(vals) != len(keyCols) {
+		return dst, fmt.Errorf("%d key values for %d key columns", len(vals), len(keyCols))
+	}
+	for i, v := range vals {
+		var err error
+		if dst, err = appendKey(dst, keyAs(v, types[keyCols[i]])); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// keyAs is a key value as a column of type typ holds it in a data file: an
+// integer in a column widened to float is a float; JSON is its text.
+func keyAs(v any, typ table.Type) any {
+	switch x := v.(type) {
+	case int64:
+		if typ == table.Float64 {
+			return float64(x)
+		}
+	case json.RawMessage:
+		return string(x)
+	}
+	return v
+}
+
+// vectorValue is row r of v as a column of type typ holds it in a data
+// file (the conversions appendVector makes).
+func vectorValue(typ table.Type, v *table.ColumnVector, r int32) (any, error) {
+	if v.Null(r) {
+		return nil, nil
+	}
+	switch v.Type {
+	case table.Int64:
+		if typ == table.Float64 {
+			return float64(v.Ints[r]), nil
+		}
+		return v.Ints[r], nil
+	case table.Float64:
+		return v.Floats[r], nil
+	case table.String, table.JSON:
+		return v.Strs[r], nil
+	case table.Bool:
+		return v.Ints[r] != 0, nil
+	case table.Timestamp:
+		return time.Unix(0, v.Ints[r]).UTC(), nil
+	}
+	return nil, fmt.Errorf("a key column of type %v", v.Type)
+}
+
+// runKeyedDeletes is the keyed run's delete source for one attempt: the
+// Iceberg rows of the keys rk holds (the rows the attempt wrote) and of the
+// keys the store deleted at the sequences sel commits, found through the
+// key index.
+func (c *Compactor) runKeyedDeletes(ctx context.Context, tbl *itable.Table, rk *runKeys, sel rowSel) ([]rowRef, error) {
+	if !skipDeleteLog {
+		err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addValues)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c.keyedDeletes(rk.keyCols, rk.list)(ctx, tbl)
+}
+
+// skipDeleteLog, set by tests only, leaves the store's deletes out of a
+// keyed run (a guard the tests break on purpose).
+var skipDeleteLog bool
+
+// hiddenKeys are the encoded keys whose Iceberg rows a two-tier query of a
+// keyed table leaves out: every key the store changed (upserted or
+// deleted) at a sequence of at least mark, read through view, the same
+// view the query's hot side reads. The hot side returns the key's current
+// row, or none when it was deleted.
+func (c *Compactor) hiddenKeys(ctx context.Context, view *table.View, mark uint64, types map[string]table.Type) (map[string]struct{}, error) {
+	keyCols := c.t.PrimaryKey()
+	hidden := map[string]struct{}{}
+	var buf []byte
+	err := view.ChangedKeys(ctx, mark, func(vals []any) error {
+		var err error
+		if buf, err = encodeKeyValues(buf[:0], keyCols, types, vals); err != nil {
+			return err
+		}
+		hidden[string(buf)] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coldtier: table %s: keys changed in the store: %w", c.t.Name(), err)
+	}
+	return hidden, nil
+}
+
+// errStop ends a walk early once it found what it looked for.
+var errStop = errors.New("stop")

@@ -58,6 +58,8 @@ type rowSel struct {
 	// claimsMu serializes the claims' use by the readers of days
 	// written at once.
 	claimsMu *sync.Mutex
+	// keys, for a keyed table, collects the keys of the rows written.
+	keys *runKeys
 }
 
 // keep appends to kept the rows of blk the claims keep (those no other
@@ -153,6 +155,11 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 			if sel.claims != nil {
 				keep = sel.keep(blk, len(cols), keep[:0], &tag)
 				rows = keep
+			}
+			if sel.keys != nil {
+				if err := sel.keys.addRows(cols, blk, rows); err != nil {
+					return err
+				}
 			}
 			for len(rows) > 0 {
 				if b == nil {

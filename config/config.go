@@ -594,8 +594,8 @@ func (t Table) validatePrimaryKey(where string, cols map[string]bool) []error {
 			add("sources[%d].s3 is not supported on a keyed table yet: an object is staged and ingested whole, outside the appends that keep the key index", i)
 		}
 	}
-	if t.Compact.Iceberg != nil {
-		add("compact.iceberg is not supported on a keyed table yet: the cold tier does not write the deletes of replaced rows (Iceberg position deletes) yet; leave compaction off")
+	if t.Compact.Iceberg != nil && !t.Compact.Iceberg.Continuous {
+		add("compact.iceberg needs continuous: true on a keyed table: its runs commit the store's changes (new rows and deletes) by sequence, in the order the store applied them; set compact.iceberg.continuous: true")
 	}
 	return errs
 }

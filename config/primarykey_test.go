@@ -15,13 +15,22 @@ func TestPrimaryKey(t *testing.T) {
 	if got := cfg.Tables[0].PrimaryKey; !slices.Equal(got, []string{"tenant", "id"}) {
 		t.Errorf("primary_key = %q", got)
 	}
+	// A continuous cold tier is the keyed table's Iceberg join, in both
+	// retention modes.
+	for _, remove := range []string{"true", "false"} {
+		keyed := "tables: [{name: s, primary_key: [id], compact: {interval: 1m, remove: " + remove +
+			", iceberg: {continuous: true, warehouse: s3://lake/x, catalog: {type: sql, uri: /tmp/c.db}}}}]"
+		if _, err := Parse([]byte(keyed), noEnv); err != nil {
+			t.Errorf("keyed table with a continuous cold tier (remove: %s): %v", remove, err)
+		}
+	}
 	for _, c := range []struct{ yaml, want string }{
 		{"{name: s, primary_key: [id, id]}", `column "id" twice`},
 		{"{name: s, primary_key: ['']}", "an empty column name"},
 		{"{name: s, primary_key: [_sluice_op]}", "cannot be a key"},
 		{"{name: s, sortBy: ts, schema: [{name: ts, type: timestamp}], primary_key: [id]}", `column "id" is neither in the schema`},
 		{"{name: s, primary_key: [id], compact: {interval: 1m, dir: /tmp/x}}", "compact.dir is not supported on a keyed table"},
-		{"{name: s, primary_key: [id], compact: {interval: 1m, remove: true, iceberg: {warehouse: s3://lake/x, catalog: {type: sql, uri: /tmp/c.db}}}}", "compact.iceberg is not supported on a keyed table"},
+		{"{name: s, primary_key: [id], compact: {interval: 1m, remove: true, iceberg: {warehouse: s3://lake/x, catalog: {type: sql, uri: /tmp/c.db}}}}", "compact.iceberg needs continuous: true on a keyed table"},
 		{"{name: s, primary_key: [id], sources: [{s3: {bucket: b, endpoint: 'http://127.0.0.1:1'}}]}", "sources[0].s3 is not supported on a keyed table"},
 	} {
 		_, err := Parse([]byte("tables: ["+c.yaml+"]"), noEnv)

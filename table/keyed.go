@@ -590,6 +590,7 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 	}
 	var touched []touchedKey
 	var dead []rowLoc
+	var dels []int // the rows that delete their key (keyed_deletes.go)
 	for r, key := range keys {
 		v := rowVersion(cols, batchCol, offsetCol, r)
 		s := states[r]
@@ -608,6 +609,9 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 			}
 		}
 		del := opCol >= 0 && !cols[opCol].null[r] && cols[opCol].vals[r].s == OperationDelete
+		if del {
+			dels = append(dels, r)
+		}
 		s.live = !del
 		s.pending = -1
 		if !del {
@@ -685,6 +689,11 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		}
 		bytes += len(ik) + len(ev)
 	}
+	logged, err := k.logDeletes(pb, cols, keyCols, keys, dels, h)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	bytes += logged
 	// The dead-row marks: the block's current mark with the new rows set.
 	// Their keys are substrings of one string, as the part's keys are.
 	markKeys := make([]string, len(dead))

@@ -70,6 +70,9 @@ type plan struct {
 	seqFrom    uint64 // blocks with a sequence below it are skipped
 	serial     bool   // Query.Serial
 	borrow     bool   // an encoded query: values live only during encode (scan.go)
+	// snap, when set, is the store's view the scan reads (View); nil:
+	// the store as it is when the scan starts.
+	snap *pebble.Snapshot
 }
 
 func (t *Table) plan(q Query) (*plan, error) {
@@ -326,7 +329,11 @@ func (t *Table) scan(ctx context.Context, q Query, seqFrom, seqLimit uint64, s *
 // scanBlocks feeds the plan's blocks to s in key order.
 func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 	lo, hi := tableBounds(p.tableID)
-	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	newIter := t.store.db.NewIterWithContext
+	if p.snap != nil {
+		newIter = p.snap.NewIterWithContext
+	}
+	it, err := newIter(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return fmt.Errorf("table %s: query: %w", p.tableName, err)
 	}

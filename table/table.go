@@ -38,6 +38,9 @@ type Table struct {
 	keyLock chan struct{}
 	entries *entryCache // recent index entries (keyed.go); nil: append-only
 	marks   *markCache  // recent dead-row marks (keyed.go); nil: append-only
+	// deleteLog says a keyed table's appends record their deletes for a
+	// cold tier (keyed_deletes.go).
+	deleteLog atomic.Bool
 	// ttl is meta.TTL, for a keyed append that may run while a Batch
 	// holds mu.
 	ttl atomic.Int64
