@@ -108,7 +108,7 @@ type Compactor struct {
 	// keyed: the table has a primary key, and each run deletes the
 	// Iceberg rows of the keys it changes (deletes.go).
 	keyed bool
-	aws    awsConfigs // the S3 file IO's AWS config (awslog.go)
+	aws   awsConfigs // the S3 file IO's AWS config (awslog.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
