@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(maintainChildEnv); child != "" {
 		os.Exit(runMaintainChild(child))
 	}
+	if child := os.Getenv(keyedChildEnv); child != "" {
+		os.Exit(runKeyedChild(child))
+	}
 	dir, err := os.MkdirTemp("", "coldtier-s3-")
 	if err != nil {
 		panic(err)

@@ -1,0 +1,314 @@
+package coldtier_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/table"
+)
+
+// A keyed table (primary key n) with a continuous cold tier: the store's
+// upserts and deletes reach the Iceberg table in each run's commit, and
+// sluice's two-tier query, pyiceberg and DuckDB's iceberg_scan read one
+// row per key, the latest, and no deleted key.
+
+// keyedChildEnv makes the test binary a child that opens the keyed table
+// in the directory it names and runs one continuous compaction, configured
+// as childEnv's child (childConfigEnv; remove when keyedChildRemoveEnv is
+// set); the parent kills it at coldtier.FaultEnv's step.
+const (
+	keyedChildEnv       = "SLUICE_COLDTIER_KEYED_CHILD"
+	keyedChildRemoveEnv = "SLUICE_COLDTIER_KEYED_CHILD_REMOVE"
+)
+
+func runKeyedChild(dir string) int {
+	var cfg coldtier.Config
+	if err := json.Unmarshal([]byte(os.Getenv(childConfigEnv)), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "child config:", err)
+		return 2
+	}
+	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer st.Close()
+	tb, err := st.Table(keyedTableConfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	opts := coldtier.Options{Continuous: true, Remove: os.Getenv(keyedChildRemoveEnv) != ""}
+	if _, err := c.Compact(ctx, time.Now(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Fprintln(os.Stderr, "child: compaction done")
+	return 0
+}
+
+var keyedTableConfig = table.Config{Name: "events", HashBy: "user", SortBy: "ts", Columns: staticSchema, PrimaryKey: []string{"n"}}
+
+func openKeyedTable(t testing.TB, dir string) (*table.Store, *table.Table) {
+	t.Helper()
+	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := st.Table(keyedTableConfig)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return st, tb
+}
+
+// keyState is the state a keyed table must hold: each live key's note.
+type keyState map[int64]string
+
+func (m keyState) clone() keyState {
+	out := keyState{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// upsert appends rows for keys ns with note (each row's day depends on the
+// note too, so a new version may land in another day partition) and
+// records them in m.
+func (m keyState) upsert(t testing.TB, tb *table.Table, ns []int64, note string) {
+	t.Helper()
+	rows := make([]table.Row, 0, len(ns))
+	for _, n := range ns {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", n%7), "ts": day0.Add(time.Duration((n+int64(len(note)))%3) * 24 * time.Hour),
+			"n": n, "note": note})
+		m[n] = note
+	}
+	if err := tb.Append(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// remove appends deletes of keys ns and records them in m.
+func (m keyState) remove(t testing.TB, tb *table.Table, ns []int64) {
+	t.Helper()
+	rows := make([]table.Row, 0, len(ns))
+	for _, n := range ns {
+		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", n%7), "ts": day0, "n": n, table.OperationColumn: table.OperationDelete})
+		delete(m, n)
+	}
+	if err := tb.Append(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func span(from, to int64) []int64 {
+	var ns []int64
+	for n := from; n < to; n++ {
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// diffState says how got differs from want (keys twice are counted by the
+// caller): the first few keys missing, extra, or with another note.
+func diffState(got, want keyState) string {
+	var missing, extra, stale []int64
+	for n, note := range want {
+		g, ok := got[n]
+		switch {
+		case !ok:
+			missing = append(missing, n)
+		case g != note:
+			stale = append(stale, n)
+		}
+	}
+	for n := range got {
+		if _, ok := want[n]; !ok {
+			extra = append(extra, n)
+		}
+	}
+	if len(missing)+len(extra)+len(stale) == 0 {
+		return ""
+	}
+	for _, s := range [][]int64{missing, extra, stale} {
+		slices.Sort(s)
+	}
+	first := func(s []int64) []int64 { return s[:min(len(s), 6)] }
+	return fmt.Sprintf("%d keys missing (first %v), %d keys that should be absent (deleted or never written; first %v), %d keys with an older note (first %v)",
+		len(missing), first(missing), len(extra), first(extra), len(stale), first(stale))
+}
+
+// rowsState makes a state of (n, note) rows, reporting the keys read twice.
+func rowsState(t testing.TB, who string, rows [][2]any) keyState {
+	t.Helper()
+	got := keyState{}
+	var twice []int64
+	for _, r := range rows {
+		var n int64
+		switch x := r[0].(type) {
+		case int64:
+			n = x
+		case float64:
+			n = int64(x)
+		default:
+			t.Fatalf("%s: key %v (%T)", who, r[0], r[0])
+		}
+		note, _ := r[1].(string)
+		if _, ok := got[n]; ok {
+			twice = append(twice, n)
+		}
+		got[n] = note
+	}
+	if len(twice) > 0 {
+		slices.Sort(twice)
+		t.Errorf("%s: %d keys read more than once (first %v)", who, len(twice), twice[:min(len(twice), 6)])
+	}
+	return got
+}
+
+// sluiceState reads the table through sluice's two-tier query.
+func sluiceState(t testing.TB, c *coldtier.Compactor, q table.Query) keyState {
+	t.Helper()
+	q.Columns = []string{"n", "note"}
+	var rows [][2]any
+	err := c.QueryValues(context.Background(), q, true, func(_ []table.Column, vals []any) error {
+		rows = append(rows, [2]any{vals[0], vals[1]})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rowsState(t, "sluice's query", rows)
+}
+
+func checkSluice(t testing.TB, c *coldtier.Compactor, when string, want keyState) {
+	t.Helper()
+	if d := diffState(sluiceState(t, c, table.Query{}), want); d != "" {
+		t.Errorf("%s: sluice's query: %s", when, d)
+	}
+}
+
+// checkEngines reads the Iceberg table with pyiceberg and DuckDB's
+// iceberg_scan and compares each with want.
+func checkEngines(t testing.TB, cfg coldtier.Config, when string, want keyState) {
+	t.Helper()
+	coldtest.Require(t, pyErr)
+	script, err := os.ReadFile("testdata/keyed_readers.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint, coldtest.AccessKey, coldtest.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		PyIceberg [][2]any `json:"pyiceberg"`
+		DuckDB    struct {
+			Available bool
+			Why       string
+			Rows      [][2]any
+		} `json:"duckdb"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("keyed_readers.py output: %v: %.500s", err, out)
+	}
+	if d := diffState(rowsState(t, when+": pyiceberg", res.PyIceberg), want); d != "" {
+		t.Errorf("%s: pyiceberg: %s", when, d)
+	}
+	if !res.DuckDB.Available {
+		t.Logf("DuckDB iceberg_scan not run: %s", res.DuckDB.Why)
+		return
+	}
+	if d := diffState(rowsState(t, when+": DuckDB", res.DuckDB.Rows), want); d != "" {
+		t.Errorf("%s: DuckDB iceberg_scan: %s", when, d)
+	}
+}
+
+// TestKeyedIcebergRuns: upserts and deletes over several continuous runs,
+// with the store keeping the committed rows (remove false) and removing
+// them (remove true). Before each run sluice's query returns the store's
+// state (the Iceberg rows of the keys changed since the last run left
+// out); after it, pyiceberg and DuckDB read that state too. Covered: keys
+// updated, deleted, deleted and written again between two runs, deleted
+// when the store no longer holds their row (remove), deleted twice, never
+// written, and a run with deletes only.
+func TestKeyedIcebergRuns(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remove=%v", remove), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cfg := testConfig(t, dir, fmt.Sprintf("keyed-runs-%v", remove))
+			st, tb := openKeyedTable(t, dir)
+			defer st.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			c, err := coldtier.Open(ctx, cfg, tb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want := keyState{}
+			run := func(step string, wantRows, wantDeleted int64) {
+				t.Helper()
+				checkSluice(t, c, step+", before its run", want)
+				stats, err := c.Compact(ctx, time.Now(), coldtier.Options{Continuous: true, Remove: remove})
+				if err != nil {
+					t.Fatalf("%s: %v", step, err)
+				}
+				if stats.Rows != wantRows || stats.Deleted != wantDeleted {
+					t.Errorf("%s: the run wrote %d rows and deleted %d, want %d and %d", step, stats.Rows, stats.Deleted, wantRows, wantDeleted)
+				}
+				checkSluice(t, c, step+", after its run", want)
+				checkEngines(t, cfg, step+", after its run", want)
+			}
+
+			want.upsert(t, tb, span(0, 200), "v1")
+			run("200 new keys", 200, 0)
+
+			want.upsert(t, tb, span(0, 50), "v2")
+			want.upsert(t, tb, span(0, 10), "v2b") // superseded in the store before the run
+			want.remove(t, tb, span(150, 200))
+			run("50 keys updated (10 twice), 50 deleted", 50, 100)
+
+			want.remove(t, tb, span(0, 10))
+			want.upsert(t, tb, span(0, 5), "v3") // deleted, then written again
+			want.upsert(t, tb, []int64{300}, "v3")
+			want.remove(t, tb, []int64{150, 500}) // deleted before; never written
+			run("keys deleted and written again", 6, 10)
+
+			want.remove(t, tb, span(50, 60))
+			run("deletes only", 0, 10)
+
+			want.upsert(t, tb, []int64{60, 61}, "v4")
+			want.remove(t, tb, []int64{60})
+			want.upsert(t, tb, []int64{61}, "v5")
+			run("a key written then deleted, another written twice", 1, 2)
+
+			var left int
+			if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { left++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if left != 0 {
+				t.Errorf("the store's delete log holds %d records after every delete was committed", left)
+			}
+		})
+	}
+}
