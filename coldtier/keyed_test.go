@@ -312,3 +312,92 @@ func TestKeyedIcebergRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedQueryDuringChange forces the two moments a keyed table's
+// two-tier query could show a key twice or a deleted key: an append that
+// upserts and deletes keys of the Iceberg table lands between the query's
+// read of the Iceberg table and its read of the store, and a commit of the
+// store's changes lands there (both through the query's hook). The query
+// answers the state before the append (the keys it leaves out of the
+// Iceberg rows and the store's rows are read through one view) and the
+// state before or after the commit, each key once.
+func TestKeyedQueryDuringChange(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "keyed-query-during")
+	st, tb := openKeyedTable(t, dir)
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keep := coldtier.Options{Continuous: true}
+	want := keyState{}
+	want.upsert(t, tb, span(0, 100), "v1")
+	if _, err := c.Compact(ctx, time.Now(), keep); err != nil {
+		t.Fatal(err)
+	}
+	want.upsert(t, tb, span(0, 20), "v2") // in the store only
+	want.remove(t, tb, span(90, 100))
+
+	// An append between the two reads.
+	before, after := want.clone(), want.clone()
+	restore := coldtier.SetAfterColdRead(func() {
+		after.upsert(t, tb, span(20, 30), "v3")
+		after.remove(t, tb, span(30, 40))
+	})
+	if d := diffState(sluiceState(t, c, table.Query{}), before); d != "" {
+		t.Errorf("an append between the query's reads: %s", d)
+	}
+	restore()
+	checkSluice(t, c, "after that append", after)
+	want = after
+
+	// A commit between the two reads: it waits for the query.
+	committed := make(chan error, 1)
+	staged := make(chan struct{}, 1)
+	defer coldtier.SetRunStaged(func() { staged <- struct{}{} })()
+	var fired bool
+	defer coldtier.SetAfterColdRead(func() {
+		if fired {
+			return
+		}
+		fired = true
+		go func() {
+			_, err := c.Compact(ctx, time.Now(), keep)
+			committed <- err
+		}()
+		select {
+		case <-staged:
+		case <-ctx.Done():
+			t.Error("the commit never staged its files")
+			return
+		}
+		for !coldtier.CommitWaiting(c) {
+			select {
+			case err := <-committed:
+				committed <- err
+				return
+			case <-ctx.Done():
+				t.Error("the commit never reached the lock")
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		// The commit waits for the lock, or holds it if the query does
+		// not: give an unguarded commit the time to land.
+		select {
+		case err := <-committed:
+			committed <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	})()
+	checkSluice(t, c, "a commit between the query's reads", want)
+	if err := <-committed; err != nil {
+		t.Fatalf("the commit during the query: %v", err)
+	}
+	checkSluice(t, c, "after that commit", want)
+	checkEngines(t, cfg, "after that commit", want)
+}
