@@ -23,7 +23,8 @@ import (
 // keyedChildEnv makes the test binary a child that opens the keyed table
 // in the directory it names and runs one continuous compaction, configured
 // as childEnv's child (childConfigEnv; remove when keyedChildRemoveEnv is
-// set); the parent kills it at coldtier.FaultEnv's step.
+// set); the parent kills it at coldtier.FaultEnv's step (killAt, with this
+// variable set beside childEnv).
 const (
 	keyedChildEnv       = "SLUICE_COLDTIER_KEYED_CHILD"
 	keyedChildRemoveEnv = "SLUICE_COLDTIER_KEYED_CHILD_REMOVE"
@@ -400,4 +401,83 @@ func TestKeyedQueryDuringChange(t *testing.T) {
 	}
 	checkSluice(t, c, "after that commit", want)
 	checkEngines(t, cfg, "after that commit", want)
+}
+
+// TestKeyedKill9 kills a process in a keyed table's run (upserts, deletes
+// and new keys since the last run) after its files are uploaded and before
+// its commit, and after its commit before its local step, with the store
+// keeping and removing committed rows: killed before, the Iceberg table
+// still holds the last run's state; after, the new state. The restart and
+// its next run leave the Iceberg table, sluice's query, pyiceberg and
+// DuckDB with the store's final state, key by key, and the delete log
+// empty.
+func TestKeyedKill9(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		for _, step := range []string{"after-upload", "after-commit"} {
+			t.Run(fmt.Sprintf("%s/remove=%v", step, remove), func(t *testing.T) {
+				dir := t.TempDir()
+				cfg := testConfig(t, dir, fmt.Sprintf("keyed-kill9-%s-%v", step, remove))
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				opts := coldtier.Options{Continuous: true, Remove: remove}
+				st, tb := openKeyedTable(t, dir)
+				c, err := coldtier.Open(ctx, cfg, tb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				committed := keyState{}
+				committed.upsert(t, tb, span(0, 300), "v1")
+				if _, err := c.Compact(ctx, time.Now(), opts); err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				final := committed.clone()
+				final.upsert(t, tb, span(0, 100), "v2")
+				final.remove(t, tb, span(200, 250))
+				final.remove(t, tb, span(90, 100))
+				final.upsert(t, tb, span(95, 100), "v3")
+				final.upsert(t, tb, span(1000, 1050), "v2")
+				st.Close()
+
+				if remove {
+					t.Setenv(keyedChildRemoveEnv, "1")
+				}
+				t.Setenv(keyedChildEnv, dir)
+				killAt(t, dir, cfg, step)
+				os.Unsetenv(keyedChildEnv)
+				switch step {
+				case "after-upload":
+					checkEngines(t, cfg, "killed before the commit", committed)
+				case "after-commit":
+					checkEngines(t, cfg, "killed after the commit", final)
+				}
+
+				st, tb = openKeyedTable(t, dir)
+				defer st.Close()
+				c, err = coldtier.Open(ctx, cfg, tb) // the restart: recovery runs here
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				checkSluice(t, c, "after the restart", final)
+				stats, err := c.Compact(ctx, time.Now(), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantRows := map[string]int64{"after-upload": 145, "after-commit": 0}[step]
+				if stats.Rows != wantRows {
+					t.Errorf("the run after the restart committed %d rows, want %d", stats.Rows, wantRows)
+				}
+				checkSluice(t, c, "after the next run", final)
+				checkEngines(t, cfg, "after the next run", final)
+				var left int
+				if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { left++; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if left != 0 {
+					t.Errorf("the store's delete log holds %d records after the restart's run", left)
+				}
+			})
+		}
+	}
 }

@@ -27,14 +27,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Before childEnv: killAt names the directory in both.
+	if child := os.Getenv(keyedChildEnv); child != "" {
+		os.Exit(runKeyedChild(child))
+	}
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child))
 	}
 	if child := os.Getenv(maintainChildEnv); child != "" {
 		os.Exit(runMaintainChild(child))
-	}
-	if child := os.Getenv(keyedChildEnv); child != "" {
-		os.Exit(runKeyedChild(child))
 	}
 	dir, err := os.MkdirTemp("", "coldtier-s3-")
 	if err != nil {
