@@ -410,18 +410,11 @@ func vectorValue(typ table.Type, v *table.ColumnVector, r int32) (any, error) {
 // keys the store deleted at the sequences sel commits, found through the
 // key index.
 func (c *Compactor) runKeyedDeletes(ctx context.Context, tbl *itable.Table, rk *runKeys, sel rowSel) ([]rowRef, error) {
-	if !skipDeleteLog {
-		err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addValues)
-		if err != nil {
-			return nil, err
-		}
+	if err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addValues); err != nil {
+		return nil, err
 	}
 	return c.keyedDeletes(rk.keyCols, rk.list)(ctx, tbl)
 }
-
-// skipDeleteLog, set by tests only, leaves the store's deletes out of a
-// keyed run (a guard the tests break on purpose).
-var skipDeleteLog bool
 
 // hiddenKeys are the encoded keys whose Iceberg rows a two-tier query of a
 // keyed table leaves out: every key the store changed (upserted or

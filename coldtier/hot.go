@@ -30,7 +30,7 @@ func (c *Compactor) hotValues(ctx context.Context, q table.Query, cols []table.C
 		return c.t.QueryValues(ctx, q, emit)
 	}
 	query := c.t.QueryValuesSeqs
-	if view != nil && !skipHotView {
+	if view != nil {
 		query = view.QueryValuesSeqs
 	}
 	mark, err := c.t.CommittedSeq()
@@ -76,8 +76,3 @@ func (c *Compactor) hotValues(ctx context.Context, q table.Query, cols []table.C
 	}
 	return err
 }
-
-// skipHotView, set by tests only, makes a keyed table's two-tier query read
-// the store as it is instead of through the view its hidden keys came from
-// (a guard the tests break on purpose).
-var skipHotView bool
