@@ -1,9 +1,9 @@
-// Package e2e tests the cold tier through the server: a real server child
+// Package cold tests the cold tier through the server: a real server child
 // process (this test binary re-executed) with a compact.iceberg section,
 // on the versitygw S3 server, killed with SIGKILL in the middle of a
 // compaction; and the compacted Iceberg table read by Apache Spark and
 // Trino with the configuration docs/cold-tier.md documents.
-package e2e
+package cold
 
 import (
 	"bufio"
