@@ -185,14 +185,14 @@ func (n *Node) waitHealthy(ctx context.Context) error {
 // Kill ends the node with SIGKILL and waits for it; a node not running is
 // left as it is.
 func (n *Node) Kill() {
-	if n.running() {
+	if n.Running() {
 		n.cmd.Process.Signal(syscall.SIGKILL)
 		<-n.done
 	}
 }
 
-// running says whether the node's process was started and has not exited.
-func (n *Node) running() bool {
+// Running says whether the node's process was started and has not exited.
+func (n *Node) Running() bool {
 	if n.done == nil {
 		return false
 	}
@@ -208,7 +208,7 @@ func (n *Node) running() bool {
 // other than 0 is an error (a graceful stop that failed), and so is a node
 // still running when ctx ends, which is then killed.
 func (n *Node) Stop(ctx context.Context) error {
-	if !n.running() {
+	if !n.Running() {
 		return fmt.Errorf("%s: %w", n.Name, ErrNotRunning)
 	}
 	cmd := n.cmd
@@ -304,7 +304,7 @@ func (n *Node) Tail() string {
 // Signal sends sig to the running node (SIGSTOP and SIGCONT freeze and
 // thaw it); a node not running is an error.
 func (n *Node) Signal(sig os.Signal) error {
-	if !n.running() {
+	if !n.Running() {
 		return fmt.Errorf("%s: %w", n.Name, ErrNotRunning)
 	}
 	return n.cmd.Process.Signal(sig)
@@ -312,7 +312,7 @@ func (n *Node) Signal(sig os.Signal) error {
 
 // Pid is the running node's process id, 0 when it is not running.
 func (n *Node) Pid() int {
-	if !n.running() {
+	if !n.Running() {
 		return 0
 	}
 	return n.cmd.Process.Pid
@@ -321,7 +321,7 @@ func (n *Node) Pid() int {
 // ProcessState is the state of the node's last exit (its exit code, its
 // CPU time), nil when it has not exited since it last started.
 func (n *Node) ProcessState() *os.ProcessState {
-	if n.cmd == nil || n.running() {
+	if n.cmd == nil || n.Running() {
 		return nil
 	}
 	return n.cmd.ProcessState
