@@ -175,7 +175,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// The harness of coldtier/e2e's Spark test (java runs a source
+		// The harness of e2e/cold's Spark test (java runs a source
 		// file given by path).
 		driver, err := filepath.Abs("e2e/testdata/SparkQuery.java")
 		if err != nil {

@@ -265,13 +265,6 @@ func createTopic(t *testing.T, topic string) {
 	}
 }
 
-// producer produces messages {"id":i,"user":"u<i%users>","ts":...} keyed by
-// user, n in all, in batches of batch every interval; produced counts them.
-type producer struct {
-	cl       *kgo.Client
-	produced chan int
-}
-
 func newProducer(t *testing.T) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),

@@ -4,19 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,6 +22,7 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/procmem"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testnode"
 )
 
 // Options configure a run.
@@ -262,12 +260,9 @@ func cmp(a, b error) error {
 	return b
 }
 
-// node is a sluice serve child.
+// node is a sluice serve child, run by the tests' process harness.
 type node struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	logf *os.File
+	*testnode.Node
 }
 
 func (b *bench) start(name, cfg string) (*node, error) {
@@ -279,47 +274,25 @@ func (b *bench) start(name, cfg string) (*node, error) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(b.dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	n := &node{url: "http://" + addr, done: make(chan struct{}), logf: logf}
-	args := append(append([]string{}, b.opts.SluiceArgs...), "serve", "--config", cfgPath, "--data", filepath.Join(b.dir, name), "--listen", addr, "--log-level", "warn")
-	n.cmd = exec.Command(b.opts.Sluice, args...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := n.cmd.Start(); err != nil {
-		return nil, err
+	args := append(append([]string{b.opts.Sluice}, b.opts.SluiceArgs...), "serve", "--config", cfgPath, "--data", filepath.Join(b.dir, name), "--listen", addr, "--log-level", "warn")
+	n := &node{&testnode.Node{Name: name, URL: "http://" + addr, Log: filepath.Join(b.dir, name+".log"), Command: args}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Launch(ctx); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { n.cmd.Wait(); close(n.done) }()
-	for range 600 {
-		if resp, err := http.Get(n.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			return n, nil
-		}
-		select {
-		case <-n.done:
-			return nil, fmt.Errorf("node %s exited; see %s", name, logf.Name())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	n.stop()
-	return nil, errors.New("node did not start")
+	return n, nil
 }
 
-// stop stops the node and returns its peak RSS and CPU time.
+// stop stops the node (SIGTERM, killed after a minute) and returns its
+// peak RSS and CPU time.
 func (n *node) stop() (rss int64, cpu time.Duration) {
-	rss, _ = procmem.Status(n.cmd.Process.Pid, "VmHWM")
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.done
-	}
-	n.logf.Close()
-	if st := n.cmd.ProcessState; st != nil {
+	rss, _ = procmem.Status(n.Pid(), "VmHWM")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n.Stop(ctx) // the figures stand whether or not it exits cleanly
+	if st := n.ProcessState(); st != nil {
 		cpu = st.UserTime() + st.SystemTime()
 	}
 	return rss, cpu
@@ -327,7 +300,7 @@ func (n *node) stop() (rss int64, cpu time.Duration) {
 
 // metric sums the samples of a metric family.
 func (n *node) metric(name string) float64 {
-	resp, err := http.Get(n.url + "/metrics")
+	resp, err := http.Get(n.URL + "/metrics")
 	if err != nil {
 		return -1
 	}
@@ -382,7 +355,7 @@ func (b *bench) consumeTopic(name, topic, computed, format string, nodes int) (R
 		if first.IsZero() && last > 0 {
 			first, firstRows = time.Now(), last
 			if b.opts.CPUProfile != "" {
-				go profileFor(ns[0].url, b.opts.CPUProfile+"."+name, max(1, int(b.opts.ProfileFor.Seconds())))
+				go profileFor(ns[0].URL, b.opts.CPUProfile+"."+name, max(1, int(b.opts.ProfileFor.Seconds())))
 			}
 		}
 		if last >= float64(b.opts.Rows) {
@@ -432,7 +405,7 @@ func (b *bench) http(ctx context.Context) (Result, error) {
 		go func() {
 			defer wg.Done()
 			for body := range next {
-				resp, err := http.Post(n.url+"/v1/tables/bench/rows", "application/x-ndjson", bytes.NewReader(body))
+				resp, err := http.Post(n.URL+"/v1/tables/bench/rows", "application/x-ndjson", bytes.NewReader(body))
 				if err != nil {
 					errs <- err
 					continue
@@ -562,10 +535,10 @@ func (b *bench) steady(ctx context.Context) (Result, error) {
 		n.stop()
 		return Result{}, fmt.Errorf("first row: %w", err)
 	}
-	cpu0 := procCPU(n.cmd.Process.Pid)
+	cpu0 := n.CPUSeconds()
 	begin := time.Now()
 	if b.opts.CPUProfile != "" {
-		go profileFor(n.url, b.opts.CPUProfile+".steady", max(1, int(b.opts.LatencyFor.Seconds())-1))
+		go profileFor(n.URL, b.opts.CPUProfile+".steady", max(1, int(b.opts.LatencyFor.Seconds())-1))
 	}
 	produced := 1
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -592,28 +565,11 @@ func (b *bench) steady(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	secs := time.Since(begin).Seconds()
-	cpu := procCPU(n.cmd.Process.Pid) - cpu0
+	cpu := n.CPUSeconds() - cpu0
 	rss, _ := n.stop()
 	rows := int64(produced - 1)
-	return Result{Case: "steady", Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs, PeakRSS: rss, CPUSeconds: cpu.Seconds(),
+	return Result{Case: "steady", Rows: rows, Seconds: secs, RowsPerSec: float64(rows) / secs, PeakRSS: rss, CPUSeconds: cpu,
 		Note: fmt.Sprintf("%d rows/s offered; CPU s from the first row stored to the last", b.opts.Rate)}, nil
-}
-
-// procCPU is a process's user+system CPU time so far (/proc/<pid>/stat).
-func procCPU(pid int) time.Duration {
-	buf, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command's closing parenthesis: state is field 3,
-	// utime 14 and stime 15 (clock ticks, 100 a second on Linux).
-	f := strings.Fields(string(buf[bytes.LastIndexByte(buf, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // probe produces one row of user "probe<i>" and polls the node until a
@@ -624,7 +580,7 @@ func (b *bench) probe(ctx context.Context, cl *kgo.Client, n *node, topic string
 	v := fmt.Appendf(nil, `{"time":%q,"user":%q,"action":"probe","country":"SG","device":"web","amount":1.0,"score":1.5,"count":1,"session":1,"ok":true}`, ts.Format(time.RFC3339), user)
 	start := time.Now()
 	cl.Produce(ctx, &kgo.Record{Topic: topic, Value: v}, nil)
-	q := n.url + "/v1/tables/bench/query?" + url.Values{"hash": {user}, "columns": {"user"}, "format": {"ndjson"}}.Encode()
+	q := n.URL + "/v1/tables/bench/query?" + url.Values{"hash": {user}, "columns": {"user"}, "format": {"ndjson"}}.Encode()
 	for time.Since(start) < timeout {
 		resp, err := http.Get(q)
 		if err == nil {

@@ -1,4 +1,4 @@
-package cluster
+package coldcluster
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ import (
 // probe's latency runs from its produce call to the end of the DuckDB
 // query that first returned it. It runs once whatever b.N is:
 //
-//	go test -run '^$' -bench Freshness -benchtime 1x ./coldtier/cluster/
+//	go test -run '^$' -bench Freshness -benchtime 1x ./e2e/coldcluster/
 func BenchmarkFreshness(b *testing.B) {
 	coldtest.Require(b, s3Err)
 	coldtest.Require(b, pyErr)

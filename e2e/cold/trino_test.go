@@ -1,4 +1,4 @@
-package e2e
+package cold
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // The Trino catalog file of docs/cold-tier.md, run as it is documented
 // (placeholders replaced, like the Spark blocks).
-const trinoRESTMarker = "<!-- trino-catalog: rest, read by coldtier/e2e/trino_test.go -->"
+const trinoRESTMarker = "<!-- trino-catalog: rest, read by e2e/cold/trino_test.go -->"
 
 // trinoTypes is how Trino names the Iceberg types sluice's types map to.
 var trinoTypes = map[table.Type]string{

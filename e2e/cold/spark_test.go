@@ -1,4 +1,4 @@
-package e2e
+package cold
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 // given to docBlock in the test) with the test's; a placeholder the doc no longer has fails the
 // test, so the doc and the test cannot drift apart.
 const (
-	sparkJDBCMarker = "<!-- spark-defaults: jdbc, read by coldtier/e2e/spark_test.go -->"
-	sparkRESTMarker = "<!-- spark-defaults: rest, read by coldtier/e2e/spark_test.go -->"
+	sparkJDBCMarker = "<!-- spark-defaults: jdbc, read by e2e/cold/spark_test.go -->"
+	sparkRESTMarker = "<!-- spark-defaults: rest, read by e2e/cold/spark_test.go -->"
 )
 
 // sparkTypes is how Spark names the Iceberg types sluice's types map to

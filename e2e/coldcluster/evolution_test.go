@@ -1,4 +1,4 @@
-package cluster
+package coldcluster
 
 import (
 	"bufio"
@@ -86,7 +86,7 @@ func evoVersion(id int) int { return id/evoPerVersion + 1 }
 func evoValues(id int) []any {
 	v := evoVersion(id)
 	ts := t0.Add(time.Duration(id)*time.Second + time.Duration(id%1000)*time.Millisecond)
-	var n, attr int64 = int64(-id), int64(id)
+	n, attr := int64(-id), int64(id)
 	f := float64(id) + 0.5 // exact in a float
 	if v >= 3 {
 		n, attr = int64(1)<<40+int64(id), int64(1)<<33+int64(id)

@@ -1,12 +1,11 @@
-// Package e2e tests the cold tier through the server: a real server child
+// Package cold tests the cold tier through the server: a real server child
 // process (this test binary re-executed) with a compact.iceberg section,
 // on the versitygw S3 server, killed with SIGKILL in the middle of a
 // compaction; and the compacted Iceberg table read by Apache Spark and
 // Trino with the configuration docs/cold-tier.md documents.
-package e2e
+package cold
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,23 +14,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/coldtier"
-	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/coldtest"
 	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/server"
 )
-
-const childEnv = "SLUICE_E2E_SERVER_CONFIG"
 
 var (
 	s3    *coldtest.S3
@@ -39,10 +32,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testnode.Child() // health_test.go's nodes
-	if path := os.Getenv(childEnv); path != "" {
-		os.Exit(serve(path))
-	}
+	testnode.Child() // the server children of every test here
 	dir, err := os.MkdirTemp("", "coldtier-e2e-")
 	if err != nil {
 		panic(err)
@@ -52,108 +42,6 @@ func TestMain(m *testing.M) {
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// serve is the child: `sluice serve` on the config at path.
-func serve(path string) int {
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	s, err := server.New(ctx, cfg, server.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer s.Close()
-	fmt.Fprintln(os.Stderr, "child: serving")
-	if err := s.ListenAndServe(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	return 0
-}
-
-type child struct {
-	cmd   *exec.Cmd
-	url   string
-	lines chan string
-}
-
-func start(t *testing.T, cfgPath, addr, fault string) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+cfgPath)
-	if fault != "" {
-		cmd.Env = append(cmd.Env, coldtier.FaultEnv+"="+fault)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, url: "http://" + addr, lines: make(chan string, 1000)}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			default:
-			}
-		}
-		close(c.lines)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(c.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return c
-		}
-		if time.Now().After(deadline) {
-			c.kill()
-			t.Fatalf("server child did not listen on %s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (c *child) kill() {
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	c.cmd.Wait()
-}
-
-func (c *child) stop(t *testing.T) {
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	if err := c.cmd.Wait(); err != nil {
-		t.Errorf("server child: %v", err)
-	}
-}
-
-// waitLine waits for a line of the child's stderr.
-func (c *child) waitLine(t *testing.T, want string) {
-	t.Helper()
-	timeout := time.After(60 * time.Second)
-	var seen []string
-	for {
-		select {
-		case l, ok := <-c.lines:
-			if !ok {
-				t.Fatalf("child ended before %q: %s", want, strings.Join(seen, "\n"))
-			}
-			seen = append(seen, l)
-			if strings.Contains(l, want) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no %q from the child: %s", want, strings.Join(seen, "\n"))
-		}
-	}
 }
 
 func post(t *testing.T, url, contentType, body string) []byte {
@@ -272,8 +160,12 @@ tables:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := start(t, cfgPath, addr, step)
-	defer func() { c.cmd.Process.Kill(); c.cmd.Wait() }()
+	// The fault point makes the compaction print its step and block there
+	// until the test kills the node.
+	c := &testnode.Node{Name: "server", Config: cfgPath, URL: "http://" + addr, Log: filepath.Join(dir, "server.log"),
+		Env: []string{coldtier.FaultEnv + "=" + step}}
+	c.Start(t)
+	defer c.Kill()
 
 	// 3000 rows over three old days and 200 in the last half hour.
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -287,28 +179,33 @@ tables:
 		fmt.Fprintf(&body, `{"user":"u%d","ts":%q,"n":%d,"f":%g,"ok":%t,"doc":{"i":%d}}`+"\n",
 			i%5, ts.Format(time.RFC3339Nano), i, float64(i)/8, i%2 == 0, i)
 	}
-	post(t, c.url+"/v1/tables/events/rows", "application/x-ndjson", body.String())
-	want := query(t, c.url, "")
+	post(t, c.URL+"/v1/tables/events/rows", "application/x-ndjson", body.String())
+	want := query(t, c.URL, "")
 	if len(want) != 3200 {
 		t.Fatalf("%d rows before compaction", len(want))
 	}
-	wantRange := query(t, c.url, "from=2024-05-02T12:00:00Z&where=n%3E%3D100&columns=n,user,ts")
+	wantRange := query(t, c.URL, "from=2024-05-02T12:00:00Z&where=n%3E%3D100&columns=n,user,ts")
 
-	go http.Post(c.url+"/v1/tables/events/compact", "", nil) // blocks at the fault
-	c.waitLine(t, "coldtier: fault "+step)
-	c.kill()
+	go http.Post(c.URL+"/v1/tables/events/compact", "", nil) // blocks at the fault
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitLog(ctx, "coldtier: fault "+step); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill()
 
-	c = start(t, cfgPath, addr, "")
-	if got := query(t, c.url, ""); !equal(got, want) {
+	c.Env = nil
+	c.Start(t)
+	if got := query(t, c.URL, ""); !equal(got, want) {
 		t.Fatalf("after the kill at %s and a restart: %d rows, want %d", step, len(got), len(want))
 	}
 	if step == "after-commit" {
-		if v := metric(t, c.url, "sluice_coldtier_recovered_runs_total"); v != "1" {
+		if v := metric(t, c.URL, "sluice_coldtier_recovered_runs_total"); v != "1" {
 			t.Errorf("recovered runs %q, want 1", v)
 		}
 	}
 	var res server.CompactResult
-	if err := json.Unmarshal(post(t, c.url+"/v1/tables/events/compact", "", ""), &res); err != nil {
+	if err := json.Unmarshal(post(t, c.URL+"/v1/tables/events/compact", "", ""), &res); err != nil {
 		t.Fatal(err)
 	}
 	wantRows := int64(3000)
@@ -318,21 +215,25 @@ tables:
 	if res.Rows != wantRows {
 		t.Errorf("compaction after the restart: %d rows, want %d", res.Rows, wantRows)
 	}
-	if got := query(t, c.url, ""); !equal(got, want) {
+	if got := query(t, c.URL, ""); !equal(got, want) {
 		t.Errorf("after the next compaction: %d rows, want %d", len(got), len(want))
 	}
-	if got := query(t, c.url, "from=2024-05-02T12:00:00Z&where=n%3E%3D100&columns=n,user,ts"); !equal(got, wantRange) {
+	if got := query(t, c.URL, "from=2024-05-02T12:00:00Z&where=n%3E%3D100&columns=n,user,ts"); !equal(got, wantRange) {
 		t.Errorf("range query over both tiers: %d rows, want %d", len(got), len(wantRange))
 	}
 	if step == "after-upload" {
-		if v := metric(t, c.url, "sluice_coldtier_bytes_uploaded_total"); v == "" || v == "0" {
+		if v := metric(t, c.URL, "sluice_coldtier_bytes_uploaded_total"); v == "" || v == "0" {
 			t.Errorf("bytes uploaded %q after a run", v)
 		}
 	}
-	if v := metric(t, c.url, "sluice_compaction_lag_seconds"); v == "" {
+	if v := metric(t, c.URL, "sluice_compaction_lag_seconds"); v == "" {
 		t.Error("no compaction lag metric after a run")
 	}
-	c.stop(t)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer stopCancel()
+	if err := c.Stop(stopCtx); err != nil {
+		t.Error(err)
+	}
 }
 
 func equal(a, b []string) bool {

@@ -4,7 +4,7 @@ argv: the SQLite catalog path, namespace.table, s3 endpoint, access key, secret 
 
 Output: {"pyiceberg": [[values...], ...], "duckdb": [[values...], ...]} (rows in no particular order);
 "duckdb_error" when DuckDB's extensions are not installed (the test decides). The DuckDB part loads the
-extensions from the duckdb-extension-* wheels, as coldtier/cluster/testdata/count.py does.
+extensions from the duckdb-extension-* wheels, as e2e/coldcluster/testdata/count.py does.
 """
 import json
 import os

@@ -1,4 +1,4 @@
-package cluster
+package coldcluster
 
 import (
 	"context"
@@ -119,7 +119,7 @@ func TestClusterHour(t *testing.T) {
 // metadata_versions 100 (the defaults), target_file_bytes 1 MiB. It runs
 // once whatever b.N is and reports what the test checks:
 //
-//	go test -run '^$' -bench ClusterHour -benchtime 1x -timeout 30m ./coldtier/cluster/
+//	go test -run '^$' -bench ClusterHour -benchtime 1x -timeout 30m ./e2e/coldcluster/
 func BenchmarkClusterHour(b *testing.B) {
 	dur := func(name string, def time.Duration) time.Duration {
 		if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v != 0 {
@@ -631,7 +631,7 @@ spark.sql.catalog.sluice.client.region        %s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return spark.Run(ctx, filepath.Join("..", "e2e", "testdata", "SparkQuery.java"), append([]string{path}, statements...)...)
+	return spark.Run(ctx, filepath.Join("..", "cold", "testdata", "SparkQuery.java"), append([]string{path}, statements...)...)
 }
 
 // trinoRESTCatalog is the properties of a Trino catalog (Trino's Iceberg

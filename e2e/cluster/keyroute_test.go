@@ -1,9 +1,12 @@
-// Package e2e tests key routing of cluster queries (docs/cluster.md, "Key
+// Package cluster_test tests key routing of cluster queries (docs/cluster.md, "Key
 // queries") on real processes: three server children (this test binary
 // re-executed) in one Kafka consumer group on a six-partition topic whose
 // message keys are the rows' hashBy values, each listing the others as
 // cluster members.
-package e2e
+//
+// The package holds tests only and is named cluster_test, so that it can
+// import sluice's cluster package by its own name.
+package cluster_test
 
 import (
 	"bufio"
