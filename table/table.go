@@ -36,8 +36,9 @@ type Table struct {
 	// key index, from its first resolution to its commit (keyed.go).
 	key     []string
 	keyLock chan struct{}
-	entries *entryCache // recent index entries (keyed.go); nil: append-only
-	marks   *markCache  // recent dead-row marks (keyed.go); nil: append-only
+	entries *entryCache   // recent index entries (keyed.go); nil: append-only
+	marks   *markCache    // recent dead-row marks (keyed.go); nil: append-only
+	sparse  *sparseBlocks // blocks to rewrite (keyed_rewrite.go); nil: append-only
 	// ttl is meta.TTL, for a keyed append that may run while a Batch
 	// holds mu.
 	ttl atomic.Int64
