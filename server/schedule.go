@@ -48,6 +48,13 @@ func (s *Server) startSchedulers(ctx context.Context, wg *sync.WaitGroup) {
 				ts.proc.Watch(ctx, ts.cfg.Reload)
 			}()
 		}
+		if len(ts.table.PrimaryKey()) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				every(ctx, sparseRewriteInterval, func() { s.rewriteSparse(ctx, ts) })
+			}()
+		}
 		if ts.cfg.TTL > 0 {
 			wg.Add(1)
 			go func() {
@@ -84,6 +91,25 @@ func (s *Server) expire(ctx context.Context, ts *tableState) {
 	ts.expireRuns.Add(1)
 	if n > 0 {
 		s.log.Info("ttl: expired partitions", "table", ts.cfg.Name, "partitions", n)
+	}
+}
+
+// sparseRewriteInterval is how often a keyed table's blocks that updates
+// left mostly dead are rewritten: a pass with nothing noted reads nothing.
+const sparseRewriteInterval = 10 * time.Second
+
+// rewriteSparse rewrites a keyed table's mostly dead blocks, so that its
+// queries decode about the live rows only (table.RewriteSparseBlocks).
+func (s *Server) rewriteSparse(ctx context.Context, ts *tableState) {
+	n, err := ts.table.RewriteSparseBlocks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("rewrite of sparse blocks failed", "table", ts.cfg.Name, "error", err)
+		}
+		return
+	}
+	if n > 0 {
+		s.log.Debug("rewrote sparse blocks", "table", ts.cfg.Name, "blocks", n)
 	}
 }
 

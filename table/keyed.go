@@ -237,6 +237,7 @@ type keyedBatch struct {
 	locked bool
 	keys   map[string]*keyState
 	marks  map[string][]byte // dead key → bitmap
+	sparse []string          // dead keys of marks this batch took past the rewrite threshold
 	// buffers reused across parts
 	keyBuf []byte
 }
@@ -395,6 +396,7 @@ func (k *keyedBatch) committed() {
 	if k != nil && k.locked {
 		k.t.entries.put(k.keys)
 		k.t.marks.put(k.marks)
+		k.t.sparse.note(k.sparse)
 	}
 }
 
@@ -513,6 +515,16 @@ func (c *markCache) put(marks map[string][]byte) {
 		}
 		c.m[strings.Clone(key)] = slices.Clone(m)
 	}
+}
+
+// drop removes a block's mark (the block was rewritten without it).
+func (c *markCache) drop(key string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
 }
 
 // clear empties the cache (its blocks may have been deleted).
@@ -731,6 +743,9 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 			return 0, 0, 0, err
 		}
 		bytes += len(mk) + len(mark)
+		if sparse(mark) {
+			k.sparse = append(k.sparse, mk)
+		}
 	}
 	return len(keep), blocks, bytes, nil
 }

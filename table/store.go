@@ -575,6 +575,7 @@ func (s *Store) Table(cfg Config) (*Table, error) {
 	if len(m.PrimaryKey) > 0 {
 		t.entries = &entryCache{}
 		t.marks = &markCache{}
+		t.sparse = &sparseBlocks{scan: true} // the marks stored before the open are not noted
 	}
 	t.setSchema(m.Schema)
 	if err := t.reconfigure(cfg, create); err != nil {

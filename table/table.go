@@ -36,8 +36,9 @@ type Table struct {
 	// key index, from its first resolution to its commit (keyed.go).
 	key     []string
 	keyLock chan struct{}
-	entries *entryCache // recent index entries (keyed.go); nil: append-only
-	marks   *markCache  // recent dead-row marks (keyed.go); nil: append-only
+	entries *entryCache   // recent index entries (keyed.go); nil: append-only
+	marks   *markCache    // recent dead-row marks (keyed.go); nil: append-only
+	sparse  *sparseBlocks // blocks to rewrite (keyed_rewrite.go); nil: append-only
 	// deleteLog says a keyed table's appends record their deletes for a
 	// cold tier (keyed_deletes.go).
 	deleteLog atomic.Bool

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(keyedChildEnv); dir != "" {
 		keyedChild(dir) // never returns
 	}
+	if dir := os.Getenv(rewriteChildEnv); dir != "" {
+		rewriteChild(dir) // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 
