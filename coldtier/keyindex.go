@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -22,13 +23,22 @@ import (
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	itable "github.com/apache/iceberg-go/table"
+
+	"github.com/sluicedb/sluice/table"
 )
 
 // The cold key index: for each key of a keyed table, where its row lives in
-// the Iceberg table (data file, position) and the data sequence number of
-// that file (commit order: of two live rows of one key, the later commit's
-// is the key's state). A run of a keyed table looks up the keys it writes
-// and deletes the rows found (deletes.go) in its commit.
+// the Iceberg table (data file, position), the data sequence number of that
+// file, and the row's source position when its data file has the source
+// columns (table.SourceBatchColumn's partition, table.SourceOffsetColumn).
+// Of two live rows of one key, the later change is the key's state: the
+// later position when both rows carry one of the same source partition,
+// else the later commit. Commit order alone is not change order across
+// nodes: after a rebalance, the node that held a partition may commit its
+// last rows of a key after the node that took the partition over committed
+// newer ones. A run of a keyed table looks up the keys it writes and
+// deletes the rows found (deletes.go) in its commit, except a row that is a
+// later change of its key than the run's own (keyedDeletesAt).
 //
 // The index is built from a snapshot itself — its live data files' key
 // columns, less the rows its position delete files delete — so it is exact
@@ -44,11 +54,14 @@ import (
 // vectors, it is rebuilt from the table whole.
 
 // keyLoc is where a key's row is: files[file], row pos, and the file's
-// data sequence number.
+// data sequence number; part (an index into the index's parts, 0 for a row
+// without a source position) and off are the row's source position.
 type keyLoc struct {
 	file uint32
 	pos  uint32
+	part uint32
 	seq  int64
+	off  int64
 }
 
 // keyIndex is the cold key index of one table at one snapshot.
@@ -57,6 +70,10 @@ type keyIndex struct {
 	keyCols  []string
 	files    []string // by id; "" for a file removed since (its id is not reused)
 	keys     map[string]keyLoc
+	// parts are the source partitions of the rows' positions, by id (0:
+	// none); partIDs finds an id by partition.
+	parts   []string
+	partIDs map[string]uint32
 	// stale are the older rows of keys found live more than once (a
 	// writer that did not delete the key's row): the next run deletes them
 	// with the key's current row.
@@ -72,14 +89,31 @@ func (ix *keyIndex) ref(loc keyLoc) rowRef {
 	return rowRef{File: ix.files[loc.file], Pos: int64(loc.pos)}
 }
 
+// runKey is a key a run writes (encoded, appendKey) with the source
+// position of the change the run writes for it (positioned false: none).
+type runKey struct {
+	key        []byte
+	partition  string
+	offset     int64
+	positioned bool
+}
+
 // deletesFor is the rows of the table that the new versions of keys
-// replace (each an encoded key, appendKey), with the stale rows.
-func (ix *keyIndex) deletesFor(keys [][]byte) []rowRef {
+// replace, with the stale rows. A key whose row in the table is a later
+// change than the run's (the same source partition, a higher offset) keeps
+// it: the run's row of the key becomes the stale one once committed, and
+// the next run deletes it.
+func (ix *keyIndex) deletesFor(keys []runKey) []rowRef {
 	var refs []rowRef
 	for _, k := range keys {
-		if loc, ok := ix.keys[string(k)]; ok {
-			refs = append(refs, ix.ref(loc))
+		loc, ok := ix.keys[string(k.key)]
+		if !ok {
+			continue
 		}
+		if k.positioned && loc.part != 0 && ix.parts[loc.part] == k.partition && loc.off > k.offset {
+			continue
+		}
+		refs = append(refs, ix.ref(loc))
 	}
 	for _, loc := range ix.stale {
 		refs = append(refs, ix.ref(loc))
@@ -87,15 +121,54 @@ func (ix *keyIndex) deletesFor(keys [][]byte) []rowRef {
 	return refs
 }
 
+// partID is the id of a source partition, added when new ("": 0, none).
+func (ix *keyIndex) partID(partition string) uint32 {
+	if partition == "" {
+		return 0
+	}
+	if ix.partIDs == nil {
+		ix.partIDs = map[string]uint32{}
+		for id, p := range ix.parts {
+			if id > 0 {
+				ix.partIDs[p] = uint32(id)
+			}
+		}
+	}
+	if id, ok := ix.partIDs[partition]; ok {
+		return id
+	}
+	if len(ix.parts) == 0 {
+		ix.parts = append(ix.parts, "")
+	}
+	id := uint32(len(ix.parts))
+	ix.parts = append(ix.parts, partition)
+	ix.partIDs[partition] = id
+	return id
+}
+
+// laterChange reports whether the row at a is a later change of its key than
+// the row at b: by source position when both carry one of the same
+// partition (the source's order), else by commit (data sequence number,
+// then the row's place in one file).
+func laterChange(a, b keyLoc) bool {
+	if a.part != 0 && a.part == b.part && a.off != b.off {
+		return a.off > b.off
+	}
+	if a.seq != b.seq {
+		return a.seq > b.seq
+	}
+	return a.file == b.file && a.pos > b.pos
+}
+
 // add records the key's row at loc; a key already there keeps the row of
-// the later commit and the other becomes stale.
+// the later change (laterChange) and the other becomes stale.
 func (ix *keyIndex) add(key []byte, loc keyLoc) {
 	old, ok := ix.keys[string(key)]
 	if !ok {
 		ix.keys[string(key)] = loc
 		return
 	}
-	if old.seq > loc.seq || (old.seq == loc.seq && old.file == loc.file && old.pos > loc.pos) {
+	if laterChange(old, loc) {
 		old, loc = loc, old
 	}
 	ix.keys[string(key)] = loc
@@ -185,9 +258,9 @@ func buildKeyIndex(ctx context.Context, tbl *itable.Table, keyCols []string) (*k
 		}
 		gone := deleted[t.File.FilePath()]
 		slices.Sort(gone)
-		err := readKeys(ctx, fsys, t.File.FilePath(), keyCols, func(pos int64, key []byte) {
+		err := readKeyRows(ctx, fsys, t.File.FilePath(), keyCols, func(pos int64, key []byte, at sourcePos) {
 			if _, dead := slices.BinarySearch(gone, pos); !dead {
-				ix.add(key, keyLoc{file: id, pos: uint32(pos), seq: seq})
+				ix.add(key, keyLoc{file: id, pos: uint32(pos), seq: seq, part: ix.partID(at.partition), off: at.offset})
 			}
 		})
 		if err != nil {
@@ -307,8 +380,8 @@ func (ix *keyIndex) apply(ctx context.Context, fsys icebergio.IO, s *itable.Snap
 		id := uint32(len(ix.files))
 		ix.files = append(ix.files, a.path)
 		ids[a.path] = id
-		err := readKeys(ctx, fsys, a.path, ix.keyCols, func(pos int64, key []byte) {
-			ix.add(key, keyLoc{file: id, pos: uint32(pos), seq: a.seq})
+		err := readKeyRows(ctx, fsys, a.path, ix.keyCols, func(pos int64, key []byte, at sourcePos) {
+			ix.add(key, keyLoc{file: id, pos: uint32(pos), seq: a.seq, part: ix.partID(at.partition), off: at.offset})
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.path, err)
@@ -409,14 +482,37 @@ func (p *parquetFile) records(ctx context.Context, cols []string, fn func(arrow.
 // readKeys calls fn with the position and the encoded key of each row of
 // the data file at path (key only valid during the call).
 func readKeys(ctx context.Context, fsys icebergio.IO, path string, keyCols []string, fn func(pos int64, key []byte)) error {
+	return readKeyRows(ctx, fsys, path, keyCols, func(pos int64, key []byte, _ sourcePos) { fn(pos, key) })
+}
+
+// sourcePos is a row's source position: the partition of its
+// table.SourceBatchColumn (the text before its last '@', as the hot
+// store's key index takes it) and its table.SourceOffsetColumn; the zero
+// value for a row without one.
+type sourcePos struct {
+	partition string
+	offset    int64
+}
+
+// readKeyRows is readKeys with each row's source position, read from the
+// data file's source columns when it has both (a file without them, or a
+// row with a null in either, gives the zero sourcePos).
+func readKeyRows(ctx context.Context, fsys icebergio.IO, path string, keyCols []string, fn func(pos int64, key []byte, at sourcePos)) error {
 	p, err := openParquet(fsys, path)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	cols := keyCols
+	schema := p.pf.MetaData().Schema
+	positioned := schema.ColumnIndexByName(table.SourceBatchColumn) >= 0 && schema.ColumnIndexByName(table.SourceOffsetColumn) >= 0
+	if positioned {
+		cols = append(slices.Clip(keyCols), table.SourceBatchColumn, table.SourceOffsetColumn)
+	}
 	var pos int64
 	var key []byte
-	return p.records(ctx, keyCols, func(rec arrow.RecordBatch) error {
+	var lastBatch, lastPart string
+	return p.records(ctx, cols, func(rec arrow.RecordBatch) error {
 		for row := 0; row < int(rec.NumRows()); row++ {
 			key = key[:0]
 			for c := range keyCols {
@@ -428,7 +524,31 @@ func readKeys(ctx context.Context, fsys icebergio.IO, path string, keyCols []str
 					return err
 				}
 			}
-			fn(pos, key)
+			var at sourcePos
+			if positioned {
+				batch, err := keyValue(rec.Column(len(keyCols)), row)
+				if err != nil {
+					return fmt.Errorf("%s: %w", table.SourceBatchColumn, err)
+				}
+				off, err := keyValue(rec.Column(len(keyCols)+1), row)
+				if err != nil {
+					return fmt.Errorf("%s: %w", table.SourceOffsetColumn, err)
+				}
+				b, bok := batch.(string)
+				o, ook := off.(int64)
+				if bok && ook {
+					if b != lastBatch {
+						lastBatch, lastPart = b, ""
+						if at := strings.LastIndexByte(b, '@'); at >= 0 {
+							lastPart = b[:at]
+						}
+					}
+					if lastPart != "" {
+						at = sourcePos{partition: lastPart, offset: o}
+					}
+				}
+			}
+			fn(pos, key, at)
 			pos++
 		}
 		return nil
@@ -506,6 +626,22 @@ func readDeleteRows(ctx context.Context, fsys icebergio.IO, df iceberg.DataFile,
 // are serialized by runMu) and brought up to the run's snapshot, then
 // saved.
 func (c *Compactor) keyedDeletes(keyCols []string, keys func() [][]byte) deleteSource {
+	return c.keyedDeletesAt(keyCols, func() []runKey {
+		ks := keys()
+		out := make([]runKey, len(ks))
+		for i, k := range ks {
+			out[i] = runKey{key: k}
+		}
+		return out
+	})
+}
+
+// keyedDeletesAt is keyedDeletes with the source position of each key's
+// change in the run: a key whose row in the table is a later change of the
+// same source partition keeps it (deletesFor), so a run that commits a
+// node's older change after another node committed a newer one never
+// deletes the newer row.
+func (c *Compactor) keyedDeletesAt(keyCols []string, keys func() []runKey) deleteSource {
 	return func(ctx context.Context, tbl *itable.Table) ([]rowRef, error) {
 		ix := c.keyIdx
 		var current int64
@@ -577,11 +713,15 @@ func openKeyIndex(ctx context.Context, tbl *itable.Table, keyCols []string, path
 // The key index file: a magic line, then uvarints (v for a signed varint),
 // and a CRC-32C of everything before it:
 //
-//	"sluice-keyindex 1\n"
+//	"sluice-keyindex 2\n"
 //	v snapshot | n keyCols, each (n, bytes) | n files, each (n, bytes)
-//	n keys, each (n, key bytes, file, pos, v seq) | n stale, each (file, pos, v seq)
+//	n parts, each (n, bytes)
+//	n keys, each (n, key bytes, loc) | n stale, each loc
 //	crc32c (4 bytes, little endian)
-const keyIndexMagic = "sluice-keyindex 1\n"
+//	loc := file, pos, v seq, part, v offset
+//
+// A file of another version is taken as damaged: rebuilt from the table.
+const keyIndexMagic = "sluice-keyindex 2\n"
 
 // save writes the index to path atomically and durably.
 func (ix *keyIndex) save(path string) error {
@@ -615,9 +755,12 @@ func (ix *keyIndex) save(path string) error {
 		b = binary.AppendUvarint(b, uint64(l.file))
 		b = binary.AppendUvarint(b, uint64(l.pos))
 		b = binary.AppendVarint(b, l.seq)
+		b = binary.AppendUvarint(b, uint64(l.part))
+		b = binary.AppendVarint(b, l.off)
 	}
 	putStrings(ix.keyCols)
 	putStrings(ix.files)
+	putStrings(ix.parts)
 	b = binary.AppendUvarint(b, uint64(len(ix.keys)))
 	for k, l := range ix.keys {
 		b = append(binary.AppendUvarint(b, uint64(len(k))), k...)
@@ -671,18 +814,22 @@ func loadKeyIndex(path string) (*keyIndex, error) {
 	ix := &keyIndex{snapshot: d.varint()}
 	ix.keyCols = d.strings()
 	ix.files = d.strings()
-	n := d.count(3)
+	ix.parts = d.strings()
+	if len(ix.parts) > 0 && ix.parts[0] != "" {
+		d.err = errors.New("source partition 0 is not none")
+	}
+	n := d.count(5)
 	ix.keys = make(map[string]keyLoc, n)
 	for range n {
 		k := d.bytes()
-		l := d.loc(len(ix.files))
+		l := d.loc(len(ix.files), len(ix.parts))
 		if d.err != nil {
 			break
 		}
 		ix.keys[string(k)] = l
 	}
-	for range d.count(3) {
-		ix.stale = append(ix.stale, d.loc(len(ix.files)))
+	for range d.count(5) {
+		ix.stale = append(ix.stale, d.loc(len(ix.files), len(ix.parts)))
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errors.New("trailing bytes")
@@ -760,10 +907,13 @@ func (d *keyDecoder) strings() []string {
 	return ss
 }
 
-func (d *keyDecoder) loc(files int) keyLoc {
-	f, p, s := d.uvarint(), d.uvarint(), d.varint()
+func (d *keyDecoder) loc(files, parts int) keyLoc {
+	f, p, s, part, off := d.uvarint(), d.uvarint(), d.varint(), d.uvarint(), d.varint()
 	if d.err == nil && (f >= uint64(files) || p > math.MaxUint32) {
 		d.err = fmt.Errorf("row %d of file %d of %d", p, f, files)
 	}
-	return keyLoc{file: uint32(f), pos: uint32(p), seq: s}
+	if d.err == nil && part != 0 && part >= uint64(parts) {
+		d.err = fmt.Errorf("source partition %d of %d", part, parts)
+	}
+	return keyLoc{file: uint32(f), pos: uint32(p), seq: s, part: uint32(part), off: off}
 }

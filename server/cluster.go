@@ -136,6 +136,12 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
+	// A keyed table's answers are merged to one row per key (keyedmerge.go).
+	req, merge, err := keyedClusterRequest(ctx, ts, req, format)
+	if err != nil {
+		writeError(w, queryErrorCode(err), err.Error())
+		return
+	}
 	encoded, isEncoded := rowformat.Lookup(format)
 	if (format == "csv" || isEncoded) && len(req.Columns) == 0 {
 		// Every node's CSV (Arrow) must have the same columns in the same
@@ -272,7 +278,14 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart, turn)
 		return
 	}
-	n, err := s.query(ctx, name, local, client, format, start, true, keep)
+	var own io.Writer = client
+	if merge != nil {
+		if own, err = merge.own(ctx, ts, local); err != nil {
+			writeError(w, http.StatusInternalServerError, "cluster query: this node: "+err.Error())
+			return
+		}
+	}
+	n, err := s.query(ctx, name, local, own, format, start, true, keep)
 	ownPart()
 	if err != nil && n < 0 {
 		writeError(w, queryErrorCode(err), err.Error())
@@ -300,7 +313,9 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		}
 		turn(a.Node)
 		var copied int
-		if format == "csv" {
+		if merge != nil {
+			copied, err = merge.readAnswer(a)
+		} else if format == "csv" {
 			copied, err = copyCSV(client, a, left)
 		} else {
 			copied, err = copyLines(client, a, left)
@@ -320,6 +335,13 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 			}
 			s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err)
 			late = append(late, a.Node)
+		}
+	}
+	if merge != nil {
+		if _, err := merge.writeTo(client); err != nil && !clientLeft(ctx, err) {
+			s.log.Warn("cluster query failed mid-stream", "table", name, "error", err)
+			endWithError(w, format, err)
+			return
 		}
 	}
 	// The trailer lists every node the answer lacks (Go sends a declared

@@ -51,6 +51,10 @@ type QueryRequest struct {
 	// answers only for the share that the rest of the request body names
 	// (overlap.go).
 	Offsets bool `json:"offsets,omitempty"`
+	// Keyed is set by the coordinator of a keyed table's cluster query:
+	// the member answers its key index entries before its rows
+	// (keyedmerge.go).
+	Keyed bool `json:"keyed,omitempty"`
 
 	// known are columns of the table's whole schema that this node's
 	// store lacks (the Iceberg table's, or a member's, found by
@@ -435,7 +439,14 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 			return
 		}
 	}
-	n, err := s.query(ctx, name, req, progressWriter{w: w, watch: watch, turn: turn}, format, nil, true, keep)
+	answer := progressWriter{w: w, watch: watch, turn: turn}
+	if req.Keyed {
+		if err := writeKeyStates(ctx, ts, req, answer); err != nil {
+			fail(err)
+			return
+		}
+	}
+	n, err := s.query(ctx, name, req, answer, format, nil, true, keep)
 	if err != nil {
 		s.log.Warn("query failed mid-stream", "table", name, "rows", n, "error", err)
 		fail(err)
