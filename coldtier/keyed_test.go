@@ -337,6 +337,9 @@ func TestKeyedQueryDuringChange(t *testing.T) {
 	keep := coldtier.Options{Continuous: true}
 	want := keyState{}
 	want.upsert(t, tb, span(0, 100), "v1")
+	if _, err := c.Compact(ctx, time.Now(), coldtier.Options{Remove: true}); err == nil {
+		t.Error("a keyed table's time-mode run (by event time) was not refused")
+	}
 	if _, err := c.Compact(ctx, time.Now(), keep); err != nil {
 		t.Fatal(err)
 	}
