@@ -91,8 +91,10 @@ func (m keyState) clone() keyState {
 
 // upsert appends rows for keys ns with note (each row's day depends on the
 // note too, so a new version may land in another day partition) and
-// records them in m.
-func (m keyState) upsert(t testing.TB, tb *table.Table, ns []int64, note string) {
+// records them in m. With src, the rows are one stream batch of a source
+// partition, at the offsets from *src on (as a Kafka consumer stores
+// them).
+func (m keyState) upsert(t testing.TB, tb *table.Table, ns []int64, note string, src ...*int64) {
 	t.Helper()
 	rows := make([]table.Row, 0, len(ns))
 	for _, n := range ns {
@@ -100,18 +102,32 @@ func (m keyState) upsert(t testing.TB, tb *table.Table, ns []int64, note string)
 			"n": n, "note": note})
 		m[n] = note
 	}
-	if err := tb.Append(context.Background(), rows); err != nil {
-		t.Fatal(err)
-	}
+	appendFrom(t, tb, rows, src)
 }
 
-// remove appends deletes of keys ns and records them in m.
-func (m keyState) remove(t testing.TB, tb *table.Table, ns []int64) {
+// remove appends deletes of keys ns and records them in m (src as for
+// upsert).
+func (m keyState) remove(t testing.TB, tb *table.Table, ns []int64, src ...*int64) {
 	t.Helper()
 	rows := make([]table.Row, 0, len(ns))
 	for _, n := range ns {
 		rows = append(rows, table.Row{"user": fmt.Sprintf("u%d", n%7), "ts": day0, "n": n, table.OperationColumn: table.OperationDelete})
 		delete(m, n)
+	}
+	appendFrom(t, tb, rows, src)
+}
+
+// appendFrom appends rows, as a stream batch from offset *src[0] on when
+// src is given.
+func appendFrom(t testing.TB, tb *table.Table, rows []table.Row, src []*int64) {
+	t.Helper()
+	if len(src) > 0 {
+		first := *src[0]
+		batch := fmt.Sprintf("kafka/events/0/id@%d-%d", first, first+int64(len(rows)))
+		for i, r := range rows {
+			r[table.SourceBatchColumn], r[table.SourceOffsetColumn] = batch, first+int64(i)
+		}
+		*src[0] += int64(len(rows))
 	}
 	if err := tb.Append(context.Background(), rows); err != nil {
 		t.Fatal(err)
@@ -250,13 +266,17 @@ func checkEngines(t testing.TB, cfg coldtier.Config, when string, want keyState)
 // out); after it, pyiceberg and DuckDB read that state too. Covered: keys
 // updated, deleted, deleted and written again between two runs, deleted
 // when the store no longer holds their row (remove), deleted twice, never
-// written, and a run with deletes only.
+// written, and a run with deletes only. With source, every change is a
+// stream batch of one source partition (rows with source positions: the
+// runs commit claims of their offsets and the query's hot side filters by
+// them).
 func TestKeyedIcebergRuns(t *testing.T) {
-	for _, remove := range []bool{false, true} {
-		t.Run(fmt.Sprintf("remove=%v", remove), func(t *testing.T) {
+	for _, mode := range []struct{ remove, source bool }{{false, false}, {true, false}, {true, true}} {
+		remove := mode.remove
+		t.Run(fmt.Sprintf("remove=%v/source=%v", remove, mode.source), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			cfg := testConfig(t, dir, fmt.Sprintf("keyed-runs-%v", remove))
+			cfg := testConfig(t, dir, fmt.Sprintf("keyed-runs-%v-%v", remove, mode.source))
 			st, tb := openKeyedTable(t, dir)
 			defer st.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -267,6 +287,10 @@ func TestKeyedIcebergRuns(t *testing.T) {
 			}
 			defer c.Close()
 			want := keyState{}
+			var src []*int64
+			if mode.source {
+				src = []*int64{new(int64)}
+			}
 			run := func(step string, wantRows, wantDeleted int64) {
 				t.Helper()
 				checkSluice(t, c, step+", before its run", want)
@@ -281,26 +305,26 @@ func TestKeyedIcebergRuns(t *testing.T) {
 				checkEngines(t, cfg, step+", after its run", want)
 			}
 
-			want.upsert(t, tb, span(0, 200), "v1")
+			want.upsert(t, tb, span(0, 200), "v1", src...)
 			run("200 new keys", 200, 0)
 
-			want.upsert(t, tb, span(0, 50), "v2")
-			want.upsert(t, tb, span(0, 10), "v2b") // superseded in the store before the run
-			want.remove(t, tb, span(150, 200))
+			want.upsert(t, tb, span(0, 50), "v2", src...)
+			want.upsert(t, tb, span(0, 10), "v2b", src...) // superseded in the store before the run
+			want.remove(t, tb, span(150, 200), src...)
 			run("50 keys updated (10 twice), 50 deleted", 50, 100)
 
-			want.remove(t, tb, span(0, 10))
-			want.upsert(t, tb, span(0, 5), "v3") // deleted, then written again
-			want.upsert(t, tb, []int64{300}, "v3")
-			want.remove(t, tb, []int64{150, 500}) // deleted before; never written
+			want.remove(t, tb, span(0, 10), src...)
+			want.upsert(t, tb, span(0, 5), "v3", src...) // deleted, then written again
+			want.upsert(t, tb, []int64{300}, "v3", src...)
+			want.remove(t, tb, []int64{150, 500}, src...) // deleted before; never written
 			run("keys deleted and written again", 6, 10)
 
-			want.remove(t, tb, span(50, 60))
+			want.remove(t, tb, span(50, 60), src...)
 			run("deletes only", 0, 10)
 
-			want.upsert(t, tb, []int64{60, 61}, "v4")
-			want.remove(t, tb, []int64{60})
-			want.upsert(t, tb, []int64{61}, "v5")
+			want.upsert(t, tb, []int64{60, 61}, "v4", src...)
+			want.remove(t, tb, []int64{60}, src...)
+			want.upsert(t, tb, []int64{61}, "v5", src...)
 			run("a key written then deleted, another written twice", 1, 2)
 
 			var left int
@@ -337,6 +361,9 @@ func TestKeyedQueryDuringChange(t *testing.T) {
 	keep := coldtier.Options{Continuous: true}
 	want := keyState{}
 	want.upsert(t, tb, span(0, 100), "v1")
+	if _, err := c.Compact(ctx, time.Now(), coldtier.Options{Remove: true}); err == nil {
+		t.Error("a keyed table's time-mode run (by event time) was not refused")
+	}
 	if _, err := c.Compact(ctx, time.Now(), keep); err != nil {
 		t.Fatal(err)
 	}

@@ -701,7 +701,7 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 		}
 		bytes += len(ik) + len(ev)
 	}
-	logged, err := k.logDeletes(pb, cols, keyCols, keys, dels, h)
+	logged, err := k.logDeletes(pb, cols, keyCols, keys, states, dels, h)
 	if err != nil {
 		return 0, 0, 0, err
 	}

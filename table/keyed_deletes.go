@@ -68,12 +68,21 @@ func (t *Table) KeepDeleteLog() {
 }
 
 // logDeletes puts into pb the records of the deletes of rows dels of a
-// part (keys: each row's key bytes), under one sequence number taken from
-// the store's counter. REQUIRES: the key lock held (the sequence then
-// orders the records with the table's other changes).
-func (k *keyedBatch) logDeletes(pb *pebble.Batch, cols []colData, keyCols []int, keys []string, dels []int, h *seqHold) (bytes int, err error) {
+// part (keys and states: each row's key bytes and its key's state after
+// the part), under one sequence number taken from the store's counter.
+// Only the keys the part leaves deleted are recorded: a key deleted and
+// written again in the part has its row in a block, whose sequence was
+// taken before this one, and a record after it would put the delete after
+// the row (a run cut between the two sequences would delete the new row).
+// REQUIRES: the key lock held (the sequence then orders the records with
+// the table's other changes).
+func (k *keyedBatch) logDeletes(pb *pebble.Batch, cols []colData, keyCols []int, keys []string, states []*keyState, dels []int, h *seqHold) (bytes int, err error) {
 	t := k.t
-	if len(dels) == 0 || !t.deleteLog.Load() {
+	if !t.deleteLog.Load() {
+		return 0, nil
+	}
+	dels = slices.DeleteFunc(dels, func(r int) bool { return states[r].live })
+	if len(dels) == 0 {
 		return 0, nil
 	}
 	seq, err := t.store.nextSeqs(1, h)
@@ -304,6 +313,7 @@ func (t *Table) scanView(ctx context.Context, q Query, seqFrom, seqLimit uint64,
 		return err
 	}
 	p.seqLimit, p.seqFrom = seqLimit, seqFrom
+	p.borrow = s.encode != nil
 	p.snap = snap
 	if allTime {
 		p.from, p.to = math.MinInt64, math.MaxInt64

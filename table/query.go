@@ -310,20 +310,7 @@ func (t *Table) querySeqs(ctx context.Context, q Query, seqFrom, seqLimit uint64
 // scan runs q through s (its emit or its encode and write set), limited to
 // the blocks whose sequence is at least seqFrom and below seqLimit.
 func (t *Table) scan(ctx context.Context, q Query, seqFrom, seqLimit uint64, s *scanner) error {
-	release, err := t.store.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	t.queries.Add(1)
-	p, err := t.plan(q)
-	if err != nil || p.empty {
-		return err
-	}
-	p.seqLimit, p.seqFrom = seqLimit, seqFrom
-	p.borrow = s.encode != nil
-	s.t, s.p, s.vals = t, p, make([]any, len(p.out))
-	return s.finish(t.scanBlocks(ctx, p, s))
+	return t.scanView(ctx, q, seqFrom, seqLimit, nil, false, s) // keyed_deletes.go
 }
 
 // scanBlocks feeds the plan's blocks to s in key order.

@@ -1,0 +1,144 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// keysOf lists what f walks (DeletedKeys, ChangedKeys) as "id/n" texts,
+// sorted.
+func keysOf(t *testing.T, f func(fn func(key []any) error) error) []string {
+	t.Helper()
+	var out []string
+	err := f(func(key []any) error {
+		if len(key) != 2 {
+			return fmt.Errorf("key %v: want 2 values", key)
+		}
+		if _, ok := key[0].(string); !ok {
+			return fmt.Errorf("key %v: id is a %T, want a string", key, key[0])
+		}
+		if _, ok := key[1].(int64); !ok {
+			return fmt.Errorf("key %v: n is a %T, want an int64", key, key[1])
+		}
+		out = append(out, fmt.Sprintf("%s/%d", key[0], key[1]))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestKeyedDeleteLog: a keyed table that keeps its delete log records each
+// applied delete (not a replayed one, nor one of a key the same append
+// writes again) under its append's sequence, with
+// the key's typed values; DeletedKeys reads a sequence range, a View sees
+// the records and rows of its moment only, ChangedKeys names the keys of
+// live rows and deletes from a sequence on, and ClearDeletesBelow drops
+// the records below a mark. The records survive a reopen.
+func TestKeyedDeleteLog(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	cfg := Config{Name: "state", HashBy: "dev", SortBy: "ts", PrimaryKey: []string{"id", "n"}}
+	tb := keyedTable(t, s, cfg)
+	row := func(id string, v int64) Row {
+		return Row{"id": id, "n": int64(len(id)), "dev": "d" + id, "v": v, "ts": t0.Add(time.Duration(v) * time.Minute)}
+	}
+	drop := func(id string) Row { return Row{"id": id, "n": int64(len(id)), OperationColumn: OperationDelete} }
+	deleted := func(from, limit uint64) []string {
+		return keysOf(t, func(fn func([]any) error) error { return tb.DeletedKeys(ctx, from, limit, fn) })
+	}
+	limit := func() uint64 {
+		_, _, l, _, err := tb.SeqRange(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+
+	appendRows(t, tb, row("x", 1), drop("x"))
+	if got := deleted(0, 0); len(got) != 0 {
+		t.Errorf("without KeepDeleteLog the deletes are recorded: %v", got)
+	}
+	tb.KeepDeleteLog()
+	appendRows(t, tb, row("a", 1), row("bb", 1), row("ccc", 1))
+	appendRows(t, tb, drop("a"))
+	// Deleted and written again in one append: the key's row is its
+	// change, and no record may follow it.
+	appendRows(t, tb, row("ee", 3), drop("ee"), row("ee", 4))
+	first := limit()
+	view, err := tb.NewView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	appendRows(t, tb, drop("bb"), row("dddd", 2))
+	// A replayed delete is not recorded again.
+	appendRows(t, tb, at(drop("ccc"), "kafka/t/0", 5))
+	appendRows(t, tb, at(drop("ccc"), "kafka/t/0", 5))
+
+	if got, want := deleted(0, 0), []string{"a/1", "bb/2", "ccc/3"}; !slices.Equal(got, want) {
+		t.Errorf("every delete: %v, want %v", got, want)
+	}
+	if got, want := deleted(0, first), []string{"a/1"}; !slices.Equal(got, want) {
+		t.Errorf("the deletes below %d: %v, want %v", first, got, want)
+	}
+	if got, want := deleted(first, 0), []string{"bb/2", "ccc/3"}; !slices.Equal(got, want) {
+		t.Errorf("the deletes from %d: %v, want %v", first, got, want)
+	}
+	n := 0
+	if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { n++; return nil }); err != nil || n != 3 {
+		t.Errorf("%d records (%v), want 3: one per key an append left deleted", n, err)
+	}
+
+	// The view: the moment after a's delete.
+	changed := func(v *View, from uint64) []string {
+		return keysOf(t, func(fn func([]any) error) error { return v.ChangedKeys(ctx, from, fn) })
+	}
+	if got, want := changed(view, 0), []string{"a/1", "bb/2", "ccc/3", "ee/2"}; !slices.Equal(got, want) {
+		t.Errorf("the view's changed keys: %v, want %v (bb, ccc and ee live, a deleted)", got, want)
+	}
+	var ids []string
+	if err := view.QueryValuesSeqs(ctx, Query{Columns: []string{"id"}}, 0, 0, func(_ []Column, vals []any) error {
+		ids = append(ids, vals[0].(string))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if want := []string{"bb", "ccc", "ee"}; !slices.Equal(ids, want) {
+		t.Errorf("the view's rows: %v, want %v (the store as it was)", ids, want)
+	}
+	now, err := tb.NewView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer now.Close()
+	if got, want := changed(now, first), []string{"bb/2", "ccc/3", "dddd/4"}; !slices.Equal(got, want) {
+		t.Errorf("the keys changed from %d: %v, want %v", first, got, want)
+	}
+
+	if err := tb.ClearDeletesBelow(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := deleted(0, 0), []string{"bb/2", "ccc/3"}; !slices.Equal(got, want) {
+		t.Errorf("after ClearDeletesBelow(%d): %v, want %v", first, got, want)
+	}
+	dir := s.dir
+	view.Close()
+	now.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir)
+	defer s.Close()
+	tb = keyedTable(t, s, cfg)
+	if got, want := deleted(0, 0), []string{"bb/2", "ccc/3"}; !slices.Equal(got, want) {
+		t.Errorf("after a reopen: %v, want %v", got, want)
+	}
+}
