@@ -26,12 +26,13 @@ import (
 	"github.com/sluicedb/sluice/table"
 )
 
-// One Kafka broker (4 partitions a topic), one in-process NATS server,
-// one sluice binary and, once a test asks for it, one Apicurio Registry per
-// package run.
+// One in-process NATS server and, once a test asks for them, one Kafka
+// broker (4 partitions a topic), one sluice binary and one Apicurio
+// Registry per package run.
 var (
 	natsURL   string
 	sluiceBin string
+	buildOnce sync.Once
 	buildErr  error
 	apicurio  testregistry.SharedApicurio
 )
@@ -54,15 +55,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	defer apicurio.Close()
-	// The sluice binary the fault tests kill.
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..")
+	// The sluice binary the node tests run, built by the first of them.
 	sluiceBin = filepath.Join(tmp, "sluice")
-	build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("go build ./cmd/sluice: %v: %s", err, out)
-	}
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(tmp, "nats"), NoSigs: true, NoLog: true})
 	if err != nil {
 		panic(err)
@@ -87,8 +81,19 @@ type node struct {
 	cfg  string
 }
 
+// needBinary builds the sluice binary the nodes run, once, when a test
+// first needs it: a run of the package's tests that starts no node (a -run
+// of a few, as scripts/test's memory-bound phase makes) builds nothing.
 func needBinary(t *testing.T) {
 	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
+		build.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/sluice: %v: %s", err, out)
+		}
+	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
