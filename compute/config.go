@@ -30,6 +30,9 @@ type Config struct {
 // the server's config shares: a table's `computed:` and `filters:` are
 // this Config's lists as they are.
 type (
+	// ScriptConfig is what a column and a filter share: the function, how
+	// it runs and what it may spend.
+	ScriptConfig = computeopt.Script
 	// ColumnConfig is one computed column.
 	ColumnConfig = computeopt.Column
 	// FilterConfig is one filter: a function returning a bool; false drops

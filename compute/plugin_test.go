@@ -79,9 +79,9 @@ func TestPluginPanicRecovered(t *testing.T) {
 func TestPluginWrongResultType(t *testing.T) {
 	path := testPluginPath(t)
 	p, err := New(context.Background(), Config{Computed: []ColumnConfig{
-		{Name: "bad", Type: "string", Func: path, FuncName: "WrongType"},
-		{Name: "boom", Type: "string", Func: path, FuncName: "Panics"},
-		{Name: "n", Type: "int64", Func: path, FuncName: "Len"},
+		{Script: ScriptConfig{Name: "bad", Func: path, FuncName: "WrongType"}, Type: "string"},
+		{Script: ScriptConfig{Name: "boom", Func: path, FuncName: "Panics"}, Type: "string"},
+		{Script: ScriptConfig{Name: "n", Func: path, FuncName: "Len"}, Type: "int64"},
 	}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestPluginSamePathReload(t *testing.T) {
 	v1 := plugbuild.Build(t, dir, "ver.so", `package main
 func Version(map[string]interface{}) (interface{}, error) { return "v1", nil }
 `)
-	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: v1, FuncName: "Version"}}}, Options{})
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: v1, FuncName: "Version"}, Type: "string"}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPluginOtherToolchain(t *testing.T) {
 	path := plugbuild.Build(t, t.TempDir(), "other.so", `package main
 func Other(map[string]interface{}) (interface{}, error) { return "x", nil }
 `, flag)
-	_, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "o", Type: "string", Func: path, FuncName: "Other"}}}, Options{})
+	_, err := New(context.Background(), Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "o", Func: path, FuncName: "Other"}, Type: "string"}}}, Options{})
 	var e *Error
 	if !errors.Is(err, ErrPluginMismatch) || !errors.As(err, &e) || e.Column != "o" || e.Loader != "plugin" || !strings.Contains(err.Error(), "different version of package") {
 		t.Fatalf("err = %v", err)
@@ -203,7 +203,7 @@ func HTTPVersion(map[string]interface{}) (interface{}, error) { return "h2", nil
 	}))
 	defer srv.Close()
 	cache := t.TempDir()
-	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: srv.URL + "/plugins/version.so", FuncName: "HTTPVersion"}}}, Options{HTTPClient: srv.Client(), PluginDir: cache})
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: srv.URL + "/plugins/version.so", FuncName: "HTTPVersion"}, Type: "string"}}}, Options{HTTPClient: srv.Client(), PluginDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +249,8 @@ func TestConcurrentProcessAndReload(t *testing.T) {
 	script := filepath.Join(dir, "v.lua")
 	os.WriteFile(script, []byte("function main(row) return 'a' end"), 0o644)
 	p, err := New(context.Background(), Config{Computed: []ColumnConfig{
-		{Name: "v", Type: "string", Func: script},
-		{Name: "w", Type: "string", Func: "make://identifier"},
+		{Script: ScriptConfig{Name: "v", Func: script}, Type: "string"},
+		{Script: ScriptConfig{Name: "w", Func: "make://identifier"}, Type: "string"},
 	}}, Options{Lua: newManager(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func F(map[string]interface{}) (interface{}, error) { return "r1", nil }
 		http.ServeFile(w, r, path)
 	}))
 	defer srv.Close()
-	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: srv.URL + "/f.so", FuncName: "F"}}}, Options{HTTPClient: srv.Client(), PluginDir: t.TempDir()})
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: srv.URL + "/f.so", FuncName: "F"}, Type: "string"}}}, Options{HTTPClient: srv.Client(), PluginDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestS3ScriptLoadAndReload(t *testing.T) {
 	s3, bucket := startBucket(t)
 	put(t, bucket, "scripts/v.lua", []byte("function main(row) return 'v1:' .. row.name end"))
 	counter := &notModifiedCounter{}
-	cfg := Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: "s3://" + coldtest.Bucket + "/scripts/v.lua", S3: s3}}}
+	cfg := Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: "s3://" + coldtest.Bucket + "/scripts/v.lua", S3: s3}, Type: "string"}}}
 	p, err := New(context.Background(), cfg, Options{Lua: newManager(t), HTTPClient: &http.Client{Transport: counter, Timeout: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestS3SourceErrorsNameBucketAndKey(t *testing.T) {
 	load := func(s3 *S3Options, uri string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := New(ctx, Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: uri, S3: s3}}}, Options{Lua: newManager(t)})
+		p, err := New(ctx, Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: uri, S3: s3}, Type: "string"}}}, Options{Lua: newManager(t)})
 		if err == nil {
 			p.Close()
 		}
@@ -153,7 +153,7 @@ func TestS3Plugin(t *testing.T) {
 		return data
 	}
 	put(t, bucket, "plugins/version.so", read(v1))
-	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Name: "v", Type: "string", Func: "s3://warehouse/plugins/version.so", FuncName: "S3Version", S3: s3}}}, Options{PluginDir: t.TempDir()})
+	p, err := New(context.Background(), Config{Computed: []ColumnConfig{{Script: ScriptConfig{Name: "v", Func: "s3://warehouse/plugins/version.so", FuncName: "S3Version", S3: s3}, Type: "string"}}}, Options{PluginDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

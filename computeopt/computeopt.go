@@ -20,12 +20,11 @@ import (
 	"github.com/sluicedb/sluice/internal/secret"
 )
 
-// Column is one computed column, in Talaria's shape plus sluice's error
-// policy, nullability, timeout and budget.
-type Column struct {
+// Script is what a computed column and a filter share: the function, how
+// it is found and run, and what it may spend. Column and Filter embed it
+// inline, so its keys sit beside theirs in a config.
+type Script struct {
 	Name string `yaml:"name"`
-	// Type is a type name or alias (coltype.Parse).
-	Type string `yaml:"type"`
 	// Func is inline Lua code, a Lua file (path, file://, http(s)://,
 	// s3://), a Go plugin (.so path or URL) or a built-in (make://...); see
 	// compute.ResolveSource.
@@ -33,10 +32,6 @@ type Column struct {
 	// FuncName is the function to call: the Lua global (default "main") or
 	// the exported symbol of a plugin (required).
 	FuncName string `yaml:"funcname"`
-	// OnError is the error policy: null (default), drop, reject or deadletter.
-	OnError string `yaml:"on_error"`
-	// Nullable makes a nil result a legitimate null instead of an error.
-	Nullable bool `yaml:"nullable"`
 	// Timeout bounds one Lua call (default: the runtime's default).
 	Timeout time.Duration `yaml:"timeout"`
 	// Allow opens Lua libraries the sandbox leaves out, for this function:
@@ -52,24 +47,26 @@ type Column struct {
 	S3 *S3 `yaml:"s3" json:"s3,omitempty"`
 }
 
+// Column is one computed column, in Talaria's shape plus sluice's error
+// policy, nullability, timeout and budget.
+type Column struct {
+	Script `yaml:",inline"`
+	// Type is a type name or alias (coltype.Parse).
+	Type string `yaml:"type"`
+	// OnError is the error policy: null (default), drop, reject or
+	// deadletter. A filter's takes other values (Filter.OnError), so it is
+	// not Script's.
+	OnError string `yaml:"on_error"`
+	// Nullable makes a nil result a legitimate null instead of an error.
+	Nullable bool `yaml:"nullable"`
+}
+
 // Filter is one filter: a function returning a bool; false drops the row.
 type Filter struct {
-	Name     string `yaml:"name"`
-	Func     string `yaml:"func"`
-	FuncName string `yaml:"funcname"`
+	Script `yaml:",inline"`
 	// OnError is the policy when the filter fails: drop (default), keep,
 	// reject or deadletter.
-	OnError string        `yaml:"on_error"`
-	Timeout time.Duration `yaml:"timeout"`
-	// Allow opens Lua libraries the sandbox leaves out, as for a column.
-	Allow  []string `yaml:"allow" json:"allow,omitempty"`
-	Budget `yaml:",inline"`
-	// Engine runs a Lua function: gopher-lua (default) or luajit.
-	Engine     string `yaml:"engine"`
-	ScriptHost `yaml:",inline"`
-	// S3 says where an s3:// Func is read from and with which keys; nil
-	// means the table's default, as for a column.
-	S3 *S3 `yaml:"s3" json:"s3,omitempty"`
+	OnError string `yaml:"on_error"`
 }
 
 // Budget bounds what one Lua function may spend on one batch, beside the

@@ -12,6 +12,9 @@ import "github.com/sluicedb/sluice/computeopt"
 // (server.ValidateOptions, `serve --check`). config checks their s3 keys,
 // as it checks every secret.
 type (
+	// ComputeScript is what a computed column and a filter share: the
+	// function, how it runs and what it may spend.
+	ComputeScript = computeopt.Script
 	// ComputedColumn is one computed column.
 	ComputedColumn = computeopt.Column
 	// Filter is one filter: a function returning a bool; false drops the row.

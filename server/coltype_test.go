@@ -27,7 +27,7 @@ func TestOpenTableTypes(t *testing.T) {
 	s := &Server{cfg: &config.Config{}, log: slog.New(slog.DiscardHandler), store: store}
 
 	tc := config.Table{Name: "t", SortBy: "ts", Schema: []config.Column{{Name: "ts", Type: "time"}, {Name: "n", Type: "INTEGER"}}}
-	tc.Computed = []config.ComputedColumn{{Name: "m", Type: "uint32", Func: "make://identifier"}}
+	tc.Computed = []config.ComputedColumn{{Script: config.ComputeScript{Name: "m", Func: "make://identifier"}, Type: "uint32"}}
 	ts, err := s.openTable(context.Background(), tc)
 	if err != nil {
 		t.Fatal(err)

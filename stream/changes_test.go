@@ -50,7 +50,7 @@ func changeRows(t *testing.T, nd *node, debezium bool) map[string]map[string]any
 	if debezium {
 		cols = append(cols, stream.ChangeTimeColumn)
 	}
-	resp, err := http.Get(nd.url + "/v1/tables/events/query?format=ndjson&columns=" + strings.Join(cols, ","))
+	resp, err := http.Get(nd.URL + "/v1/tables/events/query?format=ndjson&columns=" + strings.Join(cols, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestOperationFieldKafka(t *testing.T) {
 	}
 	waitRows(t, nd, "events", len(recs), time.Minute)
 	checkChanges(t, nd, recs, want, false)
-	resp, err := http.Get(nd.url + "/v1/tables/events/schema")
+	resp, err := http.Get(nd.URL + "/v1/tables/events/schema")
 	if err != nil {
 		t.Fatal(err)
 	}

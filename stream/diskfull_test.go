@@ -74,26 +74,24 @@ tables:
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no retried store error or disk_full gauge (errors %v, full %v): %s", errs, full, nd.tail())
+			t.Fatalf("no retried store error or disk_full gauge (errors %v, full %v): %s", errs, full, nd.Tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if got := countRows(nd, "events"); got != n/2 {
 		t.Fatalf("%d rows stored on a full disk, want %d", got, n/2)
 	}
-	resp, err := http.Get(nd.url + "/readyz")
+	resp, err := http.Get(nd.URL + "/readyz")
 	if err != nil {
-		t.Fatalf("readyz: %v (the node died?): %s", err, nd.tail())
+		t.Fatalf("readyz: %v (the node died?): %s", err, nd.Tail())
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 503 || !strings.Contains(string(body), "disk full") {
 		t.Fatalf("readyz while full: %d %s", resp.StatusCode, body)
 	}
-	select {
-	case <-nd.done:
-		t.Fatalf("the node exited on a full disk: %s", nd.tail())
-	default:
+	if !nd.Running() {
+		t.Fatalf("the node exited on a full disk: %s", nd.Tail())
 	}
 
 	if err := os.Remove(hog); err != nil {

@@ -56,7 +56,7 @@ func recreateTopic(t *testing.T, topic string) {
 // with their values.
 func lagSeries(t *testing.T, n *node, topic string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(n.url + "/metrics")
+	resp, err := http.Get(n.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func checkUpAndReady(t *testing.T, n *node) {
 	if v, _ := n.metric("sluice_source_up", `table="events"`); v != 1 {
 		t.Errorf("sluice_source_up %v, want 1", v)
 	}
-	resp, err := http.Get(n.url + "/readyz")
+	resp, err := http.Get(n.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func checkUpAndReady(t *testing.T, n *node) {
 
 // logCount counts the lines of a node's log containing sub.
 func logCount(t *testing.T, n *node, sub string) int {
-	b, err := os.ReadFile(n.log.Name())
+	b, err := os.ReadFile(n.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestKafkaTopicRecreated(t *testing.T) {
 		t.Errorf("sluice_source_position_resets_total %v after a restart on a recreated topic, want at least 1", v)
 	}
 	if logCount(t, nd, "topic deleted and recreated") == 0 {
-		t.Errorf("no log line says the topic was recreated: %s", nd.tail())
+		t.Errorf("no log line says the topic was recreated: %s", nd.Tail())
 	}
 	nd.stop()
 	ids, rows := storedIDs(t, data, "events")
@@ -345,7 +345,7 @@ func TestNATSStreamRecreated(t *testing.T) {
 	}
 	// The log holds both runs of the node: one line per recreation.
 	if n := logCount(t, nd, "stream deleted and recreated"); n != 2 {
-		t.Errorf("%d log lines say the stream was recreated, want 2 (one per recreation): %s", n, nd.tail())
+		t.Errorf("%d log lines say the stream was recreated, want 2 (one per recreation): %s", n, nd.Tail())
 	}
 	nd.stop()
 	ids, rows := storedIDs(t, data, "events")
@@ -406,7 +406,7 @@ func TestKafkaLargeMessages(t *testing.T) {
 	nd := startNode(t, kafkaConfig("events", topic, "g-"+topic, "node-1", "", "          max_message_bytes: 4194304\n"), data)
 	waitRows(t, nd, "events", 200, time.Minute)
 	time.Sleep(time.Second) // nothing more may come
-	hwm, _ := procmem.Status(nd.cmd.Process.Pid, "VmHWM")
+	hwm, _ := procmem.Status(nd.Pid(), "VmHWM")
 	nd.stop()
 	t.Logf("node peak RSS (VmHWM) %d MiB", hwm>>20)
 	if hwm > 256<<20 {

@@ -46,7 +46,7 @@ func linesWith(recs []map[string]any, prefix string) []map[string]any {
 // readyz returns /readyz's status and body.
 func readyz(t *testing.T, n *node) (int, string) {
 	t.Helper()
-	resp, err := http.Get(n.url + "/readyz")
+	resp, err := http.Get(n.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func waitReadyz(t *testing.T, n *node, within time.Duration, what string, ok fun
 			return body
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz after %v: want %s, have %d %s\nlog: %s", within, what, code, body, n.tail())
+			t.Fatalf("/readyz after %v: want %s, have %d %s\nlog: %s", within, what, code, body, n.Tail())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -92,9 +92,9 @@ func TestMissingTopicReported(t *testing.T) {
 	}
 	// Several checks (one each 2 s) have seen it missing by now: one line.
 	time.Sleep(5 * time.Second)
-	warned := linesWith(logLines(t, nd.log.Name()), "kafka topics do not exist")
+	warned := linesWith(logLines(t, nd.Log), "kafka topics do not exist")
 	if len(warned) != 1 {
-		t.Fatalf("%d lines say the topic is missing, want 1 (logged once, then once a minute):\n%s", len(warned), nd.tail())
+		t.Fatalf("%d lines say the topic is missing, want 1 (logged once, then once a minute):\n%s", len(warned), nd.Tail())
 	}
 	if lvl := warned[0]["level"]; lvl != "WARN" || !strings.Contains(fmt.Sprint(warned[0]["topics"]), topic) {
 		t.Errorf("the missing topic's line: %v", warned[0])
@@ -109,7 +109,7 @@ func TestMissingTopicReported(t *testing.T) {
 	}
 	waitRows(t, nd, "events", 100, 2*time.Minute)
 	nd.stop()
-	if len(linesWith(logLines(t, nd.log.Name()), "kafka topics exist now")) != 1 {
-		t.Errorf("no line says the topic exists now:\n%s", nd.tail())
+	if len(linesWith(logLines(t, nd.Log), "kafka topics exist now")) != 1 {
+		t.Errorf("no line says the topic exists now:\n%s", nd.Tail())
 	}
 }

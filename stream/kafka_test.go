@@ -40,7 +40,7 @@ func TestKafkaExactlyOnceUnderKill(t *testing.T) {
 		wait := time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		time.Sleep(wait)
 		before := countRows(nd, "events")
-		nd.kill()
+		nd.Kill()
 		t.Logf("round %d: kill -9 after %v, %d rows queryable just before", round, wait, before)
 	}
 	<-done
@@ -113,7 +113,7 @@ func TestKafkaTwoNodesOneKilled(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	waitSomeRows(t, n2, "events")
 	r1, r2 := countRows(n1, "events"), countRows(n2, "events")
-	n2.kill()
+	n2.Kill()
 	t.Logf("node 2 killed; rows queryable just before: node 1 %d, node 2 %d", r1, r2)
 	if r1 <= 0 || r2 <= 0 {
 		t.Errorf("both nodes should have consumed some partitions before the kill: %d and %d rows", r1, r2)
@@ -174,7 +174,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	notReady := ""
 	for time.Now().Before(deadline) && notReady == "" {
-		resp, err := http.Get(nd.url + "/readyz")
+		resp, err := http.Get(nd.URL + "/readyz")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -197,7 +197,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	waitRows(t, nd, "events", n, 3*time.Minute)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(nd.url + "/readyz")
+		resp, err := http.Get(nd.URL + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -393,7 +393,7 @@ func TestUnreachableServersReported(t *testing.T) {
       - nats: {url: "nats://127.0.0.1:%d", stream: EVENTS, durable: sluice}
 `, kport, nport)
 	nd := startNode(t, cfg, filepath.Join(t.TempDir(), "node1"))
-	resp, err := http.Post(nd.url+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"ts":"2026-01-01T00:00:00Z","id":1}`+"\n"))
+	resp, err := http.Post(nd.URL+"/v1/tables/events/rows", "application/x-ndjson", strings.NewReader(`{"ts":"2026-01-01T00:00:00Z","id":1}`+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestUnreachableServersReported(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(nd.url + "/readyz")
+		resp, err := http.Get(nd.URL + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,9 +421,9 @@ func TestUnreachableServersReported(t *testing.T) {
 	nd.stop()
 	// Logged too, once (not at each of the client's retries), naming the
 	// broker; and the log stays JSON line by line.
-	refused := linesWith(logLines(t, nd.log.Name()), "cannot reach the kafka broker")
+	refused := linesWith(logLines(t, nd.Log), "cannot reach the kafka broker")
 	if len(refused) != 1 || refused[0]["broker"] != fmt.Sprintf("127.0.0.1:%d", kport) || refused[0]["level"] != "ERROR" {
-		t.Errorf("lines saying the broker is unreachable: %v, want one naming 127.0.0.1:%d:\n%s", refused, kport, nd.tail())
+		t.Errorf("lines saying the broker is unreachable: %v, want one naming 127.0.0.1:%d:\n%s", refused, kport, nd.Tail())
 	}
 }
 

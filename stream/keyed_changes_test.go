@@ -85,7 +85,7 @@ func TestDebeziumKeyedTableState(t *testing.T) {
 	// Some of the first half stored, its offsets perhaps not committed:
 	// the restart is delivered them again.
 	waitKeyedRows(t, nd, func(n int) bool { return n > 0 }, time.Minute)
-	nd.kill()
+	nd.Kill()
 	nd = startNode(t, cfg, data)
 	if err := prod.ProduceSync(ctx, recs[half:]...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestDebeziumKeyedTableState(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("%d rows, %d live keys; node log: %s", len(rows), len(live), nd.tail())
+		t.Logf("%d rows, %d live keys; node log: %s", len(rows), len(live), nd.Tail())
 	}
 }
 
@@ -144,7 +144,7 @@ func sameState(rows []map[string]any, live map[int]string) bool {
 // before the table has columns.
 func keyedRows(t *testing.T, nd *node) []map[string]any {
 	t.Helper()
-	resp, err := http.Get(nd.url + "/v1/tables/events/query?format=ndjson&columns=id,name")
+	resp, err := http.Get(nd.URL + "/v1/tables/events/query?format=ndjson&columns=id,name")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func waitKeyedRows(t *testing.T, nd *node, ok func(int) bool, timeout time.Durat
 	deadline := time.Now().Add(timeout)
 	for !ok(len(keyedRows(t, nd))) {
 		if time.Now().After(deadline) {
-			t.Fatalf("events: no rows after %v: %s", timeout, nd.tail())
+			t.Fatalf("events: no rows after %v: %s", timeout, nd.Tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -2,19 +2,18 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -30,39 +29,20 @@ var killPoints = []string{"after-commit:1", "before-commit:1", "after-commit:2",
 // kills itself there, and fails the test if it does not within a minute.
 func runToFault(t *testing.T, cfg, data, point string) {
 	t.Helper()
-	needBinary(t)
-	port, err := freeport.Port()
-	if err != nil {
+	n := newNode(t, cfg, data, []string{table.FaultEnv + "=" + point})
+	n.Log = data + ".fault.log"
+	if err := os.Remove(n.Log); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
-	cfgPath := data + ".yaml"
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := n.Spawn(); err != nil {
 		t.Fatal(err)
 	}
-	logPath := data + ".fault.log"
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.Wait(ctx); err != nil {
+		t.Fatalf("no fault at %s: %v", point, err)
 	}
-	defer logf.Close()
-	cmd := exec.Command(sluiceBin, "serve", "--config", cfgPath, "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "info")
-	cmd.Env = append(os.Environ(), table.FaultEnv+"="+point)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("no fault at %s within a minute", point)
-	}
-	b, _ := os.ReadFile(logPath)
-	if !strings.Contains(string(b), "table: fault "+point) {
+	if b, _ := os.ReadFile(n.Log); !strings.Contains(string(b), "table: fault "+point) {
 		t.Fatalf("the node exited without reaching the fault %s: %s", point, b)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,16 +21,18 @@ import (
 
 	"github.com/sluicedb/sluice/internal/freeport"
 	"github.com/sluicedb/sluice/internal/testkafka"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/internal/testregistry"
 	"github.com/sluicedb/sluice/table"
 )
 
-// One Kafka broker (4 partitions a topic), one in-process NATS server,
-// one sluice binary and, once a test asks for it, one Apicurio Registry per
-// package run.
+// One in-process NATS server and, once a test asks for them, one Kafka
+// broker (4 partitions a topic), one sluice binary and one Apicurio
+// Registry per package run.
 var (
 	natsURL   string
 	sluiceBin string
+	buildOnce sync.Once
 	buildErr  error
 	apicurio  testregistry.SharedApicurio
 )
@@ -54,15 +55,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	defer apicurio.Close()
-	// The sluice binary the fault tests kill.
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..")
+	// The sluice binary the node tests run, built by the first of them.
 	sluiceBin = filepath.Join(tmp, "sluice")
-	build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("go build ./cmd/sluice: %v: %s", err, out)
-	}
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(tmp, "nats"), NoSigs: true, NoLog: true})
 	if err != nil {
 		panic(err)
@@ -76,19 +70,30 @@ func run(m *testing.M) int {
 	return testkafka.MainWith(m, testkafka.Options{Partitions: 4, Secure: true})
 }
 
-// node is one `sluice serve` child process.
+// node is one `sluice serve` child process: the sluice binary TestMain
+// builds without the race detector (the package's own code is raced
+// in-process; a node's is the same code run as a user runs it), on its own
+// port, config and data directory.
 type node struct {
+	*testnode.Node
 	t    *testing.T
-	cmd  *exec.Cmd
-	url  string
 	data string
 	cfg  string
-	log  *os.File
-	done chan struct{}
 }
 
+// needBinary builds the sluice binary the nodes run, once, when a test
+// first needs it: a run of the package's tests that starts no node (a -run
+// of a few, as scripts/test's memory-bound phase makes) builds nothing.
 func needBinary(t *testing.T) {
 	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		build := exec.Command("go", "build", "-o", sluiceBin, "./cmd/sluice")
+		build.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/sluice: %v: %s", err, out)
+		}
+	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
@@ -107,6 +112,16 @@ func startNode(t *testing.T, cfg, data string) *node {
 // in parallel with others.
 func startNodeEnv(t *testing.T, cfg, data string, env []string) *node {
 	t.Helper()
+	n := newNode(t, cfg, data, env)
+	n.StartTimeout = 30 * time.Second
+	n.Start(t)
+	return n
+}
+
+// newNode writes the node's config beside its data directory and returns
+// it unstarted; it is killed when the test ends.
+func newNode(t *testing.T, cfg, data string, env []string) *node {
+	t.Helper()
 	needBinary(t)
 	port, err := freeport.Port()
 	if err != nil {
@@ -117,74 +132,32 @@ func startNodeEnv(t *testing.T, cfg, data string, env []string) *node {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, filepath.Base(data)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), data: data, cfg: cfgPath, log: logf, done: make(chan struct{})}
-	n.cmd = exec.Command(sluiceBin, "serve", "--config", cfgPath, "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "info")
-	n.cmd.Env = append(os.Environ(), env...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.cmd.Wait(); close(n.done) }()
-	t.Cleanup(func() { n.kill() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(n.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return n
-		}
-		select {
-		case <-n.done:
-			t.Fatalf("sluice exited at start: %s", n.tail())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice did not start: %s", n.tail())
-		}
-	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	n := &node{t: t, data: data, cfg: cfgPath, Node: &testnode.Node{
+		Name:    filepath.Base(data),
+		URL:     "http://" + listen,
+		Log:     filepath.Join(dir, filepath.Base(data)+".log"),
+		Command: []string{sluiceBin, "serve", "--config", cfgPath, "--data", data, "--listen", listen, "--log-level", "info"},
+		Env:     env,
+	}}
+	t.Cleanup(n.Kill)
+	return n
 }
 
-func (n *node) tail() string {
-	b, _ := os.ReadFile(n.log.Name())
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
-}
-
-// kill is kill -9.
-func (n *node) kill() {
-	if n.cmd.Process == nil {
-		return
-	}
-	n.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.done
-	n.log.Close()
-}
-
-// stop is a graceful stop (SIGTERM); it fails the test if the exit is not clean.
+// stop is a graceful stop (SIGTERM); it fails the test if the exit is not
+// clean within a minute.
 func (n *node) stop() {
 	n.t.Helper()
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		n.t.Fatalf("sluice did not stop in 60s: %s", n.tail())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.Stop(ctx); err != nil {
+		n.t.Error(err)
 	}
-	if code := n.cmd.ProcessState.ExitCode(); code != 0 {
-		n.t.Errorf("sluice exited %d: %s", code, n.tail())
-	}
-	n.log.Close()
 }
 
 // metric returns the sum of a metric's samples whose labels contain sub.
 func (n *node) metric(name, sub string) (float64, bool) {
-	resp, err := http.Get(n.url + "/metrics")
+	resp, err := http.Get(n.URL + "/metrics")
 	if err != nil {
 		return 0, false
 	}
@@ -364,11 +337,11 @@ func waitRows(t *testing.T, n *node, tableName string, want int, timeout time.Du
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("table %s holds %d rows, want %d after %v: %s", tableName, got, want, timeout, n.tail())
+	t.Fatalf("table %s holds %d rows, want %d after %v: %s", tableName, got, want, timeout, n.Tail())
 }
 
 func countRows(n *node, tableName string) int {
-	resp, err := http.Get(n.url + "/v1/tables/" + tableName + "/query?columns=id&format=ndjson")
+	resp, err := http.Get(n.URL + "/v1/tables/" + tableName + "/query?columns=id&format=ndjson")
 	if err != nil {
 		return -1
 	}

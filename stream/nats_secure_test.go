@@ -200,7 +200,7 @@ func TestNATSSecured(t *testing.T) {
 			nd.stop()
 			ids, _ := storedIDs(t, data, "events")
 			checkExactlyOnce(t, ids, n)
-			if logText, _ := os.ReadFile(nd.log.Name()); c.secret != "" && strings.Contains(string(logText), c.secret) {
+			if logText, _ := os.ReadFile(nd.Log); c.secret != "" && strings.Contains(string(logText), c.secret) {
 				t.Errorf("the node's log holds the secret")
 			}
 		})
@@ -235,7 +235,7 @@ func TestNATSSecuredRefused(t *testing.T) {
 			if ids, _ := storedIDs(t, data, "events"); len(ids) != 0 {
 				t.Errorf("%d rows stored", len(ids))
 			}
-			if logText, _ := os.ReadFile(nd.log.Name()); strings.Contains(string(logText), wrong) {
+			if logText, _ := os.ReadFile(nd.Log); strings.Contains(string(logText), wrong) {
 				t.Errorf("the node's log holds the password")
 			}
 		})

@@ -71,7 +71,7 @@ func TestNATSExactlyOnceUnderKill(t *testing.T) {
 		wait := time.Duration(300+rng.IntN(1500)) * time.Millisecond
 		time.Sleep(wait)
 		before := countRows(nd, "events")
-		nd.kill()
+		nd.Kill()
 		t.Logf("round %d: kill -9 after %v, %d rows queryable just before", round, wait, before)
 	}
 	<-done

@@ -108,7 +108,7 @@ func registryConfig(topic, format, url, auth string) string {
 // decoded as JSON, by id.
 func queryRows(t *testing.T, nd *node, tableName string) map[int]map[string]any {
 	t.Helper()
-	resp, err := http.Get(nd.url + "/v1/tables/" + tableName + "/query?format=ndjson")
+	resp, err := http.Get(nd.URL + "/v1/tables/" + tableName + "/query?format=ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func jsonEqual(got, want any) bool {
 // countDeadLetters counts the rows of a node's events_deadletter table
 // (-1: the query failed).
 func countDeadLetters(nd *node) int {
-	resp, err := http.Get(nd.url + "/v1/tables/events_deadletter/query?columns=origin&format=ndjson")
+	resp, err := http.Get(nd.URL + "/v1/tables/events_deadletter/query?columns=origin&format=ndjson")
 	if err != nil {
 		return -1
 	}
@@ -182,7 +182,7 @@ func waitDeadLetters(t *testing.T, nd *node, want int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for countDeadLetters(nd) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("events_deadletter holds %d rows, want %d after %v: %s", countDeadLetters(nd), want, timeout, nd.tail())
+			t.Fatalf("events_deadletter holds %d rows, want %d after %v: %s", countDeadLetters(nd), want, timeout, nd.Tail())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -339,7 +339,7 @@ func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
 		}
 	}
 	// The column types the schema gave: amount's values have no fraction.
-	resp, err := http.Get(nd.url + "/v1/tables/events/schema")
+	resp, err := http.Get(nd.URL + "/v1/tables/events/schema")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 		t.Fatalf("%d rows stored while the registry was down", n)
 	}
 	if logCount(t, nd, "schema registry unavailable") == 0 {
-		t.Errorf("the log does not name the registry: %s", nd.tail())
+		t.Errorf("the log does not name the registry: %s", nd.Tail())
 	}
 	reg.SetDown(false)
 	waitRows(t, nd, "events", 20, time.Minute)

@@ -85,7 +85,7 @@ func TestKafkaSASLSSL(t *testing.T) {
 			nd.stop()
 			ids, _ := storedIDs(t, data, "events")
 			checkExactlyOnce(t, ids, n)
-			logText, err := os.ReadFile(nd.log.Name())
+			logText, err := os.ReadFile(nd.Log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestKafkaSASLSSLRefused(t *testing.T) {
 			if ids, _ := storedIDs(t, data, "events"); len(ids) != 0 {
 				t.Errorf("%d rows stored", len(ids))
 			}
-			if logText, _ := os.ReadFile(nd.log.Name()); strings.Contains(string(logText), wrong) {
+			if logText, _ := os.ReadFile(nd.Log); strings.Contains(string(logText), wrong) {
 				t.Errorf("the node's log holds the password")
 			}
 		})
@@ -146,9 +146,9 @@ func waitNotReady(t *testing.T, nd *node, want string, timeout time.Duration) st
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		resp, err := http.Get(nd.url + "/readyz")
+		resp, err := http.Get(nd.URL + "/readyz")
 		if err != nil {
-			t.Fatalf("readyz: %v: %s", err, nd.tail())
+			t.Fatalf("readyz: %v: %s", err, nd.Tail())
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -157,7 +157,7 @@ func waitNotReady(t *testing.T, nd *node, want string, timeout time.Duration) st
 			return string(body)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz did not fail naming %q in %v; last answer: %s\nlog: %s", want, timeout, last, nd.tail())
+			t.Fatalf("/readyz did not fail naming %q in %v; last answer: %s\nlog: %s", want, timeout, last, nd.Tail())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

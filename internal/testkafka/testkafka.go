@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -254,16 +255,23 @@ func (b *Broker) Stop() {
 	b.cmd = nil
 }
 
-// shared is the package's broker started by Main.
+// shared is the package's broker, which Main prepares and the first
+// Require starts.
 var shared struct {
-	b   *Broker
-	err error
+	once sync.Once
+	dir  string // set by Main
+	opts Options
+	b    *Broker
+	err  error
 }
 
-// Main starts one broker for a test package (under a temporary directory,
+// Main prepares one broker for a test package (under a temporary directory,
 // topics of `partitions` partitions by default), runs the tests and stops
-// it: call it from TestMain. When the broker cannot start, tests that call
-// Require fail (CI set) or skip (CI unset).
+// it: call it from TestMain. The broker starts when a test first asks for
+// it (Require), so that a run of the package's tests that need none (a
+// -run of a few, as scripts/test's memory-bound phase makes) starts no JVM.
+// When the broker cannot start, tests that call Require fail (CI set) or
+// skip (CI unset).
 func Main(m interface{ Run() int }, partitions int) int {
 	return MainWith(m, Options{Partitions: partitions})
 }
@@ -278,14 +286,27 @@ func MainWith(m interface{ Run() int }, o Options) int {
 		return m.Run()
 	}
 	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	shared.b, shared.err = StartWith(ctx, dir, o)
-	cancel()
+	shared.dir, shared.opts = dir, o
 	code := m.Run()
+	// Every test has returned: no Require runs beside this read.
 	if shared.b != nil {
 		shared.b.Kill()
 	}
 	return code
+}
+
+// startShared starts the package's broker, once, for the first Require.
+func startShared() {
+	if shared.err != nil {
+		return
+	}
+	if shared.dir == "" {
+		shared.err = errors.New("testkafka.Main was not called from TestMain")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	shared.b, shared.err = StartWith(ctx, shared.dir, shared.opts)
 }
 
 // TB is the part of testing.TB Require uses.
@@ -295,17 +316,14 @@ type TB interface {
 	Skipf(format string, args ...any)
 }
 
-// Require returns the package's broker started by Main, failing the test
-// when it is missing and CI is set (skipping it otherwise).
+// Require returns the package's broker, started by the first call, failing
+// the test when it is missing and CI is set (skipping it otherwise).
 func Require(t TB) *Broker {
 	t.Helper()
+	shared.once.Do(startShared)
 	if shared.b != nil {
 		return shared.b
 	}
-	err := shared.err
-	if err == nil {
-		err = errors.New("testkafka.Main was not called from TestMain")
-	}
-	testenv.Missing(t, "a Kafka broker is needed and could not start: %v", err)
+	testenv.Missing(t, "a Kafka broker is needed and could not start: %v", shared.err)
 	return nil
 }

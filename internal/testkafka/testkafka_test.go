@@ -57,8 +57,8 @@ func (f *fakeTB) Skipf(format string, args ...any) {
 // TestRequireMissing: a missing broker fails the test under CI=true and
 // skips it otherwise, each time with a message naming the cause.
 func TestRequireMissing(t *testing.T) {
-	saved := shared
-	defer func() { shared = saved }()
+	savedB, savedErr := shared.b, shared.err
+	defer func() { shared.b, shared.err = savedB, savedErr }()
 	shared.b, shared.err = nil, ErrNotInstalled
 	for _, ci := range []string{"true", ""} {
 		t.Setenv("CI", ci)
