@@ -320,7 +320,8 @@ func (t *Table) scan(ctx context.Context, q Query, seqFrom, seqLimit uint64, s *
 	p.seqLimit, p.seqFrom = seqLimit, seqFrom
 	p.borrow = s.encode != nil
 	s.t, s.p, s.vals = t, p, make([]any, len(p.out))
-	return s.finish(t.scanBlocks(ctx, p, s))
+	d := s.driver()
+	return d.finish(t.scanBlocks(ctx, p, d))
 }
 
 // scanBlocks feeds the plan's blocks to s in key order.
@@ -523,6 +524,4 @@ type scanner struct {
 	write   func(chunk []byte, rows int) error
 	vals    []any // the current row, in p.out order
 	emitted int
-	par     *parallelScan // nil: blocks are decoded inline, one at a time
-	inline  blockJob
 }

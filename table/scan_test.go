@@ -187,10 +187,11 @@ func TestQueryEncodedSameAsValues(t *testing.T) {
 // blocks workers decode in parallel. values emits the rows on the caller's
 // goroutine (QueryValues, counting them); encoded writes each row as a line
 // of text on the workers (QueryEncoded, as the server's NDJSON answer
-// does) and the caller only counts the chunks' rows. Run with -cpu 1,2,4,8
-// to see it scale; blocks reads the same blocks block by block
-// (QueryBlocksSeqs, as the cold tier's compaction does) (GOMAXPROCS above the machine's cores shows contention,
-// not speed: the rows per CPU-second should stay flat).
+// does) and the caller only counts the chunks' rows; blocks reads the
+// same blocks block by block (QueryBlocksSeqs, as the cold tier's
+// compaction does). Run with -cpu 1,2,4,8 to see it scale (GOMAXPROCS
+// above the machine's cores shows contention, not speed: the rows per
+// CPU-second should stay flat).
 func BenchmarkQueryRange(b *testing.B) {
 	ctx := context.Background()
 	s := openStore(b, b.TempDir())
