@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -101,7 +102,17 @@ const sparseRewriteInterval = 10 * time.Second
 // rewriteSparse rewrites a keyed table's mostly dead blocks, so that its
 // queries decode about the live rows only (table.RewriteSparseBlocks).
 func (s *Server) rewriteSparse(ctx context.Context, ts *tableState) {
-	n, err := ts.table.RewriteSparseBlocks(ctx)
+	// Without a cold tier no reader tells blocks apart by sequence: any
+	// sparse blocks merge. With one, only those below its committed mark.
+	mergeBelow := uint64(math.MaxUint64)
+	if ts.cold != nil {
+		var err error
+		if mergeBelow, err = ts.table.CommittedSeq(); err != nil {
+			s.log.Error("rewrite of sparse blocks: read the committed sequence", "table", ts.cfg.Name, "error", err)
+			return
+		}
+	}
+	n, err := ts.table.RewriteSparseBlocks(ctx, mergeBelow)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Error("rewrite of sparse blocks failed", "table", ts.cfg.Name, "error", err)

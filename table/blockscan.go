@@ -60,7 +60,7 @@ func (t *Table) QueryBlocksSeqs(ctx context.Context, q Query, seqFrom, seqLimit 
 	}
 	p.seqLimit, p.seqFrom = seqLimit, seqFrom
 	p.limit = 0
-	s := &blockScan{t: t, p: p, out: p.out, emit: emit, workers: workers}
+	s := &blockScan{t: t, out: p.out, emit: emit}
 	// The jobs decode the columns and find the rows; nothing is boxed.
 	p.out = nil
 	s.cols = make([]Column, len(s.out))
@@ -68,7 +68,9 @@ func (t *Table) QueryBlocksSeqs(ctx context.Context, q Query, seqFrom, seqLimit 
 		s.cols[i] = Column{Name: c.name, Type: c.typ}
 	}
 	s.rows.Cols = make([]ColumnVector, len(s.out))
-	return s.finish(t.scanBlocks(ctx, p, s))
+	// At most workers blocks decoded ahead: the memory a caller bounds.
+	d := &scanDriver{t: t, p: p, workers: workers, depth: workers, borrowStrings: true, emit: s.emitJob}
+	return d.finish(t.scanBlocks(ctx, p, d))
 }
 
 // blockFeeder takes a query's blocks in key order (scanBlocks), each with
@@ -77,56 +79,13 @@ type blockFeeder interface {
 	block(ctx context.Context, key, val, dead []byte) (done bool, err error)
 }
 
-// blockScan is the blockFeeder of a block-wise query.
+// blockScan emits a block-wise query's decoded blocks.
 type blockScan struct {
-	t       *Table
-	p       *plan
-	out     []outCol
-	cols    []Column
-	emit    func([]Column, *BlockRows) error
-	workers int
-	par     *parallelScan
-	inline  blockJob
-	rows    BlockRows
-}
-
-func (s *blockScan) block(ctx context.Context, key, val, dead []byte) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return true, err
-	}
-	if s.par == nil && s.workers > 1 {
-		s.par = newBlockWorkers(s.t, s.p, s.workers)
-	}
-	if s.par == nil {
-		j := &s.inline
-		j.key, j.val, j.dead = key, val, dead
-		j.dec.borrowStrings = true
-		j.run(s.t, s.p)
-		return s.emitJob(j)
-	}
-	s.par.submit(key, val, dead)
-	for len(s.par.queue) > s.par.depth {
-		if done, err := s.emitJob(s.par.next()); done || err != nil {
-			return done, err
-		}
-	}
-	return false, nil
-}
-
-func (s *blockScan) finish(err error) error {
-	if s.par == nil {
-		return err
-	}
-	defer s.par.stop()
-	if err != nil {
-		return err
-	}
-	for len(s.par.queue) > 0 {
-		if done, err := s.emitJob(s.par.next()); done || err != nil {
-			return err
-		}
-	}
-	return nil
+	t    *Table
+	out  []outCol
+	cols []Column
+	emit func([]Column, *BlockRows) error
+	rows BlockRows
 }
 
 func (s *blockScan) emitJob(j *blockJob) (bool, error) {
@@ -151,21 +110,4 @@ func (s *blockScan) emitJob(j *blockJob) (bool, error) {
 		return true, err
 	}
 	return false, nil
-}
-
-// newBlockWorkers is newParallelScan with n workers.
-func newBlockWorkers(t *Table, p *plan, n int) *parallelScan {
-	ps := &parallelScan{t: t, p: p, work: make(chan *blockJob, n), depth: n}
-	ps.wg.Add(n)
-	for range n {
-		go func() {
-			defer ps.wg.Done()
-			for j := range ps.work {
-				j.dec.borrowStrings = true
-				j.run(t, p)
-				close(j.done)
-			}
-		}()
-	}
-	return ps
 }

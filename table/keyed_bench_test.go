@@ -3,7 +3,9 @@ package table
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,7 +107,7 @@ func BenchmarkAppendKeyed(b *testing.B) {
 // (once-plain).
 func BenchmarkQueryKeyed(b *testing.B) {
 	const keys, versions, n = 100_000, 10, 1000
-	for _, mode := range []string{"updated", "skewed", "once-keyed", "once-plain"} {
+	for _, mode := range []string{"updated", "updated-rewritten", "skewed", "skewed-rewritten", "once-keyed", "once-plain"} {
 		b.Run("mode="+mode, func(b *testing.B) {
 			ctx := context.Background()
 			s := openStore(b, b.TempDir())
@@ -119,6 +121,8 @@ func BenchmarkQueryKeyed(b *testing.B) {
 				b.Fatal(err)
 			}
 			first := 0
+			rewritten := strings.HasSuffix(mode, "-rewritten")
+			mode = strings.TrimSuffix(mode, "-rewritten")
 			if mode == "skewed" {
 				loadKeys(b, tb, keys)
 				zipf := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, keys-1)
@@ -140,9 +144,21 @@ func BenchmarkQueryKeyed(b *testing.B) {
 					}
 				}
 			}
+			if rewritten {
+				start, cpu0 := time.Now(), cpuTime()
+				n, err := tb.RewriteSparseBlocks(ctx, math.MaxUint64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("rewrote %d blocks in %v (%v CPU)", n, time.Since(start), cpuTime()-cpu0)
+				b.ReportMetric(float64(n), "rewritten-blocks")
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "rewrite-ms")
+				b.ReportMetric(float64((cpuTime() - cpu0).Milliseconds()), "rewrite-cpu-ms")
+			}
 			if err := s.db.Flush(); err != nil {
 				b.Fatal(err)
 			}
+			blocks0 := tb.Stats().BlocksRead
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
@@ -156,6 +172,7 @@ func BenchmarkQueryKeyed(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/query")
+			b.ReportMetric(float64(tb.Stats().BlocksRead-blocks0)/float64(b.N), "blocks/query")
 		})
 	}
 }

@@ -319,5 +319,6 @@ func (t *Table) scanView(ctx context.Context, q Query, seqFrom, seqLimit uint64,
 		p.from, p.to = math.MinInt64, math.MaxInt64
 	}
 	s.t, s.p, s.vals = t, p, make([]any, len(p.out))
-	return s.finish(t.scanBlocks(ctx, p, s))
+	d := s.driver()
+	return d.finish(t.scanBlocks(ctx, p, d))
 }

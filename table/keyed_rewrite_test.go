@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"slices"
@@ -21,10 +22,12 @@ func sparseTable(t testing.TB, s *Store) *Table {
 }
 
 // versions returns v for the keys from..to-1, all at one time (one block).
-func versions(from, to int, v int64) []Row {
+func versions(from, to int, v int64) []Row { return versionsAt(from, to, v, t0) }
+
+func versionsAt(from, to int, v int64, ts time.Time) []Row {
 	var rows []Row
 	for i := from; i < to; i++ {
-		rows = append(rows, Row{"id": fmt.Sprint(i), "v": v, "ts": t0})
+		rows = append(rows, Row{"id": fmt.Sprint(i), "v": v, "ts": ts})
 	}
 	return rows
 }
@@ -70,11 +73,18 @@ func wantBlocks(t testing.TB, tb *Table, rows []int, marks int) {
 	}
 }
 
+// rewrite runs a pass that merges no block; rewriteBelow one that merges
+// blocks below mergeBelow.
 func rewrite(t testing.TB, tb *Table, want int) {
+	t.Helper()
+	rewriteBelow(t, tb, 0, want)
+}
+
+func rewriteBelow(t testing.TB, tb *Table, mergeBelow uint64, want int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := tb.RewriteSparseBlocks(ctx)
+	n, err := tb.RewriteSparseBlocks(ctx, mergeBelow)
 	if err != nil || n != want {
 		t.Fatalf("RewriteSparseBlocks = %d, %v; want %d blocks", n, err, want)
 	}
@@ -172,10 +182,41 @@ func TestKeyedRewriteAfterOpen(t *testing.T) {
 	}
 }
 
+// TestKeyedRewriteMerges: the sparse blocks of one partition and time
+// bucket are merged into one block (a query decodes fewer), those of
+// another bucket are not merged with them; the index follows the rows.
+func TestKeyedRewriteMerges(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := sparseTable(t, s)
+	rewrite(t, tb, 0)
+	later := t0.Add(5 * time.Hour) // another time bucket
+	appendRows(t, tb, versions(0, 100, 1)...)
+	appendRows(t, tb, versions(100, 200, 1)...)
+	appendRows(t, tb, versionsAt(200, 300, 1, later)...)
+	update := append(versionsAt(0, 80, 2, t0.Add(time.Minute)), versionsAt(100, 180, 2, t0.Add(time.Minute))...)
+	appendRows(t, tb, append(update, versionsAt(200, 280, 2, later.Add(time.Minute))...)...)
+	wantBlocks(t, tb, []int{100, 100, 160, 100, 80}, 3)
+	rewriteBelow(t, tb, math.MaxUint64, 3)
+	wantBlocks(t, tb, []int{40, 160, 20, 80}, 0)
+	state := stateOf(300, func(int) int64 { return 1 }, func(i int) int64 {
+		if i%100 < 80 {
+			return 2
+		}
+		return 0
+	})
+	wantState(t, tb, state)
+	appendRows(t, tb, append(versions(0, 200, 3), versionsAt(200, 300, 3, later)...)...)
+	wantState(t, tb, stateOf(300, func(int) int64 { return 3 }))
+	rewriteBelow(t, tb, math.MaxUint64, 4)
+	wantBlocks(t, tb, []int{200, 100}, 0)
+}
+
 // TestKeyedRewriteKeepsCompactionCursor: a cold tier that moves blocks out
 // by sequence (SeqRange, QueryValuesSeqs above its committed mark) reads,
-// after a rewrite, the rows it had not moved out yet and none it had:
-// the rewritten blocks below and above the mark keep their sequences.
+// after a rewrite, the rows it had not moved out yet and none it had: the
+// blocks below the mark are merged under a sequence below it, those above
+// are rewritten in place under their own.
 func TestKeyedRewriteKeepsCompactionCursor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -183,7 +224,8 @@ func TestKeyedRewriteKeepsCompactionCursor(t *testing.T) {
 	defer s.Close()
 	tb := sparseTable(t, s)
 	rewrite(t, tb, 0)
-	appendRows(t, tb, versions(0, 100, 1)...)
+	appendRows(t, tb, versions(0, 50, 1)...)
+	appendRows(t, tb, versions(50, 100, 1)...)
 	_, _, mark, _, err := tb.SeqRange(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +233,12 @@ func TestKeyedRewriteKeepsCompactionCursor(t *testing.T) {
 	if err := tb.SetCommittedSeq(ctx, mark); err != nil {
 		t.Fatal(err)
 	}
-	// Above the mark: a block of 80 rows of which 60 die; below it, the
-	// first block, 80 % dead.
-	appendRows(t, tb, versions(0, 80, 2)...)
-	appendRows(t, tb, versions(0, 60, 3)...)
+	// Below the mark two blocks 80 % dead; above it two of 40 rows 75 %
+	// dead, and two of 30.
+	appendRows(t, tb, versions(0, 40, 2)...)
+	appendRows(t, tb, versions(50, 90, 2)...)
+	appendRows(t, tb, versions(0, 30, 3)...)
+	appendRows(t, tb, versions(50, 80, 3)...)
 	seqRows := func(from, limit uint64) map[string]int64 {
 		out := map[string]int64{}
 		if err := tb.QueryValuesSeqs(ctx, Query{Columns: []string{"id", "v"}}, from, limit, func(_ []Column, vals []any) error {
@@ -212,8 +256,11 @@ func TestKeyedRewriteKeepsCompactionCursor(t *testing.T) {
 	if len(below) != 20 || len(above) != 80 {
 		t.Fatalf("before the rewrite: %d rows below the mark and %d above, want 20 and 80", len(below), len(above))
 	}
-	rewrite(t, tb, 2)
-	wantBlocks(t, tb, []int{20, 20, 60}, 0)
+	mark, err = tb.CommittedSeq()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewriteBelow(t, tb, mark, 4)
 	if got := seqRows(0, mark); !mapsEqual(got, below) {
 		t.Errorf("below the mark after the rewrite: %v, want %v", got, below)
 	}
@@ -221,9 +268,10 @@ func TestKeyedRewriteKeepsCompactionCursor(t *testing.T) {
 		t.Errorf("above the mark after the rewrite: %v, want %v", got, above)
 	}
 	_, _, _, blocks, err := tb.SeqRange(ctx, mark)
-	if err != nil || blocks != 2 {
-		t.Errorf("SeqRange above the mark: %d blocks, %v; want 2", blocks, err)
+	if err != nil || blocks != 4 {
+		t.Errorf("SeqRange above the mark: %d blocks, %v; want 4", blocks, err)
 	}
+	wantBlocks(t, tb, []int{20, 10, 10, 30, 30}, 0)
 }
 
 func mapsEqual(a, b map[string]int64) bool {
@@ -251,7 +299,7 @@ func rewriteChild(dir string) {
 			ctx := context.Background()
 			if err = tb.Append(ctx, versions(0, 100, 1)); err == nil {
 				if err = tb.Append(ctx, versions(0, 80, 2)); err == nil {
-					_, err = tb.RewriteSparseBlocks(ctx)
+					_, err = tb.RewriteSparseBlocks(ctx, 0)
 				}
 			}
 		}

@@ -517,6 +517,4 @@ type scanner struct {
 	write   func(chunk []byte, rows int) error
 	vals    []any // the current row, in p.out order
 	emitted int
-	par     *parallelScan // nil: blocks are decoded inline, one at a time
-	inline  blockJob
 }

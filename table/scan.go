@@ -200,46 +200,81 @@ rows:
 	}
 }
 
+// scanDriver takes a query's blocks in key order (it is scanBlocks'
+// blockFeeder), has each one decoded by a job, inline or on workers, and
+// hands the decoded jobs, in key order, to emit on the caller's goroutine.
+// The row-wise, the encoded and the block-wise queries differ only in what
+// a job does after decoding (encode) and in their emit.
+type scanDriver struct {
+	t             *Table
+	p             *plan
+	workers       int // blocks decoded at once; at most 1: inline
+	depth         int // decoded blocks held ahead of the one being emitted
+	borrowStrings bool
+	encode        EncodeFunc // nil: the jobs only decode
+	emit          func(*blockJob) (done bool, err error)
+	full          func() bool // nil: no limit
+	vals          []any       // the inline job's encode scratch
+	par           *parallelScan
+	inline        blockJob
+}
+
+// driver is the scanner's scanDriver: scanWorkers workers (one for a
+// serial query) and twice as many blocks held ahead.
+func (s *scanner) driver() *scanDriver {
+	n := 1
+	if !s.p.serial {
+		n = scanWorkers()
+	}
+	return &scanDriver{t: s.t, p: s.p, workers: n, depth: 2 * n, encode: s.encode, emit: s.emitJob, full: s.full, vals: s.vals}
+}
+
 // block takes the block at key (the iterator's memory: copied when the
-// block is decoded later) and emits the rows of every block before it that
-// is decoded by now; done is true when the limit is reached.
-func (s *scanner) block(ctx context.Context, key, val, dead []byte) (done bool, err error) {
+// block is decoded later) and emits the jobs of every block before it that
+// is decoded by now; done is true when the emit says so (a limit).
+func (d *scanDriver) block(ctx context.Context, key, val, dead []byte) (done bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
-	if s.par == nil && !s.p.serial && scanWorkers() > 1 {
-		s.par = newParallelScan(s.t, s.p, s.encode)
+	if d.par == nil && d.workers > 1 {
+		d.par = newParallelScan(d)
 	}
-	if s.par == nil {
-		j := &s.inline
+	if d.par == nil {
+		j := &d.inline
 		j.key, j.val, j.dead = key, val, dead
-		j.run(s.t, s.p)
-		if s.encode != nil {
-			j.encode(s.p, s.encode, s.vals)
-		}
-		return s.emitJob(j)
+		d.decode(j, d.vals)
+		return d.emit(j)
 	}
-	s.par.submit(key, val, dead)
-	for len(s.par.queue) > s.par.depth {
-		if done, err := s.emitJob(s.par.next()); done || err != nil {
+	d.par.submit(key, val, dead)
+	for len(d.par.queue) > d.par.depth {
+		if done, err := d.emit(d.par.next()); done || err != nil {
 			return done, err
 		}
 	}
 	return false, nil
 }
 
-// finish emits the blocks still in flight (unless err ended the scan) and
-// stops the workers.
-func (s *scanner) finish(err error) error {
-	if s.par == nil {
+// decode runs a job: the block's rows, then their encoding.
+func (d *scanDriver) decode(j *blockJob, vals []any) {
+	j.dec.borrowStrings = d.borrowStrings
+	j.run(d.t, d.p)
+	if d.encode != nil {
+		j.encode(d.p, d.encode, vals)
+	}
+}
+
+// finish emits the blocks still in flight (unless err ended the scan or
+// the limit is reached) and stops the workers.
+func (d *scanDriver) finish(err error) error {
+	if d.par == nil {
 		return err
 	}
-	defer s.par.stop()
-	if err != nil || s.full() {
+	defer d.par.stop()
+	if err != nil || (d.full != nil && d.full()) {
 		return err
 	}
-	for len(s.par.queue) > 0 {
-		if done, err := s.emitJob(s.par.next()); done || err != nil {
+	for len(d.par.queue) > 0 {
+		if done, err := d.emit(d.par.next()); done || err != nil {
 			return err
 		}
 	}
@@ -313,21 +348,16 @@ type parallelScan struct {
 	wg    sync.WaitGroup
 }
 
-// newParallelScan starts scanWorkers workers; with encode (an encoded
-// query) they encode each block's rows too.
-func newParallelScan(t *Table, p *plan, encode EncodeFunc) *parallelScan {
-	n := scanWorkers()
-	ps := &parallelScan{t: t, p: p, work: make(chan *blockJob, 2*n), depth: 2 * n}
-	ps.wg.Add(n)
-	for range n {
+// newParallelScan starts d's workers.
+func newParallelScan(d *scanDriver) *parallelScan {
+	ps := &parallelScan{t: d.t, p: d.p, work: make(chan *blockJob, d.depth), depth: d.depth}
+	ps.wg.Add(d.workers)
+	for range d.workers {
 		go func() {
 			defer ps.wg.Done()
-			vals := make([]any, len(p.out))
+			vals := make([]any, len(d.p.out))
 			for j := range ps.work {
-				j.run(t, p)
-				if encode != nil {
-					j.encode(p, encode, vals)
-				}
+				d.decode(j, vals)
 				close(j.done)
 			}
 		}()

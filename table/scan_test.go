@@ -187,9 +187,11 @@ func TestQueryEncodedSameAsValues(t *testing.T) {
 // blocks workers decode in parallel. values emits the rows on the caller's
 // goroutine (QueryValues, counting them); encoded writes each row as a line
 // of text on the workers (QueryEncoded, as the server's NDJSON answer
-// does) and the caller only counts the chunks' rows. Run with -cpu 1,2,4,8
-// to see it scale (GOMAXPROCS above the machine's cores shows contention,
-// not speed: the rows per CPU-second should stay flat).
+// does) and the caller only counts the chunks' rows; blocks reads the
+// same blocks block by block (QueryBlocksSeqs, as the cold tier's
+// compaction does). Run with -cpu 1,2,4,8 to see it scale (GOMAXPROCS
+// above the machine's cores shows contention, not speed: the rows per
+// CPU-second should stay flat).
 func BenchmarkQueryRange(b *testing.B) {
 	ctx := context.Background()
 	s := openStore(b, b.TempDir())
@@ -231,6 +233,21 @@ func BenchmarkQueryRange(b *testing.B) {
 		}
 		reportRate(b, rows, cpu0)
 		b.SetBytes(int64(bytes / b.N))
+	})
+	b.Run("blocks", func(b *testing.B) {
+		b.ReportAllocs()
+		rows := 0
+		cpu0 := cpuTime()
+		for b.Loop() {
+			err := tb.QueryBlocksSeqs(ctx, q, 0, 0, scanWorkers(), func(_ []Column, br *BlockRows) error {
+				rows += len(br.Rows)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, rows, cpu0)
 	})
 }
 
