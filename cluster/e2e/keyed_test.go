@@ -176,16 +176,18 @@ func keyedState(u string, partial bool) (map[string]int64, error) {
 }
 
 // stateChecker checks every answer of a run: no key twice (keyedState), a
-// key's value one that was produced for it, and never older than a value
-// an earlier answer showed for it (an older version of a key, or a key
-// shown again after its delete was seen answered with a newer version).
+// key's value one that was produced for it, never older than a value an
+// earlier answer showed for it (an older version of a key), and, once a
+// whole answer (every node's) lacked a key it had shown, never that value or
+// an older one again (a deleted key shown again).
 type stateChecker struct {
 	src   *keyedSource
-	seen  map[string]int64
+	seen  map[string]int64 // key → the newest v an answer showed
+	gone  map[string]int64 // key → a v a whole answer no longer showed
 	polls int
 }
 
-func (c *stateChecker) check(t *testing.T, state map[string]int64) {
+func (c *stateChecker) check(t *testing.T, state map[string]int64, whole bool) {
 	t.Helper()
 	c.polls++
 	for k, v := range state {
@@ -195,7 +197,17 @@ func (c *stateChecker) check(t *testing.T, state map[string]int64) {
 		if v < c.seen[k] {
 			t.Fatalf("poll %d: key %s has v %d after an answer showed v %d: an older version", c.polls, k, v, c.seen[k])
 		}
+		if g, ok := c.gone[k]; ok && v <= g {
+			t.Fatalf("poll %d: key %s has v %d after an answer of every node showed it deleted (at v %d)", c.polls, k, v, g)
+		}
 		c.seen[k] = v
+	}
+	if whole {
+		for k, v := range c.seen {
+			if _, ok := state[k]; !ok {
+				c.gone[k] = v
+			}
+		}
 	}
 }
 
@@ -238,10 +250,10 @@ func TestKeyedClusterKill9(t *testing.T) {
 	}
 	src := &keyedSource{cl: producer, topic: topic, keys: 300, rng: rand.New(rand.NewPCG(30, 1)),
 		final: map[string]int64{}, values: map[string]map[int64]bool{}}
-	chk := &stateChecker{src: src, seen: map[string]int64{}}
+	chk := &stateChecker{src: src, seen: map[string]int64{}, gone: map[string]int64{}}
 	// settle polls through asked until the answer equals the final state,
 	// checking each answer.
-	settle := func(what string, asked []*node, partial bool, want func() map[string]int64, ok func(state map[string]int64) string) {
+	settle := func(what string, asked []*node, partial bool, ok func(state map[string]int64) string) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for i := 0; ; i++ {
@@ -249,7 +261,7 @@ func TestKeyedClusterKill9(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			chk.check(t, state)
+			chk.check(t, state, !partial)
 			d := ok(state)
 			if d == "" {
 				return
@@ -265,7 +277,7 @@ func TestKeyedClusterKill9(t *testing.T) {
 	for range 3 {
 		src.produce(t, 600)
 	}
-	settle("before the kill", nodes, false, nil, equal)
+	settle("before the kill", nodes, false, equal)
 
 	victim := nodes[1]
 	victim.Kill()
@@ -294,7 +306,7 @@ func TestKeyedClusterKill9(t *testing.T) {
 		}
 	}
 	live := []*node{nodes[0], nodes[2]}
-	settle("while a node is down", live, true, nil, func(state map[string]int64) string {
+	settle("while a node is down", live, true, func(state map[string]int64) string {
 		sub, want := map[string]int64{}, map[string]int64{}
 		for k := range changed {
 			if v, ok := state[k]; ok {
@@ -311,14 +323,14 @@ func TestKeyedClusterKill9(t *testing.T) {
 	for range 2 {
 		src.produce(t, 600)
 	}
-	settle("after the restart", nodes, false, nil, equal)
+	settle("after the restart", nodes, false, equal)
 	// Asked through each node, the answer is the final state.
 	for _, nd := range nodes {
 		state, err := keyedState(nd.URL, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		chk.check(t, state)
+		chk.check(t, state, true)
 		if d := diff(state, src.final); d != "" {
 			t.Fatalf("through %s at the end: %s", nd.Name, d)
 		}
