@@ -104,7 +104,9 @@ func heapInUse() uint64 {
 // a consumer's poll) for 10 s into the keyed table, each batch's last
 // change looked up until it is visible: change → visible p50/p99, from the
 // change's arrival in the batch being filled to the lookup that sees it.
-// Last the key index's bytes per key on disk and the heap's growth per key.
+// Last the time of a walk of the key index (KeyStates, what a member of a
+// keyed cluster query reads), the key index's bytes per key on disk and the
+// heap's growth per key.
 func BenchmarkUpserts(b *testing.B) {
 	keys := benchKeys(b)
 	for b.Loop() {
@@ -170,6 +172,21 @@ func BenchmarkUpserts(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "visible-"+name+"-p99-ms")
 			b.ReportMetric(float64(appendTime.Microseconds())/1000, "append-"+name+"-ms")
 			b.ReportMetric(float64(behind), "ticks-behind-"+name)
+		}
+
+		// A keyed cluster query's member walks its key index for its
+		// deleted keys (every key when the query filters).
+		for _, withLive := range []bool{false, true} {
+			t0 := time.Now()
+			err := keyed.KeyStates(context.Background(), withLive, func(table.KeyState) error { return nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := "keystates-deleted-ms"
+			if withLive {
+				name = "keystates-all-ms"
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, name)
 		}
 
 		idx, err := keyed.KeyIndexDiskUsage()
