@@ -44,9 +44,10 @@ import (
 // keyed cluster query's memory grows with its answer (its limit applies to
 // the merged rows), unlike an append-only table's, which streams.
 
-// keyStateOp is the operation column's value on a key index entry line of
-// a member's answer: keyStateDeleted (the key's last change deleted it) or
-// keyStateLive (the key has a row, maybe not in this answer).
+// The operation column's values on a key index entry's line of a node's
+// answer: keyStateDeleted (the key's last change deleted it) or
+// keyStateLive (the key has a row, maybe not in this answer). A row's
+// operation column is always null (the store does not keep it).
 const (
 	keyStateDeleted = table.OperationDelete
 	keyStateLive    = "live"

@@ -90,3 +90,19 @@ func splitKeyTexts(texts []string, b []byte) error {
 	}
 	return nil
 }
+
+// KeyIndexDiskUsage estimates the bytes the table's key index takes on
+// disk, after flushing the store's memtable so that every entry is in a
+// file (a benchmark's figure; it costs a flush).
+func (t *Table) KeyIndexDiskUsage() (uint64, error) {
+	release, err := t.store.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	if err := t.store.db.Flush(); err != nil {
+		return 0, fmt.Errorf("table %s: key index size: %w", t.name, err)
+	}
+	lo, hi := keyIndexBounds(t.id)
+	return t.store.db.EstimateDiskUsage(lo, hi)
+}
