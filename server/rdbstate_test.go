@@ -301,6 +301,11 @@ func TestRDBStateFollowsSnapshots(t *testing.T) {
 	if changed == 0 || mixed["0/k:000"] != state2["0/k:000"] {
 		t.Fatalf("after the interruption: %d of snapshot 3's changes, k:000 %q (want snapshot 2's %q)", changed, mixed["0/k:000"], state2["0/k:000"])
 	}
+	// The interrupted snapshot's generation was recorded before its
+	// first batch: snapshot 2 now is older, even though 3 never finished.
+	if code, res := ingestState(snap2, "generation="+gen2); code != 409 {
+		t.Fatalf("snapshot 2 after 3 was interrupted: %d %v, want 409", code, res)
+	}
 	code, res = ingestState(snap3, "generation="+gen3)
 	if code != 200 || res["deleted"] != 10.0 {
 		t.Fatalf("snapshot 3 retried: %d %v, want 10 keys deleted", code, res)
