@@ -64,6 +64,20 @@ type RDBOptions struct {
 	// (the default of server.IngestRDB). DecodeRDB itself emits batches
 	// either way: the caller stores or stages them.
 	Stream bool
+	// State asks for the snapshot to become the state of a keyed table: its
+	// rows upsert their keys batch by batch (as Stream) with a source
+	// position, and the keys the snapshot does not hold are deleted once it
+	// was read whole (server.IngestRDB). DecodeRDB itself does not read it.
+	State bool
+	// Generation orders the snapshots of a State ingest: a later snapshot
+	// has a larger one. 0 takes the snapshot's ctime (unix seconds).
+	Generation int64
+	// Header, when set, is called once the snapshot's header was read:
+	// before the first batch is emitted, or at the end of a snapshot
+	// without a selected key. ctime is the snapshot's "ctime" AUX field
+	// (ok false: the file has none). An error stops decoding and is
+	// returned as it is.
+	Header func(ctime int64, ok bool) error
 	// Overlap calls emit on a second goroutine, one batch behind: the next
 	// batch is decoded while emit stores this one (two batches in memory
 	// instead of one). emit is still called for one batch at a time, in
@@ -77,6 +91,9 @@ type RDBDecoded struct {
 	Pending int   // rows of the unfinished batch an error dropped (not emitted)
 	Batches int   // emit calls
 	Bytes   int64 // snapshot bytes parsed
+	// Checksum is the CRC64 stored at the snapshot's end, once it was read
+	// to its end (0: not reached, or the file stores none).
+	Checksum uint64
 }
 
 // DecodeRDB reads a Redis RDB snapshot from r as it arrives and passes one
@@ -193,8 +210,15 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 		rec := kr.Record()
 		if !timeKnown {
 			timeKnown = true
-			if s, ok := kr.SnapshotTime(); ok {
+			s, ok := kr.SnapshotTime()
+			if ok {
 				snapshot = time.Unix(s, 0).UTC()
+			}
+			if opts.Header != nil {
+				if err := opts.Header(s, ok); err != nil {
+					d.Bytes = kr.Offset()
+					return d, err
+				}
 			}
 		}
 		key := string(rec.Key)
@@ -246,6 +270,13 @@ func DecodeRDB(ctx context.Context, r io.Reader, opts RDBOptions, emit func(rows
 			return d, err // reading failed (a body cut off, a timeout): not the snapshot's fault
 		}
 		return d, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	d.Checksum = kr.Checksum()
+	if !timeKnown && opts.Header != nil {
+		// No key selected: the header is known all the same.
+		if err := opts.Header(kr.SnapshotTime()); err != nil {
+			return d, err
+		}
 	}
 	if err := flush(); err != nil {
 		return d, err

@@ -139,6 +139,11 @@ func (kr *KeyReader) SnapshotTime() (int64, bool) {
 	return 0, false
 }
 
+// Checksum is the CRC64 stored at the end of the snapshot, known once Next
+// returned false without an error; 0 before, or when the file stores none
+// (Redis with rdbchecksum no).
+func (kr *KeyReader) Checksum() uint64 { return kr.in.p.Header().Checksum }
+
 // Err is the error that ended Next: a parse error naming the input, byte
 // offset and key (a *rdb.CorruptionError inside, errors.Is the rdb
 // sentinels), or ctx's error; nil at a clean end.

@@ -29,8 +29,12 @@ type RDBResult struct {
 	Keys    int64 `json:"keys"`    // keys selected by the filters (rows decoded)
 	Batches int   `json:"batches"` // batches stored or staged (or tried)
 	Bytes   int64 `json:"bytes"`   // snapshot bytes parsed
-	// Mode is RDBAtomic or RDBStream.
+	// Mode is RDBAtomic, RDBStream or RDBState.
 	Mode string `json:"mode"`
+	// Generation orders the snapshots of mode RDBState (0 in the others);
+	// Deleted counts the keys it deleted as absent from the snapshot.
+	Generation int64 `json:"generation,omitempty"`
+	Deleted    int64 `json:"deleted,omitempty"`
 }
 
 // The modes of an RDB ingest (RDBResult.Mode).
@@ -41,7 +45,30 @@ const (
 	RDBAtomic = "atomic"
 	// RDBStream stores each batch as it is read (ingest.RDBOptions.Stream).
 	RDBStream = "stream"
+	// RDBState makes the snapshot the state of a keyed table: each batch
+	// upserts its keys as it is read (as RDBStream), and once the snapshot
+	// was read whole and its checksum matched, the keys it does not hold
+	// are deleted (ingest.RDBOptions.State; docs/upserts.md, "A Redis
+	// snapshot as the state").
+	RDBState = "state"
 )
+
+// rdbStatePartition is the source partition of the rows of a snapshot
+// ingested as a table's state; the offset is the snapshot's generation.
+// One per table: the snapshots made a table's state are one sequence.
+const rdbStatePartition = "rdb"
+
+// ErrOlderSnapshot is wrapped by the error of a state ingest whose
+// snapshot's generation is older than one the table was given already:
+// nothing of it is stored.
+var ErrOlderSnapshot = errors.New("the snapshot is older than the table's state")
+
+// ErrGenerationReused is wrapped by the error of a state ingest of a
+// snapshot whose generation is the one of another snapshot (another
+// checksum) the table was given whole: its keys of the same generation
+// were taken for that snapshot's and not rewritten, so the table may hold
+// a mix of the two. A snapshot with a larger generation repairs it.
+var ErrGenerationReused = errors.New("another snapshot with the same generation made the table's state")
 
 // ErrNothingStored is wrapped by the error of an RDB ingest in atomic mode:
 // nothing of the snapshot was stored.
@@ -68,7 +95,11 @@ var ErrNothingStored = errors.New("nothing of the snapshot was stored (mode atom
 // ingest.ErrBadInput that names the input, byte offset and key.
 func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, opts ingest.RDBOptions) (RDBResult, error) {
 	res := RDBResult{Mode: RDBAtomic}
-	if opts.Stream {
+	switch {
+	case opts.State:
+		res.Mode = RDBState
+		opts.Stream = true // stored batch by batch
+	case opts.Stream:
 		res.Mode = RDBStream
 	}
 	ts, ok := s.tables[tableName]
@@ -89,8 +120,21 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	if !opts.Stream && len(ts.table.PrimaryKey()) > 0 {
 		// The atomic mode stages the snapshot outside the appends that keep
 		// a keyed table's index (docs/upserts.md, "Refused for now").
-		return res, fmt.Errorf("%w: table %s: mode %s: %w; mode %s upserts the snapshot's rows batch by batch",
-			ingest.ErrBadInput, tableName, RDBAtomic, table.ErrKeyed, RDBStream)
+		return res, fmt.Errorf("%w: table %s: mode %s: %w; mode %s makes the snapshot the table's state (absent keys deleted), mode %s upserts the snapshot's rows batch by batch",
+			ingest.ErrBadInput, tableName, RDBAtomic, table.ErrKeyed, RDBState, RDBStream)
+	}
+	var state *rdbState
+	if opts.State {
+		if len(ts.table.PrimaryKey()) == 0 {
+			return res, fmt.Errorf("%w: table %s: mode %s needs a table with a primary key (primary_key: [db, key])", ingest.ErrBadInput, tableName, RDBState)
+		}
+		unlock, err := lockRDBState(ctx, ts.table)
+		if err != nil {
+			return res, err
+		}
+		defer unlock()
+		state = &rdbState{store: s.store, table: ts.table, generation: opts.Generation}
+		opts.Header = state.begin
 	}
 	pipe := ts.pipe
 	var stage *table.Stage
@@ -114,12 +158,31 @@ func (s *Server) IngestRDB(ctx context.Context, tableName string, r io.Reader, o
 	// (json.Valid was a quarter of the ingest's CPU). A computed column
 	// that replaces it is checked by compute as any other.
 	trusted := table.TrustJSON(ctx, "value")
+	batches := 0
 	d, err := ingest.DecodeRDB(ctx, zr, opts, func(rows []ingest.Row) error {
+		if state != nil {
+			if rdbStateBatchHook != nil {
+				if err := rdbStateBatchHook(batches); err != nil {
+					return err
+				}
+			}
+			state.position(rows)
+		}
+		batches++
 		return pipe.Ingest(trusted, rows, nil, &res.Result)
 	})
 	if err == nil && stage != nil {
 		if err = stage.Publish(ctx); err != nil {
 			err = fmt.Errorf("%s: publish the snapshot's rows: %w", opts.Name, err)
+		}
+	}
+	if state != nil {
+		res.Generation = state.generation
+		if err == nil {
+			res.Deleted, err = state.finish(ctx, d.Checksum, opts.BatchRows)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", opts.Name, err)
+			}
 		}
 	}
 	res.Keys, res.Batches, res.Bytes = d.Rows, d.Batches, d.Bytes
@@ -225,7 +288,7 @@ func withTableRDB(req ingest.RDBOptions, table config.RDB) (ingest.RDBOptions, e
 //
 //	db=0,3  type=hash,zset  prefix=user: (repeatable)  pattern=user:*:cart
 //	regex=^user:\d+$  min_size=100000  batch=1000  checksum=false
-//	mode=atomic (the default) or mode=stream
+//	mode=atomic (the default), mode=stream or mode=state  generation=1717171717
 func RDBParams(q url.Values) (ingest.RDBOptions, error) {
 	var o ingest.RDBOptions
 	var errs []error
@@ -274,14 +337,26 @@ func RDBParams(q url.Values) (ingest.RDBOptions, error) {
 	case "", RDBAtomic:
 	case RDBStream:
 		o.Stream = true
+	case RDBState:
+		o.State = true
 	default:
-		errs = append(errs, fmt.Errorf("mode %q: want %s (the snapshot stored whole or not at all) or %s (each batch as it is read)", v, RDBAtomic, RDBStream))
+		errs = append(errs, fmt.Errorf("mode %q: want %s (the snapshot stored whole or not at all), %s (each batch as it is read) or %s (the snapshot becomes a keyed table's state)", v, RDBAtomic, RDBStream, RDBState))
+	}
+	if v := q.Get("generation"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n <= 0:
+			errs = append(errs, fmt.Errorf("generation %q: want a positive number", v))
+		case !o.State:
+			errs = append(errs, fmt.Errorf("generation %q: only with mode=%s", v, RDBState))
+		}
+		o.Generation = n
 	}
 	for k := range q {
 		switch k {
-		case "db", "type", "prefix", "pattern", "regex", "min_size", "batch", "checksum", "mode":
+		case "db", "type", "prefix", "pattern", "regex", "min_size", "batch", "checksum", "mode", "generation":
 		default:
-			errs = append(errs, fmt.Errorf("unknown parameter %q (want db, type, prefix, pattern, regex, min_size, batch, checksum, mode)", k))
+			errs = append(errs, fmt.Errorf("unknown parameter %q (want db, type, prefix, pattern, regex, min_size, batch, checksum, mode, generation)", k))
 		}
 	}
 	return o, errors.Join(errs...)
@@ -322,7 +397,13 @@ func RDBValues(o ingest.RDBOptions) url.Values {
 	if o.SkipChecksum {
 		q.Set("checksum", "false")
 	}
-	if o.Stream {
+	switch {
+	case o.State:
+		q.Set("mode", RDBState)
+		if o.Generation > 0 {
+			q.Set("generation", strconv.FormatInt(o.Generation, 10))
+		}
+	case o.Stream:
 		q.Set("mode", RDBStream)
 	}
 	return q
@@ -393,6 +474,8 @@ func (s *Server) serveRDB(w http.ResponseWriter, r *http.Request, name string) {
 			code = http.StatusRequestTimeout
 		case errors.Is(err, ingest.ErrBadInput):
 			code = http.StatusBadRequest
+		case errors.Is(err, ErrOlderSnapshot), errors.Is(err, ErrGenerationReused):
+			code = http.StatusConflict
 		case errors.As(err, &se):
 			code, resp.Column = http.StatusBadRequest, se.Column
 		case errors.Is(err, ingest.ErrRejected) && errors.As(err, &cerr):

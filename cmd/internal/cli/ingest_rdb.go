@@ -28,6 +28,7 @@ type rdbIngestFlags struct {
 	noChecksum bool
 	noProgress bool
 	mode       string
+	generation int64
 	// flags are the command's flags: --batch (registered by ingest.go)
 	// is sent only when given, so the table's rdb.batch applies otherwise.
 	flags *pflag.FlagSet
@@ -44,7 +45,8 @@ func (f *rdbIngestFlags) register(cmd *cobra.Command) {
 	fs.Int64Var(&f.minSize, "min-size", 0, "rdb: only keys whose estimated memory is at least this many bytes")
 	fs.BoolVar(&f.noChecksum, "no-checksum", false, "rdb: do not verify the snapshot's CRC64")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "rdb: no progress bar (it is only drawn when stderr is a terminal)")
-	fs.StringVar(&f.mode, "mode", server.RDBAtomic, "rdb: atomic (the snapshot is stored whole once read and its checksum checked, or not at all) or stream (each batch is stored as it is read; a failure keeps the batches before it)")
+	fs.StringVar(&f.mode, "mode", server.RDBAtomic, "rdb: atomic (the snapshot is stored whole once read and its checksum checked, or not at all), stream (each batch is stored as it is read; a failure keeps the batches before it) or state (a keyed table's keys become the snapshot's: upserted as read, the absent ones deleted at its end)")
+	fs.Int64Var(&f.generation, "generation", 0, "rdb, --mode state: the snapshot's place in the table's sequence of snapshots (an older one is refused); 0 takes the snapshot's ctime")
 }
 
 func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
@@ -56,9 +58,18 @@ func (f *rdbIngestFlags) options(batch int) (ingest.RDBOptions, error) {
 	case server.RDBAtomic, "":
 	case server.RDBStream:
 		o.Stream = true
+	case server.RDBState:
+		o.State = true
 	default:
-		return o, fmt.Errorf("--mode %q: want %s or %s", f.mode, server.RDBAtomic, server.RDBStream)
+		return o, fmt.Errorf("--mode %q: want %s, %s or %s", f.mode, server.RDBAtomic, server.RDBStream, server.RDBState)
 	}
+	switch {
+	case f.generation < 0:
+		return o, fmt.Errorf("--generation %d: want a positive number", f.generation)
+	case f.generation > 0 && !o.State:
+		return o, fmt.Errorf("--generation: only with --mode %s", server.RDBState)
+	}
+	o.Generation = f.generation
 	o.Filter = rdbtool.Filter{DBs: f.dbs, Prefixes: f.prefixes, Pattern: f.pattern, Regex: f.keyRegex, MinSize: f.minSize}
 	for _, t := range f.types {
 		typ, err := rdbtool.ParseType(t)

@@ -51,12 +51,13 @@ func manyKeysRDB(t *testing.T, n int) string {
 	return path
 }
 
-// killWhen starts `sluice ingest` of snapshot into the store data, waits
-// for ready (polled every 5 ms) and kills the process with SIGKILL. It
-// fails the test if the ingest ended first.
-func killWhen(t *testing.T, bin, cfg, data, snapshot string, mode string, ready func() bool) {
+// killWhen starts `sluice ingest` of snapshot into the store data (with
+// the flags extra), waits for ready (polled every 5 ms) and kills the
+// process with SIGKILL. It fails the test if the ingest ended first.
+func killWhen(t *testing.T, bin, cfg, data, snapshot string, mode string, ready func() bool, extra ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, "ingest", "--config", cfg, "--data", data, "--table", "keys", "--no-progress", "--mode", mode, snapshot)
+	args := append([]string{"ingest", "--config", cfg, "--data", data, "--table", "keys", "--no-progress", "--mode", mode}, extra...)
+	cmd := exec.Command(bin, append(args, snapshot)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
