@@ -70,6 +70,9 @@ func (s *Server) openSources() error {
 			case sc.NATS != nil:
 				opts := natsOptions(*sc.NATS)
 				if opts.Conn, err = natsConn(*sc.NATS); err == nil {
+					opts.SchemaRegistry, err = schemaRegistry(sc.NATS.SchemaRegistry)
+				}
+				if err == nil {
 					src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, opts)
 				}
 			case sc.S3 != nil:
