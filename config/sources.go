@@ -357,6 +357,9 @@ func countSet(set ...bool) int {
 func (t *Table) validateSources(where string) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if t.SchemaRegistry != nil {
+		errs = append(errs, t.SchemaRegistry.validate(where+": schema_registry")...)
+	}
 	for i, s := range t.Sources {
 		sw := fmt.Sprintf("%s: sources[%d]", where, i)
 		switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
 )
@@ -222,7 +224,12 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 	for i, d := range part {
 		r := &replayed{d: d}
 		rs[i] = r
-		rows, err := decodeDeadLetter(d, ts.schema)
+		rows, err := decodeDeadLetter(ctx, ts, d)
+		if errors.Is(err, schemaformat.ErrUnavailable) {
+			// Not the dead letter's fault: the replay stops, storing
+			// nothing of this batch, and a rerun goes on from here.
+			return err
+		}
 		if err == nil && ts.proc != nil && len(rows) > 0 {
 			var b compute.Batch
 			b, err = ts.proc.Process(ctx, rows)
@@ -383,9 +390,10 @@ func replayRecords(rs []*replayed, now time.Time) []table.Row {
 
 // decodeDeadLetter decodes a dead letter's row column back into rows: a
 // row as JSON (ingest.FormatRow), or a message body in its source's format
-// (Go-quoted when it was not UTF-8). Every line must decode: a dead letter
-// is replayed whole or fails again whole.
-func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Row, error) {
+// (Go-quoted when it was not UTF-8), a Schema Registry format's with ts's
+// registry. Every line must decode: a dead letter is replayed whole or
+// fails again whole.
+func decodeDeadLetter(ctx context.Context, ts *tableState, d deadLetter) ([]ingest.Row, error) {
 	body := d.body
 	base, quoted := strings.CutSuffix(d.format, stream.FormatQuoted)
 	if quoted {
@@ -393,6 +401,17 @@ func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Ro
 		if body, err = strconv.Unquote(body); err != nil {
 			return nil, fmt.Errorf("dead letter %s: its quoted body: %w", d.id, err)
 		}
+	}
+	if slices.Contains(schemaformat.Formats, base) {
+		dec, err := registryDecoder(ts, base)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", d.id, err)
+		}
+		row, err := dec.Decode(ctx, []byte(body))
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", d.id, err)
+		}
+		return []ingest.Row{row}, nil
 	}
 	var format ingest.Format
 	switch base {
@@ -408,7 +427,7 @@ func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Ro
 		return nil, fmt.Errorf("dead letter %s: format %q cannot be replayed", d.id, d.format)
 	}
 	var rows []ingest.Row
-	_, err := ingest.Decode(strings.NewReader(body), ingest.DecodeOptions{Format: format, Policy: ingest.Reject, Schema: schema},
+	_, err := ingest.Decode(strings.NewReader(body), ingest.DecodeOptions{Format: format, Policy: ingest.Reject, Schema: ts.schema},
 		func(rs []ingest.Row, _ []int) error {
 			rows = append(rows, rs...)
 			return nil

@@ -394,6 +394,11 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind string) table.Row {
 	body := m.deadLetterBody()
 	format := w.format.String()
+	if w.registry != nil {
+		// Replay decodes it with the registry again (the table's or its
+		// source's).
+		format = w.registry.Format()
+	}
 	if w.changes != nil {
 		// Not replayable as a plain row: replay would lose the operation.
 		format = FormatChanges + w.changes.Format
