@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -88,13 +89,15 @@ var ErrNoDeadLetters = errors.New("the table has no dead-letter table")
 // deadLetter is one row of a dead-letter table as replay reads it.
 type deadLetter struct {
 	id, origin, format, loader, column, errText, body string
-	line                                              int64
-	at                                                time.Time
+	// metadata is a message's stream.MetadataColumn.
+	metadata string
+	line     int64
+	at       time.Time
 }
 
 // replayColumns are the dead-letter columns replay reads, in the order
 // readDeadLetters expects.
-var replayColumns = []string{"time", "id", "origin", "format", "loader", "column", "error", "row", "line", "replay_of"}
+var replayColumns = []string{"time", "id", "origin", "format", "loader", "column", "error", "row", "line", "replay_of", stream.MetadataColumn}
 
 // Replay replays the dead letters of tableName that o selects.
 func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) (ReplayResult, error) {
@@ -162,7 +165,7 @@ func (s *Server) readDeadLetters(ctx context.Context, dts *tableState) ([]deadLe
 			return nil
 		}
 		d := deadLetter{origin: str(v[2]), format: str(v[3]), loader: str(v[4]), column: str(v[5]),
-			errText: str(v[6]), body: str(v[7])}
+			errText: str(v[6]), body: str(v[7]), metadata: str(v[10])}
 		d.at, _ = v[0].(time.Time)
 		d.line, _ = v[8].(int64)
 		if d.id = str(v[1]); d.id == "" {
@@ -229,6 +232,9 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 			// Not the dead letter's fault: the replay stops, storing
 			// nothing of this batch, and a rerun goes on from here.
 			return err
+		}
+		if err == nil {
+			err = addMetadata(ts, d, rows)
 		}
 		if err == nil && ts.proc != nil && len(rows) > 0 {
 			var b compute.Batch
@@ -328,6 +334,70 @@ func unstoredMetadata(ts *tableState) []string {
 		}
 	}
 	return out
+}
+
+// addMetadata gives the rows of a message's dead letter d the metadata
+// columns its source's config names now (_key, _headers, ...), from the
+// message metadata the dead letter kept, typed as the source gives them:
+// what the rows of the message would have had, had it not failed.
+func addMetadata(ts *tableState, d deadLetter, rows []ingest.Row) error {
+	if d.metadata == "" {
+		return nil
+	}
+	var names []string
+	for _, sc := range ts.cfg.Sources {
+		if sc.Kafka != nil && strings.HasPrefix(d.origin, "kafka ") {
+			names = sc.Kafka.Metadata
+			break
+		}
+		if sc.NATS != nil && strings.HasPrefix(d.origin, "nats ") {
+			names = sc.NATS.Metadata
+			break
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var kept map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(d.metadata), &kept); err != nil {
+		return fmt.Errorf("dead letter %s: its message metadata: %w", d.id, err)
+	}
+	for _, n := range names {
+		col := "_" + n
+		raw, ok := kept[col]
+		if !ok {
+			continue
+		}
+		v, err := metadataValue(col, raw)
+		if err != nil {
+			return fmt.Errorf("dead letter %s: its message's %s: %w", d.id, col, err)
+		}
+		for _, r := range rows {
+			r[col] = v
+		}
+	}
+	return nil
+}
+
+// metadataValue is a kept metadata value as its source gives it: an
+// integer for _partition, _offset and _sequence, a time for _timestamp, a
+// JSON object for _headers, a string for the rest.
+func metadataValue(col string, raw json.RawMessage) (any, error) {
+	switch col {
+	case "_partition", "_offset", "_sequence":
+		var n int64
+		err := json.Unmarshal(raw, &n)
+		return n, err
+	case "_timestamp":
+		var t time.Time
+		err := json.Unmarshal(raw, &t)
+		return t, err
+	case "_headers":
+		return raw, nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
 }
 
 // refusedBy is the dead letters whose rows the table's error err is about
