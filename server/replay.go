@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +44,16 @@ import (
 // The records reach the Iceberg table as the dead letters do (the same
 // cold tier), so the rows and the records of a replay are committed by the
 // same store's runs, each once.
+//
+// Across nodes: with compact.iceberg two nodes may replay one dead letter
+// at once (each reads it from the shared Iceberg table before either has
+// a record). Each replayed row, record and new dead letter then carries
+// source columns as a stream's rows do (table.SourceBatchColumn,
+// SourceOffsetColumn): the source replay/<table>, at an offset drawn from
+// the dead letter's id (replayOffset). The cold tier's runs commit each
+// offset of a source once across stores, whichever commits first (the
+// claims of docs/cold-tier.md, "Each row once across nodes"), so the
+// Iceberg tables get the dead letter's rows and its record once.
 
 // ReplayOptions select the dead letters a replay takes.
 type ReplayOptions struct {
@@ -57,6 +70,33 @@ type ReplayOptions struct {
 	// totals so far; an error it returns ends the replay with that error
 	// (what is durable stays: a replay run again goes on from there).
 	Progress func(ReplayResult) error
+}
+
+// replayHook, when set (tests), runs after a replay has read the dead
+// letters and before it stores anything: two replays are made to read the
+// same dead letters there.
+var replayHook func(table string)
+
+// replaySource is the source (table.SourceBatchColumn) of the rows a
+// replay of tableName stores in a table with a cold tier.
+func replaySource(tableName string) string { return "replay/" + tableName }
+
+// replayOffset is the offset in replaySource of the rows of dead letter
+// id: the first 62 bits of the id (a hash), the same on every node.
+func replayOffset(id string) int64 {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) < 8 {
+		sum := sha256.Sum256([]byte(id))
+		b = sum[:]
+	}
+	return int64(binary.BigEndian.Uint64(b) >> 2)
+}
+
+// tagReplayed gives row the source columns of dead letter id's replay.
+func tagReplayed(row map[string]any, tableName, id string) {
+	off := replayOffset(id)
+	row[table.SourceBatchColumn] = fmt.Sprintf("%s@%d-%d", replaySource(tableName), off, off+1)
+	row[table.SourceOffsetColumn] = off
 }
 
 // defaultReplayLetters is how many dead letters one synced batch of a
@@ -119,6 +159,9 @@ func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) 
 	letters, done, err := s.readDeadLetters(ctx, ts.deadLetter)
 	if err != nil {
 		return res, fmt.Errorf("table %q: reading its dead letters: %w", tableName, err)
+	}
+	if replayHook != nil {
+		replayHook(tableName)
 	}
 	var todo []deadLetter
 	for _, d := range letters {
@@ -254,6 +297,9 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 			for _, c := range unstored {
 				delete(row, c)
 			}
+			if ts.cold != nil {
+				tagReplayed(row, ts.cfg.Name, d.id)
+			}
 		}
 		r.rows = rows
 	}
@@ -287,7 +333,12 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 			return err
 		}
 		now := s.now()
-		records := replayRecords(rs, now)
+		records, recordOf := replayRecords(rs, now)
+		if ts.cold != nil {
+			for i, r := range records {
+				tagReplayed(r, ts.cfg.Name, recordOf[i])
+			}
+		}
 		if err := batch.Append(ts.deadLetter.table, records); err != nil {
 			batch.Close()
 			return fmt.Errorf("dead-letter records: %w", err)
@@ -427,10 +478,11 @@ func refusedBy(err error, rows []ingest.Row, owner []*replayed) []*replayed {
 // replayRecords are the dead-letter table's rows of one replayed batch: a
 // record of each dead letter (replay_of its id, error what became of it),
 // and a new dead letter for each that failed again, or for each of its
-// rows a deadletter policy routed away again.
-func replayRecords(rs []*replayed, now time.Time) []table.Row {
-	var out []table.Row
+// rows a deadletter policy routed away again; of[i] is the id of the dead
+// letter out[i] is about.
+func replayRecords(rs []*replayed, now time.Time) (out []table.Row, of []string) {
 	for _, r := range rs {
+		from := len(out)
 		d := r.d
 		outcome := fmt.Sprintf("replayed: %d rows stored", len(r.rows))
 		switch {
@@ -454,8 +506,11 @@ func replayRecords(rs []*replayed, now time.Time) []table.Row {
 		}
 		out = append(out, table.Row{"time": now, "id": ingest.DeadLetterID(d.id, "replay record"), "replay_of": d.id,
 			"origin": d.origin, "loader": "replay", "column": "", "filter": false, "source": "", "error": outcome, "row": ""})
+		for range out[from:] {
+			of = append(of, d.id)
+		}
 	}
-	return out
+	return out, of
 }
 
 // decodeDeadLetter decodes a dead letter's row column back into rows: a
