@@ -234,6 +234,11 @@ type Table struct {
 	// Sources are streams (Kafka, NATS JetStream) the table consumes
 	// besides HTTP (config/sources.go, docs/streams.md).
 	Sources []Source `yaml:"sources"`
+	// SchemaRegistry serves the schemas of the bodies sent to the table
+	// over HTTP, or by `sluice ingest`, in a Schema Registry format
+	// (framed messages, docs/streams.md), and of the registry dead
+	// letters a replay decodes again.
+	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 	// RDB are the default filters and batch size of the Redis RDB
 	// snapshots sent to the table (config/rdb.go, docs/rdb.md).
 	RDB RDB `yaml:"rdb"`

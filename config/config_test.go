@@ -302,6 +302,7 @@ tables:
       - kafka: {brokers: [127.0.0.1:9092], topics: [a], group: g, format: avro, schema_registry: {urls: ["https://r:8081"], username: u, password: {env: P}}}
       - kafka: {brokers: [127.0.0.1:9092], topics: [b], group: g, format: protobuf, schema_registry: {urls: ["http://r:8081"], token: {file: TOKEN}}}
       - kafka: {brokers: [127.0.0.1:9092], topics: [c], group: g, format: json_schema, schema_registry: {urls: ["http://r:8081"]}}
+      - nats: {url: "nats://127.0.0.1:4222", stream: S, durable: d, format: avro, schema_registry: {urls: ["http://r:8081"]}}
 `
 	if _, err := Parse([]byte(strings.Replace(good, "TOKEN", tokenFile, 1)), env); err != nil {
 		t.Fatal(err)
@@ -314,6 +315,9 @@ tables:
       - kafka: {brokers: [127.0.0.1:9092], topics: [b], group: g, schema_registry: {urls: ["http://r:8081"]}}
       - kafka: {brokers: [127.0.0.1:9092], topics: [c], group: g, format: protobuf, schema_registry: {urls: ["r:8081"], username: u, password: {env: P}, token: {env: T}, timeout: -1s}}
       - kafka: {brokers: [127.0.0.1:9092], topics: [d], group: g, format: json_schema, schema_registry: {urls: [], password: {env: P}}}
+      - nats: {url: "nats://127.0.0.1:4222", stream: S, durable: d, format: protobuf}
+      - nats: {url: "nats://127.0.0.1:4222", stream: S, durable: d, schema_registry: {urls: ["http://r:8081"]}}
+      - nats: {url: "nats://127.0.0.1:4222", stream: S, durable: d, format: avro, schema_registry: {urls: ["r:8081"]}}
 `
 	_, err := Parse([]byte(bad), env)
 	if err == nil {
@@ -325,6 +329,9 @@ tables:
 		`sources[2] kafka schema_registry: url "r:8081"`, "sources[2] kafka schema_registry: token or username and password, not both",
 		"sources[2] kafka schema_registry: timeout must not be negative",
 		"sources[3] kafka schema_registry: urls: none", "sources[3] kafka schema_registry: password without username",
+		"sources[4] nats: format protobuf: schema_registry: missing",
+		"sources[5] nats: schema_registry: only the formats [avro protobuf json_schema] use it",
+		`sources[6] nats schema_registry: url "r:8081"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -151,7 +151,7 @@ func (c *KafkaChanges) validate(where string) []error {
 }
 
 // SchemaRegistry is a Confluent-compatible schema registry (Confluent,
-// Apicurio's ccompat API, Redpanda, Karapace) a Kafka source reads
+// Apicurio's ccompat API, Redpanda, Karapace) a Kafka or NATS source reads
 // schemas from.
 type SchemaRegistry struct {
 	// URLs are the registry's base URLs (http or https), tried in order.
@@ -167,7 +167,7 @@ type SchemaRegistry struct {
 	TLS *ClientTLS `yaml:"tls"`
 }
 
-// SchemaRegistryFormats are the Kafka formats that need schema_registry.
+// SchemaRegistryFormats are the stream formats that need schema_registry.
 var SchemaRegistryFormats = []string{"avro", "protobuf", "json_schema"}
 
 func (r *SchemaRegistry) validate(key string) []error {
@@ -286,7 +286,12 @@ type NATSSource struct {
 	// Durable is the consumer's name; sluice (re)creates it at the stored
 	// position on start.
 	Durable string `yaml:"durable"`
-	Format  string `yaml:"format"`
+	// Format of each message body: as for Kafka, the Schema Registry
+	// formats included (schema_registry required).
+	Format string `yaml:"format"`
+	// SchemaRegistry serves the schemas of the avro, protobuf and
+	// json_schema formats.
+	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 	// Start is where a table with no stored position begins: earliest
 	// (default) or latest.
 	Start string `yaml:"start"`
@@ -352,6 +357,9 @@ func countSet(set ...bool) int {
 func (t *Table) validateSources(where string) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if t.SchemaRegistry != nil {
+		errs = append(errs, t.SchemaRegistry.validate(where+": schema_registry")...)
+	}
 	for i, s := range t.Sources {
 		sw := fmt.Sprintf("%s: sources[%d]", where, i)
 		switch {
@@ -399,18 +407,8 @@ func (t *Table) validateSources(where string) []error {
 			if k.MaxPollRecords < 0 || k.FetchMaxBytes < 0 || k.SessionTimeout < 0 || k.MaxMessageBytes < 0 {
 				add("%s: max_poll_records, fetch_max_bytes, session_timeout and max_message_bytes must not be negative", sw)
 			}
-			format := k.Format
-			if slices.Contains(SchemaRegistryFormats, format) {
-				format = "" // Kafka's alone: checkCommon knows the shared formats
-				if k.SchemaRegistry == nil {
-					add("%s: format %s: schema_registry: missing (the messages' schemas are there)", sw, k.Format)
-				}
-			} else if k.SchemaRegistry != nil {
-				add("%s: schema_registry: only the formats %v use it", sw, SchemaRegistryFormats)
-			}
-			if k.SchemaRegistry != nil {
-				errs = append(errs, k.SchemaRegistry.validate(sw+" schema_registry")...)
-			}
+			format, regErrs := checkRegistry(sw, k.Format, k.SchemaRegistry)
+			errs = append(errs, regErrs...)
 			checkCommon(format, k.Start, k.Metadata, KafkaMetadata)
 			errs = append(errs, k.TLS.validate(sw+" tls")...)
 			errs = append(errs, k.SASL.validate(sw+" sasl", k.TLS != nil)...)
@@ -455,11 +453,33 @@ func (t *Table) validateSources(where string) []error {
 			if n.MaxBatch < 0 || n.FetchWait < 0 || n.MaxMessageBytes < 0 {
 				add("%s: max_batch, fetch_wait and max_message_bytes must not be negative", sw)
 			}
-			checkCommon(n.Format, n.Start, n.Metadata, NATSMetadata)
+			format, regErrs := checkRegistry(sw, n.Format, n.SchemaRegistry)
+			errs = append(errs, regErrs...)
+			checkCommon(format, n.Start, n.Metadata, NATSMetadata)
 			errs = append(errs, n.validateAuth(sw)...)
 		}
 	}
 	return errs
+}
+
+// checkRegistry reports the problems of a stream source's format and
+// schema_registry together: a Schema Registry format needs a registry, and
+// a registry serves only those formats. It returns the format left for the
+// checks of the formats every source shares ("" for a registry format).
+func checkRegistry(where, format string, r *SchemaRegistry) (string, []error) {
+	var errs []error
+	if slices.Contains(SchemaRegistryFormats, format) {
+		if r == nil {
+			errs = append(errs, fmt.Errorf("%s: format %s: schema_registry: missing (the messages' schemas are there)", where, format))
+		}
+		format = ""
+	} else if r != nil {
+		errs = append(errs, fmt.Errorf("%s: schema_registry: only the formats %v use it", where, SchemaRegistryFormats))
+	}
+	if r != nil {
+		errs = append(errs, r.validate(where+" schema_registry")...)
+	}
+	return format, errs
 }
 
 // checkKeyPartitioned reports why t cannot route key queries by Kafka

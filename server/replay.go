@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +18,7 @@ import (
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
 )
@@ -38,6 +44,16 @@ import (
 // The records reach the Iceberg table as the dead letters do (the same
 // cold tier), so the rows and the records of a replay are committed by the
 // same store's runs, each once.
+//
+// Across nodes: with compact.iceberg two nodes may replay one dead letter
+// at once (each reads it from the shared Iceberg table before either has
+// a record). Each replayed row, record and new dead letter then carries
+// source columns as a stream's rows do (table.SourceBatchColumn,
+// SourceOffsetColumn): the source replay/<table>, at an offset drawn from
+// the dead letter's id (replayOffset). The cold tier's runs commit each
+// offset of a source once across stores, whichever commits first (the
+// claims of docs/cold-tier.md, "Each row once across nodes"), so the
+// Iceberg tables get the dead letter's rows and its record once.
 
 // ReplayOptions select the dead letters a replay takes.
 type ReplayOptions struct {
@@ -54,6 +70,33 @@ type ReplayOptions struct {
 	// totals so far; an error it returns ends the replay with that error
 	// (what is durable stays: a replay run again goes on from there).
 	Progress func(ReplayResult) error
+}
+
+// replayHook, when set (tests), runs after a replay has read the dead
+// letters and before it stores anything: two replays are made to read the
+// same dead letters there.
+var replayHook func(table string)
+
+// replaySource is the source (table.SourceBatchColumn) of the rows a
+// replay of tableName stores in a table with a cold tier.
+func replaySource(tableName string) string { return "replay/" + tableName }
+
+// replayOffset is the offset in replaySource of the rows of dead letter
+// id: the first 62 bits of the id (a hash), the same on every node.
+func replayOffset(id string) int64 {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) < 8 {
+		sum := sha256.Sum256([]byte(id))
+		b = sum[:]
+	}
+	return int64(binary.BigEndian.Uint64(b) >> 2)
+}
+
+// tagReplayed gives row the source columns of dead letter id's replay.
+func tagReplayed(row map[string]any, tableName, id string) {
+	off := replayOffset(id)
+	row[table.SourceBatchColumn] = fmt.Sprintf("%s@%d-%d", replaySource(tableName), off, off+1)
+	row[table.SourceOffsetColumn] = off
 }
 
 // defaultReplayLetters is how many dead letters one synced batch of a
@@ -86,13 +129,15 @@ var ErrNoDeadLetters = errors.New("the table has no dead-letter table")
 // deadLetter is one row of a dead-letter table as replay reads it.
 type deadLetter struct {
 	id, origin, format, loader, column, errText, body string
-	line                                              int64
-	at                                                time.Time
+	// metadata is a message's stream.MetadataColumn.
+	metadata string
+	line     int64
+	at       time.Time
 }
 
 // replayColumns are the dead-letter columns replay reads, in the order
 // readDeadLetters expects.
-var replayColumns = []string{"time", "id", "origin", "format", "loader", "column", "error", "row", "line", "replay_of"}
+var replayColumns = []string{"time", "id", "origin", "format", "loader", "column", "error", "row", "line", "replay_of", stream.MetadataColumn}
 
 // Replay replays the dead letters of tableName that o selects.
 func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) (ReplayResult, error) {
@@ -114,6 +159,9 @@ func (s *Server) Replay(ctx context.Context, tableName string, o ReplayOptions) 
 	letters, done, err := s.readDeadLetters(ctx, ts.deadLetter)
 	if err != nil {
 		return res, fmt.Errorf("table %q: reading its dead letters: %w", tableName, err)
+	}
+	if replayHook != nil {
+		replayHook(tableName)
 	}
 	var todo []deadLetter
 	for _, d := range letters {
@@ -160,7 +208,7 @@ func (s *Server) readDeadLetters(ctx context.Context, dts *tableState) ([]deadLe
 			return nil
 		}
 		d := deadLetter{origin: str(v[2]), format: str(v[3]), loader: str(v[4]), column: str(v[5]),
-			errText: str(v[6]), body: str(v[7])}
+			errText: str(v[6]), body: str(v[7]), metadata: str(v[10])}
 		d.at, _ = v[0].(time.Time)
 		d.line, _ = v[8].(int64)
 		if d.id = str(v[1]); d.id == "" {
@@ -222,7 +270,15 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 	for i, d := range part {
 		r := &replayed{d: d}
 		rs[i] = r
-		rows, err := decodeDeadLetter(d, ts.schema)
+		rows, err := decodeDeadLetter(ctx, ts, d)
+		if errors.Is(err, schemaformat.ErrUnavailable) {
+			// Not the dead letter's fault: the replay stops, storing
+			// nothing of this batch, and a rerun goes on from here.
+			return err
+		}
+		if err == nil {
+			err = addMetadata(ts, d, rows)
+		}
 		if err == nil && ts.proc != nil && len(rows) > 0 {
 			var b compute.Batch
 			b, err = ts.proc.Process(ctx, rows)
@@ -240,6 +296,9 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 		for _, row := range rows {
 			for _, c := range unstored {
 				delete(row, c)
+			}
+			if ts.cold != nil {
+				tagReplayed(row, ts.cfg.Name, d.id)
 			}
 		}
 		r.rows = rows
@@ -274,7 +333,12 @@ func (s *Server) replayPart(ctx context.Context, ts *tableState, part []deadLett
 			return err
 		}
 		now := s.now()
-		records := replayRecords(rs, now)
+		records, recordOf := replayRecords(rs, now)
+		if ts.cold != nil {
+			for i, r := range records {
+				tagReplayed(r, ts.cfg.Name, recordOf[i])
+			}
+		}
 		if err := batch.Append(ts.deadLetter.table, records); err != nil {
 			batch.Close()
 			return fmt.Errorf("dead-letter records: %w", err)
@@ -323,6 +387,70 @@ func unstoredMetadata(ts *tableState) []string {
 	return out
 }
 
+// addMetadata gives the rows of a message's dead letter d the metadata
+// columns its source's config names now (_key, _headers, ...), from the
+// message metadata the dead letter kept, typed as the source gives them:
+// what the rows of the message would have had, had it not failed.
+func addMetadata(ts *tableState, d deadLetter, rows []ingest.Row) error {
+	if d.metadata == "" {
+		return nil
+	}
+	var names []string
+	for _, sc := range ts.cfg.Sources {
+		if sc.Kafka != nil && strings.HasPrefix(d.origin, "kafka ") {
+			names = sc.Kafka.Metadata
+			break
+		}
+		if sc.NATS != nil && strings.HasPrefix(d.origin, "nats ") {
+			names = sc.NATS.Metadata
+			break
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var kept map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(d.metadata), &kept); err != nil {
+		return fmt.Errorf("dead letter %s: its message metadata: %w", d.id, err)
+	}
+	for _, n := range names {
+		col := "_" + n
+		raw, ok := kept[col]
+		if !ok {
+			continue
+		}
+		v, err := metadataValue(col, raw)
+		if err != nil {
+			return fmt.Errorf("dead letter %s: its message's %s: %w", d.id, col, err)
+		}
+		for _, r := range rows {
+			r[col] = v
+		}
+	}
+	return nil
+}
+
+// metadataValue is a kept metadata value as its source gives it: an
+// integer for _partition, _offset and _sequence, a time for _timestamp, a
+// JSON object for _headers, a string for the rest.
+func metadataValue(col string, raw json.RawMessage) (any, error) {
+	switch col {
+	case "_partition", "_offset", "_sequence":
+		var n int64
+		err := json.Unmarshal(raw, &n)
+		return n, err
+	case "_timestamp":
+		var t time.Time
+		err := json.Unmarshal(raw, &t)
+		return t, err
+	case "_headers":
+		return raw, nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
 // refusedBy is the dead letters whose rows the table's error err is about
 // (a value that does not fit the schema, rows past the column limit); nil
 // when err is not about rows.
@@ -350,10 +478,11 @@ func refusedBy(err error, rows []ingest.Row, owner []*replayed) []*replayed {
 // replayRecords are the dead-letter table's rows of one replayed batch: a
 // record of each dead letter (replay_of its id, error what became of it),
 // and a new dead letter for each that failed again, or for each of its
-// rows a deadletter policy routed away again.
-func replayRecords(rs []*replayed, now time.Time) []table.Row {
-	var out []table.Row
+// rows a deadletter policy routed away again; of[i] is the id of the dead
+// letter out[i] is about.
+func replayRecords(rs []*replayed, now time.Time) (out []table.Row, of []string) {
 	for _, r := range rs {
+		from := len(out)
 		d := r.d
 		outcome := fmt.Sprintf("replayed: %d rows stored", len(r.rows))
 		switch {
@@ -377,15 +506,19 @@ func replayRecords(rs []*replayed, now time.Time) []table.Row {
 		}
 		out = append(out, table.Row{"time": now, "id": ingest.DeadLetterID(d.id, "replay record"), "replay_of": d.id,
 			"origin": d.origin, "loader": "replay", "column": "", "filter": false, "source": "", "error": outcome, "row": ""})
+		for range out[from:] {
+			of = append(of, d.id)
+		}
 	}
-	return out
+	return out, of
 }
 
 // decodeDeadLetter decodes a dead letter's row column back into rows: a
 // row as JSON (ingest.FormatRow), or a message body in its source's format
-// (Go-quoted when it was not UTF-8). Every line must decode: a dead letter
-// is replayed whole or fails again whole.
-func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Row, error) {
+// (Go-quoted when it was not UTF-8), a Schema Registry format's with ts's
+// registry. Every line must decode: a dead letter is replayed whole or
+// fails again whole.
+func decodeDeadLetter(ctx context.Context, ts *tableState, d deadLetter) ([]ingest.Row, error) {
 	body := d.body
 	base, quoted := strings.CutSuffix(d.format, stream.FormatQuoted)
 	if quoted {
@@ -393,6 +526,17 @@ func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Ro
 		if body, err = strconv.Unquote(body); err != nil {
 			return nil, fmt.Errorf("dead letter %s: its quoted body: %w", d.id, err)
 		}
+	}
+	if slices.Contains(schemaformat.Formats, base) {
+		dec, err := registryDecoder(ts, base)
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", d.id, err)
+		}
+		row, err := dec.Decode(ctx, []byte(body))
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %s: %w", d.id, err)
+		}
+		return []ingest.Row{row}, nil
 	}
 	var format ingest.Format
 	switch base {
@@ -408,7 +552,7 @@ func decodeDeadLetter(d deadLetter, schema map[string]compute.Type) ([]ingest.Ro
 		return nil, fmt.Errorf("dead letter %s: format %q cannot be replayed", d.id, d.format)
 	}
 	var rows []ingest.Row
-	_, err := ingest.Decode(strings.NewReader(body), ingest.DecodeOptions{Format: format, Policy: ingest.Reject, Schema: schema},
+	_, err := ingest.Decode(strings.NewReader(body), ingest.DecodeOptions{Format: format, Policy: ingest.Reject, Schema: ts.schema},
 		func(rs []ingest.Row, _ []int) error {
 			rows = append(rows, rs...)
 			return nil

@@ -13,10 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/internal/colbatch"
+	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -45,6 +48,9 @@ type IngestOptions struct {
 	// name (DELETE /v1/tables/{table}/rows; docs/changes.md): the rows
 	// carry table.OperationDelete, which the input itself may not set.
 	Delete bool
+	// Registry, when set, is the Schema Registry format of framed
+	// messages (FramedFormat): the input is those, not Format's.
+	Registry string
 }
 
 // IngestRecord is a position committed with an ingest's rows; Value gets
@@ -106,6 +112,8 @@ func (s *Server) Ingest(ctx context.Context, tableName string, r io.Reader, opts
 	// delete's rows take the map path, which adds their operation.
 	columnar := ts.pipe.Columnar() && !opts.Delete
 	switch {
+	case opts.Registry != "":
+		res, d, err = s.ingestFramed(ctx, ts, counted, opts)
 	case opts.BatchRows > 0 && columnar:
 		d, err = ingest.DecodeColumns(counted, dopts, func(cb *colbatch.Batch) error {
 			if err := noHiddenColumns(cb); err != nil {
@@ -333,10 +341,14 @@ func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool)
 		writeError(w, http.StatusServiceUnavailable, ts.degradedError().Error())
 		return
 	}
-	format, err := ingest.FormatOf(r.Header.Get("Content-Type"))
-	if err != nil {
-		writeError(w, http.StatusUnsupportedMediaType, err.Error())
-		return
+	var format ingest.Format
+	registry := FramedFormat(r.Header.Get("Content-Type"))
+	if registry == "" {
+		var err error
+		if format, err = ingest.FormatOf(r.Header.Get("Content-Type")); err != nil {
+			writeError(w, http.StatusUnsupportedMediaType, err.Error())
+			return
+		}
 	}
 	if format == ingest.RDB && deletes {
 		writeError(w, http.StatusUnsupportedMediaType, "a delete's body names keys as rows (NDJSON, JSON, CSV or Parquet), not an RDB snapshot")
@@ -366,7 +378,7 @@ func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool)
 		s.writeBodyError(w, err)
 		return
 	}
-	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r), Delete: deletes}
+	opts := IngestOptions{Format: format, MaxBytes: s.cfg.Limits.MaxBodyBytes, Origin: requestOrigin(w, r), Delete: deletes, Registry: registry}
 	if h := r.Header.Get(idempotencyKeyHeader); h != "" && s.cfg.Limits.IdempotencyTTL > 0 {
 		k, answered := s.keyedRequest(w, name, h, body.(*chunkReader), deletes)
 		if answered {
@@ -403,6 +415,13 @@ func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool)
 		code, resp.Line = http.StatusBadRequest, le.Line
 	case errors.As(err, &se):
 		code, resp.Column = http.StatusBadRequest, se.Column
+	case errors.Is(err, schemaformat.ErrUnavailable):
+		// Nothing was stored: the body is good again once the registry
+		// answers, as a stream source pauses.
+		w.Header().Set("Retry-After", "5")
+		code = http.StatusServiceUnavailable
+	case errors.Is(err, ErrNoRegistry):
+		code = http.StatusUnsupportedMediaType
 	case errors.Is(err, ingest.ErrRejected) && errors.As(err, &ce):
 		code, resp.Column = http.StatusUnprocessableEntity, ce.Column
 	case errors.Is(err, ingest.ErrBadInput):
@@ -723,9 +742,13 @@ func requestOrigin(w http.ResponseWriter, r *http.Request) string {
 // leaves such a dead letter as it is).
 type badLines struct {
 	format ingest.Format
-	origin string
-	now    time.Time
-	rows   []ingest.Row
+	// registry, when set, is the Schema Registry format of framed
+	// messages: a line is a message, kept as its bytes (Go-quoted when
+	// they are not UTF-8) for replay to decode with the registry again.
+	registry string
+	origin   string
+	now      time.Time
+	rows     []ingest.Row
 }
 
 func (b *badLines) add(e *ingest.LineError) {
@@ -740,6 +763,11 @@ func (b *badLines) add(e *ingest.LineError) {
 		row["id"] = ingest.DeadLetterID(row["id"].(string), b.now.Format(time.RFC3339Nano), e.Text)
 	}
 	switch {
+	case b.registry != "":
+		row["row"], row["format"] = e.Text, b.registry
+		if !utf8.ValidString(e.Text) {
+			row["row"], row["format"] = strconv.Quote(e.Text), b.registry+stream.FormatQuoted
+		}
 	case e.Text == "":
 		row["row"] = ""
 	case b.format == ingest.JSONArray:

@@ -156,6 +156,8 @@ type tableState struct {
 	// compute is cfg's computed columns and filters as package compute
 	// takes them (options.go).
 	compute compute.Config
+	// registries decode framed bodies and registry dead letters (framed.go).
+	registries registryDecoders
 }
 
 // New opens the store and every table of cfg and loads their computed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
@@ -12,9 +13,10 @@ import (
 
 // deadLetterColumns are the columns of tc's dead-letter table
 // (ingest.DeadLetterColumns: origin holds a stream message's topic,
-// partition and offset, or stream and sequence).
+// partition and offset, or stream and sequence), and a message's
+// metadata, which replay gives back to its rows (stream.MetadataColumn).
 func deadLetterColumns(config.Table) []struct{ Name, Type string } {
-	return ingest.DeadLetterColumns
+	return append(slices.Clip(ingest.DeadLetterColumns), struct{ Name, Type string }{stream.MetadataColumn, "string"})
 }
 
 // openSources makes the stream sources of every table; they start with
@@ -70,6 +72,9 @@ func (s *Server) openSources() error {
 			case sc.NATS != nil:
 				opts := natsOptions(*sc.NATS)
 				if opts.Conn, err = natsConn(*sc.NATS); err == nil {
+					opts.SchemaRegistry, err = schemaRegistry(sc.NATS.SchemaRegistry)
+				}
+				if err == nil {
 					src, err = stream.NewNATS(s.messageBound(target, sc.NATS.MaxMessageBytes), n, opts)
 				}
 			case sc.S3 != nil:

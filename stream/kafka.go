@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -207,15 +206,9 @@ func NewKafka(t Target, tableName string, opts KafkaOptions) (*Kafka, error) {
 	}
 	k.log = k.log.With("table", tableName, "source", "kafka", "group", opts.Group)
 	t.Log = k.log
-	format := opts.Format
-	var registry messageDecoder
-	if slices.Contains(schemaformat.Formats, format) {
-		dec, err := schemaformat.New(format, opts.SchemaRegistry)
-		if err != nil {
-			return nil, fmt.Errorf("stream: kafka format %s: %w", format, err)
-		}
-		// The body is not one of ingest's formats: the registry decodes it.
-		registry, format = dec, FormatNDJSON
+	registry, format, err := registryDecoder(opts.Format, opts.SchemaRegistry)
+	if err != nil {
+		return nil, fmt.Errorf("stream: kafka: %w", err)
 	}
 	w, err := newWriter(t, format, opts.Metadata, kafkaFields, func(m *Message) string {
 		return fmt.Sprintf("kafka %s/%d@%d", m.Topic, m.Partition, m.Offset)

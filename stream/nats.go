@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -35,8 +36,14 @@ type NATSOptions struct {
 	// Durable is the consumer's name; the source (re)creates it at the
 	// stored position on every connection.
 	Durable string
-	// Format of each message body, as for Kafka (default FormatNDJSON).
+	// Format of each message body, as for Kafka (default FormatNDJSON),
+	// the Schema Registry formats included.
 	Format string
+	// SchemaRegistry serves the Schema Registry formats' schemas. While it
+	// cannot be reached the source pauses as a Kafka source does: the
+	// batch is retried with backoff, named by Failing, and the stored
+	// sequence does not move past it.
+	SchemaRegistry schemaformat.Registry
 	// Start is where a table with no stored position begins:
 	// StartEarliest (default) or StartLatest.
 	Start string
@@ -148,12 +155,17 @@ func NewNATS(t Target, tableName string, opts NATSOptions) (*NATS, error) {
 	}
 	n.log = n.log.With("table", tableName, "source", "nats", "stream", opts.Stream, "durable", opts.Durable)
 	t.Log = n.log
-	w, err := newWriter(t, opts.Format, opts.Metadata, natsFields, func(m *Message) string {
+	registry, format, err := registryDecoder(opts.Format, opts.SchemaRegistry)
+	if err != nil {
+		return nil, fmt.Errorf("stream: nats: %w", err)
+	}
+	w, err := newWriter(t, format, opts.Metadata, natsFields, func(m *Message) string {
 		return fmt.Sprintf("nats %s %s#%d", opts.Stream, m.Topic, m.Offset)
 	})
 	if err != nil {
 		return nil, err
 	}
+	w.registry = registry
 	n.w = w
 	return n, nil
 }

@@ -5,12 +5,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/ingest/schemaformat"
 	"github.com/sluicedb/sluice/internal/colbatch"
 )
+
+// registryDecoder is the decoder of a source's format when it is a Schema
+// Registry format (nil otherwise), and the format its writer is made with:
+// a registry format's body is none of ingest's formats, the decoder reads
+// it, so the writer's own format is only the dead letters' fallback.
+func registryDecoder(format string, registry schemaformat.Registry) (messageDecoder, string, error) {
+	if !slices.Contains(schemaformat.Formats, format) {
+		return nil, format, nil
+	}
+	dec, err := schemaformat.New(format, registry)
+	if err != nil {
+		return nil, "", fmt.Errorf("format %s: %w", format, err)
+	}
+	return dec, FormatNDJSON, nil
+}
 
 // colbatchPool reuses the column batches of the registry formats: a batch
 // of messages fills one, which the table copies from (AppendColumns), and

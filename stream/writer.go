@@ -126,6 +126,9 @@ type Writer struct {
 	// carries its operation (changes.go).
 	changes *Changes
 	meta    []metaField
+	// fields are every metadata field the source has, configured or
+	// not: a message's dead letter keeps them all (MetadataColumn).
+	fields map[string]metaField
 	// unstored are metadata columns a static schema lacks: scripts see
 	// them, the table does not get them.
 	unstored []string
@@ -157,7 +160,7 @@ const maxDeadLetterBody = 64 << 10
 // newWriter makes a Writer for format ("" is ndjson) adding the named
 // metadata fields (validated by config).
 func newWriter(t Target, format string, metadata []string, fields map[string]metaField, origin func(*Message) string) (*Writer, error) {
-	w := &Writer{target: t, origin: origin, now: time.Now}
+	w := &Writer{target: t, origin: origin, now: time.Now, fields: fields}
 	switch format {
 	case "", "ndjson":
 		w.format = ingest.NDJSON
@@ -394,6 +397,11 @@ func (w *Writer) attempt(ctx context.Context, msgs []Message, positions []Positi
 func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind string) table.Row {
 	body := m.deadLetterBody()
 	format := w.format.String()
+	if w.registry != nil {
+		// Replay decodes it with the registry again (the table's or its
+		// source's).
+		format = w.registry.Format()
+	}
 	if w.changes != nil {
 		// Not replayable as a plain row: replay would lose the operation.
 		format = FormatChanges + w.changes.Format
@@ -411,6 +419,9 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 	row := table.Row{"time": now, "column": "", "filter": false, "loader": kind, "source": "",
 		"error": err.Error(), "row": text, "origin": origin, "format": format,
 		"id": ingest.DeadLetterID(origin, "message", kind)} // sourceOfDead adds the incarnation
+	if meta := w.messageMetadata(m); meta != "" {
+		row[MetadataColumn] = meta
+	}
 	var ce *compute.Error
 	if errors.As(err, &ce) {
 		// A reject column or filter: name it as a deadletter policy would.
@@ -421,6 +432,32 @@ func (w *Writer) messageDeadLetter(now time.Time, m *Message, err error, kind st
 		row["column"] = se.Column
 	}
 	return row
+}
+
+// MetadataColumn is the dead-letter column that keeps a message's
+// metadata (its key, headers, topic, partition, offset or sequence,
+// timestamp) beside its body: a JSON object of the columns the source's
+// metadata config would give its rows (_key, _headers, ...), all of them
+// whatever the config names now, so that a replay gives a row what the
+// config names then (docs/streams.md, "Dead letters and replay").
+const MetadataColumn = "metadata"
+
+// messageMetadata is m's MetadataColumn ("" when it has none).
+func (w *Writer) messageMetadata(m *Message) string {
+	obj := make(map[string]any, len(w.fields))
+	for _, f := range w.fields {
+		if v := f.value(m); v != nil {
+			obj[f.column] = v
+		}
+	}
+	if len(obj) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // The suffixes of a dead letter's format (messageDeadLetter).

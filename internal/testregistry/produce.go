@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,6 +110,38 @@ type ProduceOptions struct {
 	// (a dict), as a producer keys by the table's hashBy column, so that
 	// the messages spread over a topic's partitions by key.
 	KeyField string
+}
+
+// Serialize serializes batches in order with Confluent's serializers, as
+// Produce does (o.Topic names the value subject, o.Brokers is not used),
+// and returns the messages' bytes instead of producing them: the bodies a
+// producer would put on any other transport.
+func Serialize(ctx context.Context, python string, o ProduceOptions, batches ...Batch) ([][]byte, error) {
+	o.Brokers = ""
+	spec, err := json.Marshal(map[string]any{"options": o, "batches": batches})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, python, "-c", produceScript)
+	cmd.Stdin = bytes.NewReader(spec)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("testregistry: serializing with confluent-kafka's serializers: %w\n%s", err, stderr.Bytes())
+	}
+	var msgs [][]byte
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		m, err := base64.StdEncoding.DecodeString(string(line))
+		if err != nil {
+			return nil, fmt.Errorf("testregistry: serializer output %q: %w", line, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
 }
 
 // Produce serializes and produces batches in order with Confluent's
