@@ -188,6 +188,10 @@ func (t *Table) RewriteSparseBlocks(ctx context.Context, mergeBelow uint64) (blo
 	return blocks, nil
 }
 
+// rewriteBuiltHook, when set (tests only), runs in a rewrite after it
+// built its batch, before the commit: a test queries and appends there.
+var rewriteBuiltHook func()
+
 // rewriteUnits groups sparse blocks (dead keys, in order) into units, each
 // rewritten into one block: one block at or above mergeBelow, or the
 // blocks below it of one partition and time bucket.
@@ -264,6 +268,9 @@ func (t *Table) rewriteBatch(ctx context.Context, units [][]string) (blocks, don
 	}
 	if blocks == 0 {
 		return 0, done, nil
+	}
+	if rewriteBuiltHook != nil {
+		rewriteBuiltHook()
 	}
 	n := rewriteCommits.Add(1)
 	fault("rewrite-before-commit", n)
