@@ -293,7 +293,9 @@ func (s *Store) Position(name string) ([]byte, error) {
 // told yet); "append-before-commit:N" and "append-after-commit:N" are the
 // same points in the N-th Appender.Commit (an HTTP batch), and
 // "publish-before-ingest:N" and "publish-after-ingest:N" in the N-th
-// Stage.Publish that has something to publish (a streamed S3 object). It prints
+// Stage.Publish that has something to publish (a streamed S3 object), and
+// "rewrite-before-commit:N" and "rewrite-after-commit:N" in the N-th batch of
+// a keyed table's rewrite of sparse blocks (keyed_rewrite.go). It prints
 // "table: fault <point>" on stderr first. Random kill times cannot tell a
 // batch holding rows and position from two batches committed one after the
 // other; a kill after every single commit can.

@@ -131,12 +131,14 @@ func (s *sparseBlocks) giveBack(keys []string, scan bool) {
 // ("rewrite-before-commit:N", "rewrite-after-commit:N").
 var rewriteCommits atomic.Int64
 
-// Bounds of the rewrite's work: the rows of one merged block, and the rows
-// and blocks of one batch (one key-lock hold, one fsync).
+// Bounds of the rewrite's work: the live rows of one merged block, the
+// blocks read for one merge (decoded at once), and the rows written and
+// blocks read by one batch (one key-lock hold, one fsync).
 const (
-	maxMergedRows = 1 << 13
-	maxBatchRows  = 1 << 16
-	maxBatchUnits = 256
+	maxMergedRows   = 1 << 13
+	maxMergeBlocks  = 128
+	maxBatchRows    = 1 << 16
+	maxBatchMembers = 512
 )
 
 // RewriteSparseBlocks rewrites the table's sparse blocks (at least three
@@ -188,9 +190,13 @@ func (t *Table) RewriteSparseBlocks(ctx context.Context, mergeBelow uint64) (blo
 	return blocks, nil
 }
 
+// rewriteBuiltHook, when set (tests only), runs in a rewrite after it
+// built its batch, before the commit: a test queries and appends there.
+var rewriteBuiltHook func()
+
 // rewriteUnits groups sparse blocks (dead keys, in order) into units, each
 // rewritten into one block: one block at or above mergeBelow, or the
-// blocks below it of one partition and time bucket.
+// blocks below it of one partition and time bucket (up to maxMergeBlocks).
 func (t *Table) rewriteUnits(keys []string, mergeBelow uint64) [][]string {
 	var units [][]string
 	var group []string
@@ -203,7 +209,7 @@ func (t *Table) rewriteUnits(keys []string, mergeBelow uint64) [][]string {
 			continue
 		}
 		bucket := floorTime(minTime, t.span)
-		if len(group) > 0 && (hash != gHash || bucket != gBucket) {
+		if len(group) > 0 && (hash != gHash || bucket != gBucket || len(group) >= maxMergeBlocks) {
 			units = append(units, group)
 			group = nil
 		}
@@ -240,8 +246,8 @@ func (t *Table) rewriteBatch(ctx context.Context, units [][]string) (blocks, don
 	defer b.Close()
 	moved := map[string]*keyState{}
 	var dropped []string
-	rows := 0
-	for done < len(units) && done < maxBatchUnits && rows < maxBatchRows {
+	rows, read := 0, 0
+	for done < len(units) && read < maxBatchMembers && rows < maxBatchRows {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, err
 		}
@@ -250,6 +256,7 @@ func (t *Table) rewriteBatch(ctx context.Context, units [][]string) (blocks, don
 			return 0, 0, wrapRewrite(t, err)
 		}
 		done++
+		read += len(units[done-1])
 		for _, out := range mergeRuns(members) {
 			n, err := t.writeMerged(snap, b, out, moved)
 			if err != nil {
@@ -264,6 +271,9 @@ func (t *Table) rewriteBatch(ctx context.Context, units [][]string) (blocks, don
 	}
 	if blocks == 0 {
 		return 0, done, nil
+	}
+	if rewriteBuiltHook != nil {
+		rewriteBuiltHook()
 	}
 	n := rewriteCommits.Add(1)
 	fault("rewrite-before-commit", n)

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -349,4 +350,69 @@ func TestKeyedRewriteKill9(t *testing.T) {
 			wantState(t, tb, stateOf(100, func(int) int64 { return 3 }))
 		})
 	}
+}
+
+// TestKeyedRewriteExcludesAppends forces both orders of a rewrite and an
+// append through hooks: an append waits while a rewrite holds the key lock
+// (queries and lookups meanwhile see the blocks before it), and a rewrite
+// waits while an append resolves its keys; the block the append made
+// sparse is rewritten by the next pass.
+func TestKeyedRewriteExcludesAppends(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := sparseTable(t, s)
+	rewrite(t, tb, 0)
+	appendRows(t, tb, versions(0, 100, 1)...)
+	appendRows(t, tb, versions(0, 80, 2)...)
+	before := stateOf(100, func(int) int64 { return 1 }, func(i int) int64 {
+		if i < 80 {
+			return 2
+		}
+		return 0
+	})
+	var during error
+	hooked := 0
+	rewriteBuiltHook = func() {
+		hooked++
+		wantBlocks(t, tb, []int{100, 80}, 1) // not committed yet
+		wantState(t, tb, before)
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		during = tb.Append(wctx, versions(80, 100, 3))
+	}
+	defer func() { rewriteBuiltHook = nil }()
+	rewrite(t, tb, 1)
+	rewriteBuiltHook = nil
+	if hooked != 1 || !errors.Is(during, context.DeadlineExceeded) {
+		t.Fatalf("an append during a rewrite (%d hooks): %v, want it to wait (deadline exceeded)", hooked, during)
+	}
+	wantBlocks(t, tb, []int{20, 80}, 0)
+	wantState(t, tb, before)
+
+	var rewriting error
+	appendRows(t, tb, versions(0, 70, 3)...) // the 80-row block: 87.5 % dead, noted
+	keyedLoadedHook = func(*Table) {
+		keyedLoadedHook = nil
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		_, rewriting = tb.RewriteSparseBlocks(wctx, 0)
+	}
+	defer func() { keyedLoadedHook = nil }()
+	appendRows(t, tb, versions(80, 90, 4)...)
+	if !errors.Is(rewriting, context.DeadlineExceeded) {
+		t.Fatalf("a rewrite during an append's resolution: %v, want it to wait (deadline exceeded)", rewriting)
+	}
+	rewrite(t, tb, 1) // the block noted before is noted still
+	wantBlocks(t, tb, []int{20, 10, 70, 10}, 1)
+	wantState(t, tb, stateOf(100, func(i int) int64 { return before[fmt.Sprint(i)] }, func(i int) int64 {
+		switch {
+		case i < 70:
+			return 3
+		case i >= 80 && i < 90:
+			return 4
+		}
+		return 0
+	}))
 }
