@@ -303,6 +303,13 @@ func (c *Compactor) retain(ctx context.Context, wm time.Time, mark uint64, remov
 	if _, err := c.t.DeleteBlocks(ctx, wm, mark-1); err != nil {
 		return fmt.Errorf("coldtier: remove committed rows of %s: %w", c.t.Name(), err)
 	}
+	if c.keyed {
+		// A key whose row was in a deleted block still points there, and
+		// its next change marks that row dead: such marks go too.
+		if _, err := c.t.DeleteMarksBefore(ctx, wm, mark-1); err != nil {
+			return fmt.Errorf("coldtier: remove committed rows of %s: %w", c.t.Name(), err)
+		}
+	}
 	return nil
 }
 

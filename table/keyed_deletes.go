@@ -322,3 +322,64 @@ func (t *Table) scanView(ctx context.Context, q Query, seqFrom, seqLimit uint64,
 	d := s.driver()
 	return d.finish(t.scanBlocks(ctx, p, d))
 }
+
+// DeleteMarksBefore deletes the dead-row marks of a keyed table that name
+// blocks DeleteBlocks(before, maxSeq) deleted (time bucket ending at or
+// before before, sequence at most maxSeq), in one synced batch, and
+// returns how many. DeleteBlocks deletes a block's mark with it, but a
+// key's index entry still points at its row in the deleted block (the key
+// index is not swept), so a later change of the key marks that row dead
+// again: a mark of a block that is gone, which this finds. A cold tier
+// that deletes committed blocks calls it after each deletion; it is
+// idempotent.
+func (t *Table) DeleteMarksBefore(ctx context.Context, before time.Time, maxSeq uint64) (int, error) {
+	if t.key == nil || before.Year() < 1678 {
+		return 0, nil
+	}
+	release, err := t.store.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	ns := int64(math.MaxInt64)
+	if before.Year() < 2262 {
+		ns = before.UnixNano()
+	}
+	cut := floorTime(ns, t.span)
+	lo, hi := deadBounds(t.id)
+	it, err := t.store.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	defer it.Close()
+	b := t.store.db.NewBatch()
+	defer b.Close()
+	n := 0
+	var bk []byte
+	for it.First(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		bk = append(append(bk[:0], prefixBlock), it.Key()[1:]...)
+		_, _, minTime, seq, ok := parseBlockKey(bk)
+		if !ok {
+			return 0, &CorruptionError{Key: slices.Clone(it.Key()), Reason: "not a dead-row mark key"}
+		}
+		if minTime < cut && seq <= maxSeq {
+			if err := b.Delete(it.Key(), nil); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("table %s: read dead-row marks: %w", t.name, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := t.store.commitSync(b, true); err != nil {
+		return 0, fmt.Errorf("table %s: delete the marks of deleted blocks: %w", t.name, err)
+	}
+	return n, nil
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // keysOf lists what f walks (DeletedKeys, ChangedKeys) as "id/n" texts,
@@ -141,4 +143,54 @@ func TestKeyedDeleteLog(t *testing.T) {
 	if got, want := deleted(0, 0), []string{"bb/2", "ccc/3"}; !slices.Equal(got, want) {
 		t.Errorf("after a reopen: %v, want %v", got, want)
 	}
+}
+
+// countMarks is the number of dead-row marks the table's store holds.
+func countMarks(t *testing.T, tb *Table) int {
+	t.Helper()
+	lo, hi := deadBounds(tb.id)
+	it, err := tb.store.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	return n
+}
+
+// TestKeyedMarksOfDeletedBlocks: after DeleteBlocks removed committed
+// blocks, an update of a key whose row was in one marks that row dead
+// again (the key index still points there); DeleteMarksBefore deletes
+// those marks and leaves the marks of blocks still stored.
+func TestKeyedMarksOfDeletedBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := keyedTable(t, s, Config{})
+	appendRows(t, tb, up("a", 1), up("b", 1), up("c", 1))
+	_, _, limit, _, err := tb.SeqRange(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := t0.Add(24 * time.Hour)
+	if _, err := tb.DeleteBlocks(ctx, cut, limit-1); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tb, up("a", 2), up("b", 2)) // mark the rows of the deleted block
+	appendRows(t, tb, up("a", 3))             // and a row of a block still stored
+	// a, b and c are in partitions (dev) of their own.
+	if n := countMarks(t, tb); n != 3 {
+		t.Fatalf("%d marks, want 3: of the deleted blocks of a and b, of a's stored block", n)
+	}
+	deleted, err := tb.DeleteMarksBefore(ctx, cut, limit-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 2 || countMarks(t, tb) != 1 {
+		t.Errorf("deleted %d marks, %d left; want 2 and the stored block's 1", deleted, countMarks(t, tb))
+	}
+	wantState(t, tb, map[string]int64{"a": 3, "b": 2})
 }
