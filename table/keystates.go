@@ -50,6 +50,10 @@ func (t *Table) KeyStates(ctx context.Context, withLive bool, fn func(KeyState) 
 				return err
 			}
 		}
+		// Most entries are live: the flags byte skips them undecoded.
+		if v := it.Value(); !withLive && len(v) > 0 && v[0]&entryLive != 0 {
+			continue
+		}
 		s, err := decodeEntry(it.Key(), it.Value())
 		if err != nil {
 			return fmt.Errorf("table %s: key states: %w", t.name, err)

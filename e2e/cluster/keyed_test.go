@@ -47,13 +47,13 @@ func keyedNodes(t *testing.T, n int, broker, topic, group string) []*node {
 		if keyedIceberg {
 			compact = fmt.Sprintf(`
     compact:
+      interval: 2s
       after: 1h
       iceberg:
         warehouse: %s
         catalog: {uri: %q}
         node: %s
         continuous: true
-        interval: 2s
         orphan_interval: -1s
         maintain: {interval: -1s}
 `, filepath.Join(dir, "warehouse"), filepath.Join(dir, "catalog.db"), nd.Name)
