@@ -116,7 +116,7 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 		emitted := 0
 		switch {
 		case tbl == nil || hotOnly:
-		case hidden != nil:
+		case len(hidden) > 0:
 			if emitted, err = c.coldValuesHiding(ctx, tbl, q, cols, hidden, emit); err != nil {
 				return err
 			}
