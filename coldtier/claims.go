@@ -353,6 +353,17 @@ func visible(cols []table.Column) []table.Column {
 	return out
 }
 
+// sourceColumns are the source columns of cols, the batch's first.
+func sourceColumns(cols []table.Column) []table.Column {
+	var out []table.Column
+	for _, name := range []string{table.SourceBatchColumn, table.SourceOffsetColumn} {
+		if i := slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == name }); i >= 0 {
+			out = append(out, cols[i])
+		}
+	}
+	return out
+}
+
 // hasSourceColumns reports whether cols has both source columns.
 func hasSourceColumns(cols []table.Column) bool {
 	n := 0

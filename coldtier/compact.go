@@ -332,6 +332,13 @@ const maxRewrites = 5
 func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel rowSel, st Stats) (Stats, error) {
 	cols := c.t.Schema()
 	written := visible(cols)
+	if c.keyed && hasSourceColumns(cols) {
+		// A keyed table's rows carry their source position into Iceberg:
+		// the cold key index orders two rows of a key by it, since the
+		// later commit (another node's, after a rebalance) need not be the
+		// later change (docs/upserts.md, "Across nodes").
+		written = append(written, sourceColumns(cols)...)
+	}
 	for attempt := 0; ; attempt++ {
 		tx, tbl, started, err := c.begin(ctx, p, written)
 		if err != nil {
@@ -360,6 +367,14 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 		var rk *runKeys
 		if c.keyed && c.runDeletes == nil {
 			rk = newRunKeys(c.t.PrimaryKey(), written)
+			if hasSourceColumns(written) {
+				// The rows of keys another node committed a later change
+				// of are left out (addRows): the index at this attempt's
+				// snapshot, which the commit pins.
+				if rk.table, err = c.keyIndexAt(ctx, tbl, c.t.PrimaryKey()); err != nil {
+					return st, fmt.Errorf("coldtier: table %s: key index: %w", c.t.Name(), err)
+				}
+			}
 			sel.keys = rk
 		}
 		files, err := c.writeFiles(ctx, tx, written, from, to, sel, &st)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,7 +288,15 @@ type runKeys struct {
 	keyCols []string
 	types   map[string]table.Type // the Iceberg columns' sluice types
 	mu      sync.Mutex
-	keys    map[string]struct{}
+	// keys are the keys with the source position of the run's row of
+	// each (the zero sourcePos for a delete or a row without one).
+	keys map[string]sourcePos
+	// table is the key index at the snapshot the run's attempt started
+	// from, when the run writes source positions: a row of the store
+	// whose key the table holds a later change of is not written.
+	table *keyIndex
+	// skipped counts those rows.
+	skipped int64
 }
 
 func newRunKeys(keyCols []string, schema []table.Column) *runKeys {
@@ -295,35 +304,66 @@ func newRunKeys(keyCols []string, schema []table.Column) *runKeys {
 	for _, c := range schema {
 		types[c.Name] = c.Type
 	}
-	return &runKeys{keyCols: keyCols, types: types, keys: map[string]struct{}{}}
+	return &runKeys{keyCols: keyCols, types: types, keys: map[string]sourcePos{}}
 }
 
-// addRows adds the keys of rows of blk, whose vectors are cols'.
-func (k *runKeys) addRows(cols []table.Column, blk *table.BlockRows, rows []int32) error {
+// addRows adds the keys of rows of blk, whose vectors are cols', and
+// returns the rows to write: rows less those whose key the Iceberg table
+// holds a later change of (another node committed it first, after a
+// rebalance moved the key's partition), which must not come back.
+func (k *runKeys) addRows(cols []table.Column, blk *table.BlockRows, rows []int32) ([]int32, error) {
 	at := make([]int, len(k.keyCols))
 	for i, name := range k.keyCols {
 		at[i] = slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == name })
 		if at[i] < 0 {
-			return fmt.Errorf("key column %q is not written", name)
+			return nil, fmt.Errorf("key column %q is not written", name)
 		}
 	}
+	var out []int32 // nil until a row is left out
+	// The source columns, when the run writes them (a keyed table fed by
+	// a stream source): each key's position orders it against the row the
+	// Iceberg table holds, which another node may have committed.
+	batchAt := slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == table.SourceBatchColumn })
+	offsetAt := slices.IndexFunc(cols, func(c table.Column) bool { return c.Name == table.SourceOffsetColumn })
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var buf []byte
-	for _, r := range rows {
+	for j, r := range rows {
 		buf = buf[:0]
 		for _, i := range at {
 			v, err := vectorValue(cols[i].Type, &blk.Cols[i], r)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if buf, err = appendKey(buf, v); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		k.keys[string(buf)] = struct{}{}
+		var pos sourcePos
+		if batchAt >= 0 && offsetAt >= 0 {
+			tags, offs := &blk.Cols[batchAt], &blk.Cols[offsetAt]
+			if !tags.Null(r) && !offs.Null(r) && offs.Type == table.Int64 && (tags.Type == table.String || tags.Type == table.JSON) {
+				if i := strings.LastIndexByte(tags.Strs[r], '@'); i > 0 {
+					pos = sourcePos{partition: strings.Clone(tags.Strs[r][:i]), offset: offs.Ints[r]}
+				}
+			}
+		}
+		if k.table != nil && k.table.laterThan(buf, pos) {
+			if out == nil {
+				out = append(make([]int32, 0, len(rows)), rows[:j]...)
+			}
+			k.skipped++
+			continue
+		}
+		if out != nil {
+			out = append(out, r)
+		}
+		k.keys[string(buf)] = pos
 	}
-	return nil
+	if out == nil {
+		return rows, nil
+	}
+	return out, nil
 }
 
 // addValues adds a key given by its values (in keyCols' order, as a query
@@ -334,18 +374,22 @@ func (k *runKeys) addValues(vals []any) error {
 		return err
 	}
 	k.mu.Lock()
-	k.keys[string(key)] = struct{}{}
+	if _, ok := k.keys[string(key)]; !ok {
+		// A key the run writes a row of keeps that row's position: the
+		// delete log's record is older (the row is the key's state).
+		k.keys[string(key)] = sourcePos{}
+	}
 	k.mu.Unlock()
 	return nil
 }
 
-// list is the keys collected.
-func (k *runKeys) list() [][]byte {
+// list is the keys collected, with the position of the run's row of each.
+func (k *runKeys) list() []runKey {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make([][]byte, 0, len(k.keys))
-	for key := range k.keys {
-		out = append(out, []byte(key))
+	out := make([]runKey, 0, len(k.keys))
+	for key, pos := range k.keys {
+		out = append(out, runKey{key: []byte(key), partition: pos.partition, offset: pos.offset, positioned: pos.partition != ""})
 	}
 	return out
 }
@@ -413,7 +457,7 @@ func (c *Compactor) runKeyedDeletes(ctx context.Context, tbl *itable.Table, rk *
 	if err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addValues); err != nil {
 		return nil, err
 	}
-	return c.keyedDeletes(rk.keyCols, rk.list)(ctx, tbl)
+	return c.keyedDeletesAt(rk.keyCols, rk.list)(ctx, tbl)
 }
 
 // hiddenKeys are the encoded keys whose Iceberg rows a two-tier query of a

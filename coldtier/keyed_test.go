@@ -508,3 +508,62 @@ func TestKeyedKill9(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedLaterChangeCommittedFirst: two nodes hold changes of the same
+// keys from one source partition (a rebalance moved it from node a to
+// node b), and b commits its later changes before a commits its older
+// ones. a's run must neither delete b's rows (the later changes) nor write
+// its own (they would be a second, older row of each key): after both
+// runs every engine reads b's rows, once each, and only an upsert after
+// them replaces them.
+func TestKeyedLaterChangeCommittedFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	shared := testConfig(t, dir, "keyed-later-first")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var nodes [2]*coldtier.Compactor
+	var tables [2]*table.Table
+	for i, name := range []string{"a", "b"} {
+		nodeDir := filepath.Join(dir, name)
+		st, tb := openKeyedTable(t, nodeDir)
+		defer st.Close()
+		cfg := shared
+		cfg.Node, cfg.StateDir = name, nodeDir
+		c, err := coldtier.Open(ctx, cfg, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		nodes[i], tables[i] = c, tb
+	}
+	older, later := keyState{}, keyState{}
+	offA, offB := new(int64), new(int64)
+	*offB = 100
+	older.upsert(t, tables[0], span(0, 10), "older", offA)
+	later.upsert(t, tables[1], span(0, 10), "later", offB)
+
+	run := func(node int) coldtier.Stats {
+		t.Helper()
+		stats, err := nodes[node].Compact(ctx, time.Now(), coldtier.Options{Continuous: true})
+		if err != nil {
+			t.Fatalf("node %d: %v", node, err)
+		}
+		return stats
+	}
+	run(1)
+	checkEngines(t, shared, "after b's run", later)
+	if stats := run(0); stats.Rows != 0 || stats.Deleted != 0 {
+		t.Errorf("a's run of changes older than the table's wrote %d rows and deleted %d, want none", stats.Rows, stats.Deleted)
+	}
+	checkEngines(t, shared, "after a's run of older changes", later)
+	checkSluice(t, nodes[1], "b, after a's run", later)
+
+	// A later change through a still replaces b's rows.
+	*offA = 200
+	later.upsert(t, tables[0], span(0, 3), "latest", offA)
+	if stats := run(0); stats.Rows != 3 || stats.Deleted != 3 {
+		t.Errorf("a's run of three later changes wrote %d rows and deleted %d, want 3 and 3", stats.Rows, stats.Deleted)
+	}
+	checkEngines(t, shared, "after a's run of later changes", later)
+}

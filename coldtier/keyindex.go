@@ -643,36 +643,54 @@ func (c *Compactor) keyedDeletes(keyCols []string, keys func() [][]byte) deleteS
 // deletes the newer row.
 func (c *Compactor) keyedDeletesAt(keyCols []string, keys func() []runKey) deleteSource {
 	return func(ctx context.Context, tbl *itable.Table) ([]rowRef, error) {
-		ix := c.keyIdx
-		var current int64
-		if s := tbl.CurrentSnapshot(); s != nil {
-			current = s.SnapshotID
-		}
-		switch {
-		case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot == current:
-		case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot != 0:
-			ok, err := ix.update(ctx, tbl)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				ix = nil
-			}
-		default:
-			ix = nil
-		}
-		if ix == nil {
-			var err error
-			c.keyIdx = nil
-			if ix, _, err = openKeyIndex(ctx, tbl, keyCols, c.keyIndexPath()); err != nil {
-				return nil, err
-			}
-		} else if err := ix.save(c.keyIndexPath()); err != nil {
+		ix, err := c.keyIndexAt(ctx, tbl, keyCols)
+		if err != nil {
 			return nil, err
 		}
-		c.keyIdx = ix
 		return ix.deletesFor(keys()), nil
 	}
+}
+
+// keyIndexAt is the key index of tbl's current snapshot: the one kept in
+// memory brought up to date, or the one saved, or one built whole.
+func (c *Compactor) keyIndexAt(ctx context.Context, tbl *itable.Table, keyCols []string) (*keyIndex, error) {
+	ix := c.keyIdx
+	var current int64
+	if s := tbl.CurrentSnapshot(); s != nil {
+		current = s.SnapshotID
+	}
+	switch {
+	case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot == current:
+		return ix, nil
+	case ix != nil && slices.Equal(ix.keyCols, keyCols) && ix.snapshot != 0:
+		ok, err := ix.update(ctx, tbl)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			ix = nil
+		}
+	default:
+		ix = nil
+	}
+	if ix == nil {
+		var err error
+		c.keyIdx = nil
+		if ix, _, err = openKeyIndex(ctx, tbl, keyCols, c.keyIndexPath()); err != nil {
+			return nil, err
+		}
+	} else if err := ix.save(c.keyIndexPath()); err != nil {
+		return nil, err
+	}
+	c.keyIdx = ix
+	return ix, nil
+}
+
+// laterThan reports whether the table's row of key is a later change than
+// one at pos: the same source partition, a higher offset.
+func (ix *keyIndex) laterThan(key []byte, pos sourcePos) bool {
+	loc, ok := ix.keys[string(key)]
+	return ok && pos.partition != "" && loc.part != 0 && ix.parts[loc.part] == pos.partition && loc.off > pos.offset
 }
 
 // keyIndexPath is where the key index of c's table is kept.

@@ -109,8 +109,12 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	if sel.claims != nil {
-		// The source columns are read after the written ones, to filter.
+	// The claims filter on the source columns: read after the written
+	// ones, unless they are the last two written (a keyed table's).
+	srcAt := len(cols)
+	if n := len(cols); n >= 2 && cols[n-2].Name == table.SourceBatchColumn && cols[n-1].Name == table.SourceOffsetColumn {
+		srcAt = n - 2
+	} else if sel.claims != nil {
 		names = append(names, table.SourceBatchColumn, table.SourceOffsetColumn)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -153,11 +157,12 @@ func newRowReaderSchema(ctx context.Context, t *table.Table, cols []table.Column
 		err := t.QueryBlocksSeqs(ctx, table.Query{From: from, To: to, Columns: names, ByKey: byKey}, sel.seqFrom, sel.seqLimit, workers, func(_ []table.Column, blk *table.BlockRows) error {
 			rows := blk.Rows
 			if sel.claims != nil {
-				keep = sel.keep(blk, len(cols), keep[:0], &tag)
+				keep = sel.keep(blk, srcAt, keep[:0], &tag)
 				rows = keep
 			}
 			if sel.keys != nil {
-				if err := sel.keys.addRows(cols, blk, rows); err != nil {
+				var err error
+				if rows, err = sel.keys.addRows(cols, blk, rows); err != nil {
 					return err
 				}
 			}
