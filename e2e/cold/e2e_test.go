@@ -118,9 +118,15 @@ func metric(t *testing.T, base, name string) string {
 // before and after, returns each row exactly once, with the same values
 // (the event times are whole microseconds, the cold tier's unit), and the
 // next compaction finishes the work.
+//
+// The two steps run in parallel: each has its own directory, port, prefix
+// in the bucket and node (whose fault point is in its own environment).
 func TestServerKill9DuringCompaction(t *testing.T) {
 	for _, step := range []string{"after-upload", "after-commit"} {
-		t.Run(step, func(t *testing.T) { testServerKill9(t, step) })
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			testServerKill9(t, step)
+		})
 	}
 }
 

@@ -55,6 +55,9 @@ var ErrExited = errors.New("testnode: node exited")
 // tiers and formats, until SIGTERM.
 func Child() {
 	if path := os.Getenv(childEnv); path != "" {
+		// Not left for the config to read: it takes SLUICE_* variables
+		// as overrides and warns of one that matches no key.
+		os.Unsetenv(childEnv)
 		os.Exit(serve(path))
 	}
 }
