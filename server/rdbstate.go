@@ -96,6 +96,10 @@ func (st *rdbState) position(rows []ingest.Row) {
 // finish deletes the keys the snapshot does not hold and records it as the
 // table's state; checksum is the snapshot's stored CRC64 (0: none).
 func (st *rdbState) finish(ctx context.Context, checksum uint64, batch int) (deleted int64, err error) {
+	if st.source == "" {
+		// begin never ran: without a generation every key would look absent.
+		return 0, fmt.Errorf("table %s: mode %s: the snapshot's header was not read", st.table.Name(), RDBState)
+	}
 	rec := st.record
 	if rec.Done == st.generation && rec.Checksum != 0 && checksum != 0 && rec.Checksum != checksum {
 		return 0, fmt.Errorf("table %s: generation %d (checksum %016x): %w (checksum %016x); ingest this snapshot with a larger generation",

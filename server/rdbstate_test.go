@@ -324,6 +324,11 @@ func TestRDBStateFollowsSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap4 := saveSnapshot(t, srv)
+	// A snapshot of which no key is selected still has its generation (its
+	// ctime) checked: older than the test's generations.
+	if code, res := ingestState(snap4, "db=5"); code != 409 {
+		t.Fatalf("a snapshot with no key selected, generation its ctime: %d %v, want 409", code, res)
+	}
 	code, res = ingestState(snap4, "generation="+strconv.FormatInt(int64(gen1)+30, 10))
 	if code != 200 || res["deleted"] != float64(len(state3)) {
 		t.Fatalf("empty snapshot: %d %v, want %d deleted", code, res, len(state3))
