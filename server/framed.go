@@ -219,3 +219,22 @@ func (s *Server) ingestFramed(ctx context.Context, ts *tableState, r io.Reader, 
 	}
 	return res, d, err
 }
+
+// IngestFramedSource is IngestSource for a file (or URL) of framed
+// messages in the Schema Registry format (FormatAvro, ...): `sluice
+// ingest --format avro-framed`, every batchRows rows durable on their own.
+func (s *Server) IngestFramedSource(ctx context.Context, tableName, src, format string, batchRows int) (ingest.Result, error) {
+	rc, err := OpenSource(ctx, src)
+	if err != nil {
+		return ingest.Result{}, err
+	}
+	defer rc.Close()
+	if batchRows <= 0 {
+		batchRows = 10000
+	}
+	res, err := s.Ingest(ctx, tableName, rc, IngestOptions{Registry: format, BatchRows: batchRows, Origin: "file " + src})
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", src, err)
+	}
+	return res, nil
+}

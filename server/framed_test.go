@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +196,11 @@ tables:
     sortBy: ts
     on_bad_line: skip
     schema_registry: {urls: [%s], timeout: 2s}
-`, reg.URL), "")
+  - name: files
+    sortBy: ts
+    on_bad_line: skip
+    schema_registry: {urls: [%s]}
+`, reg.URL, reg.URL), "")
 	// Two rows, and the forged message a dead letter; id 2 is not cached.
 	code, res, _ := post(t, s.url+"/v1/tables/events/rows", ContentTypeAvroFramed, bytes.NewReader(frame(msgs[0], forged)))
 	if code != http.StatusOK || res["accepted"] != 1.0 {
@@ -240,5 +246,23 @@ tables:
 	}
 	for id := 1; id <= 3; id++ {
 		checkFramedRow(t, rows[id], id)
+	}
+
+	// A file of frames (sluice ingest --format avro-framed), a batch a
+	// row: the good messages stored, the bad one a dead letter of the file.
+	file := filepath.Join(t.TempDir(), "events.framed")
+	if err := os.WriteFile(file, frame(msgs[0], []byte{0, 0, 0}, msgs[2]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := s.IngestFramedSource(ctx, "files", file, "avro", 1)
+	if err != nil || fr.Accepted != 2 || fr.Failed != 1 {
+		t.Fatalf("framed file: %+v %v; want 2 rows and 1 bad message", fr, err)
+	}
+	if got := framedRows(t, s.url, "files"); len(got) != 2 || got[1] == nil || got[3] == nil {
+		t.Fatalf("framed file's rows: %v, want ids 1 and 3", got)
+	}
+	_, out := get(t, s.url+"/v1/tables/files_deadletter/query?columns=origin,line,format&format=ndjson")
+	if dl := lines(out); len(dl) != 1 || dl[0]["origin"] != "file "+file || dl[0]["line"] != 2.0 {
+		t.Fatalf("framed file's dead letters: %s, want frame 2 of file %s", out, file)
 	}
 }

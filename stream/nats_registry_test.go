@@ -115,6 +115,9 @@ func TestNATSAvroFromRegistry(t *testing.T) {
 	var reasons []string
 	for _, d := range queryRows(t, nd, "events_deadletter") {
 		reasons = append(reasons, fmt.Sprint(d["error"]))
+		if f, _ := d["format"].(string); !strings.HasPrefix(f, "avro") {
+			t.Errorf("dead letter %v: format %q, want avro (replay decodes it with the registry)", d, f)
+		}
 		if o, _ := d["origin"].(string); !strings.HasPrefix(o, fmt.Sprintf("nats %s %s#", streamName, subject)) {
 			t.Errorf("dead letter %v: origin %q does not name the stream and its sequence", d, o)
 		}

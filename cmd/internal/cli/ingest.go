@@ -57,6 +57,12 @@ func ingestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Framed Schema Registry messages are decoded with the table's
+			// registry, which only the store's side knows.
+			framed := server.FramedFormat(formatType(format))
+			if framed != "" && serverURL != "" {
+				return fmt.Errorf("--format %s: not with --server: post the file as it is (Content-Type %s, docs/streams.md), or ingest it straight into the store", format, formatType(format))
+			}
 			if serverURL != "" {
 				c, err := cf.client(string(serverURL), cmd.ErrOrStderr())
 				if err != nil {
@@ -103,6 +109,14 @@ func ingestCmd() *cobra.Command {
 			}
 			defer s.Close()
 			for _, src := range args {
+				if framed != "" {
+					res, err := s.IngestFramedSource(ctx, tableName, src, framed, batch)
+					if err != nil {
+						return ingestFailed(res, err)
+					}
+					report(cmd.OutOrStdout(), src, res)
+					continue
+				}
 				if f, err := formatOf(src); err != nil {
 					return err
 				} else if f == ingest.RDB {
@@ -130,7 +144,7 @@ func ingestCmd() *cobra.Command {
 	cf.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", "sluice.yaml", "server config (without --server)")
 	cmd.Flags().StringVar(&data, "data", "", "storage directory (without --server; default: the config's storage.dir)")
-	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv, parquet or rdb (default: by file extension; .rdb is rdb)")
+	cmd.Flags().StringVar(&format, "format", "", "ndjson, json, csv, parquet, rdb, or avro-framed, protobuf-framed, json-schema-framed (Schema Registry messages, each after its 4-byte length, decoded with the table's schema_registry) (default: by file extension; .rdb is rdb)")
 	cmd.Flags().StringVar(&onBad, "on-bad-line", "reject", "reject or skip (with --server; otherwise the table's on_bad_line)")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per batch")
 	rf.register(cmd)
@@ -147,6 +161,12 @@ func formatType(f string) string {
 		return "application/vnd.apache.parquet"
 	case "rdb":
 		return ingest.RDBContentType
+	case "avro-framed":
+		return server.ContentTypeAvroFramed
+	case "protobuf-framed":
+		return server.ContentTypeProtobufFramed
+	case "json-schema-framed":
+		return server.ContentTypeJSONSchemaFramed
 	}
 	return "application/x-ndjson"
 }
