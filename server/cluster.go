@@ -2,10 +2,8 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,17 +20,6 @@ import (
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
-)
-
-// The headers of a cluster query (docs/cluster.md).
-const (
-	// headerCoordinator carries the coordinating node's id on the requests
-	// it sends to every member.
-	headerCoordinator = "Sluice-Coordinator"
-	// headerMissing lists the nodes a partial answer lacks: in the header
-	// the nodes that failed before the answer started, in the trailer all
-	// of them, with those that failed in the middle of theirs.
-	headerMissing = "Sluice-Missing-Nodes"
 )
 
 // beforeOwnPart, when a test sets it, runs on a coordinator after every
@@ -171,22 +158,22 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// start reading the member's answer. Until then the heartbeats are the
 	// member's sign that we are alive: a member waiting for its turn
 	// behind another's answer is not cut off, a stopped coordinator's
-	// members are (stall.go).
+	// members are (cluster.WatchStall).
 	queryDone := make(chan struct{})
 	defer close(queryDone)
-	beats := &heartbeat{}
-	go beats.run(max(s.readerTimeout()/4, time.Millisecond), queryDone)
+	beats := &cluster.Heartbeat{}
+	go beats.Run(max(s.readerTimeout()/4, time.Millisecond), queryDone)
 	var bodiesMu sync.Mutex
-	bodies := map[string]*memberBody{}
+	bodies := map[string]*cluster.MemberBody{}
 	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		mb := newMemberBody(ctx, body, queryDone)
+		mb := cluster.NewMemberBody(ctx, body, queryDone)
 		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", mb)
 		if err != nil {
 			return nil, err
 		}
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(headerCoordinator, s.nodeID)
-		beats.add(mb)
+		r.Header.Set(cluster.HeaderCoordinator, s.nodeID)
+		beats.Add(mb)
 		bodiesMu.Lock()
 		bodies[node] = mb
 		bodiesMu.Unlock()
@@ -214,13 +201,13 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	start := func() {
 		setContentType(w, format)
-		w.Header().Set(headerAsked, strings.Join(nodes, ","))
-		w.Header().Set("Trailer", headerMissing)
+		w.Header().Set(cluster.HeaderAsked, strings.Join(nodes, ","))
+		w.Header().Set("Trailer", cluster.HeaderMissing)
 		if isEncoded {
 			w.Header().Add("Trailer", cluster.TrailerError)
 		}
 		if len(missing) > 0 {
-			w.Header().Set(headerMissing, strings.Join(missing, ","))
+			w.Header().Set(cluster.HeaderMissing, strings.Join(missing, ","))
 		}
 		w.WriteHeader(http.StatusOK)
 	}
@@ -251,7 +238,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	ownPart := func() {
 		release()
-		beats.markOwnPartRead()
+		beats.MarkOwnPartRead()
 		if hook := afterOwnPart.Load(); hook != nil {
 			(*hook)()
 		}
@@ -259,7 +246,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// turn ends a member's request body when its answer is read next.
 	turn := func(node string) {
 		if mb := bodies[node]; mb != nil {
-			mb.end()
+			mb.End()
 		}
 	}
 	if hook := beforeOwnPart.Load(); hook != nil {
@@ -267,7 +254,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	// The client's writes are bounded: a client that stops reading fails
 	// the query (and ends every hold) after the reader timeout.
-	client := deadlineWriter{w: w, rc: http.NewResponseController(w), limit: s.readerTimeout(), end: deadline(s.cfg.Limits.QueryTimeout)}
+	client := cluster.DeadlineWriter{W: w, RC: http.NewResponseController(w), Limit: s.readerTimeout(), End: deadline(s.cfg.Limits.QueryTimeout)}
 	if isEncoded {
 		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart, turn)
 		return
@@ -278,7 +265,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	if clientLeft(ctx, err) {
+	if cluster.ClientLeft(ctx, err) {
 		s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
 		return
 	}
@@ -301,12 +288,12 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		turn(a.Node)
 		var copied int
 		if format == "csv" {
-			copied, err = copyCSV(client, a, left)
+			copied, err = cluster.CopyCSV(client, a, left)
 		} else {
-			copied, err = copyLines(client, a, left)
+			copied, err = cluster.CopyLines(client, a, left)
 		}
 		n += copied
-		if clientLeft(ctx, err) {
+		if cluster.ClientLeft(ctx, err) {
 			// The client hung up or stopped reading: no member failed,
 			// and there is no one to tell.
 			s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
@@ -325,17 +312,8 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// The trailer lists every node the answer lacks (Go sends a declared
 	// trailer's value as it is when the handler returns).
 	if all := append(missing, late...); len(all) > 0 {
-		w.Header().Set(headerMissing, strings.Join(all, ","))
+		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
-}
-
-// clientLeft reports whether err ends a cluster query because its client
-// went: a write to it failed, or the request's context was canceled, which
-// net/http does when the client closes its connection (a member's answer
-// then fails to read with "context canceled", which is not the member's
-// failure).
-func clientLeft(ctx context.Context, err error) bool {
-	return err != nil && (errors.Is(err, errClientWrite) || errors.Is(context.Cause(ctx), context.Canceled))
 }
 
 // clusterQueryEncoded is clusterQuery's second half for a format of
@@ -359,7 +337,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	sw := &startWriter{w: client, start: start}
+	sw := &cluster.StartWriter{W: client, Start: start}
 	bw := bufio.NewWriterSize(sw, 64<<10)
 	enc, err := f.NewEncoder(bw, cols)
 	if err != nil {
@@ -373,7 +351,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		return enc.Row(vals)
 	})
 	ownPart()
-	if err != nil && !sw.started {
+	if err != nil && !sw.Started {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
@@ -395,7 +373,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		turn(a.Node)
 		copied, err := enc.Append(a, left)
 		n += copied
-		if clientLeft(ctx, err) {
+		if cluster.ClientLeft(ctx, err) {
 			// The client hung up or stopped reading: no member failed,
 			// and there is no one to tell.
 			s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
@@ -418,21 +396,21 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		fail(err)
 		return
 	}
-	if !sw.started {
+	if !sw.Started {
 		start()
 	}
 	if all := append(missing, late...); len(all) > 0 {
-		w.Header().Set(headerMissing, strings.Join(all, ","))
+		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
 }
 
 // shareOffsets gives each source offset held by this node's store or by
-// a member's (its answer's headerOffsets) to one of them, this node
+// a member's (its answer's cluster.HeaderOffsets) to one of them, this node
 // first, sends every member its share on its request body, and returns
 // this node's. A member that failed is left out: with partial, its share
 // is missing as its rows are.
 func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, answers []*cluster.Answer,
-	bodies map[string]*memberBody) (cluster.Offsets, error) {
+	bodies map[string]*cluster.MemberBody) (cluster.Offsets, error) {
 	q, err := req.tableQuery(ts.table)
 	if err != nil {
 		return nil, err
@@ -442,12 +420,12 @@ func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequ
 		return nil, err
 	}
 	held := []cluster.Offsets{own}
-	var members []*memberBody
+	var members []*cluster.MemberBody
 	for _, a := range answers {
 		if a.Err != nil || a.Header.Get("Content-Type") == "" { // failed, or 204: this node itself
 			continue
 		}
-		h, err := cluster.ParseOffsets(a.Header.Get(headerOffsets))
+		h, err := cluster.ParseOffsets(a.Header.Get(cluster.HeaderOffsets))
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", a.Node, err)
 		}
@@ -456,172 +434,15 @@ func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequ
 	}
 	keep := cluster.Assign(held)
 	for i, mb := range members {
-		mb.send([]byte(keep[i+1].String() + "\n"))
+		mb.SendShare(keep[i+1])
 	}
 	return keep[0], nil
 }
 
-// memberBody is the request body of a cluster query to a member: the
-// query, then the member's share of source offsets (one line), with
-// heartbeats (a space) while the coordinator works or reads other
-// members' answers, the mark (ownPartRead) once the coordinator has read
-// its own part, and its end when the coordinator starts reading this
-// member's answer (end) or the query ends (done); the request's context's
-// error when it ends first (the transport waits for the body's writer
-// before a cancelled request returns).
-type memberBody struct {
-	ctx     context.Context
-	done    <-chan struct{}
-	ended   chan struct{}
-	endOnce sync.Once
-	mu      sync.Mutex
-	pending []byte
-	wake    chan struct{}
-}
-
-// ownPartRead is the byte that tells a member the coordinator has read
-// its own part: the member's hold may end once its own rows are out.
-const ownPartRead = '.'
-
-func newMemberBody(ctx context.Context, query []byte, done <-chan struct{}) *memberBody {
-	return &memberBody{ctx: ctx, done: done, ended: make(chan struct{}), pending: bytes.Clone(query), wake: make(chan struct{}, 1)}
-}
-
-// end ends the body once what is pending is read.
-func (b *memberBody) end() { b.endOnce.Do(func() { close(b.ended) }) }
-
-// send queues p after what is pending.
-func (b *memberBody) send(p []byte) {
-	b.mu.Lock()
-	b.pending = append(b.pending, p...)
-	b.mu.Unlock()
-	b.notify()
-}
-
-// beat queues a heartbeat unless bytes are pending anyway.
-func (b *memberBody) beat() {
-	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.pending = append(b.pending, ' ')
+// readerTimeout is cluster.reader_timeout, or its default.
+func (s *Server) readerTimeout() time.Duration {
+	if t := s.cfg.Cluster.ReaderTimeout; t > 0 {
+		return t
 	}
-	b.mu.Unlock()
-	b.notify()
-}
-
-func (b *memberBody) notify() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (b *memberBody) Read(p []byte) (int, error) {
-	for {
-		b.mu.Lock()
-		if len(b.pending) > 0 {
-			n := copy(p, b.pending)
-			b.pending = b.pending[n:]
-			b.mu.Unlock()
-			return n, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-b.wake:
-		case <-b.ended:
-			b.mu.Lock()
-			left := len(b.pending)
-			b.mu.Unlock()
-			if left == 0 {
-				return 0, io.EOF
-			}
-		case <-b.done:
-			b.end()
-		case <-b.ctx.Done():
-			return 0, context.Cause(b.ctx)
-		}
-	}
-}
-
-// startWriter calls start before its first byte (an HTTP handler writes
-// its header there).
-type startWriter struct {
-	w       io.Writer
-	start   func()
-	started bool
-}
-
-func (sw *startWriter) Write(p []byte) (int, error) {
-	if !sw.started {
-		sw.started = true
-		sw.start()
-	}
-	return sw.w.Write(p)
-}
-
-// copyLines copies NDJSON lines from src to dst, at most max of them when
-// max ≥ 0 (JSON lines hold no raw newline, so a line is a row).
-func copyLines(dst io.Writer, src io.Reader, max int) (int, error) {
-	br := bufio.NewReaderSize(src, 64<<10)
-	bw := bufio.NewWriterSize(dst, 64<<10)
-	n := 0
-	for max < 0 || n < max {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			if _, werr := bw.Write(line); werr != nil {
-				return n, werr
-			}
-			if line[len(line)-1] == '\n' {
-				n++
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			bw.Flush()
-			return n, err
-		}
-	}
-	return n, bw.Flush()
-}
-
-// copyCSV copies CSV records from src to dst without src's header record,
-// at most max of them when max ≥ 0. It parses rather than counts lines: a
-// quoted field may hold a newline.
-func copyCSV(dst io.Writer, src io.Reader, max int) (int, error) {
-	r := csv.NewReader(bufio.NewReaderSize(src, 64<<10))
-	r.FieldsPerRecord = -1
-	r.ReuseRecord = true
-	bw := bufio.NewWriterSize(dst, 64<<10)
-	cw := csv.NewWriter(bw)
-	n := 0
-	if _, err := r.Read(); err != nil { // the header
-		if err == io.EOF {
-			return 0, nil
-		}
-		return 0, err
-	}
-	for max < 0 || n < max {
-		rec, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			cw.Flush()
-			bw.Flush()
-			return n, fmt.Errorf("csv: %w", err)
-		}
-		if err := cw.Write(rec); err != nil {
-			return n, err
-		}
-		n++
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return n, err
-	}
-	return n, bw.Flush()
+	return config.DefaultReaderTimeout
 }

@@ -24,9 +24,6 @@ import (
 // node's side (what it reports, and the gains it announces before storing
 // rows of a partition) and the coordinator's (which nodes a key query asks).
 
-// headerAsked lists the members a cluster query asked (this node aside).
-const headerAsked = "Sluice-Nodes-Asked"
-
 // The timing of key routing.
 const (
 	// routeLease is how long a coordinator routes on a node's report.
