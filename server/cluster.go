@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/keyroute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
@@ -72,7 +73,7 @@ type ClusterInfo struct {
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	info := ClusterInfo{Node: s.nodeID, Members: []string{}}
 	if s.router != nil {
-		h := s.router.holdings()
+		h := s.router.Holdings()
 		info.Routing = &h
 	}
 	// members=false: the routing polls want only the holdings (no DNS
@@ -86,6 +87,72 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 		info.Members = m
 	}
 	writeJSON(w, http.StatusOK, info)
+}
+
+// newKeyRouter makes the key routing of s's tables whose Kafka sources
+// are key_partitioned; nil when s has no cluster config or no such table.
+func (s *Server) newKeyRouter() *keyroute.Router {
+	if s.members == nil {
+		return nil
+	}
+	var tables []keyroute.Table
+	for _, n := range s.names {
+		ts := s.tables[n]
+		var rt *keyroute.Table
+		for _, sc := range ts.cfg.Sources {
+			if sc.Kafka == nil || !sc.Kafka.KeyPartitioned {
+				continue
+			}
+			if rt == nil {
+				rt = &keyroute.Table{Name: n, Rows: ts.table, Off: &ts.routingOff, SourceColumns: ts.cfg.Compact.Iceberg != nil}
+				for _, c := range ts.cfg.Schema {
+					if c.Name == ts.cfg.HashBy {
+						rt.KeyType = c.Type
+					}
+				}
+				rt.Conn, rt.ConnErr = kafkaConn(*sc.Kafka)
+			}
+			rt.Brokers = append(rt.Brokers, sc.Kafka.Brokers...)
+			rt.Topics = append(rt.Topics, sc.Kafka.Topics...)
+		}
+		if rt != nil {
+			tables = append(tables, *rt)
+		}
+	}
+	return keyroute.New(keyroute.Config{Node: s.nodeID, Members: s.members, Client: s.memberClient(keyroute.Lease / 2),
+		Store: s.store, Log: s.log, Tables: tables})
+}
+
+// handleHoldings is POST /v1/cluster/holdings: a member announces its
+// report; it is applied before the answer (the member stores rows of its
+// new partitions once every member answered).
+func (s *Server) handleHoldings(w http.ResponseWriter, r *http.Request) {
+	var h cluster.Holdings
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&h); err != nil {
+		writeError(w, http.StatusBadRequest, "holdings: "+err.Error())
+		return
+	}
+	// A report about node X is X's alone: a member reporting for another
+	// (empty holdings at a huge version) would make key queries skip X.
+	if p := principalOf(r); p != nil && p.Node() != h.Node {
+		s.audit.refused(r, p, "POST /v1/cluster/holdings", "", http.StatusForbidden, "a holdings report about another node")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("holdings: %s may report only its own holdings, not node %q's", p.Name, h.Node))
+		return
+	}
+	if s.router == nil {
+		writeError(w, http.StatusNotFound, "holdings: this node routes no table by key")
+		return
+	}
+	if !s.router.Announced(h) {
+		writeError(w, http.StatusConflict, "holdings: node "+h.Node+" has not answered this node's polls yet")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ingestRefused says why HTTP ingest into a routed table is refused.
+func ingestRefused(name string) string {
+	return fmt.Sprintf("table %q takes rows only from its key_partitioned Kafka sources: rows posted to a node would be where key queries do not look (docs/cluster.md, \"Key queries\")", name)
 }
 
 // clusterQuery answers req for the whole cluster: this node's answer (the
@@ -104,8 +171,8 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		return
 	}
 	// A key query asks only the nodes that may hold rows of its keys'
-	// partitions, when that is known (keyroute.go).
-	if asked, why := s.router.route(name, req, nodes); why == "" {
+	// partitions, when that is known (cluster/keyroute).
+	if asked, why := s.router.Route(name, req.Hash, nodes); why == "" {
 		nodes = asked
 	} else if s.router != nil && len(req.Hash) > 0 {
 		s.log.Debug("cluster query: asking every node", "table", name, "why", why)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/keyroute"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
@@ -106,9 +107,9 @@ type Server struct {
 	nodeID  string
 	members cluster.Members
 	fanout  *cluster.Fanout
-	// router routes key queries of key_partitioned tables (keyroute.go);
-	// nil when there are none or no cluster config.
-	router *keyRouter
+	// router routes key queries of key_partitioned tables
+	// (cluster/keyroute); nil when there are none or no cluster config.
+	router *keyroute.Router
 	leases leaseTable // read leases (lease.go)
 
 	// authn authenticates requests; nil without an auth: config (auth.go).
@@ -139,7 +140,8 @@ type tableState struct {
 	// replayMu, of a dead-letter table, is held by a replay of its
 	// dead letters (replay.go).
 	replayMu sync.Mutex
-	// routingOff is set once key routing is off for the table (keyroute.go).
+	// routingOff is set once key routing is off for the table
+	// (cluster/keyroute).
 	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
 	// filters did not load at start: the table is read-only (writes get
@@ -435,7 +437,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.authn != nil {
 		wg.Go(func() { s.authn.Watch(bg, tokensPoll, s.logTokensReload) })
 	}
-	s.router.run(bg, &wg)
+	s.router.Run(bg, &wg)
 	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
