@@ -29,6 +29,7 @@ import (
 	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/cluster/keyroute"
+	"github.com/sluicedb/sluice/cluster/leases"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
@@ -110,7 +111,7 @@ type Server struct {
 	// router routes key queries of key_partitioned tables
 	// (cluster/keyroute); nil when there are none or no cluster config.
 	router *keyroute.Router
-	leases leaseTable // read leases (lease.go)
+	leases *leases.Table // read leases (cluster/leases)
 
 	// authn authenticates requests; nil without an auth: config (auth.go).
 	authn *auth.Authenticator
@@ -198,6 +199,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if err := s.setupAuth(cfg, memberTLS); err != nil {
 		return nil, err
 	}
+	s.leases = s.newLeases()
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
@@ -462,7 +464,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	stopGRPC(sctx)
-	s.endAllLeases() // a lease's hold would keep the last compaction waiting
+	s.leases.EndAll() // a lease's hold would keep the last compaction waiting
 	stopBG()
 	if err := s.awaitStopped(sctx, &wg); err != nil {
 		// Something (a script that does not stop, a plugin) still runs
