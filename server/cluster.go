@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -219,46 +218,15 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// Every member holds its cold tier from before its header until this
 	// node has read its own part (the Iceberg table's rows included), so
 	// no member commits between its read of its store and ours of the
-	// table (docs/cluster.md, "What is exact"). Its request body is the
-	// query, then the share of source offsets it answers for, then
-	// heartbeats, with a mark once our own part is read; it ends when we
-	// start reading the member's answer. Until then the heartbeats are the
-	// member's sign that we are alive: a member waiting for its turn
-	// behind another's answer is not cut off, a stopped coordinator's
-	// members are (cluster.WatchStall).
-	queryDone := make(chan struct{})
-	defer close(queryDone)
-	beats := &cluster.Heartbeat{}
-	go beats.Run(max(s.readerTimeout()/4, time.Millisecond), queryDone)
-	var bodiesMu sync.Mutex
-	bodies := map[string]*cluster.MemberBody{}
-	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		mb := cluster.NewMemberBody(ctx, body, queryDone)
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", mb)
-		if err != nil {
-			return nil, err
-		}
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(cluster.HeaderCoordinator, s.nodeID)
-		beats.Add(mb)
-		bodiesMu.Lock()
-		bodies[node] = mb
-		bodiesMu.Unlock()
-		return r, nil
+	// table (docs/cluster.md, "What is exact"; cluster.Query).
+	cq := cluster.OpenQuery(ctx, s.fanout, nodes, cluster.QueryOptions{
+		URL:         func(node string) string { return node + "/v1/tables/" + url.PathEscape(name) + "/query" },
+		Body:        body,
+		Coordinator: s.nodeID,
+		Beat:        s.readerTimeout() / 4,
 	})
-	defer func() {
-		for _, a := range answers {
-			a.Close()
-		}
-	}()
-	var missing []string
-	var errs []error
-	for _, a := range answers {
-		if a.Err != nil {
-			missing = append(missing, a.Node)
-			errs = append(errs, a.Err)
-		}
-	}
+	defer cq.Close()
+	missing, errs := cq.Failed()
 	if len(errs) > 0 && !req.Partial {
 		writeError(w, http.StatusBadGateway, "cluster query: "+errors.Join(errs...).Error())
 		return
@@ -298,22 +266,16 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// first) reports the source offsets its rows hold, each offset is
 	// given to one of them, and each answers only for its share
 	// (overlap.go). Every member waits for its share before it reads.
-	keep, err := s.shareOffsets(ctx, ts, local, answers, bodies)
+	keep, err := s.shareOffsets(ctx, ts, local, cq)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "cluster query: this node: "+err.Error())
 		return
 	}
 	ownPart := func() {
 		release()
-		beats.MarkOwnPartRead()
+		cq.OwnPartRead()
 		if hook := afterOwnPart.Load(); hook != nil {
 			(*hook)()
-		}
-	}
-	// turn ends a member's request body when its answer is read next.
-	turn := func(node string) {
-		if mb := bodies[node]; mb != nil {
-			mb.End()
 		}
 	}
 	if hook := beforeOwnPart.Load(); hook != nil {
@@ -323,7 +285,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// the query (and ends every hold) after the reader timeout.
 	client := cluster.DeadlineWriter{W: w, RC: http.NewResponseController(w), Limit: s.readerTimeout(), End: deadline(s.cfg.Limits.QueryTimeout)}
 	if isEncoded {
-		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart, turn)
+		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, cq, missing, start, ownPart)
 		return
 	}
 	n, err := s.query(ctx, name, local, client, format, start, true, keep)
@@ -341,46 +303,46 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		endWithError(w, format, err)
 		return
 	}
-	var late []string
-	for _, a := range answers {
-		left := -1 // no limit
-		if req.Limit > 0 {
-			if left = req.Limit - n; left <= 0 {
-				break
-			}
-		}
-		if a.Err != nil {
-			continue
-		}
-		turn(a.Node)
-		var copied int
-		if format == "csv" {
-			copied, err = cluster.CopyCSV(client, a, left)
-		} else {
-			copied, err = cluster.CopyLines(client, a, left)
-		}
-		n += copied
-		if cluster.ClientLeft(ctx, err) {
-			// The client hung up or stopped reading: no member failed,
-			// and there is no one to tell.
-			s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
-			return
-		}
-		if err != nil {
-			if !req.Partial {
-				s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
-				endWithError(w, format, err)
-				return
-			}
-			s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err)
-			late = append(late, a.Node)
-		}
+	copyAnswer := cluster.CopyLines
+	if format == "csv" {
+		copyAnswer = cluster.CopyCSV
 	}
+	n, late, left, err := cq.Merge(ctx, n, req.Limit, req.Partial, nil, func(a *cluster.Answer, left int) (int, error) {
+		return copyAnswer(client, a, left)
+	})
+	if left {
+		// The client hung up or stopped reading: no member failed,
+		// and there is no one to tell.
+		s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
+		return
+	}
+	if err != nil {
+		s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
+		endWithError(w, format, err)
+		return
+	}
+	s.logLate(name, late)
 	// The trailer lists every node the answer lacks (Go sends a declared
 	// trailer's value as it is when the handler returns).
-	if all := append(missing, late...); len(all) > 0 {
+	if all := append(missing, nodesOf(late)...); len(all) > 0 {
 		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
+}
+
+// logLate logs the members a partial answer lacks the rest of.
+func (s *Server) logLate(name string, late []*cluster.NodeError) {
+	for _, err := range late {
+		s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err.Err)
+	}
+}
+
+// nodesOf names the nodes of errs.
+func nodesOf(errs []*cluster.NodeError) []string {
+	nodes := make([]string, len(errs))
+	for i, err := range errs {
+		nodes[i] = err.Node
+	}
+	return nodes
 }
 
 // clusterQueryEncoded is clusterQuery's second half for a format of
@@ -389,7 +351,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 // error after the header is reported in the Sluice-Error trailer (an Arrow
 // stream has no error row).
 func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, client io.Writer, ts *tableState, req QueryRequest,
-	keep cluster.Offsets, f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func(), turn func(node string)) {
+	keep cluster.Offsets, f rowformat.Format, cq *cluster.Query, missing []string, start func(), ownPart func()) {
 	fail := func(err error) {
 		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
 		w.Header().Set(cluster.TrailerError, err.Error())
@@ -426,35 +388,26 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		fail(err)
 		return
 	}
-	var late []string
-	for _, a := range answers {
-		left := -1
-		if req.Limit > 0 {
-			if left = req.Limit - n; left <= 0 {
-				break
-			}
-		}
-		if a.Err != nil || a.Header.Get("Content-Type") != f.ContentType { // 204: the coordinator itself
-			continue
-		}
-		turn(a.Node)
+	// An answer of another type is the coordinator's own 204.
+	skip := func(a *cluster.Answer) bool { return a.Header.Get("Content-Type") != f.ContentType }
+	n, late, left, err := cq.Merge(ctx, n, req.Limit, req.Partial, skip, func(a *cluster.Answer, left int) (int, error) {
 		copied, err := enc.Append(a, left)
-		n += copied
-		if cluster.ClientLeft(ctx, err) {
-			// The client hung up or stopped reading: no member failed,
-			// and there is no one to tell.
-			s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
-			return
-		}
 		if err != nil {
-			if !req.Partial {
-				fail(fmt.Errorf("node %s: %w", a.Node, err))
-				return
-			}
-			s.log.Warn("cluster query: partial answer without the rest of a node", "table", ts.cfg.Name, "error", err)
-			late = append(late, a.Node)
+			err = fmt.Errorf("node %s: %w", a.Node, err)
 		}
+		return copied, err
+	})
+	if left {
+		// The client hung up or stopped reading: no member failed,
+		// and there is no one to tell.
+		s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
+		return
 	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	s.logLate(ts.cfg.Name, late)
 	if err := enc.Close(); err != nil {
 		fail(err)
 		return
@@ -466,18 +419,15 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 	if !sw.Started {
 		start()
 	}
-	if all := append(missing, late...); len(all) > 0 {
+	if all := append(missing, nodesOf(late)...); len(all) > 0 {
 		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
 }
 
 // shareOffsets gives each source offset held by this node's store or by
-// a member's (its answer's cluster.HeaderOffsets) to one of them, this node
-// first, sends every member its share on its request body, and returns
-// this node's. A member that failed is left out: with partial, its share
-// is missing as its rows are.
-func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, answers []*cluster.Answer,
-	bodies map[string]*cluster.MemberBody) (cluster.Offsets, error) {
+// a member's to one of them, this node first, sends every member its
+// share, and returns this node's (cluster.Query.Share).
+func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, cq *cluster.Query) (cluster.Offsets, error) {
 	q, err := req.tableQuery(ts.table)
 	if err != nil {
 		return nil, err
@@ -486,24 +436,7 @@ func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequ
 	if err != nil {
 		return nil, err
 	}
-	held := []cluster.Offsets{own}
-	var members []*cluster.MemberBody
-	for _, a := range answers {
-		if a.Err != nil || a.Header.Get("Content-Type") == "" { // failed, or 204: this node itself
-			continue
-		}
-		h, err := cluster.ParseOffsets(a.Header.Get(cluster.HeaderOffsets))
-		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", a.Node, err)
-		}
-		held = append(held, h)
-		members = append(members, bodies[a.Node])
-	}
-	keep := cluster.Assign(held)
-	for i, mb := range members {
-		mb.SendShare(keep[i+1])
-	}
-	return keep[0], nil
+	return cq.Share(own)
 }
 
 // readerTimeout is cluster.reader_timeout, or its default.

@@ -7,6 +7,14 @@
 // which is after the batch is synced to disk; a batch that fails is stored
 // not at all. Ingest is bounded by ingest.Queue: a request that finds every
 // slot taken gets 429 with Retry-After instead of waiting in memory.
+//
+// In a cluster the server is each node's HTTP side: it reads its own
+// store and cold tier for a cluster query, a member's answer and a read
+// lease, and serves the cluster's routes. How nodes coordinate is package
+// cluster's (finding the members, the fan-out, the request bodies between
+// a coordinator and its members, the merge of their answers, the share of
+// source offsets), with key routing in cluster/keyroute and the read
+// leases' bookkeeping in cluster/leases.
 package server
 
 import (
