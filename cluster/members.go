@@ -1,7 +1,15 @@
-// Package cluster finds the nodes of a sluice cluster and runs one request
-// on all of them at once: the fan-out under a cluster query
-// (docs/cluster.md). It knows nothing of tables or formats; the server
-// builds the requests and merges the answers.
+// Package cluster finds the nodes of a sluice cluster and coordinates a
+// cluster query between them (docs/cluster.md): one request to every node
+// at once (Fanout), the coordinator's side of a query with its members
+// (Query: the request bodies with the members' shares of source offsets,
+// heartbeats and turns, the merge of their answers in turn), the member's
+// side of that body (ReadMemberBody) and the bounds on a reader that makes
+// no progress (WatchStall, ReaderTurn, DeadlineWriter), the source offsets
+// each node answers for (Offsets, Assign), and each node's view of the
+// others' key holdings (Views). It knows nothing of tables or formats: the
+// server reads its own store, encodes rows and copies a member's answer
+// into its own; key routing is cluster/keyroute's, the read leases'
+// bookkeeping cluster/leases'.
 //
 // Nodes are found through what users already deploy: a static list of
 // URLs in the config, or a DNS name that resolves to every node (a

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/auth"
+	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/config"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) guard(rt route) http.Handler {
 		n := rt.need
 		// A member's part of a cluster query holds the cold tier until its
 		// body ends.
-		coordinated := n.perm == auth.Query && r.Header.Get(headerCoordinator) != ""
+		coordinated := n.perm == auth.Query && r.Header.Get(cluster.HeaderCoordinator) != ""
 		if coordinated {
 			n = memberOnly
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/auth"
+	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/config"
 )
 
@@ -223,7 +224,7 @@ func TestAuthRolesAndTables(t *testing.T) {
 	want("admin reports holdings", 403, code, body, "member")
 	// A member's part of a cluster query holds the cold tier: a reader
 	// cannot pretend to be a coordinator.
-	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{}`), headerCoordinator, "x")
+	code, body, _ = call(t, "POST", s.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{}`), cluster.HeaderCoordinator, "x")
 	want("reader as a coordinator", 403, code, body, "member")
 	code, body, _ = call(t, "GET", s.url+"/metrics", tok.reader, nil)
 	want("reader scrapes", 403, code, body, "metrics")
@@ -455,7 +456,7 @@ func TestAuthClusterMembers(t *testing.T) {
 		t.Errorf("a replayed report: %d, want 401", resp.StatusCode)
 	}
 	// A reader cannot ask a member for its part of a cluster query.
-	if code, body, _ := call(t, "POST", b.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{"tier":"hot"}`), headerCoordinator, a.nodeID); code != http.StatusForbidden {
+	if code, body, _ := call(t, "POST", b.url+"/v1/tables/events/query", tok.reader, strings.NewReader(`{"tier":"hot"}`), cluster.HeaderCoordinator, a.nodeID); code != http.StatusForbidden {
 		t.Errorf("a reader as coordinator: %d %s", code, body)
 	}
 	a.stop()

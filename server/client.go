@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/ingest"
 )
@@ -281,7 +282,7 @@ func (c *Client) Query(ctx context.Context, tableName string, req QueryRequest, 
 	}
 	n, err := io.Copy(w, resp.Body)
 	if err == nil {
-		if m := resp.Trailer.Get(headerMissing); m != "" {
+		if m := resp.Trailer.Get(cluster.HeaderMissing); m != "" {
 			err = &PartialError{Missing: strings.Split(m, ",")}
 		}
 	}

@@ -2,10 +2,8 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,25 +12,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/keyroute"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
-)
-
-// The headers of a cluster query (docs/cluster.md).
-const (
-	// headerCoordinator carries the coordinating node's id on the requests
-	// it sends to every member.
-	headerCoordinator = "Sluice-Coordinator"
-	// headerMissing lists the nodes a partial answer lacks: in the header
-	// the nodes that failed before the answer started, in the trailer all
-	// of them, with those that failed in the middle of theirs.
-	headerMissing = "Sluice-Missing-Nodes"
 )
 
 // beforeOwnPart, when a test sets it, runs on a coordinator after every
@@ -85,7 +72,7 @@ type ClusterInfo struct {
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	info := ClusterInfo{Node: s.nodeID, Members: []string{}}
 	if s.router != nil {
-		h := s.router.holdings()
+		h := s.router.Holdings()
 		info.Routing = &h
 	}
 	// members=false: the routing polls want only the holdings (no DNS
@@ -99,6 +86,72 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 		info.Members = m
 	}
 	writeJSON(w, http.StatusOK, info)
+}
+
+// newKeyRouter makes the key routing of s's tables whose Kafka sources
+// are key_partitioned; nil when s has no cluster config or no such table.
+func (s *Server) newKeyRouter() *keyroute.Router {
+	if s.members == nil {
+		return nil
+	}
+	var tables []keyroute.Table
+	for _, n := range s.names {
+		ts := s.tables[n]
+		var rt *keyroute.Table
+		for _, sc := range ts.cfg.Sources {
+			if sc.Kafka == nil || !sc.Kafka.KeyPartitioned {
+				continue
+			}
+			if rt == nil {
+				rt = &keyroute.Table{Name: n, Rows: ts.table, Off: &ts.routingOff, SourceColumns: ts.cfg.Compact.Iceberg != nil}
+				for _, c := range ts.cfg.Schema {
+					if c.Name == ts.cfg.HashBy {
+						rt.KeyType = c.Type
+					}
+				}
+				rt.Conn, rt.ConnErr = kafkaConn(*sc.Kafka)
+			}
+			rt.Brokers = append(rt.Brokers, sc.Kafka.Brokers...)
+			rt.Topics = append(rt.Topics, sc.Kafka.Topics...)
+		}
+		if rt != nil {
+			tables = append(tables, *rt)
+		}
+	}
+	return keyroute.New(keyroute.Config{Node: s.nodeID, Members: s.members, Client: s.memberClient(keyroute.Lease / 2),
+		Store: s.store, Log: s.log, Tables: tables})
+}
+
+// handleHoldings is POST /v1/cluster/holdings: a member announces its
+// report; it is applied before the answer (the member stores rows of its
+// new partitions once every member answered).
+func (s *Server) handleHoldings(w http.ResponseWriter, r *http.Request) {
+	var h cluster.Holdings
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&h); err != nil {
+		writeError(w, http.StatusBadRequest, "holdings: "+err.Error())
+		return
+	}
+	// A report about node X is X's alone: a member reporting for another
+	// (empty holdings at a huge version) would make key queries skip X.
+	if p := principalOf(r); p != nil && p.Node() != h.Node {
+		s.audit.refused(r, p, "POST /v1/cluster/holdings", "", http.StatusForbidden, "a holdings report about another node")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("holdings: %s may report only its own holdings, not node %q's", p.Name, h.Node))
+		return
+	}
+	if s.router == nil {
+		writeError(w, http.StatusNotFound, "holdings: this node routes no table by key")
+		return
+	}
+	if !s.router.Announced(h) {
+		writeError(w, http.StatusConflict, "holdings: node "+h.Node+" has not answered this node's polls yet")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ingestRefused says why HTTP ingest into a routed table is refused.
+func ingestRefused(name string) string {
+	return fmt.Sprintf("table %q takes rows only from its key_partitioned Kafka sources: rows posted to a node would be where key queries do not look (docs/cluster.md, \"Key queries\")", name)
 }
 
 // clusterQuery answers req for the whole cluster: this node's answer (the
@@ -117,8 +170,8 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		return
 	}
 	// A key query asks only the nodes that may hold rows of its keys'
-	// partitions, when that is known (keyroute.go).
-	if asked, why := s.router.route(name, req, nodes); why == "" {
+	// partitions, when that is known (cluster/keyroute).
+	if asked, why := s.router.Route(name, req.Hash, nodes); why == "" {
 		nodes = asked
 	} else if s.router != nil && len(req.Hash) > 0 {
 		s.log.Debug("cluster query: asking every node", "table", name, "why", why)
@@ -171,46 +224,15 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// Every member holds its cold tier from before its header until this
 	// node has read its own part (the Iceberg table's rows included), so
 	// no member commits between its read of its store and ours of the
-	// table (docs/cluster.md, "What is exact"). Its request body is the
-	// query, then the share of source offsets it answers for, then
-	// heartbeats, with a mark once our own part is read; it ends when we
-	// start reading the member's answer. Until then the heartbeats are the
-	// member's sign that we are alive: a member waiting for its turn
-	// behind another's answer is not cut off, a stopped coordinator's
-	// members are (stall.go).
-	queryDone := make(chan struct{})
-	defer close(queryDone)
-	beats := &heartbeat{}
-	go beats.run(max(s.readerTimeout()/4, time.Millisecond), queryDone)
-	var bodiesMu sync.Mutex
-	bodies := map[string]*memberBody{}
-	answers := s.fanout.Open(ctx, nodes, func(ctx context.Context, node string) (*http.Request, error) {
-		mb := newMemberBody(ctx, body, queryDone)
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tables/"+url.PathEscape(name)+"/query", mb)
-		if err != nil {
-			return nil, err
-		}
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(headerCoordinator, s.nodeID)
-		beats.add(mb)
-		bodiesMu.Lock()
-		bodies[node] = mb
-		bodiesMu.Unlock()
-		return r, nil
+	// table (docs/cluster.md, "What is exact"; cluster.Query).
+	cq := cluster.OpenQuery(ctx, s.fanout, nodes, cluster.QueryOptions{
+		URL:         func(node string) string { return node + "/v1/tables/" + url.PathEscape(name) + "/query" },
+		Body:        body,
+		Coordinator: s.nodeID,
+		Beat:        s.readerTimeout() / 4,
 	})
-	defer func() {
-		for _, a := range answers {
-			a.Close()
-		}
-	}()
-	var missing []string
-	var errs []error
-	for _, a := range answers {
-		if a.Err != nil {
-			missing = append(missing, a.Node)
-			errs = append(errs, a.Err)
-		}
-	}
+	defer cq.Close()
+	missing, errs := cq.Failed()
 	if len(errs) > 0 && !req.Partial {
 		writeError(w, http.StatusBadGateway, "cluster query: "+errors.Join(errs...).Error())
 		return
@@ -220,13 +242,13 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	start := func() {
 		setContentType(w, format)
-		w.Header().Set(headerAsked, strings.Join(nodes, ","))
-		w.Header().Set("Trailer", headerMissing)
+		w.Header().Set(cluster.HeaderAsked, strings.Join(nodes, ","))
+		w.Header().Set("Trailer", cluster.HeaderMissing)
 		if isEncoded {
 			w.Header().Add("Trailer", cluster.TrailerError)
 		}
 		if len(missing) > 0 {
-			w.Header().Set(headerMissing, strings.Join(missing, ","))
+			w.Header().Set(cluster.HeaderMissing, strings.Join(missing, ","))
 		}
 		w.WriteHeader(http.StatusOK)
 	}
@@ -250,22 +272,16 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	// first) reports the source offsets its rows hold, each offset is
 	// given to one of them, and each answers only for its share
 	// (overlap.go). Every member waits for its share before it reads.
-	keep, err := s.shareOffsets(ctx, ts, local, answers, bodies)
+	keep, err := s.shareOffsets(ctx, ts, local, cq)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "cluster query: this node: "+err.Error())
 		return
 	}
 	ownPart := func() {
 		release()
-		beats.markOwnPartRead()
+		cq.OwnPartRead()
 		if hook := afterOwnPart.Load(); hook != nil {
 			(*hook)()
-		}
-	}
-	// turn ends a member's request body when its answer is read next.
-	turn := func(node string) {
-		if mb := bodies[node]; mb != nil {
-			mb.end()
 		}
 	}
 	if hook := beforeOwnPart.Load(); hook != nil {
@@ -273,9 +289,9 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 	}
 	// The client's writes are bounded: a client that stops reading fails
 	// the query (and ends every hold) after the reader timeout.
-	client := deadlineWriter{w: w, rc: http.NewResponseController(w), limit: s.readerTimeout(), end: deadline(s.cfg.Limits.QueryTimeout)}
+	client := cluster.DeadlineWriter{W: w, RC: http.NewResponseController(w), Limit: s.readerTimeout(), End: deadline(s.cfg.Limits.QueryTimeout)}
 	if isEncoded {
-		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, answers, missing, start, ownPart, turn)
+		s.clusterQueryEncoded(ctx, w, client, ts, local, keep, encoded, cq, missing, start, ownPart)
 		return
 	}
 	var own io.Writer = client
@@ -291,7 +307,7 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	if clientLeft(ctx, err) {
+	if cluster.ClientLeft(ctx, err) {
 		s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
 		return
 	}
@@ -300,64 +316,59 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		endWithError(w, format, err)
 		return
 	}
-	var late []string
-	for _, a := range answers {
-		left := -1 // no limit
-		if req.Limit > 0 {
-			if left = req.Limit - n; left <= 0 {
-				break
-			}
-		}
-		if a.Err != nil {
-			continue
-		}
-		turn(a.Node)
-		var copied int
-		if merge != nil {
-			copied, err = merge.readAnswer(a)
-		} else if format == "csv" {
-			copied, err = copyCSV(client, a, left)
-		} else {
-			copied, err = copyLines(client, a, left)
-		}
-		n += copied
-		if clientLeft(ctx, err) {
-			// The client hung up or stopped reading: no member failed,
-			// and there is no one to tell.
-			s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
-			return
-		}
-		if err != nil {
-			if !req.Partial {
-				s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
-				endWithError(w, format, err)
-				return
-			}
-			s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err)
-			late = append(late, a.Node)
-		}
+	copyAnswer := cluster.CopyLines
+	if format == "csv" {
+		copyAnswer = cluster.CopyCSV
 	}
+	limit := req.Limit
 	if merge != nil {
-		if _, err := merge.writeTo(client); err != nil && !clientLeft(ctx, err) {
-			s.log.Warn("cluster query failed mid-stream", "table", name, "error", err)
-			endWithError(w, format, err)
-			return
-		}
+		// The merge applies the client's limit to the merged rows: every
+		// member's answer is read whole (a member may hide a row of another).
+		limit = 0
 	}
+	n, late, left, err := cq.Merge(ctx, n, limit, req.Partial, nil, func(a *cluster.Answer, left int) (int, error) {
+		if merge != nil {
+			return merge.readAnswer(a)
+		}
+		return copyAnswer(client, a, left)
+	})
+	if merge != nil && err == nil && !left {
+		_, err = merge.writeTo(client)
+		left = cluster.ClientLeft(ctx, err)
+	}
+	if left {
+		// The client hung up or stopped reading: no member failed,
+		// and there is no one to tell.
+		s.log.Info("cluster query: the client left before the end of the answer", "table", name, "rows", n, "error", err)
+		return
+	}
+	if err != nil {
+		s.log.Warn("cluster query failed mid-stream", "table", name, "rows", n, "error", err)
+		endWithError(w, format, err)
+		return
+	}
+	s.logLate(name, late)
 	// The trailer lists every node the answer lacks (Go sends a declared
 	// trailer's value as it is when the handler returns).
-	if all := append(missing, late...); len(all) > 0 {
-		w.Header().Set(headerMissing, strings.Join(all, ","))
+	if all := append(missing, nodesOf(late)...); len(all) > 0 {
+		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
 }
 
-// clientLeft reports whether err ends a cluster query because its client
-// went: a write to it failed, or the request's context was canceled, which
-// net/http does when the client closes its connection (a member's answer
-// then fails to read with "context canceled", which is not the member's
-// failure).
-func clientLeft(ctx context.Context, err error) bool {
-	return err != nil && (errors.Is(err, errClientWrite) || errors.Is(context.Cause(ctx), context.Canceled))
+// logLate logs the members a partial answer lacks the rest of.
+func (s *Server) logLate(name string, late []*cluster.NodeError) {
+	for _, err := range late {
+		s.log.Warn("cluster query: partial answer without the rest of a node", "table", name, "error", err.Err)
+	}
+}
+
+// nodesOf names the nodes of errs.
+func nodesOf(errs []*cluster.NodeError) []string {
+	nodes := make([]string, len(errs))
+	for i, err := range errs {
+		nodes[i] = err.Node
+	}
+	return nodes
 }
 
 // clusterQueryEncoded is clusterQuery's second half for a format of
@@ -366,7 +377,7 @@ func clientLeft(ctx context.Context, err error) bool {
 // error after the header is reported in the Sluice-Error trailer (an Arrow
 // stream has no error row).
 func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter, client io.Writer, ts *tableState, req QueryRequest,
-	keep cluster.Offsets, f rowformat.Format, answers []*cluster.Answer, missing []string, start func(), ownPart func(), turn func(node string)) {
+	keep cluster.Offsets, f rowformat.Format, cq *cluster.Query, missing []string, start func(), ownPart func()) {
 	fail := func(err error) {
 		s.log.Warn("cluster query failed mid-stream", "table", ts.cfg.Name, "error", err)
 		w.Header().Set(cluster.TrailerError, err.Error())
@@ -381,7 +392,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	sw := &startWriter{w: client, start: start}
+	sw := &cluster.StartWriter{W: client, Start: start}
 	bw := bufio.NewWriterSize(sw, 64<<10)
 	enc, err := f.NewEncoder(bw, cols)
 	if err != nil {
@@ -395,7 +406,7 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		return enc.Row(vals)
 	})
 	ownPart()
-	if err != nil && !sw.started {
+	if err != nil && !sw.Started {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
@@ -403,35 +414,26 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		fail(err)
 		return
 	}
-	var late []string
-	for _, a := range answers {
-		left := -1
-		if req.Limit > 0 {
-			if left = req.Limit - n; left <= 0 {
-				break
-			}
-		}
-		if a.Err != nil || a.Header.Get("Content-Type") != f.ContentType { // 204: the coordinator itself
-			continue
-		}
-		turn(a.Node)
+	// An answer of another type is the coordinator's own 204.
+	skip := func(a *cluster.Answer) bool { return a.Header.Get("Content-Type") != f.ContentType }
+	n, late, left, err := cq.Merge(ctx, n, req.Limit, req.Partial, skip, func(a *cluster.Answer, left int) (int, error) {
 		copied, err := enc.Append(a, left)
-		n += copied
-		if clientLeft(ctx, err) {
-			// The client hung up or stopped reading: no member failed,
-			// and there is no one to tell.
-			s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
-			return
-		}
 		if err != nil {
-			if !req.Partial {
-				fail(fmt.Errorf("node %s: %w", a.Node, err))
-				return
-			}
-			s.log.Warn("cluster query: partial answer without the rest of a node", "table", ts.cfg.Name, "error", err)
-			late = append(late, a.Node)
+			err = fmt.Errorf("node %s: %w", a.Node, err)
 		}
+		return copied, err
+	})
+	if left {
+		// The client hung up or stopped reading: no member failed,
+		// and there is no one to tell.
+		s.log.Info("cluster query: the client left before the end of the answer", "table", ts.cfg.Name, "rows", n, "error", err)
+		return
 	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	s.logLate(ts.cfg.Name, late)
 	if err := enc.Close(); err != nil {
 		fail(err)
 		return
@@ -440,21 +442,18 @@ func (s *Server) clusterQueryEncoded(ctx context.Context, w http.ResponseWriter,
 		fail(err)
 		return
 	}
-	if !sw.started {
+	if !sw.Started {
 		start()
 	}
-	if all := append(missing, late...); len(all) > 0 {
-		w.Header().Set(headerMissing, strings.Join(all, ","))
+	if all := append(missing, nodesOf(late)...); len(all) > 0 {
+		w.Header().Set(cluster.HeaderMissing, strings.Join(all, ","))
 	}
 }
 
 // shareOffsets gives each source offset held by this node's store or by
-// a member's (its answer's headerOffsets) to one of them, this node
-// first, sends every member its share on its request body, and returns
-// this node's. A member that failed is left out: with partial, its share
-// is missing as its rows are.
-func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, answers []*cluster.Answer,
-	bodies map[string]*memberBody) (cluster.Offsets, error) {
+// a member's to one of them, this node first, sends every member its
+// share, and returns this node's (cluster.Query.Share).
+func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequest, cq *cluster.Query) (cluster.Offsets, error) {
 	q, err := req.tableQuery(ts.table)
 	if err != nil {
 		return nil, err
@@ -463,187 +462,13 @@ func (s *Server) shareOffsets(ctx context.Context, ts *tableState, req QueryRequ
 	if err != nil {
 		return nil, err
 	}
-	held := []cluster.Offsets{own}
-	var members []*memberBody
-	for _, a := range answers {
-		if a.Err != nil || a.Header.Get("Content-Type") == "" { // failed, or 204: this node itself
-			continue
-		}
-		h, err := cluster.ParseOffsets(a.Header.Get(headerOffsets))
-		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", a.Node, err)
-		}
-		held = append(held, h)
-		members = append(members, bodies[a.Node])
-	}
-	keep := cluster.Assign(held)
-	for i, mb := range members {
-		mb.send([]byte(keep[i+1].String() + "\n"))
-	}
-	return keep[0], nil
+	return cq.Share(own)
 }
 
-// memberBody is the request body of a cluster query to a member: the
-// query, then the member's share of source offsets (one line), with
-// heartbeats (a space) while the coordinator works or reads other
-// members' answers, the mark (ownPartRead) once the coordinator has read
-// its own part, and its end when the coordinator starts reading this
-// member's answer (end) or the query ends (done); the request's context's
-// error when it ends first (the transport waits for the body's writer
-// before a cancelled request returns).
-type memberBody struct {
-	ctx     context.Context
-	done    <-chan struct{}
-	ended   chan struct{}
-	endOnce sync.Once
-	mu      sync.Mutex
-	pending []byte
-	wake    chan struct{}
-}
-
-// ownPartRead is the byte that tells a member the coordinator has read
-// its own part: the member's hold may end once its own rows are out.
-const ownPartRead = '.'
-
-func newMemberBody(ctx context.Context, query []byte, done <-chan struct{}) *memberBody {
-	return &memberBody{ctx: ctx, done: done, ended: make(chan struct{}), pending: bytes.Clone(query), wake: make(chan struct{}, 1)}
-}
-
-// end ends the body once what is pending is read.
-func (b *memberBody) end() { b.endOnce.Do(func() { close(b.ended) }) }
-
-// send queues p after what is pending.
-func (b *memberBody) send(p []byte) {
-	b.mu.Lock()
-	b.pending = append(b.pending, p...)
-	b.mu.Unlock()
-	b.notify()
-}
-
-// beat queues a heartbeat unless bytes are pending anyway.
-func (b *memberBody) beat() {
-	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.pending = append(b.pending, ' ')
+// readerTimeout is cluster.reader_timeout, or its default.
+func (s *Server) readerTimeout() time.Duration {
+	if t := s.cfg.Cluster.ReaderTimeout; t > 0 {
+		return t
 	}
-	b.mu.Unlock()
-	b.notify()
-}
-
-func (b *memberBody) notify() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (b *memberBody) Read(p []byte) (int, error) {
-	for {
-		b.mu.Lock()
-		if len(b.pending) > 0 {
-			n := copy(p, b.pending)
-			b.pending = b.pending[n:]
-			b.mu.Unlock()
-			return n, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-b.wake:
-		case <-b.ended:
-			b.mu.Lock()
-			left := len(b.pending)
-			b.mu.Unlock()
-			if left == 0 {
-				return 0, io.EOF
-			}
-		case <-b.done:
-			b.end()
-		case <-b.ctx.Done():
-			return 0, context.Cause(b.ctx)
-		}
-	}
-}
-
-// startWriter calls start before its first byte (an HTTP handler writes
-// its header there).
-type startWriter struct {
-	w       io.Writer
-	start   func()
-	started bool
-}
-
-func (sw *startWriter) Write(p []byte) (int, error) {
-	if !sw.started {
-		sw.started = true
-		sw.start()
-	}
-	return sw.w.Write(p)
-}
-
-// copyLines copies NDJSON lines from src to dst, at most max of them when
-// max ≥ 0 (JSON lines hold no raw newline, so a line is a row).
-func copyLines(dst io.Writer, src io.Reader, max int) (int, error) {
-	br := bufio.NewReaderSize(src, 64<<10)
-	bw := bufio.NewWriterSize(dst, 64<<10)
-	n := 0
-	for max < 0 || n < max {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			if _, werr := bw.Write(line); werr != nil {
-				return n, werr
-			}
-			if line[len(line)-1] == '\n' {
-				n++
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			bw.Flush()
-			return n, err
-		}
-	}
-	return n, bw.Flush()
-}
-
-// copyCSV copies CSV records from src to dst without src's header record,
-// at most max of them when max ≥ 0. It parses rather than counts lines: a
-// quoted field may hold a newline.
-func copyCSV(dst io.Writer, src io.Reader, max int) (int, error) {
-	r := csv.NewReader(bufio.NewReaderSize(src, 64<<10))
-	r.FieldsPerRecord = -1
-	r.ReuseRecord = true
-	bw := bufio.NewWriterSize(dst, 64<<10)
-	cw := csv.NewWriter(bw)
-	n := 0
-	if _, err := r.Read(); err != nil { // the header
-		if err == io.EOF {
-			return 0, nil
-		}
-		return 0, err
-	}
-	for max < 0 || n < max {
-		rec, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			cw.Flush()
-			bw.Flush()
-			return n, fmt.Errorf("csv: %w", err)
-		}
-		if err := cw.Write(rec); err != nil {
-			return n, err
-		}
-		n++
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return n, err
-	}
-	return n, bw.Flush()
+	return config.DefaultReaderTimeout
 }

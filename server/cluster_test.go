@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/cluster"
 )
 
 // clusterConfig is a table and a cluster section listing members.
@@ -131,8 +133,8 @@ func clusterQuery(t *testing.T, node *testServer, params url.Values) clusterAnsw
 			t.Fatal(err)
 		}
 	}
-	a.missing = resp.Trailer.Get(headerMissing)
-	a.early = resp.Header.Get(headerMissing)
+	a.missing = resp.Trailer.Get(cluster.HeaderMissing)
+	a.early = resp.Header.Get(cluster.HeaderMissing)
 	return a
 }
 

@@ -124,7 +124,7 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	}
 	// Key routing that is off leaves the node ready: its answers stay
 	// exact (every node is asked), only slower.
-	for _, off := range s.router.offTables() {
+	for _, off := range s.router.OffTables() {
 		fmt.Fprintf(&b, "key routing off (key queries ask every node): %s\n", off)
 	}
 	io.WriteString(w, b.String())

@@ -145,7 +145,7 @@ func (s *Server) ingestMessage(ctx context.Context, name string, body []byte, fo
 	if !ok {
 		return res, fmt.Errorf("%w %q", ErrUnknownTable, name)
 	}
-	if s.router.routed(name) {
+	if s.router.Routed(name) {
 		return res, fmt.Errorf("%w: %s", errRouted, ingestRefused(name))
 	}
 	if ts.degraded != "" {

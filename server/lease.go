@@ -9,39 +9,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/leases"
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
 )
 
-// Read leases make a query that an engine splits into separate requests
-// (Trino's connector: one split per node, read at moments Trino picks)
-// exact while nodes commit: the cut a cluster query makes within one
-// request, spread over many (docs/cluster.md, "Read leases").
-//
-// A client asks one node, the coordinator, to open a lease on a table
-// (POST /v1/tables/{t}/leases). The coordinator has every member hold its
-// cold tier (PUT .../leases/{id}/hold: coldapi.Tier.Hold, no commit and no
-// local step of a run until it ends) and answers with the splits: one per
-// member, tier "hot" (its store's rows the Iceberg table lacks), the
-// coordinator's own tier "all" (the Iceberg table's rows too). A query
-// with lease=ID reads under the node's hold. While every node holds, no
-// node commits, so the Iceberg table the coordinator's split reads holds
-// exactly what every node's hot split leaves out, whenever each is read.
-//
-// The lease ends when its splits have been read (POST .../done once per
-// split), when the client ends it (DELETE), or when its TTL fires, on
-// the coordinator and on every member (each member's own timer ends its
-// hold even when the coordinator is gone). A read under a lease that has
-// ended fails (410, or its stream ends with an error): an engine's query
-// fails rather than returning rows read outside the cut.
+// Read leases (docs/cluster.md, "Read leases"): the routes, their bodies
+// and what a hold does to this node's tables. Which leases live on the
+// node, their timers and the requests between nodes are package
+// cluster/leases'.
 
 const (
 	// DefaultLeaseTTL is a lease's TTL when the client names none.
@@ -57,45 +38,54 @@ const (
 	MaxLeasesPerClient = 8
 )
 
-// errTooManyLeases: the client has MaxLeasesPerClient leases open (429).
-var errTooManyLeases = errors.New("too many open read leases")
+// The lease API's bodies.
+type (
+	// LeaseRequest is the body of POST /v1/tables/{t}/leases and of a
+	// member's PUT .../leases/{id}/hold.
+	LeaseRequest = leases.Request
+	// Lease is the coordinator's answer: the lease and the splits to
+	// read under it.
+	Lease = leases.Lease
+	// LeaseSplit is one node's part of a lease.
+	LeaseSplit = leases.Split
+)
 
-// errLeaseEnded ends the reads of a lease whose TTL fired or that was
-// ended while they ran.
-var errLeaseEnded = errors.New("read lease ended")
+// afterLeaseReserve, when a test sets it, runs on a lease's coordinator
+// between counting the lease against its client's bound and opening it:
+// openers held there are all being opened at once.
+var afterLeaseReserve atomic.Pointer[func()]
 
-// LeaseRequest is the body of POST /v1/tables/{t}/leases and of a
-// member's PUT .../leases/{id}/hold.
-type LeaseRequest struct {
-	// TTL is a Go duration ("5m"); "" is DefaultLeaseTTL.
-	TTL string `json:"ttl,omitempty"`
+// newLeases is s's lease table; s's members, fan-out and member transport
+// are set.
+func (s *Server) newLeases() *leases.Table {
+	return leases.New(leases.Config{Node: s.nodeID, Members: s.members, Fanout: s.fanout, MaxPerClient: MaxLeasesPerClient,
+		Holder: tierHolder{s}, Log: s.log, AfterReserve: func() {
+			if hook := afterLeaseReserve.Load(); hook != nil {
+				(*hook)()
+			}
+		}})
 }
 
-// Lease is the coordinator's answer: the lease and the splits to read
-// under it (a query with lease=ID and the split's tier, on its node).
-type Lease struct {
-	ID     string       `json:"id"`
-	TTL    string       `json:"ttl"`
-	Splits []LeaseSplit `json:"splits"`
-}
+// tierHolder is what a lease's hold does on this node: hold the table's
+// cold tier (holdTier) and report the source offsets its store's rows
+// hold (heldOffsets).
+type tierHolder struct{ s *Server }
 
-// LeaseSplit is one node's part. Node "" is the coordinator itself when
-// it is not in its member list (no cluster config): the URL the client
-// asked.
-type LeaseSplit struct {
-	Node string `json:"node"`
-	Tier string `json:"tier"`
-}
-
-// leaseTable is a node's leases: those it holds its tier for (held, as a
-// member, the coordinator included) and those it coordinates.
-type leaseTable struct {
-	mu          sync.Mutex
-	held        map[string]*heldLease
-	coordinated map[string]*clusterLease
-	// opening counts each client's leases being opened (not yet in
-	// coordinated), so that concurrent opens cannot pass the bound.
-	opening map[string]int
+func (h tierHolder) Hold(ctx context.Context, name string) (func(), cluster.Offsets, error) {
+	ts, ok := h.s.tables[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownTable, name)
+	}
+	release, err := h.s.holdTier(ctx, ts)
+	if err != nil {
+		return nil, nil, err
+	}
+	held, err := h.s.heldOffsets(ctx, ts, table.Query{})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return release, held, nil
 }
 
 // clientOf names who sent r, the unit of MaxLeasesPerClient: the
@@ -112,69 +102,6 @@ func clientOf(r *http.Request) string {
 	}
 	return host
 }
-
-// afterLeaseReserve, when a test sets it, runs on a lease's coordinator
-// between counting the lease against its client's bound and opening it:
-// openers held there are all being opened at once.
-var afterLeaseReserve atomic.Pointer[func()]
-
-// reserve counts a lease being opened by client against its bound; the
-// caller calls the returned release once the lease is in coordinated or
-// failed to open.
-func (lt *leaseTable) reserve(client string) (release func(), err error) {
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	open := lt.opening[client]
-	for _, cl := range lt.coordinated {
-		if cl.client == client {
-			open++
-		}
-	}
-	if open >= MaxLeasesPerClient {
-		return nil, fmt.Errorf("%w: client %s has %d open on this node, the most one client may (MaxLeasesPerClient); end one (DELETE) or let its TTL end it", errTooManyLeases, client, open)
-	}
-	if lt.opening == nil {
-		lt.opening = map[string]int{}
-	}
-	lt.opening[client]++
-	return func() {
-		lt.mu.Lock()
-		defer lt.mu.Unlock()
-		if lt.opening[client]--; lt.opening[client] == 0 {
-			delete(lt.opening, client)
-		}
-	}, nil
-}
-
-// heldLease is this node's hold of a table's cold tier for a lease.
-type heldLease struct {
-	table   string
-	ttl     time.Duration
-	release func()
-	// ctx ends when the lease ends: the reads under it stop before the
-	// hold is released, so no row is read outside the cut.
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	readers sync.WaitGroup
-	timer   *time.Timer
-	// keep is this node's share of the source offsets (overlap.go): its
-	// reads leave out the stream rows of every other offset. Set by the
-	// coordinator before it hands out the splits; nil until then.
-	keep cluster.Offsets
-}
-
-// clusterLease is a lease this node coordinates.
-type clusterLease struct {
-	table   string
-	client  string // who opened it (clientOf)
-	lease   Lease
-	members []string // every member asked to hold (each is told when it ends)
-	local   bool     // this node holds outside its member list
-	uses    int      // splits not yet reported read
-	timer   *time.Timer
-}
-
-func leaseKey(table, id string) string { return table + "\x00" + id }
 
 func parseLeaseTTL(s string) (time.Duration, error) {
 	if s == "" {
@@ -204,52 +131,6 @@ func decodeLeaseRequest(r *http.Request) (time.Duration, error) {
 	return parseLeaseTTL(req.TTL)
 }
 
-// hold holds ts's tier for lease id until ttl or unhold, and returns the
-// source offsets its store's rows hold (heldOffsets; nil when they carry
-// none): a split may read any of them, whatever its filters.
-func (s *Server) hold(ctx context.Context, ts *tableState, id string, ttl time.Duration) (cluster.Offsets, error) {
-	release, err := s.holdTier(ctx, ts)
-	if err != nil {
-		return nil, err
-	}
-	held, err := s.heldOffsets(ctx, ts, table.Query{})
-	if err != nil {
-		release()
-		return nil, err
-	}
-	hl := &heldLease{table: ts.cfg.Name, ttl: ttl, release: release}
-	hl.ctx, hl.cancel = context.WithCancelCause(context.Background())
-	key := leaseKey(ts.cfg.Name, id)
-	s.leases.mu.Lock()
-	if s.leases.held == nil {
-		s.leases.held = map[string]*heldLease{}
-	}
-	if _, dup := s.leases.held[key]; dup {
-		s.leases.mu.Unlock()
-		release()
-		return nil, fmt.Errorf("%w: lease %s is held already", errBadQuery, id)
-	}
-	s.leases.held[key] = hl
-	s.leases.mu.Unlock()
-	hl.timer = time.AfterFunc(ttl, func() {
-		if s.unhold(ts.cfg.Name, id, leaseEndCause(id, ttl.String())) {
-			s.log.Warn("read lease expired on this member: its reads end with an error", "table", ts.cfg.Name, "lease", id, "ttl", ttl)
-		}
-	})
-	return held, nil
-}
-
-// share sets the offsets lease id's reads on this node answer for.
-func (s *Server) share(table, id string, keep cluster.Offsets) bool {
-	s.leases.mu.Lock()
-	defer s.leases.mu.Unlock()
-	hl := s.leases.held[leaseKey(table, id)]
-	if hl != nil {
-		hl.keep = keep
-	}
-	return hl != nil
-}
-
 // handleLeaseShare is a member's share of the source offsets, from the
 // lease's coordinator once every node holds (text: cluster.Offsets).
 func (s *Server) handleLeaseShare(w http.ResponseWriter, r *http.Request) {
@@ -262,52 +143,17 @@ func (s *Server) handleLeaseShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "lease share: "+err.Error())
 		return
 	}
-	if !s.share(r.PathValue("table"), r.PathValue("id"), keep) {
-		writeError(w, http.StatusGone, leaseGone(r.PathValue("table"), r.PathValue("id")))
+	if !s.leases.Share(r.PathValue("table"), r.PathValue("id"), keep) {
+		writeError(w, http.StatusGone, leases.Gone(r.PathValue("table"), r.PathValue("id")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// unhold ends a held lease: its reads stop with cause, then the tier is
-// released. It reports whether the lease was held.
-func (s *Server) unhold(table, id string, cause error) bool {
-	key := leaseKey(table, id)
-	s.leases.mu.Lock()
-	hl := s.leases.held[key]
-	if hl != nil {
-		delete(s.leases.held, key)
-	}
-	s.leases.mu.Unlock()
-	if hl == nil {
-		return false
-	}
-	hl.timer.Stop()
-	hl.cancel(cause)
-	hl.readers.Wait()
-	hl.release()
-	return true
-}
-
-// endAllLeases releases every hold (at shutdown: the cold tiers close).
-func (s *Server) endAllLeases() {
-	s.leases.mu.Lock()
-	var keys [][2]string
-	for k := range s.leases.held {
-		table, id, _ := strings.Cut(k, "\x00")
-		keys = append(keys, [2]string{table, id})
-	}
-	s.leases.mu.Unlock()
-	for _, k := range keys {
-		s.unhold(k[0], k[1], fmt.Errorf("%w: the node shuts down", errLeaseEnded))
-	}
-}
-
 // handleLeaseHold is a member's part of opening a lease: hold the tier,
 // then answer with this node's id (the coordinator finds itself by it).
 func (s *Server) handleLeaseHold(w http.ResponseWriter, r *http.Request) {
-	ts, ok := s.tables[r.PathValue("table")]
-	if !ok {
+	if _, ok := s.tables[r.PathValue("table")]; !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", r.PathValue("table")))
 		return
 	}
@@ -318,34 +164,27 @@ func (s *Server) handleLeaseHold(w http.ResponseWriter, r *http.Request) {
 	}
 	// The coordinator gives up after its node timeout (its request's
 	// context then ends this wait).
-	held, err := s.hold(r.Context(), ts, r.PathValue("id"), ttl)
+	held, err := s.leases.Hold(r.Context(), r.PathValue("table"), r.PathValue("id"), ttl)
+	if errors.Is(err, leases.ErrHeld) {
+		err = fmt.Errorf("%w: %w", errBadQuery, err)
+	}
 	if err != nil {
 		writeError(w, queryErrorCode(err), "lease: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, holdAnswer{Node: s.nodeID, Offsets: held.String()})
+	writeJSON(w, http.StatusOK, leases.HoldAnswer{Node: s.nodeID, Offsets: held.String()})
 }
 
 func (s *Server) handleLeaseUnhold(w http.ResponseWriter, r *http.Request) {
-	s.unhold(r.PathValue("table"), r.PathValue("id"), leaseEndCause(r.PathValue("id"), r.URL.Query().Get("ttl")))
+	s.leases.Unhold(r.PathValue("table"), r.PathValue("id"), leases.EndCause(r.PathValue("id"), r.URL.Query().Get("ttl")))
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// leaseEndCause is why the reads of lease id end: its TTL (ttl, when the
-// coordinator's timer fired) or an end the client asked for.
-func leaseEndCause(id, ttl string) error {
-	if ttl != "" {
-		return fmt.Errorf("%w: lease %s expired after its TTL of %s", errLeaseEnded, id, ttl)
-	}
-	return fmt.Errorf("%w: lease %s was ended", errLeaseEnded, id)
 }
 
 // handleLeaseOpen opens a lease as its coordinator: every member holds,
 // or none does and the answer names the nodes that failed.
 func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("table")
-	ts, ok := s.tables[name]
-	if !ok {
+	if _, ok := s.tables[name]; !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
 		return
 	}
@@ -354,250 +193,23 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	client := clientOf(r)
-	release, err := s.leases.reserve(client)
-	if err != nil {
+	lease, err := s.leases.Open(r.Context(), name, clientOf(r), newNodeID(), ttl)
+	if errors.Is(err, leases.ErrTooMany) {
 		writeError(w, http.StatusTooManyRequests, "lease: "+err.Error())
 		return
 	}
-	defer release()
-	if hook := afterLeaseReserve.Load(); hook != nil {
-		(*hook)()
-	}
-	var nodes []string
-	if s.members != nil {
-		if nodes, err = s.members.Members(r.Context()); err != nil {
-			writeError(w, http.StatusBadGateway, "lease: "+err.Error())
-			return
-		}
-	}
-	id := newNodeID()
-	cl := &clusterLease{table: name, client: client, members: nodes, lease: Lease{ID: id, TTL: ttl.String()}}
-	body, _ := json.Marshal(LeaseRequest{TTL: ttl.String()})
-	timeout := s.fanout.NodeTimeout
-	if timeout <= 0 {
-		timeout = cluster.DefaultNodeTimeout
-	}
-	// Every member at once; each waits at most the node timeout for its
-	// hold (two leases or cluster queries and two waiting commits can wait
-	// on each other, docs/cluster.md).
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	type held struct {
-		answer holdAnswer
-		err    error
-	}
-	results := make([]held, len(nodes))
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Go(func() {
-			results[i].answer, results[i].err = s.holdOn(ctx, node, name, id, body)
-		})
-	}
-	wg.Wait()
-	var errs []error
-	self := false
-	// Each message once: every split's node reports the source offsets
-	// its store holds, each is given to one of them (the coordinator's
-	// first), and each split reads only its share (overlap.go).
-	var offsets []cluster.Offsets
-	var sharers []string // their nodes, "" for this node's own hold
-	for i, res := range results {
-		if res.err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", nodes[i], res.err))
-			continue
-		}
-		o, err := cluster.ParseOffsets(res.answer.Offsets)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", nodes[i], err))
-			continue
-		}
-		tier := "hot"
-		if res.answer.Node == s.nodeID {
-			tier, self = "all", true
-			offsets, sharers = append([]cluster.Offsets{o}, offsets...), append([]string{nodes[i]}, sharers...)
-		} else {
-			offsets, sharers = append(offsets, o), append(sharers, nodes[i])
-		}
-		cl.lease.Splits = append(cl.lease.Splits, LeaseSplit{Node: nodes[i], Tier: tier})
-	}
-	if len(errs) == 0 && !self {
-		// Not in its own member list (or no cluster config): hold here.
-		if o, err := s.hold(ctx, ts, id, ttl); err != nil {
-			errs = append(errs, fmt.Errorf("this node: %w", err))
-		} else {
-			cl.local = true
-			cl.lease.Splits = append(cl.lease.Splits, LeaseSplit{Node: "", Tier: "all"})
-			offsets, sharers = append([]cluster.Offsets{o}, offsets...), append([]string{""}, sharers...)
-		}
-	}
-	if len(errs) == 0 {
-		errs = s.shareLease(ctx, name, id, sharers, cluster.Assign(offsets))
-	}
-	if len(errs) > 0 {
-		s.endLease(cl, id, "")
-		writeError(w, http.StatusBadGateway, "lease: "+errors.Join(errs...).Error())
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "lease: "+err.Error())
 		return
 	}
-	cl.uses = len(cl.lease.Splits)
-	s.leases.mu.Lock()
-	if s.leases.coordinated == nil {
-		s.leases.coordinated = map[string]*clusterLease{}
-	}
-	s.leases.coordinated[leaseKey(name, id)] = cl
-	s.leases.mu.Unlock()
-	cl.timer = time.AfterFunc(ttl, func() {
-		s.log.Warn("read lease expired: its reads end with an error", "table", name, "lease", id, "ttl", ttl)
-		s.endCoordinated(name, id, ttl.String())
-	})
-	writeJSON(w, http.StatusOK, cl.lease)
-}
-
-// holdAnswer is a member's answer to a hold: its node id (the coordinator
-// finds itself by it) and the source offsets its store holds.
-type holdAnswer struct {
-	Node    string `json:"node"`
-	Offsets string `json:"offsets,omitempty"`
-}
-
-// holdOn asks node to hold for the lease.
-func (s *Server) holdOn(ctx context.Context, node, table, id string, body []byte) (holdAnswer, error) {
-	var answer holdAnswer
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, leaseURL(node, table, id)+"/hold", bytes.NewReader(body))
-	if err != nil {
-		return answer, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.leaseClient().Do(req)
-	if err != nil {
-		return answer, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if resp.StatusCode != http.StatusOK {
-		return answer, fmt.Errorf("hold: %s: %s", resp.Status, bytes.TrimSpace(b))
-	}
-	if err := json.Unmarshal(b, &answer); err != nil {
-		return answer, fmt.Errorf("hold: %w", err)
-	}
-	return answer, nil
-}
-
-// shareLease gives each node of a lease its share (keep[i] to nodes[i];
-// node "" is this node's own hold), every node at once.
-func (s *Server) shareLease(ctx context.Context, table, id string, nodes []string, keep []cluster.Offsets) []error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		if node == "" {
-			if !s.share(table, id, keep[i]) {
-				errs[i] = fmt.Errorf("this node: %s", leaseGone(table, id))
-			}
-			continue
-		}
-		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPut, leaseURL(node, table, id)+"/share",
-				strings.NewReader(keep[i].String()))
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			resp, err := s.leaseClient().Do(req)
-			if err != nil {
-				errs[i] = fmt.Errorf("node %s: share: %w", node, err)
-				return
-			}
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNoContent {
-				errs[i] = fmt.Errorf("node %s: share: %s: %s", node, resp.Status, bytes.TrimSpace(b))
-			}
-		})
-	}
-	wg.Wait()
-	var out []error
-	for _, err := range errs {
-		if err != nil {
-			out = append(out, err)
-		}
-	}
-	return out
-}
-
-// leaseClient sends the holds to members, through the member transport.
-func (s *Server) leaseClient() *http.Client { return s.fanout.Client }
-
-func leaseURL(node, table, id string) string {
-	return node + "/v1/tables/" + url.PathEscape(table) + "/leases/" + url.PathEscape(id)
-}
-
-// endLease tells every member of cl to stop holding (those that never
-// held answer 204 all the same) and ends this node's own hold; ttl is the
-// lease's TTL when it expired, for the reads' error.
-func (s *Server) endLease(cl *clusterLease, id, ttl string) {
-	timeout := s.fanout.NodeTimeout
-	if timeout <= 0 {
-		timeout = cluster.DefaultNodeTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, node := range cl.members {
-		wg.Go(func() {
-			target := leaseURL(node, cl.table, id) + "/hold"
-			if ttl != "" {
-				target += "?ttl=" + url.QueryEscape(ttl)
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
-			if err == nil {
-				var resp *http.Response
-				if resp, err = s.leaseClient().Do(req); err == nil {
-					resp.Body.Close()
-				}
-			}
-			if err != nil {
-				// Its own TTL ends its hold.
-				s.log.Warn("read lease: a member was not told the lease ended", "table", cl.table, "lease", id, "node", node, "error", err)
-			}
-		})
-	}
-	wg.Wait()
-	s.unhold(cl.table, id, leaseEndCause(id, ttl))
-}
-
-// endCoordinated ends a lease this node coordinates, once; ttl is set
-// when it expired.
-func (s *Server) endCoordinated(table, id, ttl string) bool {
-	key := leaseKey(table, id)
-	s.leases.mu.Lock()
-	cl := s.leases.coordinated[key]
-	delete(s.leases.coordinated, key)
-	s.leases.mu.Unlock()
-	if cl == nil {
-		return false
-	}
-	cl.timer.Stop()
-	s.endLease(cl, id, ttl)
-	return true
+	writeJSON(w, http.StatusOK, lease)
 }
 
 // handleLeaseDone counts one split read; the last ends the lease.
 func (s *Server) handleLeaseDone(w http.ResponseWriter, r *http.Request) {
-	table, id := r.PathValue("table"), r.PathValue("id")
-	s.leases.mu.Lock()
-	cl := s.leases.coordinated[leaseKey(table, id)]
-	last := false
-	if cl != nil {
-		cl.uses--
-		last = cl.uses <= 0
-	}
-	s.leases.mu.Unlock()
-	if cl == nil {
-		writeError(w, http.StatusGone, leaseGone(table, id))
+	if !s.leases.Done(r.PathValue("table"), r.PathValue("id")) {
+		writeError(w, http.StatusGone, leases.Gone(r.PathValue("table"), r.PathValue("id")))
 		return
-	}
-	if last {
-		s.endCoordinated(table, id, "")
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -606,17 +218,9 @@ func (s *Server) handleLeaseDone(w http.ResponseWriter, r *http.Request) {
 // same lease (a self-join: a second lease could wait behind a commit that
 // waits behind the first) and answers with the splits again.
 func (s *Server) handleLeaseSplits(w http.ResponseWriter, r *http.Request) {
-	table, id := r.PathValue("table"), r.PathValue("id")
-	s.leases.mu.Lock()
-	cl := s.leases.coordinated[leaseKey(table, id)]
-	var lease Lease
-	if cl != nil {
-		cl.uses += len(cl.lease.Splits)
-		lease = cl.lease
-	}
-	s.leases.mu.Unlock()
-	if cl == nil {
-		writeError(w, http.StatusGone, leaseGone(table, id))
+	lease, ok := s.leases.Splits(r.PathValue("table"), r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusGone, leases.Gone(r.PathValue("table"), r.PathValue("id")))
 		return
 	}
 	writeJSON(w, http.StatusOK, lease)
@@ -624,16 +228,8 @@ func (s *Server) handleLeaseSplits(w http.ResponseWriter, r *http.Request) {
 
 // handleLeaseEnd ends a lease now (the engine's query is over).
 func (s *Server) handleLeaseEnd(w http.ResponseWriter, r *http.Request) {
-	table, id := r.PathValue("table"), r.PathValue("id")
-	if !s.endCoordinated(table, id, "") {
-		s.unhold(table, id, leaseEndCause(id, ""))
-	}
+	s.leases.End(r.PathValue("table"), r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func leaseGone(table, id string) string {
-	return fmt.Sprintf("lease %s of table %s is not held here: it expired after its TTL, was ended, or never existed; "+
-		"a read outside it could repeat or miss rows, so run the statement again", id, table)
 }
 
 // queryUnderLease answers a query with lease=ID: this node's part read
@@ -641,25 +237,17 @@ func leaseGone(table, id string) string {
 // ends the answer with an error (an NDJSON error line, or the
 // Sluice-Error trailer for Arrow): never rows read after the hold.
 func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, name string, req QueryRequest, format string) {
-	key := leaseKey(name, req.Lease)
-	s.leases.mu.Lock()
-	hl := s.leases.held[key]
-	var keep cluster.Offsets
-	if hl != nil {
-		hl.readers.Add(1)
-		keep = hl.keep
-	}
-	s.leases.mu.Unlock()
-	if hl == nil {
-		writeError(w, http.StatusGone, leaseGone(name, req.Lease))
+	read, ok := s.leases.Read(name, req.Lease)
+	if !ok {
+		writeError(w, http.StatusGone, leases.Gone(name, req.Lease))
 		return
 	}
-	defer hl.readers.Done()
+	defer read.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	rc := http.NewResponseController(w)
-	stop := context.AfterFunc(hl.ctx, func() {
-		cancel(context.Cause(hl.ctx))
+	stop := context.AfterFunc(read.Ended, func() {
+		cancel(context.Cause(read.Ended))
 		// A read blocked on a slow client's window would keep the hold
 		// past the TTL: end its writes too, after a moment for the
 		// error line.
@@ -674,13 +262,13 @@ func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, nam
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	n, err := s.query(ctx, name, req, w, format, start, true, keep)
-	if err != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), errLeaseEnded) {
+	n, err := s.query(ctx, name, req, w, format, start, true, read.Keep)
+	if err != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), leases.ErrEnded) {
 		err = context.Cause(ctx)
 	}
 	if err != nil && n < 0 {
 		code := queryErrorCode(err)
-		if errors.Is(err, errLeaseEnded) {
+		if errors.Is(err, leases.ErrEnded) {
 			code = http.StatusGone
 		}
 		writeError(w, code, err.Error())

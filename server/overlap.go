@@ -22,10 +22,6 @@ import (
 // have reported them, and a row stored after the report is after the
 // query's cut either way.
 
-// headerOffsets carries, on a member's answer to a cluster query, the
-// source offsets its store's rows hold (cluster.Offsets.String).
-const headerOffsets = "Sluice-Offsets"
-
 // errLimitReached ends a filtered read at the query's limit.
 var errLimitReached = errors.New("limit reached")
 

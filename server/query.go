@@ -269,7 +269,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	// reaches the coordinator itself through the member list gets nothing
 	// (the coordinator answers for itself), and another node reports an
 	// error after its header in a trailer rather than as a row.
-	coordinator := r.Header.Get(headerCoordinator)
+	coordinator := r.Header.Get(cluster.HeaderCoordinator)
 	if coordinator == s.nodeID {
 		// The coordinator's request body ends only after its own part
 		// (clusterQuery): answer without waiting for it, and close the
@@ -360,7 +360,7 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 // hold. An error after the header goes in a trailer. A coordinator that
 // makes no progress for the reader timeout (reads no row, sends no
 // heartbeat; from its turn, takes no write) ends the answer and the hold
-// (stall.go).
+// (cluster.WatchStall, cluster.ReadMemberBody).
 func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, name string,
 	req QueryRequest, format string, rest io.Reader) {
 	ts := s.tables[name]
@@ -373,10 +373,10 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	defer release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	watch := watchStall(s.readerTimeout(), rc, cancel, "the coordinator")
+	watch := cluster.WatchStall(s.readerTimeout(), rc, cancel, "the coordinator")
 	defer watch.Stop()
 	fail := func(err error) {
-		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, errReaderStalled) {
+		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, cluster.ErrReaderStalled) {
 			err = cause
 		}
 		s.log.Warn("cluster query: member answer failed", "table", name, "error", err)
@@ -392,7 +392,7 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 			writeError(w, queryErrorCode(err), "cluster query: "+err.Error())
 			return
 		}
-		w.Header().Set(headerOffsets, held.String())
+		w.Header().Set(cluster.HeaderOffsets, held.String())
 	}
 	_ = rc.EnableFullDuplex() // read the request body's end after the answer started
 	_ = rc.SetReadDeadline(deadline(s.cfg.Limits.QueryTimeout))
@@ -402,23 +402,23 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	turn := &readerTurn{rc: rc, limit: s.readerTimeout()}
-	body := readMemberBody(rest, req.Offsets, watch, turn)
+	turn := cluster.NewReaderTurn(rc, s.readerTimeout())
+	body := cluster.ReadMemberBody(rest, req.Offsets, watch, turn)
 	var keep cluster.Offsets
 	if req.Offsets {
 		if hook := beforeShareWait.Load(); hook != nil {
-			(*hook)(body.ended)
+			(*hook)(body.Ended)
 		}
 		got := false
 		select {
-		case keep = <-body.keep:
+		case keep = <-body.Keep:
 			got = true
-		case <-body.ended:
+		case <-body.Ended:
 			// The share and the body's end may both be in by now (a
 			// coordinator whose own part was quick): select picks either,
 			// so the end counts only when no share came before it.
 			select {
-			case keep = <-body.keep:
+			case keep = <-body.Keep:
 				got = true
 			default:
 			}
@@ -427,7 +427,7 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 			return
 		}
 		if !got {
-			err := body.err
+			err := body.Err
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
@@ -435,11 +435,11 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 			return
 		}
 		if keep == nil {
-			fail(fmt.Errorf("the coordinator sent a bad share: %w", body.err))
+			fail(fmt.Errorf("the coordinator sent a bad share: %w", body.Err))
 			return
 		}
 	}
-	answer := progressWriter{w: w, watch: watch, turn: turn}
+	answer := cluster.ProgressWriter{W: w, Watch: watch, Turn: turn}
 	if req.Keyed {
 		if err := writeKeyStates(ctx, ts, req, answer); err != nil {
 			fail(err)
@@ -453,7 +453,7 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 		return
 	}
 	select {
-	case <-body.ownPartRead:
+	case <-body.OwnPartRead:
 	case <-ctx.Done():
 		fail(context.Cause(ctx))
 		return
@@ -463,61 +463,10 @@ func (s *Server) memberQuery(ctx context.Context, w http.ResponseWriter, rc *htt
 	// handler returns, and the request body must be read to its end
 	// before: wait for the coordinator's turn.
 	select {
-	case <-body.ended:
+	case <-body.Ended:
 	case <-ctx.Done():
 		fail(context.Cause(ctx))
 	}
-}
-
-// memberBodyReader is what a member reads of its request body after the
-// query (cluster.go's memberBody writes it).
-type memberBodyReader struct {
-	keep        chan cluster.Offsets // the share, once (nil: it did not parse)
-	ownPartRead chan struct{}        // the coordinator has read its own part (the mark, or the body's end)
-	ended       chan struct{}        // the body ended (err: how, nil at EOF)
-	err         error
-}
-
-// readMemberBody reads rest on its own goroutine: the share line when
-// share, then heartbeats, each of which is progress, and the mark, to the
-// end, which is the coordinator's turn to read this answer: the watch is
-// disarmed (no more heartbeats come) and turn bounds each write instead.
-func readMemberBody(rest io.Reader, share bool, watch *stallWatch, turn *readerTurn) *memberBodyReader {
-	b := &memberBodyReader{keep: make(chan cluster.Offsets, 1), ownPartRead: make(chan struct{}), ended: make(chan struct{})}
-	markSeen := sync.OnceFunc(func() { close(b.ownPartRead) })
-	go func() {
-		br := bufio.NewReader(rest)
-		var line []byte
-		for {
-			c, err := br.ReadByte()
-			if err != nil {
-				if err != io.EOF {
-					b.err = err
-				}
-				watch.Stop()
-				turn.begin()
-				markSeen()
-				close(b.ended)
-				return
-			}
-			watch.progress()
-			switch {
-			case c == ' ': // a heartbeat
-			case share && c == '\n':
-				keep, err := cluster.ParseOffsets(string(line))
-				if err != nil {
-					b.err = err
-				}
-				b.keep <- keep
-				share = false
-			case share:
-				line = append(line, c)
-			case c == ownPartRead:
-				markSeen()
-			}
-		}
-	}()
-	return b
 }
 
 // checkFormat accepts ndjson (""), csv and the formats this binary links

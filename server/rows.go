@@ -331,7 +331,7 @@ func (s *Server) serveRows(w http.ResponseWriter, r *http.Request, deletes bool)
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown table %q", name))
 		return
 	}
-	if s.router.routed(name) {
+	if s.router.Routed(name) {
 		writeError(w, http.StatusConflict, ingestRefused(name))
 		return
 	}

@@ -7,6 +7,14 @@
 // which is after the batch is synced to disk; a batch that fails is stored
 // not at all. Ingest is bounded by ingest.Queue: a request that finds every
 // slot taken gets 429 with Retry-After instead of waiting in memory.
+//
+// In a cluster the server is each node's HTTP side: it reads its own
+// store and cold tier for a cluster query, a member's answer and a read
+// lease, and serves the cluster's routes. How nodes coordinate is package
+// cluster's (finding the members, the fan-out, the request bodies between
+// a coordinator and its members, the merge of their answers, the share of
+// source offsets), with key routing in cluster/keyroute and the read
+// leases' bookkeeping in cluster/leases.
 package server
 
 import (
@@ -28,6 +36,8 @@ import (
 
 	"github.com/sluicedb/sluice/auth"
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/keyroute"
+	"github.com/sluicedb/sluice/cluster/leases"
 	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/config"
@@ -106,10 +116,10 @@ type Server struct {
 	nodeID  string
 	members cluster.Members
 	fanout  *cluster.Fanout
-	// router routes key queries of key_partitioned tables (keyroute.go);
-	// nil when there are none or no cluster config.
-	router *keyRouter
-	leases leaseTable // read leases (lease.go)
+	// router routes key queries of key_partitioned tables
+	// (cluster/keyroute); nil when there are none or no cluster config.
+	router *keyroute.Router
+	leases *leases.Table // read leases (cluster/leases)
 
 	// authn authenticates requests; nil without an auth: config (auth.go).
 	authn *auth.Authenticator
@@ -139,7 +149,8 @@ type tableState struct {
 	// replayMu, of a dead-letter table, is held by a replay of its
 	// dead letters (replay.go).
 	replayMu sync.Mutex
-	// routingOff is set once key routing is off for the table (keyroute.go).
+	// routingOff is set once key routing is off for the table
+	// (cluster/keyroute).
 	routingOff atomic.Bool
 	// degraded, when not empty, is why the table's computed columns or
 	// filters did not load at start: the table is read-only (writes get
@@ -198,6 +209,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if err := s.setupAuth(cfg, memberTLS); err != nil {
 		return nil, err
 	}
+	s.leases = s.newLeases()
 	for _, w := range cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
@@ -437,7 +449,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.authn != nil {
 		wg.Go(func() { s.authn.Watch(bg, tokensPoll, s.logTokensReload) })
 	}
-	s.router.run(bg, &wg)
+	s.router.Run(bg, &wg)
 	s.sources.Start(bg)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -462,7 +474,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		hs.Close()
 	}
 	stopGRPC(sctx)
-	s.endAllLeases() // a lease's hold would keep the last compaction waiting
+	s.leases.EndAll() // a lease's hold would keep the last compaction waiting
 	stopBG()
 	if err := s.awaitStopped(sctx, &wg); err != nil {
 		// Something (a script that does not stop, a plugin) still runs

@@ -22,7 +22,7 @@ func deadLetterColumns(config.Table) []struct{ Name, Type string } {
 // openSources makes the stream sources of every table; they start with
 // Serve and stop before the store closes.
 func (s *Server) openSources() error {
-	s.router = newKeyRouter(s)
+	s.router = s.newKeyRouter()
 	var sources []stream.Source
 	var errs []error
 	for _, n := range s.names {
@@ -66,7 +66,7 @@ func (s *Server) openSources() error {
 					opts.SchemaRegistry, err = schemaRegistry(sc.Kafka.SchemaRegistry)
 				}
 				if err == nil {
-					s.router.hooks(n, &opts)
+					s.router.Hooks(n, &opts)
 					src, err = stream.NewKafka(s.messageBound(kafkaTarget, sc.Kafka.MaxMessageBytes), n, opts)
 				}
 			case sc.NATS != nil:

@@ -1,4 +1,4 @@
-package server
+package keyroute
 
 import (
 	"encoding/json"

@@ -1,4 +1,12 @@
-package server
+// Package keyroute is key routing of cluster queries (docs/cluster.md,
+// "Key queries"): a node's side (what it reports of the Kafka partitions
+// its store may hold rows of, and the gains it announces to every member
+// before storing rows of a partition) and the coordinator's (which nodes a
+// key query asks). The server gives it each routed table's sources and
+// store, and calls it from its HTTP handlers and Kafka sources; it knows
+// no HTTP route of its own beyond the members' GET /v1/cluster and POST
+// /v1/cluster/holdings it sends.
+package keyroute
 
 import (
 	"bytes"
@@ -7,25 +15,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
 	"github.com/sluicedb/sluice/stream"
 	"github.com/sluicedb/sluice/table"
 )
-
-// Key routing of cluster queries (docs/cluster.md, "Key queries"): this
-// node's side (what it reports, and the gains it announces before storing
-// rows of a partition) and the coordinator's (which nodes a key query asks).
-
-// headerAsked lists the members a cluster query asked (this node aside).
-const headerAsked = "Sluice-Nodes-Asked"
 
 // The timing of key routing.
 const (
@@ -44,11 +47,64 @@ type topicPartition struct {
 	partition int32
 }
 
-// keyRouter is the key routing of a server with a cluster config and
-// tables whose Kafka sources are key_partitioned.
-type keyRouter struct {
-	s     *Server
-	views *cluster.Views
+// Positions is the store's named positions, where a routed table's
+// record (routingRecord) is kept beside its sources' positions.
+type Positions interface {
+	Position(name string) ([]byte, error)
+	PutPosition(name string, value []byte) error
+}
+
+// Table is a table whose Kafka sources are key_partitioned, as the router
+// needs it.
+type Table struct {
+	Name    string
+	Brokers []string
+	Topics  []string
+	// Conn is how the partition lookups reach the brokers: the first
+	// key_partitioned source's TLS and SASL (the sources of one routed
+	// table are one cluster: their brokers are asked together); ConnErr
+	// is the error building it, reported at each lookup.
+	Conn    stream.KafkaConn
+	ConnErr error
+	// SourceColumns: rows carry their source partition (with a cold
+	// tier), so a scan can show that none of a partition is left.
+	SourceColumns bool
+	// KeyType is the hashBy column's type: a hashBy value's key form.
+	KeyType string
+	// Rows is the table's hot store, scanned for released partitions.
+	Rows *table.Table
+	// Off is set once key routing is off for the table (its metrics and
+	// queries read it).
+	Off *atomic.Bool
+}
+
+// Config is what a Router needs of its node.
+type Config struct {
+	// Node is this node's id (it changes when the process restarts).
+	Node    string
+	Members cluster.Members
+	// Client asks members for their reports and announces gains (the
+	// members' transport; a timeout of half a lease suits it).
+	Client *http.Client
+	Store  Positions
+	Log    *slog.Logger
+	// Tables are the routed tables, in the order OffTables reports them.
+	Tables []Table
+}
+
+// Lease is how long a coordinator routes on a node's report; a Config's
+// Client should time out within half of it.
+const Lease = routeLease
+
+// Router is the key routing of a node with a cluster config and tables
+// whose Kafka sources are key_partitioned. A nil *Router routes nothing.
+type Router struct {
+	node    string
+	members cluster.Members
+	store   Positions
+	log     *slog.Logger
+	order   []string
+	views   *cluster.Views
 	// client asks members for their reports and announces gains.
 	client *http.Client
 
@@ -62,19 +118,7 @@ type keyRouter struct {
 
 // routedTable is a routed table's state on this node.
 type routedTable struct {
-	name    string
-	brokers []string
-	topics  []string
-	// conn is how the partition lookups reach the brokers: the first
-	// key_partitioned source's TLS and SASL (the sources of one routed
-	// table are one cluster: their brokers are asked together), or the
-	// error building it, reported at each lookup.
-	conn    stream.KafkaConn
-	connErr error
-	// sourceColumns: rows carry their source partition (with a cold
-	// tier), so a scan can show that none of a partition is left.
-	sourceColumns bool
-	ts            *tableState
+	Table
 
 	ready bool
 	// counts are the topics' partition counts read at start; known is
@@ -94,42 +138,28 @@ type routedTable struct {
 	touched map[topicPartition]uint64
 }
 
-// newKeyRouter makes the key routing of s; nil when s has no cluster
-// config or no key_partitioned table.
-func newKeyRouter(s *Server) *keyRouter {
-	if s.members == nil {
+// New makes the key routing of a node; nil when it has no cluster
+// (Members nil) or no routed table.
+func New(c Config) *Router {
+	if c.Members == nil || len(c.Tables) == 0 {
 		return nil
 	}
-	r := &keyRouter{s: s, views: &cluster.Views{Lease: routeLease}, tables: map[string]*routedTable{},
-		client: s.memberClient(routeLease / 2)}
-	for _, n := range s.names {
-		ts := s.tables[n]
-		var rt *routedTable
-		for _, sc := range ts.cfg.Sources {
-			if sc.Kafka == nil || !sc.Kafka.KeyPartitioned {
-				continue
-			}
-			if rt == nil {
-				rt = &routedTable{name: n, ts: ts, sourceColumns: ts.cfg.Compact.Iceberg != nil, known: make(chan struct{}),
-					assigned: map[topicPartition]bool{}, stored: map[topicPartition]bool{}, touched: map[topicPartition]uint64{}}
-				rt.conn, rt.connErr = kafkaConn(*sc.Kafka)
-			}
-			rt.brokers = append(rt.brokers, sc.Kafka.Brokers...)
-			rt.topics = append(rt.topics, sc.Kafka.Topics...)
+	r := &Router{node: c.Node, members: c.Members, store: c.Store, log: c.Log, client: c.Client,
+		views: &cluster.Views{Lease: routeLease}, tables: map[string]*routedTable{}}
+	for _, t := range c.Tables {
+		if t.Off == nil {
+			t.Off = new(atomic.Bool)
 		}
-		if rt != nil {
-			r.tables[n] = rt
-		}
-	}
-	if len(r.tables) == 0 {
-		return nil
+		r.order = append(r.order, t.Name)
+		r.tables[t.Name] = &routedTable{Table: t, known: make(chan struct{}),
+			assigned: map[topicPartition]bool{}, stored: map[topicPartition]bool{}, touched: map[topicPartition]uint64{}}
 	}
 	return r
 }
 
-// routed reports whether table's rows route by key (HTTP ingest into it
+// Routed reports whether table's rows route by key (HTTP ingest into it
 // is refused: its rows would be on a node the routing does not know).
-func (r *keyRouter) routed(table string) bool {
+func (r *Router) Routed(table string) bool {
 	if r == nil {
 		return false
 	}
@@ -137,8 +167,8 @@ func (r *keyRouter) routed(table string) bool {
 	return ok
 }
 
-// hooks sets the assignment callbacks of a Kafka source of table.
-func (r *keyRouter) hooks(table string, o *stream.KafkaOptions) {
+// Hooks sets the assignment callbacks of a Kafka source of table.
+func (r *Router) Hooks(table string, o *stream.KafkaOptions) {
 	if r == nil || r.tables[table] == nil {
 		return
 	}
@@ -147,15 +177,15 @@ func (r *keyRouter) hooks(table string, o *stream.KafkaOptions) {
 	o.CheckKeys = func(ctx context.Context, msgs []stream.Message) error { return r.checkKeys(ctx, table, msgs) }
 }
 
-// offTables says, in table order, which tables' key routing is off and why.
-func (r *keyRouter) offTables() []string {
+// OffTables says, in table order, which tables' key routing is off and why.
+func (r *Router) OffTables() []string {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var off []string
-	for _, n := range r.s.names {
+	for _, n := range r.order {
 		if rt := r.tables[n]; rt != nil && rt.off != "" {
 			off = append(off, fmt.Sprintf("table %q: %s", n, rt.off))
 		}
@@ -163,15 +193,15 @@ func (r *keyRouter) offTables() []string {
 	return off
 }
 
-// holdings is this node's report.
-func (r *keyRouter) holdings() cluster.Holdings {
+// Holdings is this node's report (GET /v1/cluster's routing).
+func (r *Router) Holdings() cluster.Holdings {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.holdingsLocked()
 }
 
-func (r *keyRouter) holdingsLocked() cluster.Holdings {
-	h := cluster.Holdings{Node: r.s.nodeID, Version: r.version, Tables: map[string]cluster.TableHoldings{}}
+func (r *Router) holdingsLocked() cluster.Holdings {
+	h := cluster.Holdings{Node: r.node, Version: r.version, Tables: map[string]cluster.TableHoldings{}}
 	for n, rt := range r.tables {
 		th := cluster.TableHoldings{Ready: rt.ready, Off: rt.off, Partitions: maps.Clone(rt.counts),
 			Assigned: map[string][]int32{}, Holds: map[string][]int32{}}
@@ -202,7 +232,7 @@ func (rt *routedTable) holds() map[topicPartition]bool {
 // assigned is a source's OnAssigned: the partitions join this node's
 // holdings, every member is told, and only then (or, if a member did not
 // acknowledge, one lease after the gain) may their rows be stored.
-func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]int32) {
+func (r *Router) assigned(ctx context.Context, table string, ps map[string][]int32) {
 	r.mu.Lock()
 	rt := r.tables[table]
 	r.events++
@@ -227,7 +257,7 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 		// Off before any row of the new partitions is stored; the
 		// report sent below says so too.
 		if err := r.turnOff(ctx, rt, grown); err != nil {
-			r.s.log.Error("key routing: recording that routing is off", "table", table, "error", err)
+			r.log.Error("key routing: recording that routing is off", "table", table, "error", err)
 		}
 		return
 	}
@@ -237,10 +267,10 @@ func (r *keyRouter) assigned(ctx context.Context, table string, ps map[string][]
 // announceOrWait sends report to every member; when one did not take it,
 // it waits until one lease after since (the member's lease on an older
 // report has run out by then) or ctx ends.
-func (r *keyRouter) announceOrWait(ctx context.Context, table string, report cluster.Holdings, since time.Time, what string) {
+func (r *Router) announceOrWait(ctx context.Context, table string, report cluster.Holdings, since time.Time, what string) {
 	if err := r.announce(ctx, report); err != nil {
 		wait := time.Until(since.Add(routeLease))
-		r.s.log.Warn("key routing: a member did not take this node's report; waiting out its lease", "table", table, "news", what, "error", err, "wait", wait)
+		r.log.Warn("key routing: a member did not take this node's report; waiting out its lease", "table", table, "news", what, "error", err, "wait", wait)
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
@@ -263,9 +293,9 @@ type routingRecord struct {
 // positions (outside every source's names, which begin with the table).
 func routingRecordName(table string) string { return "keyrouting\x00" + table }
 
-func (r *keyRouter) readRecord(table string) (routingRecord, error) {
+func (r *Router) readRecord(table string) (routingRecord, error) {
 	rec := routingRecord{Partitions: map[string]int32{}}
-	v, err := r.s.store.Position(routingRecordName(table))
+	v, err := r.store.Position(routingRecordName(table))
 	if err != nil || v == nil {
 		return rec, err
 	}
@@ -278,12 +308,12 @@ func (r *keyRouter) readRecord(table string) (routingRecord, error) {
 	return rec, nil
 }
 
-func (r *keyRouter) writeRecord(table string, rec routingRecord) error {
+func (r *Router) writeRecord(table string, rec routingRecord) error {
 	v, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return r.s.store.PutPosition(routingRecordName(table), v)
+	return r.store.PutPosition(routingRecordName(table), v)
 }
 
 // turnOff turns key routing off for rt, for good: it records why in the
@@ -291,7 +321,7 @@ func (r *keyRouter) writeRecord(table string, rec routingRecord) error {
 // waits out a lease), and only then returns, so that no row that routing
 // would miss is stored before every coordinator asks every node. Callers
 // that find it being turned off wait for that too.
-func (r *keyRouter) turnOff(ctx context.Context, rt *routedTable, why string) error {
+func (r *Router) turnOff(ctx context.Context, rt *routedTable, why string) error {
 	r.mu.Lock()
 	if rt.off != "" {
 		done := rt.offDone
@@ -305,21 +335,21 @@ func (r *keyRouter) turnOff(ctx context.Context, rt *routedTable, why string) er
 	}
 	rt.off = why
 	rt.offDone = make(chan struct{})
-	rt.ts.routingOff.Store(true)
+	rt.Off.Store(true)
 	r.version++
 	report := r.holdingsLocked()
 	since := time.Now()
 	r.mu.Unlock()
 	defer close(rt.offDone)
-	r.s.log.Error("key routing is off for the table: key queries ask every node", "table", rt.name, "why", why)
-	rec, err := r.readRecord(rt.name)
+	r.log.Error("key routing is off for the table: key queries ask every node", "table", rt.Name, "why", why)
+	rec, err := r.readRecord(rt.Name)
 	if err == nil {
 		rec.Off = why
-		err = r.writeRecord(rt.name, rec)
+		err = r.writeRecord(rt.Name, rec)
 	}
-	r.announceOrWait(ctx, rt.name, report, since, "routing off")
+	r.announceOrWait(ctx, rt.Name, report, since, "routing off")
 	if err != nil {
-		return fmt.Errorf("key routing of table %s: record that it is off: %w", rt.name, err)
+		return fmt.Errorf("key routing of table %s: record that it is off: %w", rt.Name, err)
 	}
 	return nil
 }
@@ -329,9 +359,9 @@ func (r *keyRouter) turnOff(ctx context.Context, rt *routedTable, why string) er
 // partitions the table's rows are routed by. A message that is not (a
 // producer with another partitioner, a message without a key, a topic
 // grown since) turns routing off before it is stored.
-func (r *keyRouter) checkKeys(ctx context.Context, table string, msgs []stream.Message) error {
+func (r *Router) checkKeys(ctx context.Context, table string, msgs []stream.Message) error {
 	rt := r.tables[table]
-	if rt.ts.routingOff.Load() {
+	if rt.Off.Load() {
 		r.mu.Lock()
 		done := rt.offDone
 		r.mu.Unlock()
@@ -380,11 +410,11 @@ func (r *keyRouter) checkKeys(ctx context.Context, table string, msgs []stream.M
 // those stored stay in the holdings until a scan finds them committed. A
 // partition without a stored position had no row stored here (a batch
 // stores its rows and its position at once): it leaves the holdings.
-func (r *keyRouter) released(table string, ps map[string][]int32) {
+func (r *Router) released(table string, ps map[string][]int32) {
 	var stored []topicPartition
 	for topic, parts := range ps {
 		for _, p := range parts {
-			if v, err := r.s.store.Position(stream.PositionName(table, topic, p)); err != nil || v != nil {
+			if v, err := r.store.Position(stream.PositionName(table, topic, p)); err != nil || v != nil {
 				stored = append(stored, topicPartition{topic, p}) // an error: keep it, to be safe
 			}
 		}
@@ -408,8 +438,8 @@ func (r *keyRouter) released(table string, ps map[string][]int32) {
 
 // announce sends report to every member at once; it fails if one of them
 // did not acknowledge it.
-func (r *keyRouter) announce(ctx context.Context, report cluster.Holdings) error {
-	members, err := r.s.members.Members(ctx)
+func (r *Router) announce(ctx context.Context, report cluster.Holdings) error {
+	members, err := r.members.Members(ctx)
 	if err != nil {
 		return err
 	}
@@ -443,37 +473,18 @@ func (r *keyRouter) announce(ctx context.Context, report cluster.Holdings) error
 	return errors.Join(errs...)
 }
 
-// handleHoldings is POST /v1/cluster/holdings: a member announces its
-// report; it is applied before the answer (the member stores rows of its
-// new partitions once every member answered).
-func (s *Server) handleHoldings(w http.ResponseWriter, r *http.Request) {
-	var h cluster.Holdings
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&h); err != nil {
-		writeError(w, http.StatusBadRequest, "holdings: "+err.Error())
-		return
-	}
-	// A report about node X is X's alone: a member reporting for another
-	// (empty holdings at a huge version) would make key queries skip X.
-	if p := principalOf(r); p != nil && p.Node() != h.Node {
-		s.audit.refused(r, p, "POST /v1/cluster/holdings", "", http.StatusForbidden, "a holdings report about another node")
-		writeError(w, http.StatusForbidden, fmt.Sprintf("holdings: %s may report only its own holdings, not node %q's", p.Name, h.Node))
-		return
-	}
-	if s.router == nil {
-		writeError(w, http.StatusNotFound, "holdings: this node routes no table by key")
-		return
-	}
-	if h.Node != s.nodeID && !s.router.views.Announced(h) {
-		writeError(w, http.StatusConflict, "holdings: node "+h.Node+" has not answered this node's polls yet")
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+// Announced applies a member's report that it announced (POST
+// /v1/cluster/holdings, which the server authorizes: a report about node
+// X is X's alone). It reports false when the member has not answered this
+// node's polls yet; this node's own report is always taken.
+func (r *Router) Announced(h cluster.Holdings) bool {
+	return h.Node == r.node || r.views.Announced(h)
 }
 
-// run starts the router's background work: the start of each table (its
+// Run starts the router's background work: the start of each table (its
 // partition counts and stored positions), the polls of the members, and
 // the scans that drop released partitions once committed.
-func (r *keyRouter) run(ctx context.Context, wg *sync.WaitGroup) {
+func (r *Router) Run(ctx context.Context, wg *sync.WaitGroup) {
 	if r == nil {
 		return
 	}
@@ -487,13 +498,13 @@ func (r *keyRouter) run(ctx context.Context, wg *sync.WaitGroup) {
 // startTable reads the topics' partition counts and this store's stored
 // positions (a partition with one may have rows here), retrying until
 // the brokers answer; then the table's holdings are ready.
-func (r *keyRouter) startTable(ctx context.Context, rt *routedTable) {
+func (r *Router) startTable(ctx context.Context, rt *routedTable) {
 	for attempt := 0; ; attempt++ {
 		err := r.loadTable(ctx, rt)
 		if err == nil {
 			return
 		}
-		r.s.log.Warn("key routing: reading the topics' partitions; key queries ask every node meanwhile", "table", rt.name, "error", err, "attempt", attempt)
+		r.log.Warn("key routing: reading the topics' partitions; key queries ask every node meanwhile", "table", rt.Name, "error", err, "attempt", attempt)
 		select {
 		case <-ctx.Done():
 			return
@@ -502,20 +513,20 @@ func (r *keyRouter) startTable(ctx context.Context, rt *routedTable) {
 	}
 }
 
-func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
-	if rt.connErr != nil {
-		return rt.connErr
+func (r *Router) loadTable(ctx context.Context, rt *routedTable) error {
+	if rt.ConnErr != nil {
+		return rt.ConnErr
 	}
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	counts, err := stream.PartitionCounts(mctx, rt.conn, rt.brokers, rt.topics)
+	counts, err := stream.PartitionCounts(mctx, rt.Conn, rt.Brokers, rt.Topics)
 	if err != nil {
 		return err
 	}
 	var stored []topicPartition
 	for topic, n := range counts {
 		for p := range n {
-			v, err := r.s.store.Position(stream.PositionName(rt.name, topic, p))
+			v, err := r.store.Position(stream.PositionName(rt.Name, topic, p))
 			if err != nil {
 				return err
 			}
@@ -524,7 +535,7 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 			}
 		}
 	}
-	rec, err := r.readRecord(rt.name)
+	rec, err := r.readRecord(rt.Name)
 	if err != nil {
 		return err
 	}
@@ -540,7 +551,7 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 		}
 	}
 	if changed {
-		if err := r.writeRecord(rt.name, rec); err != nil {
+		if err := r.writeRecord(rt.Name, rec); err != nil {
 			return err
 		}
 	}
@@ -559,8 +570,8 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 		rt.off = why // found in the record: members learn it from the report
 		rt.offDone = make(chan struct{})
 		close(rt.offDone)
-		rt.ts.routingOff.Store(true)
-		r.s.log.Error("key routing is off for the table: key queries ask every node", "table", rt.name, "why", why)
+		rt.Off.Store(true)
+		r.log.Error("key routing is off for the table: key queries ask every node", "table", rt.Name, "why", why)
 	}
 	for _, tp := range stored {
 		rt.stored[tp] = true
@@ -581,7 +592,7 @@ func (r *keyRouter) loadTable(ctx context.Context, rt *routedTable) error {
 }
 
 // pollLoop asks every member for its report, every routePoll.
-func (r *keyRouter) pollLoop(ctx context.Context) {
+func (r *Router) pollLoop(ctx context.Context) {
 	t := time.NewTicker(routePoll)
 	defer t.Stop()
 	for {
@@ -590,7 +601,7 @@ func (r *keyRouter) pollLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		members, err := r.s.members.Members(ctx)
+		members, err := r.members.Members(ctx)
 		if err != nil {
 			continue
 		}
@@ -602,7 +613,7 @@ func (r *keyRouter) pollLoop(ctx context.Context) {
 	}
 }
 
-func (r *keyRouter) poll(ctx context.Context, member string) {
+func (r *Router) poll(ctx context.Context, member string) {
 	asked := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, member+"/v1/cluster?members=false", nil)
 	if err != nil {
@@ -613,7 +624,10 @@ func (r *keyRouter) poll(ctx context.Context, member string) {
 		return
 	}
 	defer resp.Body.Close()
-	var info ClusterInfo
+	// The member's GET /v1/cluster answer; only its routing matters.
+	var info struct {
+		Routing *cluster.Holdings `json:"routing"`
+	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil || info.Routing == nil {
 		return
 	}
@@ -624,7 +638,7 @@ func (r *keyRouter) poll(ctx context.Context, member string) {
 // store holds no row that a query's hot side would return (rows at or
 // above the committed-sequence mark): their rows are all in the Iceberg
 // table. Only for tables whose rows carry their source partition.
-func (r *keyRouter) scanLoop(ctx context.Context) {
+func (r *Router) scanLoop(ctx context.Context) {
 	t := time.NewTicker(routeScan)
 	defer t.Stop()
 	for {
@@ -635,14 +649,14 @@ func (r *keyRouter) scanLoop(ctx context.Context) {
 		}
 		for _, rt := range r.tables {
 			if err := r.scan(ctx, rt); err != nil && ctx.Err() == nil {
-				r.s.log.Warn("key routing: scanning the store for released partitions", "table", rt.name, "error", err)
+				r.log.Warn("key routing: scanning the store for released partitions", "table", rt.Name, "error", err)
 			}
 		}
 	}
 }
 
-func (r *keyRouter) scan(ctx context.Context, rt *routedTable) error {
-	if !rt.sourceColumns {
+func (r *Router) scan(ctx context.Context, rt *routedTable) error {
+	if !rt.SourceColumns {
 		return nil
 	}
 	r.mu.Lock()
@@ -655,14 +669,14 @@ func (r *keyRouter) scan(ctx context.Context, rt *routedTable) error {
 	if !waiting {
 		return nil
 	}
-	mark, err := rt.ts.table.CommittedSeq()
+	mark, err := rt.Rows.CommittedSeq()
 	if err != nil {
 		return err
 	}
 	found := map[topicPartition]bool{}
 	unknown := false
 	var lastTag string
-	err = rt.ts.table.QueryValuesSeqs(ctx, table.Query{Columns: []string{table.SourceBatchColumn}}, mark, 0, func(_ []table.Column, vals []any) error {
+	err = rt.Rows.QueryValuesSeqs(ctx, table.Query{Columns: []string{table.SourceBatchColumn}}, mark, 0, func(_ []table.Column, vals []any) error {
 		tag, _ := vals[0].(string)
 		if tag == lastTag && tag != "" {
 			return nil
@@ -717,12 +731,12 @@ func kafkaSourceOf(tag string) (topicPartition, bool) {
 	return topicPartition{parts[1], int32(p)}, true
 }
 
-// route returns the members a cluster query for req must ask: those that
-// may hold rows of the partitions of its hashBy values, when req names
-// hashBy values of a routed table and this node has a live report of
-// every member; otherwise every member (why says why not).
-func (r *keyRouter) route(table string, req QueryRequest, members []string) (asked []string, why string) {
-	if r == nil || len(req.Hash) == 0 {
+// Route returns the members a cluster query for the hashBy values hash
+// must ask: those that may hold rows of the values' partitions, when
+// table is routed and this node has a live report of every member;
+// otherwise every member (why says why not).
+func (r *Router) Route(table string, hash []any, members []string) (asked []string, why string) {
+	if r == nil || len(hash) == 0 {
 		return members, "no hashBy values"
 	}
 	rt := r.tables[table]
@@ -738,15 +752,9 @@ func (r *keyRouter) route(table string, req QueryRequest, members []string) (ask
 	if !ready {
 		return members, "this node does not know the topics' partitions yet"
 	}
-	var keyType string
-	for _, c := range rt.ts.cfg.Schema {
-		if c.Name == rt.ts.cfg.HashBy {
-			keyType = c.Type
-		}
-	}
 	want := map[string][]int32{}
-	for _, v := range req.Hash {
-		key, ok := keyText(v, keyType)
+	for _, v := range hash {
+		key, ok := keyText(v, rt.KeyType)
 		if !ok {
 			return members, fmt.Sprintf("hashBy value %v has no key form", v)
 		}
@@ -754,7 +762,7 @@ func (r *keyRouter) route(table string, req QueryRequest, members []string) (ask
 			want[topic] = append(want[topic], cluster.KafkaKeyPartition([]byte(key), n))
 		}
 	}
-	asked, err := r.views.Route(members, r.s.nodeID, table, counts, want)
+	asked, err := r.views.Route(members, r.node, table, counts, want)
 	if err != nil {
 		return members, err.Error()
 	}
@@ -790,9 +798,4 @@ func keyText(v any, typ string) (string, bool) {
 		return strconv.FormatInt(n, 10), true
 	}
 	return "", false
-}
-
-// ingestRefused says why HTTP ingest into a routed table is refused.
-func ingestRefused(name string) string {
-	return fmt.Sprintf("table %q takes rows only from its key_partitioned Kafka sources: rows posted to a node would be where key queries do not look (docs/cluster.md, \"Key queries\")", name)
 }
