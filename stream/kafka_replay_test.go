@@ -60,7 +60,7 @@ func TestKafkaReplayRestoresKeyAndHeaders(t *testing.T) {
 	nd = startNode(t, cfg, data)
 	waitRows(t, nd, "events", 3, time.Minute)
 	for round := range 2 {
-		resp, err := http.Post(nd.url+"/v1/tables/events/replay", "", nil)
+		resp, err := http.Post(nd.URL+"/v1/tables/events/replay", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

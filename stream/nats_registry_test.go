@@ -157,7 +157,7 @@ func TestNATSRegistryDownPauses(t *testing.T) {
 		t.Fatalf("%d rows stored while the registry was down", n)
 	}
 	if logCount(t, nd, "schema registry unavailable") == 0 {
-		t.Errorf("the log does not name the registry: %s", nd.tail())
+		t.Errorf("the log does not name the registry: %s", nd.Tail())
 	}
 	reg.SetDown(false)
 	waitRows(t, nd, "events", 10, time.Minute)

@@ -2,6 +2,7 @@ package cold
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/coldtier"
 	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/server"
 )
 
@@ -141,34 +144,51 @@ tables:
 		return res.Rows
 	}
 
-	c := start(t, cfgPath, addr, "")
-	upsert(c.url, span(0, 300), "v1")
-	if n := compact(c.url); n != 300 {
+	c := &testnode.Node{Name: "server", Config: cfgPath, URL: "http://" + addr, Log: filepath.Join(dir, "server.log")}
+	c.Start(t)
+	defer c.Kill()
+	upsert(c.URL, span(0, 300), "v1")
+	if n := compact(c.URL); n != 300 {
 		t.Fatalf("the first compaction: %d rows, want 300", n)
 	}
-	check(c.url, "after the first compaction")
-	c.stop(t)
+	check(c.URL, "after the first compaction")
+	stop := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
 
-	c = start(t, cfgPath, addr, step)
-	defer func() { c.cmd.Process.Kill(); c.cmd.Wait() }()
-	upsert(c.url, span(0, 100), "v2")
-	remove_(c.url, span(200, 250))
-	remove_(c.url, span(90, 100))
-	upsert(c.url, span(95, 100), "v3")
-	upsert(c.url, span(1000, 1050), "v2")
-	check(c.url, "before the compaction")
-	go http.Post(c.url+"/v1/tables/events/compact", "", nil) // blocks at the fault
-	c.waitLine(t, "coldtier: fault "+step)
-	c.kill()
+	// The fault point makes the compaction print its step and block there
+	// until the test kills the node.
+	c.Env = []string{coldtier.FaultEnv + "=" + step}
+	c.Start(t)
+	upsert(c.URL, span(0, 100), "v2")
+	remove_(c.URL, span(200, 250))
+	remove_(c.URL, span(90, 100))
+	upsert(c.URL, span(95, 100), "v3")
+	upsert(c.URL, span(1000, 1050), "v2")
+	check(c.URL, "before the compaction")
+	go http.Post(c.URL+"/v1/tables/events/compact", "", nil) // blocks at the fault
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitLog(ctx, "coldtier: fault "+step); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill()
 
-	c = start(t, cfgPath, addr, "")
-	check(c.url, fmt.Sprintf("after the kill at %s and a restart", step))
+	c.Env = nil
+	c.Start(t)
+	check(c.URL, fmt.Sprintf("after the kill at %s and a restart", step))
 	wantRows := map[string]int64{"after-upload": 145, "after-commit": 0}[step]
-	if n := compact(c.url); n != wantRows {
+	if n := compact(c.URL); n != wantRows {
 		t.Errorf("the compaction after the restart: %d rows, want %d", n, wantRows)
 	}
-	check(c.url, "after the next compaction")
-	c.stop(t)
+	check(c.URL, "after the next compaction")
+	stop()
 }
 
 // keyedQuery reads n and note of every row through the server's query,
