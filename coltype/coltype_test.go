@@ -116,7 +116,7 @@ func TestValues(t *testing.T) {
 			t.Errorf("time of day %q = %d, %v; want %d", text, got, err, us)
 		}
 	}
-	if s := TimeOfDayValue(49501000123).String(); s != "13:45:01.000123" {
+	if s := TimeOfDayValue(49501000123).String(); s != "13:45:01.000123" || TimeOfDayValue(0).String() != "00:00:00.000000" {
 		t.Errorf("time of day text %q", s)
 	}
 	u, err := ParseUUID("123E4567-e89b-12d3-a456-426614174000")

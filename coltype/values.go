@@ -53,15 +53,12 @@ type TimeOfDayValue int64
 // largest TimeOfDayValue.
 const MicrosPerDay = 86_400_000_000
 
-// String is HH:MM:SS, with the microseconds when there are any
-// (13:45:00.000123).
+// String is HH:MM:SS.ffffff (13:45:00.000123): always six digits of
+// fraction, so the texts sort as the times do, and the text a string
+// column held for a registry's time of day before time_of_day columns.
 func (t TimeOfDayValue) String() string {
 	us := int64(t)
-	s := fmt.Sprintf("%02d:%02d:%02d", us/3_600_000_000, us/60_000_000%60, us/1_000_000%60)
-	if f := us % 1_000_000; f != 0 {
-		s += fmt.Sprintf(".%06d", f)
-	}
-	return s
+	return fmt.Sprintf("%02d:%02d:%02d.%06d", us/3_600_000_000, us/60_000_000%60, us/1_000_000%60, us%1_000_000)
 }
 
 // MarshalJSON is the time of day as a JSON string.

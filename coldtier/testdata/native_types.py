@@ -33,7 +33,7 @@ def text(v):
     if isinstance(v, uuid.UUID):
         return str(v)
     if isinstance(v, datetime.time):
-        return v.isoformat()
+        return v.isoformat(timespec="microseconds")
     if isinstance(v, datetime.date):
         return v.isoformat()
     if isinstance(v, decimal.Decimal):
