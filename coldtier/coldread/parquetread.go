@@ -159,6 +159,11 @@ type fileColumn struct {
 // iceberg-go's Arrow path, which applies the mapping.
 var errNoFieldIDs = errors.New("data file has no Parquet field ids")
 
+// errArrowPath marks a data file with a column the fast read does not
+// decode (a decimal as fixed_len_byte_array, as Spark writes them): it is
+// read through iceberg-go's Arrow path too.
+var errArrowPath = errors.New("read through the Arrow path")
+
 // mapColumns finds each needed column of the Iceberg schema in a data file
 // by its field id (the Parquet field_id), so a file written before a column
 // was added reads it as null and a renamed column still reads. types are
@@ -209,7 +214,9 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 			fc.kind = vecString
 		case parquet.FixedLenByteArray:
 			if typ.Length() != 16 || fc.typ != table.UUID {
-				return nil, fmt.Errorf("column %q: Parquet fixed_len_byte_array(%d) is not one sluice writes for a %v column", name, typ.Length(), fc.typ)
+				// Another engine's decimal as fixed bytes (sluice writes
+				// them as integers): iceberg-go's Arrow path reads it.
+				return nil, fmt.Errorf("column %q: Parquet fixed_len_byte_array(%d) for a %v column: %w", name, typ.Length(), fc.typ, errArrowPath)
 			}
 			fc.kind = vecString
 		default:
@@ -874,7 +881,7 @@ func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask,
 		if of.close != nil {
 			of.close()
 		}
-		if errors.Is(err, errNoFieldIDs) {
+		if errors.Is(err, errNoFieldIDs) || errors.Is(err, errArrowPath) {
 			st.ArrowFiles++
 			ok = send(ctx, units, &rgUnit{task: task, arrow: true})
 		} else if err != nil {
