@@ -204,6 +204,11 @@ func writerProperties(props iceberg.Properties, sc *arrow.Schema) (*parquet.Writ
 		parquet.WithCompressionLevel(props.GetInt(itable.ParquetCompressionLevelKey, itable.ParquetCompressionLevelDefault)),
 		parquet.WithMaxBloomFilterBytes(int64(props.GetInt(itable.ParquetBloomFilterMaxBytesKey, itable.ParquetBloomFilterMaxBytesDefault))),
 		parquet.WithDictionaryDefault(true),
+		// A decimal of up to 9 digits as INT32, up to 18 as INT64 (sluice's
+		// are all up to 18): Iceberg's spec allows both, every engine reads
+		// them, and the cold read takes them as the unscaled int64 the
+		// store holds.
+		parquet.WithStoreDecimalAsInteger(true),
 	}
 	for _, f := range sc.Fields() {
 		wp = append(wp, parquet.WithDictionaryCostFallbackFor(f.Name, true))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sluicedb/sluice/table"
@@ -320,6 +322,9 @@ type vectorAppender struct {
 	strs      []string
 	bools     []bool
 	times     []arrow.Timestamp
+	dates     []arrow.Date32
+	clocks    []arrow.Time64
+	decimals  []decimal128.Num
 	// strBytes is the string bytes of each column in the last batch (the
 	// estimate the next batch's data buffer is reserved with).
 	strBytes []int
@@ -445,6 +450,34 @@ func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *tabl
 	case col.Type == table.Timestamp && v.Type == table.Timestamp:
 		// time.Time.UnixMicro of the value the store holds (unix ns, UTC).
 		b.(*array.TimestampBuilder).AppendValues(convert(v.Ints, rows, &a.times, func(ns int64) arrow.Timestamp { return arrow.Timestamp(floorDiv(ns, 1000)) }), valid)
+	case col.Type == table.Date && v.Type == table.Date:
+		b.(*array.Date32Builder).AppendValues(convert(v.Ints, rows, &a.dates, func(d int64) arrow.Date32 { return arrow.Date32(d) }), valid)
+	case col.Type == table.TimeOfDay && v.Type == table.TimeOfDay:
+		b.(*array.Time64Builder).AppendValues(convert(v.Ints, rows, &a.clocks, func(us int64) arrow.Time64 { return arrow.Time64(us) }), valid)
+	case col.Type.IsDecimal() && v.Type.IsDecimal() && col.Type.Scale() == v.Type.Scale():
+		// One scale: the unscaled values are the same numbers (a block
+		// written at a smaller precision holds fewer digits).
+		b.(*array.Decimal128Builder).AppendValues(convert(v.Ints, rows, &a.decimals, decimal128.FromI64), valid)
+	case col.Type == table.UUID && v.Type == table.UUID:
+		ub := b.(*extensions.UUIDBuilder)
+		for i, r := range rows {
+			if valid != nil && !valid[i] {
+				ub.AppendNull()
+				continue
+			}
+			var u [16]byte
+			copy(u[:], v.Strs[r])
+			ub.AppendBytes(u)
+		}
+	case col.Type == table.Bytes && v.Type == table.Bytes:
+		bb := b.(*array.BinaryBuilder)
+		for i, r := range rows {
+			if valid != nil && !valid[i] {
+				bb.AppendNull()
+				continue
+			}
+			bb.Append([]byte(v.Strs[r]))
+		}
 	default:
 		return fmt.Errorf("coldtier: column %q (%v): values of type %v: the column changed type during compaction; run again", col.Name, col.Type, v.Type)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 
@@ -14,7 +15,8 @@ import (
 // icebergType maps a sluice column type to its Iceberg type. Timestamps are
 // timestamptz with microseconds (the Parquet unit every engine reads; the
 // sub-microsecond digits are dropped), JSON is a string holding the JSON
-// text.
+// text; date, time_of_day, uuid, bytes and decimal(p,s) are Iceberg's date,
+// time, uuid, binary and decimal(p,s).
 func icebergType(t table.Type) (iceberg.Type, error) {
 	switch t {
 	case table.Int64:
@@ -27,6 +29,17 @@ func icebergType(t table.Type) (iceberg.Type, error) {
 		return iceberg.PrimitiveTypes.Bool, nil
 	case table.Timestamp:
 		return iceberg.PrimitiveTypes.TimestampTz, nil
+	case table.Date:
+		return iceberg.PrimitiveTypes.Date, nil
+	case table.TimeOfDay:
+		return iceberg.PrimitiveTypes.Time, nil
+	case table.UUID:
+		return iceberg.PrimitiveTypes.UUID, nil
+	case table.Bytes:
+		return iceberg.PrimitiveTypes.Binary, nil
+	}
+	if t.IsDecimal() {
+		return iceberg.DecimalTypeOf(t.Precision(), t.Scale()), nil
 	}
 	return nil, fmt.Errorf("coldtier: sluice type %v has no Iceberg mapping", t)
 }
@@ -42,6 +55,20 @@ func arrowType(t table.Type) arrow.DataType {
 		return arrow.FixedWidthTypes.Boolean
 	case table.Timestamp:
 		return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	case table.Date:
+		return arrow.FixedWidthTypes.Date32
+	case table.TimeOfDay:
+		return arrow.FixedWidthTypes.Time64us
+	case table.UUID:
+		// The extension type, not plain fixed_size_binary[16]: pqarrow
+		// writes it with Parquet's UUID logical type, as Iceberg's uuid
+		// asks (and as iceberg-go reads one).
+		return extensions.NewUUIDType()
+	case table.Bytes:
+		return arrow.BinaryTypes.Binary
+	}
+	if t.IsDecimal() {
+		return &arrow.Decimal128Type{Precision: int32(t.Precision()), Scale: int32(t.Scale())}
 	}
 	return arrow.BinaryTypes.String
 }

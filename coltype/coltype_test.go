@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParse covers every spelling a config accepts today (compute's names,
@@ -46,7 +47,11 @@ func TestParse(t *testing.T) {
 // TestTextRoundTrip: every type's name parses back to it, and the numbers
 // table blocks store on disk have not moved.
 func TestTextRoundTrip(t *testing.T) {
-	for ty := Int64; ty <= Int32; ty++ {
+	all := []Type{Decimal(1, 0), Decimal(10, 2), Decimal(18, 18)}
+	for ty := Int64; ty <= TimeOfDay; ty++ {
+		all = append(all, ty)
+	}
+	for _, ty := range all {
 		if !ty.Valid() {
 			t.Errorf("%v is not valid", ty)
 		}
@@ -56,15 +61,95 @@ func TestTextRoundTrip(t *testing.T) {
 			t.Errorf("%v: round trip gave %v, %v", ty, back, err)
 		}
 	}
-	for _, bad := range []Type{0, Int32 + 1} {
+	for _, bad := range []Type{0, TimeOfDay + 1, DecimalKind, Decimal(19, 2), Decimal(5, 6), Decimal(0, 0)} {
 		if bad.Valid() {
 			t.Errorf("%v is valid", bad)
 		}
 	}
-	onDisk := map[Type]uint8{Int64: 1, Float64: 2, String: 3, Bool: 4, Timestamp: 5, JSON: 6}
+	onDisk := map[Type]uint8{Int64: 1, Float64: 2, String: 3, Bool: 4, Timestamp: 5, JSON: 6,
+		Int32: 7, Date: 8, Bytes: 9, UUID: 10, TimeOfDay: 11, Decimal(10, 2).Kind(): 12}
 	for ty, n := range onDisk {
 		if uint8(ty) != n {
 			t.Errorf("%v is %d; table blocks on disk store it as %d", ty, uint8(ty), n)
+		}
+	}
+}
+
+// TestParseNewTypes: the names of the types beyond Talaria's, decimals with
+// their precision and scale, and "time" still a timestamp.
+func TestParseNewTypes(t *testing.T) {
+	for name, want := range map[string]Type{
+		"date": Date, "bytes": Bytes, "BINARY": Bytes, "uuid": UUID, "time_of_day": TimeOfDay,
+		"time": Timestamp, "decimal(10,2)": Decimal(10, 2), " Decimal( 18 , 0 ) ": Decimal(18, 0), "decimal(5)": Decimal(5, 0),
+	} {
+		got, err := Parse(name)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	for _, bad := range []string{"decimal", "decimal(19,2)", "decimal(4,5)", "decimal(0,0)", "decimal(a,b)", "decimal(10,2"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+	if d := Decimal(10, 2); d.Precision() != 10 || d.Scale() != 2 || !d.IsDecimal() || d.String() != "decimal(10,2)" {
+		t.Errorf("decimal(10,2): precision %d scale %d name %s", d.Precision(), d.Scale(), d)
+	}
+}
+
+// TestValues: each value's text parses back to it, and text that is no
+// value (or would lose digits) is refused.
+func TestValues(t *testing.T) {
+	d, err := ParseDate("2026-11-29")
+	if err != nil || d.String() != "2026-11-29" || d.Time() != time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC) {
+		t.Errorf("date: %v %v", d, err)
+	}
+	if d, _ := ParseDate("1969-12-31"); d != -1 {
+		t.Errorf("1969-12-31 is day %d, want -1", d)
+	}
+	if DateOf(time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC)) != -1 {
+		t.Error("DateOf rounds a time before 1970 the wrong way")
+	}
+	for text, us := range map[string]int64{"00:00:00": 0, "13:45:01.000123": 49501000123, "23:59:59.999999": MicrosPerDay - 1, "07:05": 25500000000} {
+		got, err := ParseTimeOfDay(text)
+		if err != nil || int64(got) != us {
+			t.Errorf("time of day %q = %d, %v; want %d", text, got, err, us)
+		}
+	}
+	if s := TimeOfDayValue(49501000123).String(); s != "13:45:01.000123" || TimeOfDayValue(0).String() != "00:00:00.000000" {
+		t.Errorf("time of day text %q", s)
+	}
+	u, err := ParseUUID("123E4567-e89b-12d3-a456-426614174000")
+	if err != nil || u.String() != "123e4567-e89b-12d3-a456-426614174000" || u[0] != 0x12 || u[15] != 0 {
+		t.Errorf("uuid: %v %v", u, err)
+	}
+	for text, want := range map[string]DecimalValue{"12.5": {1250, 2}, "-0.01": {-1, 2}, "1e2": {10000, 2}, "3.140": {314, 2}, "0": {0, 2}} {
+		got, err := ParseDecimal(text, 10, 2)
+		if err != nil || got != want {
+			t.Errorf("decimal %q = %v, %v; want %v", text, got, err, want)
+		}
+	}
+	if s := (DecimalValue{-5, 3}).String(); s != "-0.005" {
+		t.Errorf("decimal text %q", s)
+	}
+	for _, bad := range []string{"1.234", "123456789.1", "abc", "", "1e999"} {
+		if _, err := ParseDecimal(bad, 10, 2); err == nil {
+			t.Errorf("ParseDecimal(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"2026-13-01", "29/11/2026"} {
+		if _, err := ParseDate(bad); err == nil {
+			t.Errorf("ParseDate(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"24:00:00", "12:00:00.1234567", "1:2:3", "12:60"} {
+		if _, err := ParseTimeOfDay(bad); err == nil {
+			t.Errorf("ParseTimeOfDay(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"123e4567e89b12d3a456426614174000x", "123e4567-e89b-12d3-a456-42661417400g"} {
+		if _, err := ParseUUID(bad); err == nil {
+			t.Errorf("ParseUUID(%q) accepted", bad)
 		}
 	}
 }

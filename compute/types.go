@@ -24,6 +24,10 @@ const (
 	Bool      = coltype.Bool
 	Timestamp = coltype.Timestamp
 	JSON      = coltype.JSON
+	Date      = coltype.Date
+	Bytes     = coltype.Bytes
+	UUID      = coltype.UUID
+	TimeOfDay = coltype.TimeOfDay
 )
 
 // ErrType is wrapped by every coercion error: the function returned a value
@@ -31,7 +35,14 @@ const (
 var ErrType = errors.New("wrong result type")
 
 // Coerce converts a function's result to the Go representation of type t:
-// int32, int64, float64, string, bool, time.Time (UTC) or json.RawMessage.
+// int32, int64, float64, string, bool, time.Time (UTC), json.RawMessage,
+// []byte, or coltype's DateValue, TimeOfDayValue, UUIDValue, DecimalValue.
+//
+// A date, time of day, uuid or decimal column takes its text (2026-11-29,
+// 13:45:00.5, a uuid's, 12.50) or its coltype value, a date also a time at
+// midnight UTC, a decimal also a number (a float by its shortest text);
+// one that would lose a digit is an error. A bytes column takes a string
+// as its bytes (Lua strings are byte strings), and []byte.
 //
 // Numbers (any Go integer or float type, json.Number) go to int32, int64,
 // float64 and timestamp (unix seconds; a fraction keeps nanoseconds); a
@@ -116,8 +127,75 @@ func Coerce(v any, t Type) (any, error) {
 			}
 			return json.RawMessage(b), nil
 		}
+	case Date:
+		switch x := v.(type) {
+		case coltype.DateValue:
+			return x, nil
+		case string:
+			return parsed(coltype.ParseDate(x))
+		case time.Time:
+			if d := coltype.DateOf(x); d.Time().Equal(x) {
+				return d, nil
+			}
+			return nil, fmt.Errorf("%w: time %v is not a whole day", ErrType, x)
+		}
+	case TimeOfDay:
+		switch x := v.(type) {
+		case coltype.TimeOfDayValue:
+			return x, nil
+		case string:
+			return parsed(coltype.ParseTimeOfDay(x))
+		}
+	case UUID:
+		switch x := v.(type) {
+		case coltype.UUIDValue:
+			return x, nil
+		case string:
+			return parsed(coltype.ParseUUID(x))
+		}
+	case Bytes:
+		// A script's string is its bytes (Lua strings are byte strings):
+		// taken as they are, not as base64.
+		switch x := v.(type) {
+		case string:
+			return []byte(x), nil
+		case []byte:
+			return x, nil
+		case coltype.BytesValue:
+			return []byte(x), nil
+		}
+	}
+	if t.IsDecimal() {
+		var text string
+		switch x := v.(type) {
+		case coltype.DecimalValue:
+			text = x.String()
+		case string:
+			text = x
+		case json.Number:
+			text = string(x)
+		default:
+			i, f, isInt, ok := number(v)
+			switch {
+			case !ok:
+				return nil, typeError(v, t)
+			case isInt:
+				text = strconv.FormatInt(i, 10)
+			default:
+				text = strconv.FormatFloat(f, 'g', -1, 64)
+			}
+		}
+		return parsed(coltype.ParseDecimal(text, t.Precision(), t.Scale()))
 	}
 	return nil, typeError(v, t)
+}
+
+// parsed is a coltype parser's value, its error wrapping ErrType.
+func parsed[T any](v T, err error) (any, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrType, err)
+	}
+	return v, nil
 }
 
 func typeError(v any, t Type) error {

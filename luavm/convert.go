@@ -133,6 +133,11 @@ func ToLua(L *lua.LState, v any) lua.LValue {
 			t.RawSetString(k, toLuaElem(L, e))
 		}
 		return t
+	case fmt.Stringer:
+		// A date, time of day, uuid or decimal column's value: its text
+		// (2026-11-29, 13:45:00, a uuid's, 12.50), which a script compares
+		// and returns as it would the string columns that held them.
+		return lua.LString(x.String())
 	default:
 		ud := L.NewUserData()
 		ud.Value = v

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -737,6 +738,10 @@ func csvField(v any) string {
 		return x.UTC().Format(time.RFC3339Nano)
 	case json.RawMessage:
 		return string(x)
+	case []byte:
+		// A bytes column: base64, as in NDJSON (CSV has no bytes either).
+		return base64.StdEncoding.EncodeToString(x)
 	}
+	// A date, time of day, uuid or decimal: its text (fmt.Stringer).
 	return fmt.Sprint(v)
 }

@@ -69,9 +69,9 @@ func wantAvro(id int, note string) map[string]any {
 		"ts":  fmt.Sprintf("2026-03-01T10:00:%02d.123Z", id),
 		"tu":  time.Date(2026, 3, 1, 10, 0, 0, (100+id)*1000, time.UTC).Format(time.RFC3339Nano),
 		"n32": float64(-id), "f32": 0.1, "f64": float64(id) + 0.25, "ok": id%2 == 0,
-		"kind": "VIEW", "raw": "AP9oaQ==", "day": fmt.Sprintf("2026-02-%02dT00:00:00Z", 1+id),
+		"kind": "VIEW", "raw": "AP9oaQ==", "day": fmt.Sprintf("2026-02-%02d", 1+id),
 		"tod":   "13:14:15.678000",
-		"price": fmt.Sprintf("1234567.%02d", id), "uid": fmt.Sprintf("123e4567-e89b-12d3-a456-4266141740%02d", id),
+		"price": 1234567 + float64(id)/100, "uid": fmt.Sprintf("123e4567-e89b-12d3-a456-4266141740%02d", id),
 		"opt":  nil,
 		"addr": map[string]any{"city": "Zürich", "zip": float64(8000), "since": "2020-01-02T03:04:05Z"},
 		"tags": []any{"a", fmt.Sprintf("b%d", id)}, "attrs": map[string]any{"k": float64(1<<40 + id)},
@@ -272,6 +272,12 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 				t.Errorf("id %d: column %s = %#v, not in the message", id, k, v)
 			}
 		}
+	}
+	// The logical types land as native columns (a new table), each shown
+	// in NDJSON as its text (a decimal as an exact JSON number).
+	wantTypes := map[string]string{"raw": "bytes", "day": "date", "tod": "time_of_day", "price": "decimal(18,2)", "uid": "uuid"}
+	if got := columnTypes(t, nd, "events"); !mapsHave(got, wantTypes) {
+		t.Errorf("column types %v, want %v among them", got, wantTypes)
 	}
 	dead := queryRows(t, nd, "events_deadletter")
 	var reasons []string
@@ -490,4 +496,39 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 			t.Errorf("dead letter reason %q: want the bad message index", e)
 		}
 	}
+}
+
+// columnTypes is a table's column types as GET /v1/tables/{table} gives
+// them.
+func columnTypes(t *testing.T, nd *node, tableName string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(nd.url + "/v1/tables/" + tableName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Schema []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"schema"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, c := range d.Schema {
+		types[c.Name] = c.Type
+	}
+	return types
+}
+
+// mapsHave reports whether every key of want is in got with its value.
+func mapsHave(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }

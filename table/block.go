@@ -8,19 +8,29 @@ import (
 	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // Block value layout (see docs/storage.md for the diagram):
 //
 //	block   := version u8 (=1) | codec u8 (0 none, 1 zstd) | payload (compressed by codec)
 //	payload := uvarint rows | uvarint columns | column*
-//	column  := uvarint len | name | type u8 | nulls u8 (0 none, 1 bitmap follows, 2 all null)
+//	column  := uvarint len | name | type u8 | [precision u8 | scale u8, a decimal's]
+//	           | nulls u8 (0 none, 1 bitmap follows, 2 all null)
 //	           | [bitmap ceil(rows/8) bytes, bit set = present] | uvarint len | values
 //	values (present rows only, in row order):
-//	  int64, timestamp: zigzag varint of the first, then zigzag varint deltas
+//	  int64, timestamp, date, time_of_day, decimal:
+//	                    zigzag varint of the first, then zigzag varint deltas
+//	                    (unix ns, days, µs since midnight, the unscaled value)
 //	  float64:          8 bytes little-endian IEEE 754 each
-//	  string, json:     uvarint length of each, then all bytes concatenated
+//	  string, json, bytes, uuid:
+//	                    uvarint length of each, then all bytes concatenated
+//	                    (a uuid's 16 bytes)
 //	  bool:             bitmap ceil(present/8) bytes
+//
+// The type byte is coltype's kind; only a decimal has the two bytes after
+// it, so blocks written before the types beyond json read as they did.
 //
 // Each block carries its own column names and types, so a block written
 // before the schema widened still decodes; readers convert to the current
@@ -107,7 +117,7 @@ func encodeBlockWith(dst, vals []byte, cols []colData, idx []int) ([]byte, []byt
 	dst = binary.AppendUvarint(dst, uint64(len(cols)))
 	for _, c := range cols {
 		dst = appendColumnHead(dst, c, idx)
-		if c.typ == String || c.typ == JSON {
+		if holdsText(c.typ) {
 			// The values' length is known beforehand: they are written
 			// straight into dst, not copied there from vals (wide text
 			// columns, such as the RDB ingest's JSON values, paid a
@@ -135,7 +145,10 @@ func encodeBlockWith(dst, vals []byte, cols []colData, idx []int) ([]byte, []byt
 func appendColumnHead(dst []byte, c colData, idx []int) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(c.name)))
 	dst = append(dst, c.name...)
-	dst = append(dst, byte(c.typ))
+	dst = append(dst, byte(c.typ.Kind()))
+	if c.typ.IsDecimal() {
+		dst = append(dst, byte(c.typ.Precision()), byte(c.typ.Scale()))
+	}
 	present := 0
 	for _, r := range idx {
 		if !c.null[r] {
@@ -175,22 +188,14 @@ func zigzag(i int64) uint64 { return uint64(i<<1) ^ uint64(i>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 func encodeValues(dst []byte, c colData, idx []int) []byte {
-	switch c.typ {
-	case Int64, Timestamp:
-		var prev int64
-		for _, r := range idx {
-			if !c.null[r] {
-				dst = binary.AppendUvarint(dst, zigzag(c.vals[r].i-prev))
-				prev = c.vals[r].i
-			}
-		}
-	case Float64:
+	switch {
+	case c.typ == Float64:
 		for _, r := range idx {
 			if !c.null[r] {
 				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.vals[r].float()))
 			}
 		}
-	case String, JSON:
+	case holdsText(c.typ):
 		for _, r := range idx {
 			if !c.null[r] {
 				dst = binary.AppendUvarint(dst, uint64(len(c.vals[r].s)))
@@ -201,7 +206,7 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 				dst = append(dst, c.vals[r].s...)
 			}
 		}
-	case Bool:
+	case c.typ == Bool:
 		var b byte
 		n := 0
 		for _, r := range idx {
@@ -218,6 +223,14 @@ func encodeValues(dst []byte, c colData, idx []int) []byte {
 		}
 		if n%8 != 0 {
 			dst = append(dst, b)
+		}
+	default: // the types held in value.i
+		var prev int64
+		for _, r := range idx {
+			if !c.null[r] {
+				dst = binary.AppendUvarint(dst, zigzag(c.vals[r].i-prev))
+				prev = c.vals[r].i
+			}
 		}
 	}
 	return dst
@@ -324,8 +337,17 @@ func (d *blockDecoder) decode(key, v []byte, want func(string) bool) error {
 		if off+2 > len(b) {
 			return fail("column header")
 		}
-		typ, nulls := Type(b[off]), b[off+1]
-		off += 2
+		typ := Type(b[off])
+		off++
+		if typ == coltype.DecimalKind {
+			if off+3 > len(b) {
+				return fail("column header")
+			}
+			typ = coltype.Decimal(int(b[off]), int(b[off+1]))
+			off += 2
+		}
+		nulls := b[off]
+		off++
 		if !validType(typ) || nulls > 2 {
 			return fail("column type or null flag")
 		}
@@ -385,8 +407,8 @@ func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte, bor
 	}
 	present := func(r int) bool { return c.present == nil || c.present[r] }
 	off := 0
-	switch c.typ {
-	case Int64, Timestamp, Bool:
+	switch {
+	case c.typ != Float64 && !holdsText(c.typ): // the types held in ints
 		c.ints = grow(c.ints, rows)
 		var prev int64
 		bit := 0
@@ -414,7 +436,7 @@ func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte, bor
 		if c.typ == Bool {
 			off = (bit + 7) / 8
 		}
-	case Float64:
+	case c.typ == Float64:
 		c.floats = grow(c.floats, rows)
 		for r := range rows {
 			if !present(r) {
@@ -427,7 +449,7 @@ func (c *decodedCol) decodeValues(rows int, nulls byte, bitmap, vals []byte, bor
 			c.floats[r] = math.Float64frombits(binary.LittleEndian.Uint64(vals[off:]))
 			off += 8
 		}
-	case String, JSON:
+	default: // holdsText
 		c.strs = grow(c.strs, rows)
 		lens := c.ints[:0]
 		total := 0

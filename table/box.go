@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/slab"
 )
 
@@ -43,11 +44,55 @@ func (b *boxer) reset(c *decodedCol, rows int) {
 			vals[r] = time.Unix(0, c.ints[r]).UTC()
 		}
 		b.slab = slab.Of(vals)
+	default:
+		b.slab = newTypeSlab(c, rows)
 	}
 }
 
-// at returns row r's value: int64, float64, string, bool, time.Time (UTC)
-// or json.RawMessage, nil for null. The interface is built on the stack
+// newTypeSlab is the slab of a column of one of the types beyond json
+// (their Go values are coltype's, and a bytes column's a fresh []byte per
+// value): both boxers make them the same way.
+func newTypeSlab(c *decodedCol, rows int) slab.Slab {
+	switch {
+	case c.typ == Date:
+		vals := make([]coltype.DateValue, rows)
+		for r := range vals {
+			vals[r] = coltype.DateValue(c.ints[r])
+		}
+		return slab.Of(vals)
+	case c.typ == TimeOfDay:
+		vals := make([]coltype.TimeOfDayValue, rows)
+		for r := range vals {
+			vals[r] = coltype.TimeOfDayValue(c.ints[r])
+		}
+		return slab.Of(vals)
+	case c.typ.IsDecimal():
+		vals := make([]coltype.DecimalValue, rows)
+		for r := range vals {
+			vals[r] = coltype.DecimalValue{Unscaled: c.ints[r], Scale: c.typ.Scale()}
+		}
+		return slab.Of(vals)
+	case c.typ == UUID:
+		vals := make([]coltype.UUIDValue, rows)
+		for r := range vals {
+			copy(vals[r][:], c.strs[r])
+		}
+		return slab.Of(vals)
+	case c.typ == Bytes:
+		vals := make([][]byte, rows)
+		for r := range vals {
+			if !c.isNull(r) {
+				vals[r] = []byte(c.strs[r])
+			}
+		}
+		return slab.Of(vals)
+	}
+	return slab.Slab{}
+}
+
+// at returns row r's value: int64, float64, string, bool, time.Time (UTC),
+// json.RawMessage, []byte or a coltype value (DateValue, TimeOfDayValue,
+// UUIDValue, DecimalValue), nil for null. The interface is built on the stack
 // pointing into the slab: no allocation, no write barrier until the caller
 // stores it.
 func (b *boxer) at(r int) any {

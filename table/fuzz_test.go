@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // FuzzDecodeBlock feeds arbitrary bytes (seeded with real blocks) to the
@@ -24,6 +26,11 @@ func FuzzDecodeBlock(f *testing.F) {
 		{name: "s", typ: String, vals: []value{{s: "a"}, {s: ""}, {s: "héllo"}}, null: []bool{false, false, false}},
 		{name: "b", typ: Bool, vals: []value{{i: 1}, {i: 0}, {i: 1}}, null: []bool{false, false, false}},
 		{name: "j", typ: JSON, vals: []value{{s: `{"a":1}`}, {}, {}}, null: []bool{false, true, true}},
+		{name: "d", typ: Date, vals: []value{{i: -1}, {i: 20786}, {}}, null: []bool{false, false, true}},
+		{name: "t", typ: TimeOfDay, vals: []value{{i: 1}, {}, {i: 86_399_999_999}}, null: []bool{false, true, false}},
+		{name: "u", typ: UUID, vals: []value{{s: "0123456789abcdef"}, {}, {}}, null: []bool{false, true, true}},
+		{name: "x", typ: Bytes, vals: []value{{s: "\x00\xff"}, {s: ""}, {}}, null: []bool{false, false, true}},
+		{name: "m", typ: coltype.Decimal(12, 3), vals: []value{{i: -5}, {i: 123456}, {}}, null: []bool{false, false, true}},
 	}
 	payload := encodeBlock(nil, cols, []int{0, 1, 2})
 	f.Add(compressBlock(nil, payload))

@@ -1,12 +1,15 @@
 package table
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // Key layout (all integers big-endian so that byte order is numeric order):
@@ -95,6 +98,19 @@ func appendText(b []byte, t Type, v value) []byte {
 		return strconv.AppendBool(b, v.i != 0)
 	case Timestamp:
 		return time.Unix(0, v.i).UTC().AppendFormat(b, time.RFC3339Nano)
+	case Date:
+		return append(b, coltype.DateValue(v.i).String()...)
+	case TimeOfDay:
+		return append(b, coltype.TimeOfDayValue(v.i).String()...)
+	case UUID:
+		var u coltype.UUIDValue
+		copy(u[:], v.s)
+		return append(b, u.String()...)
+	case Bytes:
+		return base64.StdEncoding.AppendEncode(b, []byte(v.s))
+	}
+	if t.IsDecimal() {
+		return append(b, coltype.DecimalValue{Unscaled: v.i, Scale: t.Scale()}.String()...)
 	}
 	return append(b, v.s...)
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // Op is a predicate operator.
@@ -79,9 +81,11 @@ func (p Predicate) String() string {
 // equality. The query's value was converted to the column's type by
 // Predicate.Compile.
 //
-// A value is given as the column's type holds it: Int for Int64, Float for
-// Float64, Text for String and JSON, Bool for Bool, Time for Timestamp,
-// Null for null. Value takes any value, converting it as Convert does.
+// A value is given as the column's type holds it: Int for Int64, Date
+// (days), TimeOfDay (µs) and decimals (the unscaled value), Float for
+// Float64, Text for String, JSON, Bytes and UUID (its 16 bytes), Bool for
+// Bool, Time for Timestamp, Null for null. Dates, times of day, decimals,
+// bytes and uuids have every comparison (bytes and uuids in byte order). Value takes any value, converting it as Convert does.
 type Condition struct {
 	Column string
 	Type   Type
@@ -113,10 +117,10 @@ func (p Predicate) Compile(typ Type) (*Condition, error) {
 		c.v = v
 		return c, nil
 	case In:
-		switch typ {
-		case Float64:
+		switch {
+		case typ == Float64:
 			c.floats = map[float64]struct{}{}
-		case String, JSON:
+		case holdsText(typ):
 			c.strs = map[string]struct{}{}
 		default:
 			c.ints = map[int64]struct{}{}
@@ -197,7 +201,9 @@ func (c *Condition) Text(s string) bool {
 	case Eq, Ne:
 		return c.Op.holds(strings.Compare(s, c.v.s))
 	}
-	if c.Type == JSON {
+	if c.Type != String {
+		// JSON text, and bytes and uuids in byte order (a uuid's order is
+		// its canonical text's).
 		return c.Op.holds(strings.Compare(s, c.v.s))
 	}
 	d, ok := CompareText(s, c.v.s)
@@ -270,6 +276,26 @@ func (c *Condition) Value(v any) bool {
 		if x, ok := v.(time.Time); ok {
 			return c.Time(x)
 		}
+	case Date:
+		if x, ok := v.(coltype.DateValue); ok {
+			return c.Int(int64(x))
+		}
+	case TimeOfDay:
+		if x, ok := v.(coltype.TimeOfDayValue); ok {
+			return c.Int(int64(x))
+		}
+	case UUID:
+		if x, ok := v.(coltype.UUIDValue); ok {
+			return c.Text(string(x[:]))
+		}
+	case Bytes:
+		if x, ok := v.([]byte); ok {
+			return c.Text(string(x))
+		}
+	default:
+		if x, ok := v.(coltype.DecimalValue); ok && c.Type.IsDecimal() && x.Scale == c.Type.Scale() {
+			return c.Int(x.Unscaled)
+		}
 	}
 	x, err := Convert(v, c.Type)
 	if err != nil || x == nil {
@@ -284,10 +310,10 @@ func (c *Condition) match(col *decodedCol, r int) bool {
 	if col == nil || col.isNull(r) {
 		return c.Null()
 	}
-	switch c.Type {
-	case Float64:
+	switch {
+	case c.Type == Float64:
 		return c.Float(col.floats[r])
-	case String, JSON:
+	case holdsText(c.Type):
 		return c.Text(col.strs[r])
 	}
 	return c.Int(col.ints[r])
@@ -314,7 +340,8 @@ func (op Op) holds(d int) bool {
 
 // Convert converts v to column type typ as a predicate's value is
 // converted, and returns it as Query returns a value of typ (int64,
-// float64, string, bool, time.Time, json.RawMessage). It is also how a
+// float64, string, bool, time.Time, json.RawMessage, []byte, or coltype's
+// DateValue, TimeOfDayValue, UUIDValue, DecimalValue). It is also how a
 // value written before its column widened reads back: int64 5 is float64
 // 5 in a float64 column and "5" in a string one.
 func Convert(v any, typ Type) (any, error) {
@@ -335,6 +362,19 @@ func Convert(v any, typ Type) (any, error) {
 		return x.i != 0, nil
 	case Timestamp:
 		return time.Unix(0, x.i).UTC(), nil
+	case Date:
+		return coltype.DateValue(x.i), nil
+	case TimeOfDay:
+		return coltype.TimeOfDayValue(x.i), nil
+	case UUID:
+		var u coltype.UUIDValue
+		copy(u[:], x.s)
+		return u, nil
+	case Bytes:
+		return []byte(x.s), nil
+	}
+	if typ.IsDecimal() {
+		return coltype.DecimalValue{Unscaled: x.i, Scale: typ.Scale()}, nil
 	}
 	return nil, fmt.Errorf("unknown type %v", typ)
 }

@@ -210,10 +210,12 @@ func (c *decodedCol) convert(to Type, rows int) {
 			if c.isNull(r) {
 				continue
 			}
-			switch c.typ {
-			case String, JSON:
+			switch {
+			case c.typ == String || c.typ == JSON:
 				continue
-			case Float64:
+			case holdsText(c.typ): // bytes, uuid
+				buf = appendText(buf[:0], c.typ, value{s: c.strs[r]})
+			case c.typ == Float64:
 				buf = appendText(buf[:0], c.typ, floatValue(c.floats[r]))
 			default:
 				buf = appendText(buf[:0], c.typ, value{i: c.ints[r]})
@@ -460,10 +462,10 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 				}
 				c.convert(p.hashType, dec.rows)
 				part.null = false
-				switch p.hashType {
-				case Float64:
+				switch {
+				case p.hashType == Float64:
 					part.f = c.floats[0]
-				case String, JSON:
+				case holdsText(p.hashType):
 					part.s = c.strs[0]
 				default:
 					part.i = c.ints[0]
@@ -487,10 +489,10 @@ func (t *Table) partitionsByKey(ctx context.Context, it *pebble.Iterator, p *pla
 			return 1
 		}
 		c := 0
-		switch p.hashType {
-		case Float64:
+		switch {
+		case p.hashType == Float64:
 			c = cmp.Compare(a.f, b.f)
-		case String, JSON:
+		case holdsText(p.hashType):
 			c = strings.Compare(a.s, b.s)
 		default:
 			c = cmp.Compare(a.i, b.i)

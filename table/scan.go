@@ -92,6 +92,8 @@ func (b *boxer) borrow(c *decodedCol, rows int, buf *borrowBuf) {
 			buf.times[r] = time.Unix(0, c.ints[r]).UTC()
 		}
 		b.slab = slab.Of(buf.times)
+	default:
+		b.slab = newTypeSlab(c, rows)
 	}
 }
 

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -27,7 +28,26 @@ const (
 	Bool      = coltype.Bool      // bool
 	Timestamp = coltype.Timestamp // time.Time (UTC, nanosecond precision)
 	JSON      = coltype.JSON      // json.RawMessage (any JSON text: objects, arrays)
+	Date      = coltype.Date      // coltype.DateValue (days since 1970-01-01)
+	Bytes     = coltype.Bytes     // []byte
+	UUID      = coltype.UUID      // coltype.UUIDValue
+	TimeOfDay = coltype.TimeOfDay // coltype.TimeOfDayValue (microseconds since midnight)
 )
+
+// A decimal(p,s) column (coltype.Decimal) reads back as coltype.DecimalValue.
+
+// holdsText reports whether a column of type t keeps its values in value.s
+// (and a block as their lengths then their bytes): String, JSON, Bytes (the
+// raw bytes) and UUID (its 16 bytes). Int64, Timestamp, Date, TimeOfDay and
+// decimals keep theirs in value.i (a decimal its unscaled value), Float64
+// its bits, Bool 0 or 1.
+func holdsText(t Type) bool {
+	switch t {
+	case String, JSON, Bytes, UUID:
+		return true
+	}
+	return false
+}
 
 // StoredType returns the type a column declared as t is stored as: Int32
 // becomes Int64, every other type is itself.
@@ -77,18 +97,36 @@ func inferType(v any) (Type, bool) {
 		return Timestamp, true
 	case json.RawMessage, map[string]any, []any:
 		return JSON, true
+	case coltype.DateValue:
+		return Date, true
+	case coltype.TimeOfDayValue:
+		return TimeOfDay, true
+	case coltype.UUIDValue:
+		return UUID, true
+	case coltype.BytesValue:
+		return Bytes, true
+	case coltype.DecimalValue:
+		// The most digits a column holds: a later value with more whole
+		// digits still fits, and no precision change is ever needed.
+		return coltype.Decimal(coltype.MaxDecimalPrecision, x.Scale), true
 	}
 	return 0, false
 }
 
 // widen returns the type holding values of both a and b: int64 and float64
-// give float64; any other mix gives string.
+// give float64; decimals of one scale the larger precision; a date in a
+// timestamp column is its midnight (what a registry date was before date
+// columns); any other mix gives string.
 func widen(a, b Type) Type {
 	switch {
 	case a == b:
 		return a
 	case (a == Int64 && b == Float64) || (a == Float64 && b == Int64):
 		return Float64
+	case a == Timestamp && b == Date:
+		return Timestamp
+	case a.IsDecimal() && b.IsDecimal() && a.Scale() == b.Scale():
+		return coltype.Decimal(max(a.Precision(), b.Precision()), a.Scale())
 	}
 	return String
 }
@@ -186,8 +224,134 @@ func coerce(v any, t Type) (value, error) {
 			return value{}, fitErr("%T is not encodable as JSON: %v", v, err)
 		}
 		return value{s: string(b)}, nil
+	case Date:
+		return coerceDate(v)
+	case TimeOfDay:
+		return coerceTimeOfDay(v)
+	case UUID:
+		return coerceUUID(v)
+	case Bytes:
+		return coerceBytes(v)
+	}
+	if t.IsDecimal() {
+		return coerceDecimal(v, t)
 	}
 	return value{}, fitErr("unknown type %v", t)
+}
+
+// coerceDate takes a DateValue, an ISO 8601 date string, or a time at
+// midnight UTC (a whole day: any other time would lose its hours).
+func coerceDate(v any) (value, error) {
+	switch x := v.(type) {
+	case coltype.DateValue:
+		return value{i: int64(x)}, nil
+	case string:
+		d, err := coltype.ParseDate(x)
+		if err != nil {
+			return value{}, fitErr("%v", err)
+		}
+		return value{i: int64(d)}, nil
+	case time.Time:
+		d := coltype.DateOf(x)
+		if !d.Time().Equal(x) {
+			return value{}, fitErr("time %v is not a whole day", x)
+		}
+		return value{i: int64(d)}, nil
+	}
+	return value{}, fitErr("%T %v is not a date", v, v)
+}
+
+// coerceTimeOfDay takes a TimeOfDayValue or HH:MM:SS[.ffffff] text.
+func coerceTimeOfDay(v any) (value, error) {
+	switch x := v.(type) {
+	case coltype.TimeOfDayValue:
+		if x < 0 || x >= coltype.MicrosPerDay {
+			return value{}, fitErr("time of day %d µs is outside a day", int64(x))
+		}
+		return value{i: int64(x)}, nil
+	case string:
+		t, err := coltype.ParseTimeOfDay(x)
+		if err != nil {
+			return value{}, fitErr("%v", err)
+		}
+		return value{i: int64(t)}, nil
+	}
+	return value{}, fitErr("%T %v is not a time of day", v, v)
+}
+
+// coerceUUID takes a UUIDValue, a uuid's text, or its 16 bytes.
+func coerceUUID(v any) (value, error) {
+	switch x := v.(type) {
+	case coltype.UUIDValue:
+		return value{s: string(x[:])}, nil
+	case string:
+		u, err := coltype.ParseUUID(x)
+		if err != nil {
+			return value{}, fitErr("%v", err)
+		}
+		return value{s: string(u[:])}, nil
+	case []byte:
+		if len(x) == 16 {
+			return value{s: string(x)}, nil
+		}
+	case coltype.BytesValue:
+		if len(x) == 16 {
+			return value{s: string(x)}, nil
+		}
+	}
+	return value{}, fitErr("%T %.40v is not a uuid", v, v)
+}
+
+// coerceBytes takes bytes as they are, and a string as its base64 (what
+// JSON, which has no bytes, carries them as).
+func coerceBytes(v any) (value, error) {
+	switch x := v.(type) {
+	case []byte:
+		return value{s: string(x)}, nil
+	case coltype.BytesValue:
+		return value{s: string(x)}, nil
+	case string:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(x))
+		if err != nil {
+			return value{}, fitErr("string %.40q is not base64", x)
+		}
+		return value{s: string(b)}, nil
+	}
+	return value{}, fitErr("%T %.40v is not bytes", v, v)
+}
+
+// coerceDecimal takes a DecimalValue, an integer, a float (its shortest
+// decimal text: 0.1 is 0.1) or decimal text, refusing what would lose a
+// digit or exceed the precision.
+func coerceDecimal(v any, t Type) (value, error) {
+	p, s := t.Precision(), t.Scale()
+	var d coltype.DecimalValue
+	var err error
+	switch x := v.(type) {
+	case coltype.DecimalValue:
+		d, err = x.Rescale(p, s)
+	case string:
+		d, err = coltype.ParseDecimal(x, p, s)
+	case json.Number:
+		d, err = coltype.ParseDecimal(string(x), p, s)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return value{}, fitErr("%v is not a decimal", x)
+		}
+		d, err = coltype.ParseDecimal(strconv.FormatFloat(x, 'g', -1, 64), p, s)
+	case float32:
+		d, err = coltype.ParseDecimal(strconv.FormatFloat(float64(x), 'g', -1, 32), p, s)
+	default:
+		iv, ierr := coerceInt(v)
+		if ierr != nil {
+			return value{}, fitErr("%T %v is not a decimal", v, v)
+		}
+		d, err = coltype.ParseDecimal(strconv.FormatInt(iv.i, 10), p, s)
+	}
+	if err != nil {
+		return value{}, fitErr("%v", err)
+	}
+	return value{i: d.Unscaled}, nil
 }
 
 func coerceInt(v any) (value, error) {
@@ -296,6 +460,14 @@ func coerceString(v any) (value, error) {
 			return value{}, fitErr("%T is not encodable as JSON: %v", v, err)
 		}
 		return value{s: string(b)}, nil
+	case coltype.BytesValue:
+		// A registry's bytes in a string column: base64, as such columns
+		// held them before bytes columns.
+		return value{s: base64.StdEncoding.EncodeToString(x)}, nil
+	case fmt.Stringer:
+		// A date, time of day, uuid or decimal: its text, as string
+		// columns held them before these types.
+		return value{s: x.String()}, nil
 	}
 	iv, err := coerceInt(v)
 	if err != nil {
@@ -319,6 +491,8 @@ func ParseTime(v any) (int64, error) {
 	switch x := v.(type) {
 	case time.Time:
 		return timeNanos(x)
+	case coltype.DateValue:
+		return timeNanos(x.Time())
 	case string:
 		return parseTimeString(x)
 	case json.Number:

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/sluicedb/sluice/coltype"
 	islab "github.com/sluicedb/sluice/internal/slab"
+	"github.com/sluicedb/sluice/table"
 )
 
 // Boxing a cold value into `any` allocates once per value: a slab copies
@@ -18,6 +20,7 @@ type slab struct {
 	vals  islab.Slab // the values; unused for bools
 	valid []bool     // nil: the column is absent (all null)
 	bools []bool
+	boxed []any // values boxed one by one (bytes, uuids)
 }
 
 // fill copies the values of v at rows into a fresh slab.
@@ -30,6 +33,10 @@ func (s *slab) fill(v *colVec, rows []int32) {
 	s.valid = make([]bool, n)
 	for k, r := range rows {
 		s.valid[k] = v.valid[r]
+	}
+	if v.typ == table.Date || v.typ == table.TimeOfDay || v.typ.IsDecimal() || v.typ == table.Bytes || v.typ == table.UUID {
+		s.fillNative(v, rows)
+		return
 	}
 	switch v.kind {
 	case vecInt:
@@ -94,5 +101,38 @@ func (s *slab) at(k int) any {
 	if s.bools != nil {
 		return s.bools[k] // bools box without allocating
 	}
+	if s.boxed != nil {
+		return s.boxed[k]
+	}
 	return s.vals.At(k)
+}
+
+// fillNative is fill for the types whose Go values are coltype's (and a
+// bytes column's []byte): each row's value as box gives it.
+func (s *slab) fillNative(v *colVec, rows []int32) {
+	switch {
+	case v.kind == vecInt && v.typ == table.Date:
+		s.vals = islab.Of(nativeSlice(v, rows, func(i int64) coltype.DateValue { return coltype.DateValue(i) }))
+	case v.kind == vecInt && v.typ == table.TimeOfDay:
+		s.vals = islab.Of(nativeSlice(v, rows, func(i int64) coltype.TimeOfDayValue { return coltype.TimeOfDayValue(i) }))
+	case v.kind == vecInt && v.typ.IsDecimal():
+		scale := v.typ.Scale()
+		s.vals = islab.Of(nativeSlice(v, rows, func(i int64) coltype.DecimalValue { return coltype.DecimalValue{Unscaled: i, Scale: scale} }))
+	default:
+		// Bytes and uuids (and a file's value of another kind): boxed one
+		// by one, as box converts them.
+		s.boxed = make([]any, len(rows))
+		for k, r := range rows {
+			s.boxed[k] = v.box(int(r))
+		}
+	}
+}
+
+// nativeSlice is f of v's ints at rows.
+func nativeSlice[T any](v *colVec, rows []int32, f func(int64) T) []T {
+	out := make([]T, len(rows))
+	for k, r := range rows {
+		out[k] = f(v.ints[r])
+	}
+	return out
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -51,6 +52,7 @@ type colVec struct {
 	name   string
 	kind   vecKind
 	json   bool          // a sluice JSON column: strings come out as json.RawMessage
+	typ    table.Type    // the sluice column's type: how ints and strs box (a date's days, a uuid's bytes)
 	unit   time.Duration // vecTime: the file's unit (ms, µs or ns)
 	absent bool
 	valid  []bool // valid[r]: row r is not null
@@ -82,6 +84,9 @@ func (v *colVec) box(r int) any {
 	}
 	switch v.kind {
 	case vecInt:
+		if x, ok := nativeInt(v.typ, v.ints[r]); ok {
+			return x
+		}
 		return v.ints[r]
 	case vecTime:
 		return v.timeAt(r)
@@ -93,7 +98,49 @@ func (v *colVec) box(r int) any {
 	if v.json {
 		return json.RawMessage(v.strs[r])
 	}
+	if x, ok := nativeText(v.typ, v.strs[r]); ok {
+		return x
+	}
 	return v.strs[r]
+}
+
+// nativeInt is a file's integer as a value of sluice type typ when typ is
+// one held as an integer other than int64: a date's days, a time of day's
+// microseconds, a decimal's unscaled value (Iceberg never changes a
+// decimal's scale, so the file's is the column's).
+func nativeInt(typ table.Type, i int64) (any, bool) {
+	switch {
+	case typ == table.Date:
+		return coltype.DateValue(i), true
+	case typ == table.TimeOfDay:
+		return coltype.TimeOfDayValue(i), true
+	case typ.IsDecimal():
+		return coltype.DecimalValue{Unscaled: i, Scale: typ.Scale()}, true
+	}
+	return nil, false
+}
+
+// nativeText is a file's bytes as a value of sluice type typ when typ is
+// bytes or uuid.
+func nativeText(typ table.Type, s string) (any, bool) {
+	switch typ {
+	case table.Bytes:
+		return []byte(s), true
+	case table.UUID:
+		var u coltype.UUIDValue
+		if len(s) != len(u) {
+			return nil, false
+		}
+		copy(u[:], s)
+		return u, true
+	}
+	return nil, false
+}
+
+// intHeld reports whether a sluice type is held in a file as the integers
+// table.Condition.Int takes: int64, date, time of day, decimal.
+func intHeld(typ table.Type) bool {
+	return typ == table.Int64 || typ == table.Date || typ == table.TimeOfDay || typ.IsDecimal()
 }
 
 // fileColumn is where a query column is in one data file.
@@ -104,12 +151,18 @@ type fileColumn struct {
 	unit   time.Duration
 	maxDef int
 	json   bool
+	typ    table.Type
 }
 
 // errNoFieldIDs marks a data file without Parquet field ids (written by an
 // engine that relies on Iceberg's name mapping): it is read through
 // iceberg-go's Arrow path, which applies the mapping.
 var errNoFieldIDs = errors.New("data file has no Parquet field ids")
+
+// errArrowPath marks a data file with a column the fast read does not
+// decode (a decimal as fixed_len_byte_array, as Spark writes them): it is
+// read through iceberg-go's Arrow path too.
+var errArrowPath = errors.New("read through the Arrow path")
 
 // mapColumns finds each needed column of the Iceberg schema in a data file
 // by its field id (the Parquet field_id), so a file written before a column
@@ -127,7 +180,7 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 	}
 	out := make([]fileColumn, len(need))
 	for i, name := range need {
-		fc := fileColumn{name: name, index: -1, json: types[name] == table.JSON}
+		fc := fileColumn{name: name, index: -1, json: types[name] == table.JSON, typ: types[name]}
 		out[i] = fc
 		field, ok := schema.FindFieldByName(name)
 		if !ok {
@@ -158,6 +211,13 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 		case parquet.Boolean:
 			fc.kind = vecBool
 		case parquet.ByteArray:
+			fc.kind = vecString
+		case parquet.FixedLenByteArray:
+			if typ.Length() != 16 || fc.typ != table.UUID {
+				// Another engine's decimal as fixed bytes (sluice writes
+				// them as integers): iceberg-go's Arrow path reads it.
+				return nil, fmt.Errorf("column %q: Parquet fixed_len_byte_array(%d) for a %v column: %w", name, typ.Length(), fc.typ, errArrowPath)
+			}
 			fc.kind = vecString
 		default:
 			return nil, fmt.Errorf("column %q: Parquet type %v is not one sluice writes", name, typ.Kind())
@@ -218,7 +278,7 @@ func timestampUnit(typ parquet.Type) (time.Duration, bool) {
 // decodeChunk decodes the column chunk of fc in a row group of rows rows
 // into v, page by page, reusing v's buffers.
 func decodeChunk(chunk parquet.ColumnChunk, r io.ReaderAt, fc fileColumn, rows int, v *colVec) (err error) {
-	*v = colVec{name: fc.name, kind: fc.kind, unit: fc.unit, json: fc.json,
+	*v = colVec{name: fc.name, kind: fc.kind, unit: fc.unit, json: fc.json, typ: fc.typ,
 		valid: v.valid[:0], ints: v.ints[:0], floats: v.floats[:0], bools: v.bools[:0], strs: v.strs[:0]}
 	if fc.index < 0 {
 		v.absent = true
@@ -435,6 +495,19 @@ func fillNumbers[T int64 | float64, N int32 | float32](out []T, valid []bool, id
 // with one allocation for their bytes: each string is a slice of one copy,
 // which lives as long as a value emitted from it.
 func byteArrayStrings(vals encoding.Values) []string {
+	if vals.Kind() == encoding.FixedLenByteArray {
+		// A uuid column's 16 bytes a value.
+		data, size := vals.FixedLenByteArray()
+		if size <= 0 {
+			return nil
+		}
+		all := string(data)
+		out := make([]string, len(all)/size)
+		for i := range out {
+			out[i] = all[i*size : (i+1)*size]
+		}
+		return out
+	}
 	if vals.Kind() != encoding.ByteArray {
 		return nil
 	}
@@ -523,13 +596,13 @@ func test(c *table.Condition, v *colVec) func(int) bool {
 	}
 	valid := v.valid
 	switch {
-	case v.kind == vecInt && c.Type == table.Int64:
+	case v.kind == vecInt && intHeld(c.Type) && c.Type == v.typ:
 		ints := v.ints
 		return func(r int) bool { return valid[r] && c.Int(ints[r]) || !valid[r] && null }
 	case v.kind == vecFloat && c.Type == table.Float64:
 		floats := v.floats
 		return func(r int) bool { return valid[r] && c.Float(floats[r]) || !valid[r] && null }
-	case v.kind == vecString && (c.Type == table.String || c.Type == table.JSON):
+	case v.kind == vecString && (c.Type == table.String || c.Type == table.JSON || c.Type == table.Bytes || c.Type == table.UUID) && c.Type == v.typ:
 		strs := v.strs
 		return func(r int) bool { return valid[r] && c.Text(strs[r]) || !valid[r] && null }
 	case v.kind == vecBool && c.Type == table.Bool:
@@ -808,7 +881,7 @@ func (cr *coldReader) dispatch(ctx context.Context, tasks []itable.FileScanTask,
 		if of.close != nil {
 			of.close()
 		}
-		if errors.Is(err, errNoFieldIDs) {
+		if errors.Is(err, errNoFieldIDs) || errors.Is(err, errArrowPath) {
 			st.ArrowFiles++
 			ok = send(ctx, units, &rgUnit{task: task, arrow: true})
 		} else if err != nil {

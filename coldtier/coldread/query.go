@@ -11,9 +11,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
 	itable "github.com/apache/iceberg-go/table"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -227,6 +229,16 @@ func arrowHolds(a arrow.Array, typ table.Type) bool {
 		return typ == table.Timestamp
 	case *array.String, *array.LargeString:
 		return typ == table.String || typ == table.JSON
+	case *array.Date32:
+		return typ == table.Date
+	case *array.Time64:
+		return typ == table.TimeOfDay
+	case *array.Decimal128:
+		return typ.IsDecimal()
+	case *array.Binary:
+		return typ == table.Bytes
+	case *extensions.UUIDArray, *array.FixedSizeBinary:
+		return typ == table.UUID
 	}
 	return false
 }
@@ -269,6 +281,62 @@ func arrowValue(a arrow.Array, typ table.Type) func(int) any {
 		return stringReader(x, typ)
 	case *array.LargeString:
 		return stringReader(x, typ)
+	case *array.Date32:
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			return coltype.DateValue(x.Value(r))
+		}
+	case *array.Time64:
+		div := int64(1)
+		if x.DataType().(*arrow.Time64Type).Unit == arrow.Nanosecond {
+			div = 1000
+		}
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			return coltype.TimeOfDayValue(int64(x.Value(r)) / div)
+		}
+	case *array.Decimal128:
+		scale := int(x.DataType().(*arrow.Decimal128Type).Scale)
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			n := x.Value(r)
+			if !n.BigInt().IsInt64() {
+				return n.ToString(int32(scale)) // wider than sluice holds: its text
+			}
+			return coltype.DecimalValue{Unscaled: n.BigInt().Int64(), Scale: scale}
+		}
+	case *array.Binary:
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			return slices.Clone(x.Value(r))
+		}
+	case *extensions.UUIDArray:
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			return coltype.UUIDValue(x.Value(r))
+		}
+	case *array.FixedSizeBinary:
+		return func(r int) any {
+			if null(r) {
+				return nil
+			}
+			var u coltype.UUIDValue
+			if b := x.Value(r); len(b) == len(u) {
+				copy(u[:], b)
+				return u
+			}
+			return slices.Clone(x.Value(r))
+		}
 	}
 	return func(r int) any {
 		if null(r) {
@@ -436,6 +504,19 @@ func TypeOf(t iceberg.Type) (table.Type, bool) {
 		return table.String, true
 	case iceberg.TimestampTzType, iceberg.TimestampType:
 		return table.Timestamp, true
+	case iceberg.DateType:
+		return table.Date, true
+	case iceberg.TimeType:
+		return table.TimeOfDay, true
+	case iceberg.UUIDType:
+		return table.UUID, true
+	case iceberg.BinaryType:
+		return table.Bytes, true
+	case iceberg.DecimalType:
+		d := t.(iceberg.DecimalType)
+		if coltype.CheckDecimal(d.Precision(), d.Scale()) == nil {
+			return coltype.Decimal(d.Precision(), d.Scale()), true
+		}
 	}
 	return 0, false
 }

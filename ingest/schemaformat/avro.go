@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/avro"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
@@ -166,15 +167,58 @@ func avroConverter(n *avro.SchemaNode, top bool, names map[string]*avro.SchemaNo
 		})
 	}
 	if n.LogicalType == "decimal" {
-		scale := n.Scale
+		scale, precision := n.Scale, n.Precision
 		return nullable(func(v any) any {
 			if r, ok := v.(*big.Rat); ok {
+				if top && coltype.CheckDecimal(precision, scale) == nil {
+					// The column's value: exact text parsed at the scale.
+					if d, err := coltype.ParseDecimal(r.FloatString(scale), precision, scale); err == nil {
+						return d
+					}
+				}
 				return r.FloatString(scale)
 			}
 			return byGoType(v, top)
 		})
 	}
+	if top {
+		// A top-level field is a column: the native value where sluice has
+		// a column type for it (the columnar decoder's, avroReader.native).
+		logical := n.LogicalType
+		return nullable(func(v any) any { return nativeTop(v, logical) })
+	}
 	return nullable(func(v any) any { return byGoType(v, top) })
+}
+
+// nativeTop is a top-level field's decoded value as its column's: a date,
+// a time of day, bytes, a uuid; anything else as byGoType.
+func nativeTop(v any, logical string) any {
+	switch x := v.(type) {
+	case time.Time:
+		if logical == "date" {
+			return coltype.DateOf(x)
+		}
+	case time.Duration:
+		if x >= 0 && x < 24*time.Hour {
+			return coltype.TimeOfDayValue(x / time.Microsecond)
+		}
+	case []byte:
+		if logical == "uuid" && len(x) == 16 {
+			return coltype.UUIDValue(x)
+		}
+		return coltype.BytesValue(x)
+	case [16]byte:
+		if logical == "uuid" {
+			return coltype.UUIDValue(x)
+		}
+	case string:
+		if logical == "uuid" {
+			if u, err := coltype.ParseUUID(x); err == nil {
+				return u
+			}
+		}
+	}
+	return byGoType(v, true)
 }
 
 // nullable passes nil through: a null union branch is a null cell.

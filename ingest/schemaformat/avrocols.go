@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/avro"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/jsonw"
 )
@@ -52,17 +53,19 @@ const (
 	avroDecimalBytes
 	avroDecimalFixed
 	avroUUIDFixed
+	avroUUIDString // a string with the uuid logical type
 	avroDuration
 )
 
 // avroNode is the plan of one schema node.
 type avroNode struct {
-	op      avroOp
-	size    int // fixed's size
-	scale   int // decimal's scale
-	symbols []string
-	fields  []avroPlanField
-	items   *avroNode // array items, map values
+	op        avroOp
+	size      int // fixed's size
+	scale     int // decimal's scale
+	precision int // decimal's precision
+	symbols   []string
+	fields    []avroPlanField
+	items     *avroNode // array items, map values
 	// branches are a union's; nullable is the index of its null branch in
 	// a ["null", T] union (-1 otherwise).
 	branches []*avroNode
@@ -152,16 +155,19 @@ func (c *avroCompiler) node(n *avro.SchemaNode, ns string) (*avroNode, error) {
 		return &avroNode{op: avroDouble}, nil
 	case "bytes":
 		if n.LogicalType == "decimal" {
-			return &avroNode{op: avroDecimalBytes, scale: n.Scale}, nil
+			return &avroNode{op: avroDecimalBytes, scale: n.Scale, precision: n.Precision}, nil
 		}
 		return &avroNode{op: avroBytes}, nil
 	case "string":
+		if n.LogicalType == "uuid" {
+			return &avroNode{op: avroUUIDString}, nil
+		}
 		return &avroNode{op: avroString}, nil
 	case "fixed":
 		p := &avroNode{op: avroFixed, size: n.Size}
 		switch {
 		case n.LogicalType == "decimal":
-			p.op, p.scale = avroDecimalFixed, n.Scale
+			p.op, p.scale, p.precision = avroDecimalFixed, n.Scale, n.Precision
 		case n.LogicalType == "uuid" && n.Size == 16:
 			p.op = avroUUIDFixed
 		case n.LogicalType == "duration" && n.Size == 12:
@@ -410,12 +416,29 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i
 			return colbatch.Cell{}, err
 		}
 		return r.cell(b, cb, cache, i)
-	case avroDate, avroTimestampMillis, avroTimestampMicros, avroTimestampNanos:
+	case avroDate:
+		// A date column's value (a timestamp column created before date
+		// columns takes it as its midnight, as before).
+		v, err := r.int32()
+		if err != nil {
+			return colbatch.Cell{}, err
+		}
+		return cb.CellOf(coltype.DateValue(v)), nil
+	case avroTimestampMillis, avroTimestampMicros, avroTimestampNanos:
 		t, err := r.time(n)
 		if err != nil {
 			return colbatch.Cell{}, err
 		}
 		return cb.CellOf(t), nil
+	case avroTimeMillis, avroTimeMicros, avroBytes, avroFixed, avroUUIDFixed, avroUUIDString, avroDecimalBytes, avroDecimalFixed:
+		v, err := r.native(n)
+		if err != nil {
+			return colbatch.Cell{}, err
+		}
+		if s, ok := v.(string); ok {
+			return colbatch.Cell{Kind: colbatch.String, S: s}, nil
+		}
+		return cb.CellOf(v), nil
 	case avroRecord, avroArray, avroMap, avroDuration:
 		buf, err := r.json(nil, n)
 		if err != nil {
@@ -440,6 +463,83 @@ func (r *avroReader) enum(n *avroNode) (string, error) {
 		return "", r.fail("enum index %d of %d symbols", i, len(n.symbols))
 	}
 	return n.symbols[i], nil
+}
+
+// native reads a top-level field's time of day, bytes, uuid or decimal
+// as the value of its native column (coltype's; a string column created
+// before those columns takes their old text from it: base64, the uuid's,
+// HH:MM:SS.ffffff, the exact decimal). A decimal sluice cannot hold as one
+// (over coltype.MaxDecimalPrecision digits) stays its exact text, and a
+// uuid string that is not one its text.
+func (r *avroReader) native(n *avroNode) (any, error) {
+	switch n.op {
+	case avroTimeMillis:
+		v, err := r.int32()
+		if err == nil && (v < 0 || v >= 86_400_000) {
+			return nil, r.fail("time-millis %d is outside a day", v)
+		}
+		return coltype.TimeOfDayValue(v * 1000), err
+	case avroTimeMicros:
+		v, err := r.long()
+		if err == nil && (v < 0 || v >= coltype.MicrosPerDay) {
+			return nil, r.fail("time-micros %d is outside a day", v)
+		}
+		return coltype.TimeOfDayValue(v), err
+	case avroBytes:
+		b, err := r.lengthed()
+		return coltype.BytesValue(b), err
+	case avroFixed:
+		b, err := r.take(n.size)
+		return coltype.BytesValue(b), err
+	case avroUUIDFixed:
+		b, err := r.take(16)
+		if err != nil {
+			return nil, err
+		}
+		return coltype.UUIDValue(b), nil
+	case avroUUIDString:
+		b, err := r.lengthed()
+		if err != nil {
+			return nil, err
+		}
+		if u, err := coltype.ParseUUID(string(b)); err == nil {
+			return u, nil
+		}
+		return string(b), nil
+	}
+	// A decimal.
+	var b []byte
+	var err error
+	if n.op == avroDecimalBytes {
+		b, err = r.lengthed()
+	} else {
+		b, err = r.take(n.size)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := unscaled(b); ok && coltype.CheckDecimal(n.precision, n.scale) == nil {
+		return coltype.DecimalValue{Unscaled: v, Scale: n.scale}, nil
+	}
+	text, err := r.decimal(nil, b, n.scale)
+	return string(text), err
+}
+
+// unscaled is the big-endian two's complement integer b when it fits an
+// int64.
+func unscaled(b []byte) (int64, bool) {
+	if len(b) > 8 {
+		return 0, false
+	}
+	var u uint64
+	for _, x := range b {
+		u = u<<8 | uint64(x)
+	}
+	v := int64(u)
+	if len(b) > 0 && len(b) < 8 && b[0]&0x80 != 0 {
+		v -= 1 << (8 * len(b)) // sign-extend
+	}
+	return v, true
 }
 
 // time reads a date or timestamp as UTC time.
@@ -615,7 +715,7 @@ func (r *avroReader) json(buf []byte, n *avroNode) ([]byte, error) {
 			return buf, r.fail("%v", err)
 		}
 		return buf, nil
-	case avroString:
+	case avroString, avroUUIDString:
 		b, err := r.lengthed()
 		return jsonw.AppendString(buf, unsafeString(b)), err
 	case avroEnum:

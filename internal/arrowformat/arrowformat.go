@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -35,7 +36,10 @@ func init() {
 }
 
 // Schema is the Arrow schema of an answer with cols: int64, float64,
-// utf8, bool, timestamp[ns, UTC]; json columns are their JSON text.
+// utf8, bool, timestamp[ns, UTC], date32, time64[us], decimal128(p,s),
+// binary; json columns are their JSON text, uuid columns their 16 bytes as
+// fixed_size_binary[16] (not the arrow.uuid extension type: every reader
+// reads the plain type, and the bytes are the same).
 func Schema(cols []table.Column) *arrow.Schema {
 	fields := make([]arrow.Field, len(cols))
 	for i, c := range cols {
@@ -54,6 +58,17 @@ func arrowType(t coltype.Type) arrow.DataType {
 		return arrow.FixedWidthTypes.Boolean
 	case coltype.Timestamp:
 		return &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}
+	case coltype.Date:
+		return arrow.FixedWidthTypes.Date32
+	case coltype.TimeOfDay:
+		return arrow.FixedWidthTypes.Time64us
+	case coltype.Bytes:
+		return arrow.BinaryTypes.Binary
+	case coltype.UUID:
+		return &arrow.FixedSizeBinaryType{ByteWidth: 16}
+	}
+	if t.IsDecimal() {
+		return &arrow.Decimal128Type{Precision: int32(t.Precision()), Scale: int32(t.Scale())}
 	}
 	return arrow.BinaryTypes.String
 }
@@ -131,6 +146,36 @@ func appendValue(b array.Builder, v any) error {
 			return fmt.Errorf("%T is not a time", v)
 		}
 		b.Append(arrow.Timestamp(x.UnixNano()))
+	case *array.Date32Builder:
+		x, ok := v.(coltype.DateValue)
+		if !ok {
+			return fmt.Errorf("%T is not a date", v)
+		}
+		b.Append(arrow.Date32(x))
+	case *array.Time64Builder:
+		x, ok := v.(coltype.TimeOfDayValue)
+		if !ok {
+			return fmt.Errorf("%T is not a time of day", v)
+		}
+		b.Append(arrow.Time64(x))
+	case *array.BinaryBuilder:
+		x, ok := v.([]byte)
+		if !ok {
+			return fmt.Errorf("%T is not bytes", v)
+		}
+		b.Append(x)
+	case *array.FixedSizeBinaryBuilder:
+		x, ok := v.(coltype.UUIDValue)
+		if !ok {
+			return fmt.Errorf("%T is not a uuid", v)
+		}
+		b.Append(x[:])
+	case *array.Decimal128Builder:
+		x, ok := v.(coltype.DecimalValue)
+		if !ok {
+			return fmt.Errorf("%T is not a decimal", v)
+		}
+		b.Append(decimal128.FromI64(x.Unscaled))
 	case *array.StringBuilder:
 		switch x := v.(type) {
 		case string:

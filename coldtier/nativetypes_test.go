@@ -1,0 +1,203 @@
+package coldtier_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/coldtier"
+	"github.com/sluicedb/sluice/coltype"
+	"github.com/sluicedb/sluice/internal/coldtest"
+	"github.com/sluicedb/sluice/table"
+)
+
+// nativeRow is one row of TestNativeTypesIceberg as the test makes it: the
+// text of each value, as JSON carries it and as every reader must print it.
+type nativeRow struct {
+	N         int64
+	Date      string
+	TimeOfDay string
+	UUID      string
+	Bytes     []byte
+	Amount    string
+}
+
+// nativeRows are rows with dates before and after 1970, times with and
+// without microseconds, negative and large decimals, empty bytes and
+// nulls (every seventh row).
+func nativeRows(n int) []nativeRow {
+	rows := make([]nativeRow, n)
+	for i := range rows {
+		day := time.Date(1969, 12, 20, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i*37)
+		us := int64(i) * 7_777_777_777 % coltype.MicrosPerDay
+		tod := fmt.Sprintf("%02d:%02d:%02d.%06d", us/3_600_000_000, us/60_000_000%60, us/1_000_000%60, us%1_000_000)
+		cents := int64(i)*1_234_567 - 50_000_000
+		sign := ""
+		if cents < 0 {
+			sign, cents = "-", -cents
+		}
+		rows[i] = nativeRow{
+			N:         int64(i),
+			Date:      day.Format(time.DateOnly),
+			TimeOfDay: tod,
+			UUID:      fmt.Sprintf("%08x-0000-4000-8000-%012x", i*2654435761%(1<<32), i),
+			Bytes:     []byte(fmt.Sprintf("\x00\xff%04d", i))[:i%6],
+			Amount:    fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100),
+		}
+	}
+	return rows
+}
+
+// text is r as the readers print it (nil for the null columns of every
+// seventh row).
+func (r nativeRow) text() map[string]any {
+	m := map[string]any{"n": float64(r.N), "d": r.Date, "tod": r.TimeOfDay, "u": r.UUID,
+		"b": base64.StdEncoding.EncodeToString(r.Bytes), "amount": r.Amount}
+	if r.N%7 == 3 {
+		for _, k := range []string{"d", "tod", "u", "b", "amount"} {
+			m[k] = nil
+		}
+	}
+	return m
+}
+
+var nativeSchema = []table.Column{
+	{Name: "user", Type: table.String}, {Name: "ts", Type: table.Timestamp}, {Name: "n", Type: table.Int64},
+	{Name: "d", Type: table.Date}, {Name: "tod", Type: table.TimeOfDay}, {Name: "u", Type: table.UUID},
+	{Name: "b", Type: table.Bytes}, {Name: "amount", Type: coltype.Decimal(12, 2)},
+}
+
+// TestNativeTypesIceberg: a table with a date, time of day, uuid, bytes
+// and decimal column, fed their JSON text forms, is compacted to Iceberg
+// on S3 (versitygw, SQLite catalog) and read back with the same values by
+// sluice's cold read (with a where clause on each type), pyiceberg and
+// DuckDB, each reader seeing the Iceberg types date, time, uuid, binary,
+// decimal(12,2).
+func TestNativeTypesIceberg(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "native-types")
+	st, tb := openTable(t, dir, nativeSchema)
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	made := nativeRows(300)
+	in := make([]table.Row, len(made))
+	want := make([]map[string]any, len(made))
+	for i, r := range made {
+		in[i] = table.Row{"user": fmt.Sprintf("u%d", i%5), "ts": day0.Add(time.Duration(i) * time.Minute), "n": r.N}
+		if r.N%7 != 3 {
+			in[i]["d"], in[i]["tod"], in[i]["u"] = r.Date, r.TimeOfDay, r.UUID
+			in[i]["b"], in[i]["amount"] = base64.StdEncoding.EncodeToString(r.Bytes), r.Amount
+		}
+		want[i] = r.text()
+	}
+	if err := tb.Append(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	c, err := coldtier.Open(ctx, cfg, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(nativeText(t, tb, c, table.Query{}, false)); n != 0 {
+		t.Fatalf("%d rows left in the store after the run", n)
+	}
+
+	if got := nativeText(t, tb, c, table.Query{}, true); !reflect.DeepEqual(got, want) {
+		t.Fatalf("sluice's cold read: %d rows, first %v; want %d, first %v", len(got), first(got), len(want), first(want))
+	}
+	for _, c2 := range []struct {
+		p    table.Predicate
+		keep func(nativeRow) bool
+	}{
+		{table.Predicate{Column: "d", Op: table.Lt, Value: "1970-01-01"}, func(r nativeRow) bool { return r.Date < "1970-01-01" }},
+		{table.Predicate{Column: "d", Op: table.Eq, Value: made[40].Date}, func(r nativeRow) bool { return r.Date == made[40].Date }},
+		{table.Predicate{Column: "tod", Op: table.Ge, Value: "12:00"}, func(r nativeRow) bool { return r.TimeOfDay >= "12:00:00.000000" }},
+		{table.Predicate{Column: "u", Op: table.Eq, Value: made[123].UUID}, func(r nativeRow) bool { return r.UUID == made[123].UUID }},
+		{table.Predicate{Column: "b", Op: table.Eq, Value: base64.StdEncoding.EncodeToString(made[5].Bytes)}, func(r nativeRow) bool { return string(r.Bytes) == string(made[5].Bytes) }},
+		{table.Predicate{Column: "amount", Op: table.Lt, Value: "-100.5"}, func(r nativeRow) bool { return r.N*1_234_567-50_000_000 < -10050 }},
+	} {
+		var w []map[string]any
+		for _, r := range made {
+			if r.N%7 != 3 && c2.keep(r) {
+				w = append(w, r.text())
+			}
+		}
+		got := nativeText(t, tb, c, table.Query{Where: []table.Predicate{c2.p}}, true)
+		if len(w) == 0 || !reflect.DeepEqual(got, w) {
+			t.Errorf("where %v: %d rows, want %d (first %v, want %v)", c2.p, len(got), len(w), first(got), first(w))
+		}
+	}
+
+	coldtest.Require(t, pyErr)
+	script, err := os.ReadFile("testdata/native_types.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint, s3.Root, coldtest.AccessKey, coldtest.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Schema      map[string]string `json:"schema"`
+		PyIceberg   []map[string]any  `json:"pyiceberg"`
+		DuckDBTypes map[string]string `json:"duckdb_types"`
+		DuckDB      []map[string]any  `json:"duckdb"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("native_types.py: %v: %.500s", err, out)
+	}
+	wantSchema := map[string]string{"user": "string", "ts": "timestamptz", "n": "long", "d": "date", "tod": "time",
+		"u": "uuid", "b": "binary", "amount": "decimal(12, 2)"}
+	if !reflect.DeepEqual(v.Schema, wantSchema) {
+		t.Errorf("Iceberg schema %v, want %v", v.Schema, wantSchema)
+	}
+	wantDuck := map[string]string{"n": "BIGINT", "d": "DATE", "tod": "TIME", "u": "UUID", "b": "BLOB", "amount": "DECIMAL(12,2)"}
+	if !reflect.DeepEqual(v.DuckDBTypes, wantDuck) {
+		t.Errorf("DuckDB types %v, want %v", v.DuckDBTypes, wantDuck)
+	}
+	for name, rows := range map[string][]map[string]any{"pyiceberg": v.PyIceberg, "duckdb": v.DuckDB} {
+		if got := canon(t, rows); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %d rows, first %v; want %d, first %v", name, len(got), first(got), len(want), first(want))
+		}
+	}
+}
+
+// nativeText is the rows of q (cold: both tiers; else the store's) as the
+// readers print them, sorted by n.
+func nativeText(t *testing.T, tb *table.Table, c *coldtier.Compactor, q table.Query, cold bool) []map[string]any {
+	t.Helper()
+	q.Columns = []string{"n", "d", "tod", "u", "b", "amount"}
+	var out []map[string]any
+	err := c.QueryValues(context.Background(), q, cold, func(cols []table.Column, vals []any) error {
+		m := map[string]any{}
+		for i, v := range vals {
+			switch x := v.(type) {
+			case []byte:
+				v = base64.StdEncoding.EncodeToString(x)
+			case fmt.Stringer:
+				v = x.String()
+			}
+			m[cols[i].Name] = v
+		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := canon(t, out)
+	slices.SortFunc(got, func(a, b map[string]any) int { return int(a["n"].(float64) - b["n"].(float64)) })
+	return got
+}

@@ -1,0 +1,246 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/coltype"
+)
+
+// nativeSchema is a declared schema with a column of each type beyond
+// json.
+var nativeSchema = []Column{
+	{Name: "ts", Type: Timestamp}, {Name: "d", Type: Date}, {Name: "b", Type: Bytes},
+	{Name: "u", Type: UUID}, {Name: "tod", Type: TimeOfDay}, {Name: "amount", Type: coltype.Decimal(10, 2)},
+}
+
+// nativeInput is the rows as JSON gives them (text, base64, numbers), and
+// the values a query must return for them.
+func nativeInput() (in []Row, want []Row) {
+	in = []Row{
+		{"ts": t0, "d": "2026-11-29", "b": "AAEC/w==", "u": "123e4567-e89b-12d3-a456-426614174000", "tod": "13:45:01.000123", "amount": "12.50"},
+		{"ts": t0.Add(time.Second), "d": "1969-12-31", "b": "", "u": "00000000-0000-0000-0000-000000000001", "tod": "00:00:00", "amount": -0.01},
+		{"ts": t0.Add(2 * time.Second), "d": nil, "b": nil, "u": nil, "tod": nil, "amount": int64(99999999)},
+	}
+	want = []Row{
+		{"ts": t0, "d": coltype.DateValue(20786), "b": []byte{0, 1, 2, 255}, "u": coltype.UUIDValue{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0},
+			"tod": coltype.TimeOfDayValue(49501000123), "amount": coltype.DecimalValue{Unscaled: 1250, Scale: 2}},
+		{"ts": t0.Add(time.Second), "d": coltype.DateValue(-1), "b": []byte{}, "u": coltype.UUIDValue{15: 1},
+			"tod": coltype.TimeOfDayValue(0), "amount": coltype.DecimalValue{Unscaled: -1, Scale: 2}},
+		{"ts": t0.Add(2 * time.Second), "d": nil, "b": nil, "u": nil, "tod": nil, "amount": coltype.DecimalValue{Unscaled: 9999999900, Scale: 2}},
+	}
+	return in, want
+}
+
+// queryAll returns every row of q, cloned.
+func queryAll(t *testing.T, tb *Table, q Query) []Row {
+	t.Helper()
+	var got []Row
+	if err := tb.Query(context.Background(), q, func(r Row) error {
+		c := Row{}
+		for k, v := range r {
+			c[k] = v
+		}
+		got = append(got, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b Row) int { return a["ts"].(time.Time).Compare(b["ts"].(time.Time)) })
+	return got
+}
+
+// TestNativeTypes: a declared date, bytes, uuid, time of day and decimal
+// column takes JSON's text forms (by Add and by AddColumns), stores them,
+// reads them back as their values after the store reopens, and a where
+// clause compares each in its own order.
+func TestNativeTypes(t *testing.T) {
+	ctx := context.Background()
+	for _, byCols := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openStore(t, dir)
+		tb, err := s.Table(Config{Name: "n", SortBy: "ts", Columns: nativeSchema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, want := nativeInput()
+		b, err := tb.NewAppender()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if byCols {
+			err = b.AddColumns(ctx, byColumns(in))
+		} else {
+			err = b.Add(ctx, in)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openStore(t, dir)
+		tb, err = s.Table(Config{Name: "n", SortBy: "ts", Columns: nativeSchema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := queryAll(t, tb, Query{}); !reflect.DeepEqual(got, want) {
+			t.Fatalf("byColumns %v: read back\n%v\nwant\n%v", byCols, got, want)
+		}
+		for _, c := range []struct {
+			p    Predicate
+			rows []int
+		}{
+			{Predicate{Column: "d", Op: Eq, Value: "2026-11-29"}, []int{0}},
+			{Predicate{Column: "d", Op: Lt, Value: "1970-01-01"}, []int{1}},
+			{Predicate{Column: "d", Op: IsNull}, []int{2}},
+			{Predicate{Column: "b", Op: Eq, Value: "AAEC/w=="}, []int{0}},
+			{Predicate{Column: "b", Op: Lt, Value: "AA=="}, []int{1}},
+			{Predicate{Column: "u", Op: Eq, Value: "123E4567-E89B-12D3-A456-426614174000"}, []int{0}},
+			{Predicate{Column: "u", Op: Gt, Value: "00000000-0000-0000-0000-000000000001"}, []int{0}},
+			{Predicate{Column: "u", Op: In, Values: []any{"00000000000000000000000000000001", nil}}, []int{1}},
+			{Predicate{Column: "tod", Op: Ge, Value: "12:00"}, []int{0}},
+			{Predicate{Column: "tod", Op: Lt, Value: "00:00:00.000001"}, []int{1}},
+			{Predicate{Column: "amount", Op: Gt, Value: 12.4}, []int{0, 2}},
+			{Predicate{Column: "amount", Op: Eq, Value: "12.5"}, []int{0}},
+			{Predicate{Column: "amount", Op: Lt, Value: int64(0)}, []int{1}},
+			{Predicate{Column: "amount", Op: In, Values: []any{"-0.010", "99999999"}}, []int{1, 2}},
+		} {
+			got := queryAll(t, tb, Query{Where: []Predicate{c.p}})
+			var wantRows []Row
+			for _, r := range c.rows {
+				wantRows = append(wantRows, want[r])
+			}
+			if !reflect.DeepEqual(got, wantRows) {
+				t.Errorf("byColumns %v: where %v: got %v, want rows %v", byCols, c.p, got, c.rows)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNativeTypesRefused: values that are not of the type, or would lose
+// something in it, are refused with the column named.
+func TestNativeTypesRefused(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "n", SortBy: "ts", Columns: nativeSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []Row{
+		{"ts": t0, "d": "2026-02-30"},
+		{"ts": t0, "d": t0}, // 10:00, not a whole day
+		{"ts": t0, "b": "not base64!"},
+		{"ts": t0, "u": "123e4567"},
+		{"ts": t0, "tod": "24:00:00"},
+		{"ts": t0, "amount": "1.234"},                // a third fraction digit
+		{"ts": t0, "amount": "123456789.5"},          // 11 digits in decimal(10,2)
+		{"ts": t0, "amount": math.Nextafter(0.3, 1)}, // 0.30000000000000004
+	} {
+		err := tb.Append(context.Background(), []Row{row})
+		var se *SchemaError
+		if err == nil || !errors.As(err, &se) {
+			t.Errorf("%v: err = %v, want a SchemaError", row, err)
+		}
+	}
+	for _, p := range []Predicate{{Column: "d", Op: Eq, Value: "yesterday"}, {Column: "amount", Op: Gt, Value: "0.001"}} {
+		if _, err := tb.Columns(Query{Where: []Predicate{p}}); err == nil {
+			t.Errorf("where %v accepted", p)
+		}
+	}
+}
+
+// TestNativeTypesInferred: the values a registry decoder gives (coltype's,
+// BytesValue) make native columns of an inferred table, and a column
+// created as the old type keeps the old text: a date becomes its midnight
+// in a timestamp column, bytes base64, the rest their text in a string
+// column.
+func TestNativeTypesInferred(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	fresh, err := s.Table(Config{Name: "fresh", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Table(Config{Name: "old", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Append(ctx, []Row{{"ts": t0, "d": t0.Truncate(24 * time.Hour), "b": "x", "u": "x", "tod": "x", "amount": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	u := coltype.UUIDValue{1, 2, 3}
+	row := Row{"ts": t0.Add(time.Second), "d": coltype.DateValue(20786), "b": coltype.BytesValue{0, 255}, "u": u,
+		"tod": coltype.TimeOfDayValue(1), "amount": coltype.DecimalValue{Unscaled: 1250, Scale: 2}}
+	for _, tb := range []*Table{fresh, old} {
+		if err := tb.Append(ctx, []Row{row}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantTypes := map[string]Type{"ts": Timestamp, "d": Date, "b": Bytes, "u": UUID, "tod": TimeOfDay, "amount": coltype.Decimal(18, 2)}
+	for _, c := range fresh.Schema() {
+		if wantTypes[c.Name] != c.Type {
+			t.Errorf("fresh column %s is %v, want %v", c.Name, c.Type, wantTypes[c.Name])
+		}
+	}
+	got := queryAll(t, old, Query{})
+	wantOld := Row{"ts": t0.Add(time.Second), "d": time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), "b": "AP8=",
+		"u": u.String(), "tod": "00:00:00.000001", "amount": "12.50"}
+	if len(got) != 2 || !reflect.DeepEqual(got[1], wantOld) {
+		t.Errorf("old table read %v, want its second row %v", got, wantOld)
+	}
+}
+
+// TestBlockWithoutNewTypes: a block as every sluice before these types
+// wrote it (kept in testdata, bytes written by the encoder of the time)
+// decodes as it did; and the decimal header's two bytes round-trip.
+func TestBlockWithoutNewTypes(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "block-v1-before-native-types.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d blockDecoder
+	if err := d.decode([]byte("k"), old, func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, c := range d.cols[:d.n] {
+		names = append(names, c.name+":"+c.typ.String())
+	}
+	if want := []string{"i:int64", "f:float64", "s:string", "b:bool", "ts:timestamp", "j:json"}; !reflect.DeepEqual(names, want) || d.rows != 2 {
+		t.Fatalf("old block: %d rows, columns %v, want 2 rows of %v", d.rows, names, want)
+	}
+	if d.cols[0].ints[1] != -7 || d.cols[2].strs[0] != "a" || d.cols[5].strs[1] != `{"k":1}` {
+		t.Errorf("old block values: %v %q %q", d.cols[0].ints, d.cols[2].strs, d.cols[5].strs)
+	}
+	dec := colData{name: "m", typ: coltype.Decimal(12, 3), vals: []value{{i: 5}, {i: -123456}}, null: []bool{false, false}}
+	payload := encodeBlock(nil, []colData{dec}, []int{0, 1})
+	// name length, name, kind, precision, scale
+	if head := []byte{1, 'm', byte(coltype.DecimalKind), 12, 3}; !bytes.Equal(payload[2:7], head) {
+		t.Errorf("decimal column head %v, want %v", payload[2:7], head)
+	}
+	if err := d.decode([]byte("k"), compressBlock(nil, payload), func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.cols[0]; c.typ != coltype.Decimal(12, 3) || c.ints[1] != -123456 {
+		t.Errorf("decimal round trip: %v %v", c.typ, c.ints)
+	}
+
+}
