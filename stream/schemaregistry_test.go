@@ -502,7 +502,7 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 // them.
 func columnTypes(t *testing.T, nd *node, tableName string) map[string]string {
 	t.Helper()
-	resp, err := http.Get(nd.url + "/v1/tables/" + tableName)
+	resp, err := http.Get(nd.URL + "/v1/tables/" + tableName)
 	if err != nil {
 		t.Fatal(err)
 	}
