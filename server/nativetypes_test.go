@@ -67,15 +67,15 @@ func TestNativeTypesHTTP(t *testing.T) {
 	}
 	for where, ns := range map[string][]float64{
 		``: {1, 2, 3},
-		`{"column":"d","op":"<","value":"1970-01-01"}`:                             {2},
-		`{"column":"d","op":"IS NULL"}`:                                            {3},
-		`{"column":"tod","op":">=","value":"12:00"}`:                               {1},
-		`{"column":"u","op":"=","value":"123e4567e89b12d3a456426614174000"}`:       {1},
-		`{"column":"u","op":"<","value":"10000000-0000-0000-0000-000000000000"}`:   {2},
-		`{"column":"b","op":"=","value":""}`:                                       {2},
-		`{"column":"amount","op":">","value":0}`:                                   {1},
-		`{"column":"amount","op":"IN","values":["-0.01", 99]}`:                     {2},
-		`{"column":"next_day","op":">=","value":"2030-01-03"}`:                     {2},
+		`{"column":"d","op":"<","value":"1970-01-01"}`:                           {2},
+		`{"column":"d","op":"IS NULL"}`:                                          {3},
+		`{"column":"tod","op":">=","value":"12:00"}`:                             {1},
+		`{"column":"u","op":"=","value":"123e4567e89b12d3a456426614174000"}`:     {1},
+		`{"column":"u","op":"<","value":"10000000-0000-0000-0000-000000000000"}`: {2},
+		`{"column":"b","op":"=","value":""}`:                                     {2},
+		`{"column":"amount","op":">","value":0}`:                                 {1},
+		`{"column":"amount","op":"IN","values":["-0.01", 99]}`:                   {2},
+		`{"column":"next_day","op":">=","value":"2030-01-03"}`:                   {2},
 	} {
 		got := query(where)
 		if len(got) != len(ns) {

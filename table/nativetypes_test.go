@@ -109,6 +109,9 @@ func TestNativeTypes(t *testing.T) {
 			{Predicate{Column: "d", Op: IsNull}, []int{2}},
 			{Predicate{Column: "b", Op: Eq, Value: "AAEC/w=="}, []int{0}},
 			{Predicate{Column: "b", Op: Lt, Value: "AA=="}, []int{1}},
+			// Bytes that read as a number still compare as bytes, not
+			// as a string column's numbers ("9").
+			{Predicate{Column: "b", Op: Lt, Value: "OQ=="}, []int{0, 1}},
 			{Predicate{Column: "u", Op: Eq, Value: "123E4567-E89B-12D3-A456-426614174000"}, []int{0}},
 			{Predicate{Column: "u", Op: Gt, Value: "00000000-0000-0000-0000-000000000001"}, []int{0}},
 			{Predicate{Column: "u", Op: In, Values: []any{"00000000000000000000000000000001", nil}}, []int{1}},
