@@ -493,7 +493,7 @@ func (m *matcher) match(r int, timeOf, hashOf func(int) any, predOf []func(int) 
 // TypeOf is the sluice type of an Iceberg column sluice writes (a string
 // column reads as string: sluice's json is written as its text).
 func TypeOf(t iceberg.Type) (table.Type, bool) {
-	switch t.(type) {
+	switch t := t.(type) {
 	case iceberg.Int64Type, iceberg.Int32Type:
 		return table.Int64, true
 	case iceberg.Float64Type, iceberg.Float32Type:
@@ -513,9 +513,8 @@ func TypeOf(t iceberg.Type) (table.Type, bool) {
 	case iceberg.BinaryType:
 		return table.Bytes, true
 	case iceberg.DecimalType:
-		d := t.(iceberg.DecimalType)
-		if coltype.CheckDecimal(d.Precision(), d.Scale()) == nil {
-			return coltype.Decimal(d.Precision(), d.Scale()), true
+		if coltype.CheckDecimal(t.Precision(), t.Scale()) == nil {
+			return coltype.Decimal(t.Precision(), t.Scale()), true
 		}
 	}
 	return 0, false
