@@ -12,6 +12,7 @@ import (
 	itable "github.com/apache/iceberg-go/table"
 
 	"github.com/sluicedb/sluice/coldtier/coldread"
+	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -136,6 +137,11 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 			}
 			q.Limit -= emitted
 		}
+	}
+	// The store's rows follow (a caller filtering them by source offset
+	// tells them from the Iceberg rows by this).
+	if done := coldapi.ColdDone(ctx); done != nil {
+		done()
 	}
 	if absent == nil {
 		return c.hotValues(ctx, q, cols, cold, tbl, view, emit) // hot.go

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/internal/coldapi"
 	"github.com/sluicedb/sluice/table"
 )
 
@@ -103,11 +105,17 @@ func parseBatchTag(tag string) (source string, lo, hi int64, ok bool) {
 // reads q as it is, as does a table whose rows carry no source (yet: a
 // table whose first stream rows arrive after its report gets an empty
 // keep, and leaves them out).
-func keepValues(ts *tableState, q table.Query, keep cluster.Offsets, emit func([]table.Column, []any) error,
-	read func(table.Query, func([]table.Column, []any) error) error) error {
+func keepValues(ctx context.Context, ts *tableState, q table.Query, keep cluster.Offsets, emit func([]table.Column, []any) error,
+	read func(context.Context, table.Query, func([]table.Column, []any) error) error) error {
 	if keep == nil || !hasSourceColumns(ts) {
-		return read(q, emit)
+		return read(ctx, q, emit)
 	}
+	// The share applies to the store's rows only: an Iceberg row (a keyed
+	// table's carries its source position too) is the coordinator's to
+	// answer, whichever node's share its offset falls in. The tier says
+	// when its store's rows begin.
+	var hot atomic.Bool
+	ctx = coldapi.WithColdDone(ctx, func() { hot.Store(true) })
 	cols, err := ts.table.Columns(q)
 	if err != nil {
 		return err
@@ -122,10 +130,10 @@ func keepValues(ts *tableState, q table.Query, keep cluster.Offsets, emit func([
 	width := len(cols)
 	lastTag, lastSrc, lastOK := "", "", false
 	emitted := 0
-	err = read(fq, func(_ []table.Column, vals []any) error {
-		// A row from the Iceberg table has no source columns (nil): it
-		// is kept, as is an HTTP row.
-		if tag, ok := vals[width].(string); ok {
+	err = read(ctx, fq, func(_ []table.Column, vals []any) error {
+		// A row from the Iceberg table is kept, as is an HTTP row (no
+		// source columns: nil).
+		if tag, ok := vals[width].(string); ok && hot.Load() {
 			if off, ok := vals[width+1].(int64); ok {
 				if tag != lastTag {
 					lastTag = tag

@@ -680,7 +680,7 @@ func (s *Server) absentValues(ctx context.Context, ts *tableState, q table.Query
 // leaves out the stream rows of the source offsets it lacks.
 func (s *Server) tierValues(ctx context.Context, ts *tableState, q table.Query, hotOnly, held bool, keep cluster.Offsets, emit func([]table.Column, []any) error) error {
 	if keep != nil && held && ts.cold != nil {
-		return keepValues(ts, q, keep, emit, func(q table.Query, emit func([]table.Column, []any) error) error {
+		return keepValues(ctx, ts, q, keep, emit, func(ctx context.Context, q table.Query, emit func([]table.Column, []any) error) error {
 			return ts.cold.QueryValuesHeld(ctx, q, readsCold(ts), hotOnly, emit)
 		})
 	}

@@ -20,15 +20,10 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 )
 
-// keyedIceberg switches the keyed table of TestKeyedClusterKill9 to a
-// continuous cold tier (compact.iceberg on a local warehouse): then the
-// state is the Iceberg table's joined with the stores'. Off while keyed
-// tables refuse compact.iceberg.
-var keyedIceberg = os.Getenv("SLUICE_TEST_KEYED_ICEBERG") == "1"
 
 // keyedNodes makes n nodes (not started) consuming topic in group into the
 // keyed table state (key id), with tombstones as deletes.
-func keyedNodes(t *testing.T, n int, broker, topic, group string) []*node {
+func keyedNodes(t *testing.T, n int, broker, topic, group string, iceberg bool) []*node {
 	dir := t.TempDir()
 	nodes := make([]*node, n)
 	var members []string
@@ -44,7 +39,7 @@ func keyedNodes(t *testing.T, n int, broker, topic, group string) []*node {
 		nd.Config = filepath.Join(dir, nd.Name+".yaml")
 		nd.Log = filepath.Join(dir, nd.Name+".log")
 		compact := ""
-		if keyedIceberg {
+		if iceberg {
 			compact = fmt.Sprintf(`
     compact:
       interval: 2s
@@ -241,10 +236,22 @@ func diff(state, want map[string]int64) string {
 // end it equals the topic's final state key by key, whichever node is
 // asked: the killed node's store still holds rows of keys that the others
 // changed or deleted meanwhile, which the merge by source position hides.
+//
+// With iceberg, the table has a continuous cold tier (compact.iceberg on a
+// local warehouse, a commit every 2 s): the state is the Iceberg table's
+// joined with the stores', and a coordinator answers the Iceberg rows of
+// every node's share (without that, the keys a node committed went missing
+// from the answers while the node was down).
 func TestKeyedClusterKill9(t *testing.T) {
-	topic, group := "keyed-kill9", "keyed-kill9-group"
+	for _, iceberg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("iceberg=%v", iceberg), func(t *testing.T) { testKeyedClusterKill9(t, iceberg) })
+	}
+}
+
+func testKeyedClusterKill9(t *testing.T, iceberg bool) {
+	topic, group := fmt.Sprintf("keyed-kill9-%v", iceberg), fmt.Sprintf("keyed-kill9-%v-group", iceberg)
 	broker, producer, _ := kafkaSetup(t, topic)
-	nodes := keyedNodes(t, 3, broker, topic, group)
+	nodes := keyedNodes(t, 3, broker, topic, group, iceberg)
 	for _, nd := range nodes {
 		nd.Start(t)
 	}

@@ -145,3 +145,23 @@ func Open(ctx context.Context, cfg Config, t *table.Table) (Tier, error) {
 	}
 	return (*open)(ctx, cfg, t)
 }
+
+// coldDoneKey is the context key of WithColdDone's function.
+type coldDoneKey struct{}
+
+// WithColdDone returns ctx carrying done, which a Tier's query calls once
+// it has emitted the Iceberg table's rows (at once when it reads none) and
+// before the store's. A caller
+// that filters the store's rows by their source offsets (a cluster query's
+// share of each node) tells the tiers apart by it: an Iceberg row carries
+// the source columns too (a keyed table's), and the share does not apply
+// to it.
+func WithColdDone(ctx context.Context, done func()) context.Context {
+	return context.WithValue(ctx, coldDoneKey{}, done)
+}
+
+// ColdDone is the function WithColdDone put into ctx, or nil.
+func ColdDone(ctx context.Context) func() {
+	done, _ := ctx.Value(coldDoneKey{}).(func())
+	return done
+}
