@@ -20,7 +20,6 @@ import (
 	"github.com/sluicedb/sluice/internal/freeport"
 )
 
-
 // keyedNodes makes n nodes (not started) consuming topic in group into the
 // keyed table state (key id), with tombstones as deletes.
 func keyedNodes(t *testing.T, n int, broker, topic, group string, iceberg bool) []*node {
