@@ -71,7 +71,8 @@ func checkFramedRow(t *testing.T, row map[string]any, id int) {
 		_ = json.Unmarshal([]byte(s), &tags)
 	}
 	want := map[string]any{"user": fmt.Sprintf("u%d", id), "ts": fmt.Sprintf("2026-03-01T10:00:%02dZ", id),
-		"price": fmt.Sprintf("%d.25", id), "tags": []any{"a", fmt.Sprintf("t%d", id)}}
+		// A decimal is a native decimal(10,2) column: an exact JSON number.
+		"price": json.RawMessage(fmt.Sprintf("%d.25", id)), "tags": []any{"a", fmt.Sprintf("t%d", id)}}
 	got := map[string]any{"user": row["user"], "ts": row["ts"], "price": row["price"], "tags": tags}
 	g, _ := json.Marshal(got)
 	w, _ := json.Marshal(want)
