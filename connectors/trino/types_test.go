@@ -170,3 +170,94 @@ func TestTrinoNativeTypes(t *testing.T) {
 		})
 	}
 }
+
+// nativeColdNodeYAML is a node committing the native table to the REST
+// catalog's Iceberg table every 50 ms (the rows are days old, past the hot
+// retention) and deleting them from its store.
+func nativeColdNodeYAML(members []string, node, restURI, s3Endpoint string) string {
+	return fmt.Sprintf(`
+cluster: {members: [%s], node_timeout: 20s}
+%s    compact:
+      interval: 50ms
+      after: 1h
+      remove: true
+      iceberg:
+        warehouse: s3://%s/cluster
+        s3: {endpoint: %q, region: %s, path_style: true}
+        catalog: {type: rest, uri: %q}
+        node: %s
+        continuous: true
+        orphan_interval: -1s
+        maintain: {interval: -1s}
+`, strings.Join(members, ", "), nativeTablesYAML, coldtest.Bucket, s3Endpoint, coldtest.Region, restURI, node)
+}
+
+// TestTrinoNativeTypesAsIceberg: the native columns sluice commits to
+// Iceberg read through Trino's own Iceberg connector with the same Trino
+// types the sluice connector gives them, so a join and a UNION ALL of the
+// two catalogs' tables need no cast, and every row of the one matches its
+// row of the other on every native column.
+func TestTrinoNativeTypesAsIceberg(t *testing.T) {
+	coldtest.Require(t, coldtest.FindTrino())
+	requirePlugin(t)
+	nodes, restURI := startColdNodesWith(t, 1, nativeColdNodeYAML)
+	var b strings.Builder
+	for n := 0; n <= nativeRows; n++ {
+		b.WriteString(nativeRowJSON(n) + "\n")
+	}
+	resp, err := http.Post(nodes[0]+"/v1/tables/kinds/rows", "application/x-ndjson", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ingest: %d %s", resp.StatusCode, body)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for hotRowsOf(t, nodes[0], "kinds") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("rows not committed to Iceberg after 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	trino := sharedTrino(t)
+	sluiceCat := newCatalog(t, trino, "sluice", catalogFile(t, nodes[0]))
+	icebergCat := newCatalog(t, trino, "iceberg", icebergCatalogFile(t, restURI, sharedS3(t).Endpoint))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	query := func(sql string) [][]any {
+		t.Helper()
+		_, rows, err := trino.Query(ctx, sql)
+		if err != nil {
+			log, _ := os.ReadFile(trino.Log)
+			t.Fatalf("%s: %v\nTrino log (end): %s", sql, err, log[max(0, len(log)-3000):])
+		}
+		return rows
+	}
+	types := func(cat, schema string) map[string]string {
+		out := map[string]string{}
+		for _, r := range query(fmt.Sprintf("SELECT column_name, data_type FROM %s.information_schema.columns WHERE table_schema = '%s' AND table_name = 'kinds'", cat, schema)) {
+			out[fmt.Sprint(r[0])] = fmt.Sprint(r[1])
+		}
+		return out
+	}
+	sluiceTypes, icebergTypes := types(sluiceCat, "cluster"), types(icebergCat, "sluice")
+	for _, c := range []string{"ts", "n", "d", "tod", "u", "b", "amount"} {
+		if sluiceTypes[c] == "" || sluiceTypes[c] != icebergTypes[c] {
+			t.Errorf("column %s: %q through the sluice connector, %q through Iceberg's", c, sluiceTypes[c], icebergTypes[c])
+		}
+	}
+
+	sluiceTbl, icebergTbl := sluiceCat+".cluster.kinds", icebergCat+".sluice.kinds"
+	count := func(sql string, want int) {
+		t.Helper()
+		if got := fmt.Sprint(query(sql)[0][0]); got != fmt.Sprint(want) {
+			t.Errorf("%s = %s, want %d", sql, got, want)
+		}
+	}
+	count("SELECT count(*) FROM "+icebergTbl, nativeRows+1)
+	count("SELECT count(*) FROM "+sluiceTbl+" s JOIN "+icebergTbl+" i ON s.n = i.n AND s.d = i.d AND s.tod = i.tod AND s.u = i.u AND s.b = i.b AND s.amount = i.amount", nativeRows)
+	count("SELECT count(*) FROM (SELECT d, tod, u, b, amount FROM "+sluiceTbl+" UNION SELECT d, tod, u, b, amount FROM "+icebergTbl+")", nativeRows+1)
+}
