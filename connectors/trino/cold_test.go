@@ -129,6 +129,13 @@ func postRows(node string, ns []int) error {
 // startColdNodes starts the REST catalog and three nodes committing into
 // it, and returns the nodes' URLs and the catalog's URI.
 func startColdNodes(t *testing.T) ([]string, string) {
+	return startColdNodesWith(t, 3, coldNodeYAML)
+}
+
+// startColdNodesWith starts the REST catalog and count nodes, each
+// configured by nodeYAML, and returns the nodes' URLs and the catalog's
+// URI.
+func startColdNodesWith(t *testing.T, count int, nodeYAML func(members []string, node, restURI, s3Endpoint string) string) ([]string, string) {
 	s3 := sharedS3(t)
 	dir := t.TempDir()
 	rest, err := coldtest.StartREST(dir,
@@ -139,7 +146,7 @@ func startColdNodes(t *testing.T) ([]string, string) {
 	coldtest.Require(t, err)
 	t.Cleanup(rest.Stop)
 
-	lns := make([]net.Listener, 3)
+	lns := make([]net.Listener, count)
 	urls := make([]string, len(lns))
 	for i := range lns {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,7 +156,7 @@ func startColdNodes(t *testing.T) ([]string, string) {
 		lns[i], urls[i] = ln, "http://"+ln.Addr().String()
 	}
 	for i, ln := range lns {
-		yaml := coldNodeYAML(urls, fmt.Sprintf("node%d", i), rest.URI, s3.Endpoint)
+		yaml := nodeYAML(urls, fmt.Sprintf("node%d", i), rest.URI, s3.Endpoint)
 		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +180,14 @@ func startColdNodes(t *testing.T) ([]string, string) {
 // hotRows is how many rows of node's store the Iceberg table lacks.
 func hotRows(t testing.TB, node string) int {
 	t.Helper()
-	resp, err := http.Get(node + "/v1/tables/events/query?tier=hot&columns=n")
+	return hotRowsOf(t, node, "events")
+}
+
+// hotRowsOf is how many rows of table in node's store the Iceberg table
+// lacks.
+func hotRowsOf(t testing.TB, node, table string) int {
+	t.Helper()
+	resp, err := http.Get(node + "/v1/tables/" + table + "/query?tier=hot&columns=n")
 	if err != nil {
 		t.Fatal(err)
 	}

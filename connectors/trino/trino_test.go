@@ -60,6 +60,13 @@ func rowJSON(n int) string {
 
 func startNodes(t testing.TB, n int) []string {
 	t.Helper()
+	return startNodesWith(t, n, tableYAML)
+}
+
+// startNodesWith starts a cluster of n nodes, each with the tables of
+// tablesYAML.
+func startNodesWith(t testing.TB, n int, tablesYAML string) []string {
+	t.Helper()
 	lns := make([]net.Listener, n)
 	urls := make([]string, n)
 	for i := range lns {
@@ -69,7 +76,7 @@ func startNodes(t testing.TB, n int) []string {
 		}
 		lns[i], urls[i] = ln, "http://"+ln.Addr().String()
 	}
-	yaml := fmt.Sprintf("cluster: {members: [%s]}\n%s", strings.Join(urls, ", "), tableYAML)
+	yaml := fmt.Sprintf("cluster: {members: [%s]}\n%s", strings.Join(urls, ", "), tablesYAML)
 	for _, ln := range lns {
 		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 		if err != nil {

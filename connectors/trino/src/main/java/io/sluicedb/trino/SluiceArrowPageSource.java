@@ -5,6 +5,8 @@ import io.trino.spi.TrinoException;
 import io.trino.spi.block.Block;
 import io.trino.spi.block.ByteArrayBlock;
 import io.trino.spi.block.Fixed12Block;
+import io.trino.spi.block.Int128ArrayBlock;
+import io.trino.spi.block.IntArrayBlock;
 import io.trino.spi.block.LongArrayBlock;
 import io.trino.spi.block.VariableWidthBlock;
 import io.trino.spi.connector.ConnectorPageSource;
@@ -31,8 +33,9 @@ import static io.sluicedb.trino.SluiceErrorCode.SLUICE_BAD_ANSWER;
 import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
- * Reads a node's answer in Arrow IPC stream format (format=arrow: int64, float64, bool, utf8 and timestamp[ns, UTC]
- * columns, uncompressed, 65,536 rows a batch) straight into Trino blocks: the batch's body is read into one array and
+ * Reads a node's answer in Arrow IPC stream format (format=arrow: int64, float64, bool, utf8, timestamp[ns, UTC],
+ * date32, time64[us], decimal128(p,s), binary and fixed_size_binary[16] (uuid) columns, uncompressed, 65,536 rows a
+ * batch) straight into Trino blocks: the batch's body is read into one array and
  * every column becomes a block over it (strings share it; numbers are copied once in bulk), with no per-row call.
  * Only Arrow's flatbuffer message classes (arrow-format) are used, not Arrow's vectors and allocators, which need
  * extra JVM flags (--add-opens) that a plugin cannot set.
@@ -162,10 +165,14 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
         Buffer b = new Buffer();
         int bufferIndex = 0;
         for (int c = 0; c < blocks.length; c++) {
+            SluiceColumnHandle column = columns.get(c);
             batch.nodes(fn, c);
             Optional<boolean[]> nulls = fn.nullCount() == 0 ? Optional.empty() : Optional.of(nulls(buf, batch.buffers(b, bufferIndex), rows));
             bufferIndex++;
-            String type = columns.get(c).sluiceType();
+            String type = column.sluiceType();
+            if (column.decimal().isPresent()) {
+                type = "decimal";
+            }
             batch.buffers(b, bufferIndex++);
             int offset = Math.toIntExact(b.offset());
             blocks[c] = switch (type) {
@@ -192,8 +199,38 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
                     }
                     yield new Fixed12Block(rows, nulls, values);
                 }
+                case "date" -> {
+                    // date32 is days since 1970-01-01, as Trino's DATE.
+                    int[] values = new int[rows];
+                    buf.slice(offset, rows * 4).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(values);
+                    yield new IntArrayBlock(rows, nulls, values);
+                }
+                case "time_of_day" -> {
+                    // time64[us] is microseconds since midnight; Trino's TIME holds picoseconds.
+                    long[] values = new long[rows];
+                    for (int i = 0; i < rows; i++) {
+                        values[i] = buf.getLong(offset + i * 8) * 1_000_000L;
+                    }
+                    yield new LongArrayBlock(rows, nulls, values);
+                }
+                case "decimal" -> {
+                    // decimal128 is 16 little-endian bytes a value; a short decimal (p <= 18) is its low 8 bytes,
+                    // the high 8 only its sign's extension.
+                    long[] values = new long[rows];
+                    for (int i = 0; i < rows; i++) {
+                        values[i] = buf.getLong(offset + i * 16);
+                    }
+                    yield new LongArrayBlock(rows, nulls, values);
+                }
+                case "uuid" -> {
+                    // fixed_size_binary[16] holds the uuid's bytes in text order; Trino's UUID block holds the same
+                    // bytes read as two little-endian longs (UuidType's own reading of its 16-byte slice).
+                    long[] values = new long[rows * 2];
+                    buf.slice(offset, rows * 16).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(values);
+                    yield new Int128ArrayBlock(rows, nulls, values);
+                }
                 default -> {
-                    // utf8: offsets, then the bytes they point into (shared with the block, not copied).
+                    // utf8 and binary (bytes): offsets, then the bytes they point into (shared with the block, not copied).
                     int[] offsets = new int[rows + 1];
                     buf.slice(offset, (rows + 1) * 4).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(offsets);
                     batch.buffers(b, bufferIndex++);

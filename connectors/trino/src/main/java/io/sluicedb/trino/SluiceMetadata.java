@@ -162,7 +162,7 @@ public final class SluiceMetadata implements ConnectorMetadata {
                     to = rfc3339((LongTimestampWithTimeZone) span.getHighBoundedValue(), span.isHighInclusive() ? 1 : 0);
                 }
             }
-            else if (c.name().equals(h.hashBy()) && d.getValues().isDiscreteSet() && hashes.isEmpty()) {
+            else if (c.name().equals(h.hashBy()) && d.getValues().isDiscreteSet() && hashes.isEmpty() && hashText(c)) {
                 List<String> values = new ArrayList<>();
                 for (Object v : d.getValues().getDiscreteSet()) {
                     values.add(v instanceof Slice s ? s.toStringUtf8() : String.valueOf(v));
@@ -175,6 +175,18 @@ public final class SluiceMetadata implements ConnectorMetadata {
             return Optional.empty();
         }
         return Optional.of(new ConstraintApplicationResult<>(pushed, constraint.getSummary(), constraint.getExpression(), false));
+    }
+
+    /**
+     * Whether a hashBy value is sent as Trino's value's text: a date, time, uuid, bytes or decimal value is held in a
+     * form (days, picoseconds, raw bytes, an unscaled long) whose text is not the value's, so it is not pushed down
+     * (Trino still filters the rows).
+     */
+    private static boolean hashText(SluiceColumnHandle c) {
+        return switch (c.sluiceType()) {
+            case "date", "time_of_day", "uuid", "bytes" -> false;
+            default -> c.decimal().isEmpty();
+        };
     }
 
     private static String rfc3339(LongTimestampWithTimeZone t, long plusMicros) {

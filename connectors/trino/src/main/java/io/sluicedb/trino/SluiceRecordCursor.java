@@ -9,12 +9,20 @@ import io.trino.spi.TrinoException;
 import io.trino.spi.connector.RecordCursor;
 import io.trino.spi.type.LongTimestampWithTimeZone;
 import io.trino.spi.type.TimeZoneKey;
+import io.trino.spi.type.DecimalType;
 import io.trino.spi.type.Type;
+import io.trino.spi.type.UuidType;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
 import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalTime;
 import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
+import java.util.UUID;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -25,7 +33,8 @@ import static io.sluicedb.trino.SluiceErrorCode.SLUICE_NODE_ERROR;
 
 /**
  * Walks a node's NDJSON answer with Jackson's streaming parser: one token pass per row, values kept in arrays by
- * column, no tree or map per row. A last line {"error": ...} (a node's query that failed after its first row) fails
+ * column, no tree or map per row. The native types come as sluice writes them: a date "2026-11-29", a time of day
+ * "13:45:01.000123", a uuid its text, bytes base64, a decimal an exact JSON number. A last line {"error": ...} (a node's query that failed after its first row) fails
  * the split with the node's message.
  */
 final class SluiceRecordCursor implements RecordCursor {
@@ -42,6 +51,8 @@ final class SluiceRecordCursor implements RecordCursor {
     private final long[] longs;
     private final double[] doubles;
     private final boolean[] nulls;
+    // A decimal column's scale, -1 for the other columns: found once, not per value.
+    private final int[] decimalScale;
     private final Runnable onClose;
     private boolean closed;
     private long rows;
@@ -65,6 +76,10 @@ final class SluiceRecordCursor implements RecordCursor {
         longs = new long[n];
         doubles = new double[n];
         nulls = new boolean[n];
+        decimalScale = new int[n];
+        for (int i = 0; i < n; i++) {
+            decimalScale[i] = columns.get(i).decimal().map(DecimalType::getScale).orElse(-1);
+        }
     }
 
     @Override
@@ -127,7 +142,36 @@ final class SluiceRecordCursor implements RecordCursor {
                     values[i] = Slices.utf8Slice(parser.getText());
                 }
             }
-            default -> values[i] = Slices.utf8Slice(parser.getText());
+            case "date" -> longs[i] = parse(i, () -> LocalDate.parse(parser.getText()).toEpochDay());
+            // Trino's TIME holds picoseconds of the day.
+            case "time_of_day" -> longs[i] = parse(i, () -> LocalTime.parse(parser.getText()).toNanoOfDay() * 1000L);
+            case "uuid" -> values[i] = parse(i, () -> UuidType.javaUuidToTrinoUuid(UUID.fromString(parser.getText())));
+            case "bytes" -> values[i] = Slices.wrappedBuffer(parser.getBinaryValue());
+            default -> {
+                if (decimalScale[i] >= 0) {
+                    // The exact number at the column's scale: a value with more digits is a broken answer, not one
+                    // to round.
+                    longs[i] = parse(i, () -> new BigDecimal(parser.getText()).setScale(decimalScale[i], RoundingMode.UNNECESSARY).unscaledValue().longValueExact());
+                }
+                else {
+                    values[i] = Slices.utf8Slice(parser.getText());
+                }
+            }
+        }
+    }
+
+    private interface Parse<T> {
+        T get() throws IOException;
+    }
+
+    /** A value parsed by p, or a bad-answer error naming the column and row when its text is not one. */
+    private <T> T parse(int column, Parse<T> p) throws IOException {
+        try {
+            return p.get();
+        }
+        catch (DateTimeParseException | IllegalArgumentException | ArithmeticException e) {
+            SluiceColumnHandle c = columns.get(column);
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice node " + node + ": row " + rows + ": column " + c.name() + " (" + c.sluiceType() + "): " + parser.getText() + ": " + e.getMessage(), e);
         }
     }
 
