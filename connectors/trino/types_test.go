@@ -261,4 +261,3 @@ func TestTrinoNativeTypesAsIceberg(t *testing.T) {
 	count("SELECT count(*) FROM "+sluiceTbl+" s JOIN "+icebergTbl+" i ON s.n = i.n AND s.d = i.d AND s.tod = i.tod AND s.u = i.u AND s.b = i.b AND s.amount = i.amount", nativeRows)
 	count("SELECT count(*) FROM (SELECT d, tod, u, b, amount FROM "+sluiceTbl+" UNION SELECT d, tod, u, b, amount FROM "+icebergTbl+")", nativeRows+1)
 }
-
