@@ -154,6 +154,10 @@ func sharedTrino(t testing.TB) *coldtest.Trino {
 	t.Helper()
 	coldtest.Require(t, coldtest.FindTrino())
 	requirePlugin(t)
+	// Trino's Iceberg catalogs find the S3 server's keys in the environment
+	// Trino starts with, which starting the S3 server sets: started first,
+	// it serves whichever test starts Trino, in any order.
+	sharedS3(t)
 	trinoOnce.Do(func() {
 		if trinoDir, trinoErr = os.MkdirTemp("", "trino-server-"); trinoErr == nil {
 			trinoSrv, trinoErr = coldtest.StartTrino(trinoDir, nil, pluginDir)
