@@ -177,7 +177,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 		}
 		// The harness of e2e/cold's Spark test (java runs a source
 		// file given by path).
-		driver, err := filepath.Abs("e2e/testdata/SparkQuery.java")
+		driver, err := filepath.Abs("../e2e/cold/testdata/SparkQuery.java")
 		if err != nil {
 			t.Fatal(err)
 		}
