@@ -86,10 +86,25 @@ func TestKeyedQueryOtherNodeCommittedLater(t *testing.T) {
 
 	checkSluice(t, nodes[0], "a, between b's commit and its own", want)
 	checkSluice(t, nodes[1], "b, after its commit", want)
-	// A query that names a key column and the source columns, as a
-	// cluster query's does, and one with a limit.
 	if got := len(sluiceState(t, nodes[0], table.Query{Limit: 7})); got != 7 {
 		t.Errorf("a's query with limit 7: %d keys", got)
+	}
+	// A filter that a's older rows match and b's later ones do not: the
+	// later Iceberg rows are weighed even though the query does not read
+	// them.
+	older10 := table.Query{Where: []table.Predicate{{Column: "note", Op: table.Eq, Value: "older"}}}
+	if d := diffState(sluiceState(t, nodes[0], older10), keyState{}); d != "" {
+		t.Errorf("a's query of the rows with note older: %s", d)
+	}
+	laterOnly := keyState{}
+	for n, note := range want {
+		if note == "later" {
+			laterOnly[n] = note
+		}
+	}
+	later := table.Query{Where: []table.Predicate{{Column: "note", Op: table.Eq, Value: "later"}}}
+	if d := diffState(sluiceState(t, nodes[0], later), laterOnly); d != "" {
+		t.Errorf("a's query of the rows with note later: %s", d)
 	}
 
 	// a's run: its older upserts, b's messages and its older deletes all

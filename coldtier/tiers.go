@@ -115,6 +115,11 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 		if hidden, err = c.hiddenKeys(ctx, view, mark, columnTypes(c.t.Schema())); err != nil {
 			return err
 		}
+		if filtered(q) {
+			if err := c.shadowUnread(ctx, tbl, hidden, shadowed); err != nil {
+				return err
+			}
+		}
 	}
 	if cold {
 		emitted := 0
@@ -235,6 +240,74 @@ func (c *Compactor) coldValuesHiding(ctx context.Context, tbl *itable.Table, q t
 		err = nil
 	}
 	return emitted, err
+}
+
+// filtered reports whether q may leave out rows of the Iceberg table other
+// than by its limit.
+func filtered(q table.Query) bool {
+	return !q.From.IsZero() || !q.To.IsZero() || len(q.HashIn) > 0 || len(q.Where) > 0
+}
+
+// shadowUnread adds to shadowed the keys of hidden whose store row an
+// Iceberg row of the key that a filtered query does not read is a later
+// change than: coldValuesHiding weighs only the rows the query reads, and
+// the store's older row may match the filter where the later row does not.
+// Only a key whose store change is a row at a position that another writer
+// claimed offsets of its partition at or past can have one (another node
+// committed the same message or a later one), so the Iceberg table is read
+// (the key and source columns, unfiltered) only when there is such a key:
+// after a rebalance, until this node's next run.
+func (c *Compactor) shadowUnread(ctx context.Context, tbl *itable.Table, hidden map[string]storeChange, shadowed map[string]struct{}) error {
+	schema := c.t.Schema()
+	if !hasSourceColumns(schema) {
+		return nil
+	}
+	cl, err := readClaims(tbl.Properties())
+	if err != nil {
+		return err
+	}
+	suspect := map[string]storeChange{}
+	for key, ch := range hidden {
+		if ch.deleted || ch.pos.partition == "" {
+			continue // a delete has no store row; a change without a position hides
+		}
+		if f := cl.foreign(ch.pos.partition, c.writer); len(f) > 0 && f[len(f)-1].hi > ch.pos.offset {
+			suspect[key] = ch
+		}
+	}
+	if len(suspect) == 0 {
+		return nil
+	}
+	keyCols := c.t.PrimaryKey()
+	types := columnTypes(schema)
+	read := make([]table.Column, 0, len(keyCols)+2)
+	for _, k := range keyCols {
+		read = append(read, table.Column{Name: k, Type: types[k]})
+	}
+	n := len(keyCols)
+	read = append(read, table.Column{Name: table.SourceBatchColumn, Type: types[table.SourceBatchColumn]},
+		table.Column{Name: table.SourceOffsetColumn, Type: types[table.SourceOffsetColumn]})
+	var buf []byte
+	_, _, err = coldread.Query(ctx, tbl, c.t, table.Query{}, read, func(_ []table.Column, vals []any) error {
+		var err error
+		if buf, err = encodeKeyValues(buf[:0], keyCols, types, vals[:n]); err != nil {
+			return err
+		}
+		ch, ok := suspect[string(buf)]
+		if !ok {
+			return nil
+		}
+		tag, _ := vals[n].(string)
+		off, ok := vals[n+1].(int64)
+		if i := strings.LastIndexByte(tag, '@'); i > 0 && ok && !ch.hides(sourcePos{partition: tag[:i], offset: off}) {
+			shadowed[string(buf)] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coldtier: table %s: later changes in the Iceberg table: %w", c.t.Name(), err)
+	}
+	return nil
 }
 
 // columnTypes is the sluice type of each column of cols by name.
