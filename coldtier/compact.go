@@ -276,7 +276,7 @@ func (c *Compactor) compactSeqs(ctx context.Context, wm time.Time, mark uint64, 
 	if blocks == 0 && c.keyed {
 		// No rows, but maybe deletes: those commit too.
 		var deletes bool
-		err := c.t.DeletedKeys(ctx, mark, limit, func([]any) error { deletes = true; return errStop })
+		err := c.t.DeletedKeys(ctx, mark, limit, func([]any, table.Position) error { deletes = true; return errStop })
 		if err != nil && !errors.Is(err, errStop) {
 			return st, err
 		}

@@ -288,9 +288,10 @@ type runKeys struct {
 	keyCols []string
 	types   map[string]table.Type // the Iceberg columns' sluice types
 	mu      sync.Mutex
-	// keys are the keys with the source position of the run's row of
-	// each (the zero sourcePos for a delete or a row without one).
-	keys map[string]sourcePos
+	// keys are the keys with the source position of the run's change of
+	// each: its row's, or its delete's (the zero sourcePos for a change
+	// without one).
+	keys map[string]runChange
 	// table is the key index at the snapshot the run's attempt started
 	// from, when the run writes source positions: a row of the store
 	// whose key the table holds a later change of is not written.
@@ -304,7 +305,14 @@ func newRunKeys(keyCols []string, schema []table.Column) *runKeys {
 	for _, c := range schema {
 		types[c.Name] = c.Type
 	}
-	return &runKeys{keyCols: keyCols, types: types, keys: map[string]sourcePos{}}
+	return &runKeys{keyCols: keyCols, types: types, keys: map[string]runChange{}}
+}
+
+// runChange is a run's change of a key: a row it writes (row) or a delete
+// it commits, at its source position.
+type runChange struct {
+	pos sourcePos
+	row bool
 }
 
 // addRows adds the keys of rows of blk, whose vectors are cols', and
@@ -358,7 +366,7 @@ func (k *runKeys) addRows(cols []table.Column, blk *table.BlockRows, rows []int3
 		if out != nil {
 			out = append(out, r)
 		}
-		k.keys[string(buf)] = pos
+		k.keys[string(buf)] = runChange{pos: pos, row: true}
 	}
 	if out == nil {
 		return rows, nil
@@ -366,20 +374,24 @@ func (k *runKeys) addRows(cols []table.Column, blk *table.BlockRows, rows []int3
 	return out, nil
 }
 
-// addValues adds a key given by its values (in keyCols' order, as a query
-// or the delete log returns them).
-func (k *runKeys) addValues(vals []any) error {
+// addDelete adds a key the store deleted, given by its values (in
+// keyCols' order, as the delete log returns them) and the position the
+// delete left in the store's key index.
+func (k *runKeys) addDelete(vals []any, at table.Position) error {
 	key, err := encodeKeyValues(nil, k.keyCols, k.types, vals)
 	if err != nil {
 		return err
 	}
 	k.mu.Lock()
-	if _, ok := k.keys[string(key)]; !ok {
+	defer k.mu.Unlock()
+	if ch, ok := k.keys[string(key)]; ok && ch.row {
 		// A key the run writes a row of keeps that row's position: the
 		// delete log's record is older (the row is the key's state).
-		k.keys[string(key)] = sourcePos{}
+		return nil
 	}
-	k.mu.Unlock()
+	// The log is read in sequence order: a later delete of the key
+	// replaces an earlier one.
+	k.keys[string(key)] = runChange{pos: sourcePos{partition: at.Partition, offset: at.Offset}}
 	return nil
 }
 
@@ -388,8 +400,8 @@ func (k *runKeys) list() []runKey {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := make([]runKey, 0, len(k.keys))
-	for key, pos := range k.keys {
-		out = append(out, runKey{key: []byte(key), partition: pos.partition, offset: pos.offset, positioned: pos.partition != ""})
+	for key, ch := range k.keys {
+		out = append(out, runKey{key: []byte(key), partition: ch.pos.partition, offset: ch.pos.offset, positioned: ch.pos.partition != ""})
 	}
 	return out
 }
@@ -452,29 +464,62 @@ func vectorValue(typ table.Type, v *table.ColumnVector, r int32) (any, error) {
 // runKeyedDeletes is the keyed run's delete source for one attempt: the
 // Iceberg rows of the keys rk holds (the rows the attempt wrote) and of the
 // keys the store deleted at the sequences sel commits, found through the
-// key index.
+// key index. A delete, like a row, leaves a row of the Iceberg table that
+// is a later change of its key (another node committed it first) where it
+// is (keyIndex.deletesFor).
 func (c *Compactor) runKeyedDeletes(ctx context.Context, tbl *itable.Table, rk *runKeys, sel rowSel) ([]rowRef, error) {
-	if err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addValues); err != nil {
+	if err := c.t.DeletedKeys(ctx, sel.seqFrom, sel.seqLimit, rk.addDelete); err != nil {
 		return nil, err
 	}
 	return c.keyedDeletesAt(rk.keyCols, rk.list)(ctx, tbl)
 }
 
+// storeChange is the store's latest change of a key since the committed
+// mark, as a two-tier query of a keyed table sees it: at its source
+// position (the zero sourcePos: none), a row or a delete.
+type storeChange struct {
+	pos     sourcePos
+	deleted bool
+}
+
+// hides reports whether the store's change ch of a key hides an Iceberg
+// row of the key at pos: unless the row is a later change of the same
+// source partition, the store's change is the key's state. The Iceberg
+// table can hold a later one: another node committed it (a rebalance moved
+// the key's partition, and this node's older change waits for its next
+// run, which will leave it out), or the same message, which another node
+// stored too and committed first (this node's copy is then left out by the
+// claims). Of a row at the same offset the Iceberg row is that message; a
+// delete at the same offset kept the position of the upsert it followed
+// (a delete without a position of its own), so it hides that row.
+func (ch storeChange) hides(pos sourcePos) bool {
+	if ch.pos.partition == "" || pos.partition != ch.pos.partition {
+		return true
+	}
+	if ch.deleted {
+		return pos.offset <= ch.pos.offset
+	}
+	return pos.offset < ch.pos.offset
+}
+
 // hiddenKeys are the encoded keys whose Iceberg rows a two-tier query of a
-// keyed table leaves out: every key the store changed (upserted or
-// deleted) at a sequence of at least mark, read through view, the same
-// view the query's hot side reads. The hot side returns the key's current
-// row, or none when it was deleted.
-func (c *Compactor) hiddenKeys(ctx context.Context, view *table.View, mark uint64, types map[string]table.Type) (map[string]struct{}, error) {
+// keyed table may leave out, with the store's latest change of each: every
+// key the store changed (upserted or deleted) at a sequence of at least
+// mark, read through view, the same view the query's hot side reads. The
+// hot side returns the key's current row, or none when it was deleted.
+func (c *Compactor) hiddenKeys(ctx context.Context, view *table.View, mark uint64, types map[string]table.Type) (map[string]storeChange, error) {
 	keyCols := c.t.PrimaryKey()
-	hidden := map[string]struct{}{}
+	hidden := map[string]storeChange{}
 	var buf []byte
-	err := view.ChangedKeys(ctx, mark, func(vals []any) error {
+	err := view.ChangedKeys(ctx, mark, func(ch table.KeyChange) error {
 		var err error
-		if buf, err = encodeKeyValues(buf[:0], keyCols, types, vals); err != nil {
+		if buf, err = encodeKeyValues(buf[:0], keyCols, types, ch.Key); err != nil {
 			return err
 		}
-		hidden[string(buf)] = struct{}{}
+		if prev, ok := hidden[string(buf)]; ok && !prev.deleted && ch.Deleted {
+			return nil // a current row is later than any delete of its key
+		}
+		hidden[string(buf)] = storeChange{pos: sourcePos{partition: ch.At.Partition, offset: ch.At.Offset}, deleted: ch.Deleted}
 		return nil
 	})
 	if err != nil {

@@ -16,7 +16,10 @@ import (
 // store keeps them), then changed keys not committed yet (upserts, a tenth
 // of them deletes), against the same 100,000 rows in an append-only
 // table. The keyed query reads the changed keys from the store and leaves
-// their Iceberg rows out.
+// their Iceberg rows out. With source, every change is a stream batch of
+// one source partition: the rows carry their source position into Iceberg,
+// and a query with changed keys reads it from both tiers to order the
+// store's change against the Iceberg row.
 //
 //	go test -run '^$' -bench KeyedQuery -benchtime 20x ./coldtier/
 func BenchmarkKeyedQuery(b *testing.B) {
@@ -24,8 +27,9 @@ func BenchmarkKeyedQuery(b *testing.B) {
 	for _, bc := range []struct {
 		keyed   bool
 		changed int
-	}{{false, 0}, {true, 0}, {true, 1000}, {true, 10_000}} {
-		b.Run(fmt.Sprintf("keyed=%v/changed=%d", bc.keyed, bc.changed), func(b *testing.B) {
+		source  bool
+	}{{false, 0, false}, {true, 0, false}, {true, 1000, false}, {true, 10_000, false}, {true, 0, true}, {true, 1000, true}, {true, 10_000, true}} {
+		b.Run(fmt.Sprintf("keyed=%v/changed=%d/source=%v", bc.keyed, bc.changed, bc.source), func(b *testing.B) {
 			dir := b.TempDir()
 			cfg := table.Config{Name: "events", HashBy: "user", SortBy: "ts", Columns: staticSchema}
 			if bc.keyed {
@@ -47,8 +51,12 @@ func BenchmarkKeyedQuery(b *testing.B) {
 			}
 			defer c.Close()
 			state := keyState{}
+			var src []*int64
+			if bc.source {
+				src = []*int64{new(int64)}
+			}
 			for first := int64(0); first < keys; first += 10_000 {
-				state.upsert(b, tb, span(first, first+10_000), "v1")
+				state.upsert(b, tb, span(first, first+10_000), "v1", src...)
 			}
 			if _, err := c.Compact(ctx, time.Now(), coldtier.Options{Continuous: true}); err != nil {
 				b.Fatal(err)
@@ -63,8 +71,8 @@ func BenchmarkKeyedQuery(b *testing.B) {
 						ups = append(ups, i*step)
 					}
 				}
-				state.upsert(b, tb, ups, "v2")
-				state.remove(b, tb, dels)
+				state.upsert(b, tb, ups, "v2", src...)
+				state.remove(b, tb, dels, src...)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -328,7 +328,7 @@ func TestKeyedIcebergRuns(t *testing.T) {
 			run("a key written then deleted, another written twice", 1, 2)
 
 			var left int
-			if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { left++; return nil }); err != nil {
+			if err := tb.DeletedKeys(ctx, 0, 0, func([]any, table.Position) error { left++; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if left != 0 {
@@ -498,7 +498,7 @@ func TestKeyedKill9(t *testing.T) {
 				checkSluice(t, c, "after the next run", final)
 				checkEngines(t, cfg, "after the next run", final)
 				var left int
-				if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { left++; return nil }); err != nil {
+				if err := tb.DeletedKeys(ctx, 0, 0, func([]any, table.Position) error { left++; return nil }); err != nil {
 					t.Fatal(err)
 				}
 				if left != 0 {

@@ -95,11 +95,14 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 	}
 	// A keyed table's store and Iceberg table may both hold a key: the
 	// store's change (an upsert or a delete) since the committed mark is
-	// the key's state, and the Iceberg row is left out. The keys changed
-	// and the store's rows are read through one view of the store, so a
-	// change appended while the query runs is in both or in neither.
+	// the key's state, and the Iceberg row is left out, unless that row is
+	// a later change of the key's source partition (storeChange.hides):
+	// then the store's row of the key is left out (shadowed). The keys
+	// changed and the store's rows are read through one view of the store,
+	// so a change appended while the query runs is in both or in neither.
 	var view *table.View
-	var hidden map[string]struct{}
+	var hidden map[string]storeChange
+	shadowed := map[string]struct{}{}
 	if cold && c.keyed && tbl != nil && !hotOnly {
 		if view, err = c.t.NewView(); err != nil {
 			return err
@@ -112,13 +115,18 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 		if hidden, err = c.hiddenKeys(ctx, view, mark, columnTypes(c.t.Schema())); err != nil {
 			return err
 		}
+		if filtered(q) {
+			if err := c.shadowUnread(ctx, tbl, hidden, shadowed); err != nil {
+				return err
+			}
+		}
 	}
 	if cold {
 		emitted := 0
 		switch {
 		case tbl == nil || hotOnly:
 		case len(hidden) > 0:
-			if emitted, err = c.coldValuesHiding(ctx, tbl, q, cols, hidden, emit); err != nil {
+			if emitted, err = c.coldValuesHiding(ctx, tbl, q, cols, hidden, shadowed, emit); err != nil {
 				return err
 			}
 		default:
@@ -144,7 +152,7 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 		done()
 	}
 	if absent == nil {
-		return c.hotValues(ctx, q, cols, cold, tbl, view, emit) // hot.go
+		return c.hotValues(ctx, q, cols, cold, tbl, view, shadowed, emit) // hot.go
 	}
 	if absent.None {
 		return nil
@@ -156,27 +164,40 @@ func (c *Compactor) QueryValuesHeld(ctx context.Context, q table.Query, cold, ho
 		return err
 	}
 	var row []any
-	return c.hotValues(ctx, hq, inner, cold, tbl, view, func(_ []table.Column, vals []any) error {
+	return c.hotValues(ctx, hq, inner, cold, tbl, view, shadowed, func(_ []table.Column, vals []any) error {
 		row = absent.Row(row, vals)
 		return emit(cols, row)
 	})
 }
 
 // coldValuesHiding is the cold side of a two-tier query of a keyed table:
-// coldread.Query less the rows whose key is in hidden. The key columns are
-// read after the query's columns when it does not name them, and the limit
-// counts the rows emitted.
-func (c *Compactor) coldValuesHiding(ctx context.Context, tbl *itable.Table, q table.Query, cols []table.Column, hidden map[string]struct{}, emit func([]table.Column, []any) error) (int, error) {
+// coldread.Query less the rows whose key is in hidden and whose store
+// change hides them (storeChange.hides); the keys of the rows it returns
+// although the store changed them go into shadowed, whose store rows the
+// hot side leaves out. The key columns, and the source columns when the
+// store has them, are read after the query's columns when it does not name
+// them, and the limit counts the rows emitted.
+func (c *Compactor) coldValuesHiding(ctx context.Context, tbl *itable.Table, q table.Query, cols []table.Column, hidden map[string]storeChange,
+	shadowed map[string]struct{}, emit func([]table.Column, []any) error) (int, error) {
 	keyCols := c.t.PrimaryKey()
-	types := columnTypes(c.t.Schema())
+	schema := c.t.Schema()
+	types := columnTypes(schema)
 	read := slices.Clone(cols)
+	column := func(name string) int {
+		i := slices.IndexFunc(read, func(col table.Column) bool { return col.Name == name })
+		if i < 0 {
+			i = len(read)
+			read = append(read, table.Column{Name: name, Type: types[name]})
+		}
+		return i
+	}
 	at := make([]int, len(keyCols))
 	for i, k := range keyCols {
-		at[i] = slices.IndexFunc(read, func(col table.Column) bool { return col.Name == k })
-		if at[i] < 0 {
-			at[i] = len(read)
-			read = append(read, table.Column{Name: k, Type: types[k]})
-		}
+		at[i] = column(k)
+	}
+	batchAt, offsetAt := -1, -1
+	if hasSourceColumns(schema) {
+		batchAt, offsetAt = column(table.SourceBatchColumn), column(table.SourceOffsetColumn)
 	}
 	cq := q
 	cq.Limit = 0
@@ -191,8 +212,21 @@ func (c *Compactor) coldValuesHiding(ctx context.Context, tbl *itable.Table, q t
 		if buf, err = encodeKeyValues(buf[:0], keyCols, types, key); err != nil {
 			return err
 		}
-		if _, ok := hidden[string(buf)]; ok {
-			return nil // the store changed the key since: its state is there
+		if ch, ok := hidden[string(buf)]; ok {
+			var pos sourcePos
+			if batchAt >= 0 {
+				tag, _ := vals[batchAt].(string)
+				off, ok := vals[offsetAt].(int64)
+				if i := strings.LastIndexByte(tag, '@'); i > 0 && ok {
+					pos = sourcePos{partition: tag[:i], offset: off}
+				}
+			}
+			if ch.hides(pos) {
+				return nil // the store changed the key since: its state is there
+			}
+			if !ch.deleted {
+				shadowed[string(buf)] = struct{}{} // the store's row is older
+			}
 		}
 		if err := emit(cols, vals[:len(cols)]); err != nil {
 			return err
@@ -206,6 +240,74 @@ func (c *Compactor) coldValuesHiding(ctx context.Context, tbl *itable.Table, q t
 		err = nil
 	}
 	return emitted, err
+}
+
+// filtered reports whether q may leave out rows of the Iceberg table other
+// than by its limit.
+func filtered(q table.Query) bool {
+	return !q.From.IsZero() || !q.To.IsZero() || len(q.HashIn) > 0 || len(q.Where) > 0
+}
+
+// shadowUnread adds to shadowed the keys of hidden whose store row an
+// Iceberg row of the key that a filtered query does not read is a later
+// change than: coldValuesHiding weighs only the rows the query reads, and
+// the store's older row may match the filter where the later row does not.
+// Only a key whose store change is a row at a position that another writer
+// claimed offsets of its partition at or past can have one (another node
+// committed the same message or a later one), so the Iceberg table is read
+// (the key and source columns, unfiltered) only when there is such a key:
+// after a rebalance, until this node's next run.
+func (c *Compactor) shadowUnread(ctx context.Context, tbl *itable.Table, hidden map[string]storeChange, shadowed map[string]struct{}) error {
+	schema := c.t.Schema()
+	if !hasSourceColumns(schema) {
+		return nil
+	}
+	cl, err := readClaims(tbl.Properties())
+	if err != nil {
+		return err
+	}
+	suspect := map[string]storeChange{}
+	for key, ch := range hidden {
+		if ch.deleted || ch.pos.partition == "" {
+			continue // a delete has no store row; a change without a position hides
+		}
+		if f := cl.foreign(ch.pos.partition, c.writer); len(f) > 0 && f[len(f)-1].hi > ch.pos.offset {
+			suspect[key] = ch
+		}
+	}
+	if len(suspect) == 0 {
+		return nil
+	}
+	keyCols := c.t.PrimaryKey()
+	types := columnTypes(schema)
+	read := make([]table.Column, 0, len(keyCols)+2)
+	for _, k := range keyCols {
+		read = append(read, table.Column{Name: k, Type: types[k]})
+	}
+	n := len(keyCols)
+	read = append(read, table.Column{Name: table.SourceBatchColumn, Type: types[table.SourceBatchColumn]},
+		table.Column{Name: table.SourceOffsetColumn, Type: types[table.SourceOffsetColumn]})
+	var buf []byte
+	_, _, err = coldread.Query(ctx, tbl, c.t, table.Query{}, read, func(_ []table.Column, vals []any) error {
+		var err error
+		if buf, err = encodeKeyValues(buf[:0], keyCols, types, vals[:n]); err != nil {
+			return err
+		}
+		ch, ok := suspect[string(buf)]
+		if !ok {
+			return nil
+		}
+		tag, _ := vals[n].(string)
+		off, ok := vals[n+1].(int64)
+		if i := strings.LastIndexByte(tag, '@'); i > 0 && ok && !ch.hides(sourcePos{partition: tag[:i], offset: off}) {
+			shadowed[string(buf)] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("coldtier: table %s: later changes in the Iceberg table: %w", c.t.Name(), err)
+	}
+	return nil
 }
 
 // columnTypes is the sluice type of each column of cols by name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -19,9 +20,18 @@ import (
 // from the Iceberg table. Each applied delete is recorded under the
 // sequence number of its append:
 //
-//	delete log  0x06 | table id u32 | seq u64 | key bytes   → key values
+//	delete log  0x06 | table id u32 | seq u64 | key bytes   → record
+//	record     := [0x00 | uvarint zigzag offset | uvarint length | partition] key values
 //	key values := per key column: type u8 | Int64, Float64, Bool, Timestamp:
 //	              u64 | String, JSON: uvarint length | bytes
+//
+// The position, when the key's entry has one after the delete, is the
+// source position the delete leaves in the key index (its own, or for a
+// delete without one the position it keeps). The run needs it to order the
+// delete against a row of the key another node committed: a delete older
+// than that row must not delete it. No column type is 0, so a record
+// without the leading 0x00 is one without a position (as every record
+// written before positions were) and reads as such.
 //
 // The records are put into the append's one synced batch with its blocks,
 // index entries and marks, so a record exists exactly when its delete
@@ -36,6 +46,27 @@ import (
 // The log is kept only while a cold tier asks for it (KeepDeleteLog): a
 // keyed table without one would otherwise keep every delete forever.
 const prefixDeleteLog = 0x06
+
+// deletePositioned leads a delete record that carries a position (no
+// column type is 0).
+const deletePositioned = 0x00
+
+// A Position is the source position of a key's change: the source
+// partition (SourceBatchColumn's text before its last '@') and the
+// message's offset. The zero Position is none: a change without one (HTTP
+// ingest, a table without source columns).
+type Position struct {
+	Partition string
+	Offset    int64
+}
+
+// positionOf is the Position of an index entry's version.
+func positionOf(v version) Position {
+	if !v.ok {
+		return Position{}
+	}
+	return Position{Partition: v.partition, Offset: v.offset}
+}
 
 // deleteLogKey is the key of the record of a delete of key (the key
 // index's key bytes) at seq.
@@ -93,6 +124,12 @@ func (k *keyedBatch) logDeletes(pb *pebble.Batch, cols []colData, keyCols []int,
 	for _, r := range dels {
 		lk = deleteLogKey(lk[:0], t.id, seq, []byte(keys[r]))
 		lv = lv[:0]
+		if v := states[r].ver; v.ok {
+			lv = append(lv, deletePositioned)
+			lv = binary.AppendUvarint(lv, zigzag(v.offset))
+			lv = binary.AppendUvarint(lv, uint64(len(v.partition)))
+			lv = append(lv, v.partition...)
+		}
 		for _, c := range keyCols {
 			col := &cols[c]
 			lv = append(lv, byte(col.typ))
@@ -112,12 +149,27 @@ func (k *keyedBatch) logDeletes(pb *pebble.Batch, cols []colData, keyCols []int,
 	return bytes, nil
 }
 
-// decodeDeleteValues decodes a delete record's key values as a query
-// returns them: int64, float64, string (JSON too), bool, time.Time.
-func decodeDeleteValues(key, v []byte, n int) ([]any, error) {
+// decodeDeleteValues decodes a delete record: its key values as a query
+// returns them (int64, float64, string (JSON too), bool, time.Time) and its
+// position (the zero Position for a record without one).
+func decodeDeleteValues(key, v []byte, n int) ([]any, Position, error) {
 	out := make([]any, 0, n)
-	fail := func(reason string) error {
-		return &CorruptionError{Key: slices.Clone(key), Reason: "delete record: " + reason}
+	var at Position
+	fail := func(reason string) ([]any, Position, error) {
+		return nil, Position{}, &CorruptionError{Key: slices.Clone(key), Reason: "delete record: " + reason}
+	}
+	if len(v) > 0 && v[0] == deletePositioned {
+		off, m := binary.Uvarint(v[1:])
+		if m <= 0 {
+			return fail("offset")
+		}
+		v = v[1+m:]
+		l, m := binary.Uvarint(v)
+		if m <= 0 || uint64(len(v)-m) < l {
+			return fail("partition length")
+		}
+		at = Position{Partition: string(v[m : m+int(l)]), Offset: unzigzag(off)}
+		v = v[m+int(l):]
 	}
 	for len(v) > 0 {
 		typ := Type(v[0])
@@ -126,14 +178,14 @@ func decodeDeleteValues(key, v []byte, n int) ([]any, error) {
 		case String, JSON:
 			l, m := binary.Uvarint(v)
 			if m <= 0 || uint64(len(v)-m) < l {
-				return nil, fail("string length")
+				return fail("string length")
 			}
 			out = append(out, string(v[m:m+int(l)]))
 			v = v[m+int(l):]
 			continue
 		}
 		if len(v) < 8 {
-			return nil, fail("short value")
+			return fail("short value")
 		}
 		i := int64(binary.BigEndian.Uint64(v))
 		v = v[8:]
@@ -147,20 +199,20 @@ func decodeDeleteValues(key, v []byte, n int) ([]any, error) {
 		case Timestamp:
 			out = append(out, time.Unix(0, i).UTC())
 		default:
-			return nil, fail(fmt.Sprintf("type %d", typ))
+			return fail(fmt.Sprintf("type %d", typ))
 		}
 	}
 	if len(out) != n {
-		return nil, fail(fmt.Sprintf("%d values for %d key columns", len(out), n))
+		return fail(fmt.Sprintf("%d values for %d key columns", len(out), n))
 	}
-	return out, nil
+	return out, at, nil
 }
 
 // DeletedKeys calls fn with the key values (in PrimaryKey's order, typed as
-// a query returns them) of each delete recorded at a sequence in [from,
-// limit) (limit 0: no bound), in sequence order. A continuous cold tier's
-// run reads the deletes of the sequences it commits.
-func (t *Table) DeletedKeys(ctx context.Context, from, limit uint64, fn func(key []any) error) error {
+// a query returns them) and the position of each delete recorded at a
+// sequence in [from, limit) (limit 0: no bound), in sequence order. A
+// continuous cold tier's run reads the deletes of the sequences it commits.
+func (t *Table) DeletedKeys(ctx context.Context, from, limit uint64, fn func(key []any, at Position) error) error {
 	release, err := t.store.use()
 	if err != nil {
 		return err
@@ -169,7 +221,7 @@ func (t *Table) DeletedKeys(ctx context.Context, from, limit uint64, fn func(key
 	return t.deletedKeys(ctx, t.store.db, from, limit, fn)
 }
 
-func (t *Table) deletedKeys(ctx context.Context, r pebble.Reader, from, limit uint64, fn func(key []any) error) error {
+func (t *Table) deletedKeys(ctx context.Context, r pebble.Reader, from, limit uint64, fn func(key []any, at Position) error) error {
 	if t.key == nil {
 		return nil
 	}
@@ -186,11 +238,11 @@ func (t *Table) deletedKeys(ctx context.Context, r pebble.Reader, from, limit ui
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		vals, err := decodeDeleteValues(it.Key(), it.Value(), len(t.key))
+		vals, at, err := decodeDeleteValues(it.Key(), it.Value(), len(t.key))
 		if err != nil {
 			return fmt.Errorf("table %s: %w", t.name, err)
 		}
-		if err := fn(vals); err != nil {
+		if err := fn(vals, at); err != nil {
 			return err
 		}
 	}
@@ -272,31 +324,64 @@ func (v *View) QueryValuesSeqs(ctx context.Context, q Query, seqFrom, seqLimit u
 	}})
 }
 
-// ChangedKeys calls fn with the key values of every key of a keyed table
-// that a change at a sequence of at least from made: the keys of the rows
-// of those blocks that are their key's current row (in any time range,
-// past the TTL too) and the keys of the deletes recorded since from. A row
-// of those blocks that a later change superseded needs no look: the key's
+// A KeyChange is a key a keyed table's store changed: its key values (in
+// PrimaryKey's order, typed as a query returns them), the change's source
+// position (a row's own source columns; a delete's record), and whether it
+// was a delete.
+type KeyChange struct {
+	Key     []any
+	At      Position
+	Deleted bool
+}
+
+// ChangedKeys calls fn with every key of a keyed table that a change at a
+// sequence of at least from made: first the keys of the rows of those
+// blocks that are their key's current row (in any time range, past the TTL
+// too), then the deletes recorded since from, in sequence order. A row of
+// those blocks that a later change superseded needs no look: the key's
 // latest change, later still, is one of the two. fn may get a key more
-// than once.
-func (v *View) ChangedKeys(ctx context.Context, from uint64, fn func(key []any) error) error {
+// than once: a key with a current row there has a row and maybe older
+// deletes (a delete after the row would have left it dead), and a key
+// without one its deletes, the last the latest. ch.Key is reused after fn
+// returns.
+func (v *View) ChangedKeys(ctx context.Context, from uint64, fn func(KeyChange) error) error {
 	t := v.t
 	if t.key == nil {
 		return nil
 	}
 	schema, _ := t.current()
+	has := func(name string) bool {
+		return slices.ContainsFunc(schema, func(c Column) bool { return c.Name == name })
+	}
 	stored := true // no row has a key column the schema lacks
 	for _, k := range t.key {
-		stored = stored && slices.ContainsFunc(schema, func(c Column) bool { return c.Name == k })
+		stored = stored && has(k)
 	}
 	if stored {
 		q := Query{Columns: t.PrimaryKey()}
-		err := t.scanView(ctx, q, from, 0, v.snap, true, &scanner{emit: func(_ *plan, vals []any) error { return fn(vals) }})
+		n := len(q.Columns)
+		positioned := has(SourceBatchColumn) && has(SourceOffsetColumn)
+		if positioned {
+			q.Columns = append(q.Columns, SourceBatchColumn, SourceOffsetColumn)
+		}
+		err := t.scanView(ctx, q, from, 0, v.snap, true, &scanner{emit: func(_ *plan, vals []any) error {
+			ch := KeyChange{Key: vals[:n]}
+			if positioned {
+				tag, _ := vals[n].(string)
+				off, ok := vals[n+1].(int64)
+				if i := strings.LastIndexByte(tag, '@'); i > 0 && ok {
+					ch.At = Position{Partition: tag[:i], Offset: off}
+				}
+			}
+			return fn(ch)
+		}})
 		if err != nil {
 			return err
 		}
 	}
-	return t.deletedKeys(ctx, v.snap, from, 0, fn)
+	return t.deletedKeys(ctx, v.snap, from, 0, func(key []any, at Position) error {
+		return fn(KeyChange{Key: key, At: at, Deleted: true})
+	})
 }
 
 // scanView is scan through a snapshot of the store (nil: the store as it

@@ -53,7 +53,9 @@ func TestKeyedDeleteLog(t *testing.T) {
 	}
 	drop := func(id string) Row { return Row{"id": id, "n": int64(len(id)), OperationColumn: OperationDelete} }
 	deleted := func(from, limit uint64) []string {
-		return keysOf(t, func(fn func([]any) error) error { return tb.DeletedKeys(ctx, from, limit, fn) })
+		return keysOf(t, func(fn func([]any) error) error {
+			return tb.DeletedKeys(ctx, from, limit, func(key []any, _ Position) error { return fn(key) })
+		})
 	}
 	limit := func() uint64 {
 		_, _, l, _, err := tb.SeqRange(ctx, 0)
@@ -94,13 +96,15 @@ func TestKeyedDeleteLog(t *testing.T) {
 		t.Errorf("the deletes from %d: %v, want %v", first, got, want)
 	}
 	n := 0
-	if err := tb.DeletedKeys(ctx, 0, 0, func([]any) error { n++; return nil }); err != nil || n != 3 {
+	if err := tb.DeletedKeys(ctx, 0, 0, func([]any, Position) error { n++; return nil }); err != nil || n != 3 {
 		t.Errorf("%d records (%v), want 3: one per key an append left deleted", n, err)
 	}
 
 	// The view: the moment after a's delete.
 	changed := func(v *View, from uint64) []string {
-		return keysOf(t, func(fn func([]any) error) error { return v.ChangedKeys(ctx, from, fn) })
+		return keysOf(t, func(fn func([]any) error) error {
+			return v.ChangedKeys(ctx, from, func(ch KeyChange) error { return fn(ch.Key) })
+		})
 	}
 	if got, want := changed(view, 0), []string{"a/1", "bb/2", "ccc/3", "ee/2"}; !slices.Equal(got, want) {
 		t.Errorf("the view's changed keys: %v, want %v (bb, ccc and ee live, a deleted)", got, want)
@@ -193,4 +197,73 @@ func TestKeyedMarksOfDeletedBlocks(t *testing.T) {
 		t.Errorf("deleted %d marks, %d left; want 2 and the stored block's 1", deleted, countMarks(t, tb))
 	}
 	wantState(t, tb, map[string]int64{"a": 3, "b": 2})
+}
+
+// TestKeyedDeleteLogPositions: a delete record carries the position the
+// delete leaves in the key index (its own; for a delete without one, the
+// position it keeps), a record without one reads as none, and a record
+// written before records had positions (the key values alone) still
+// reads. ChangedKeys gives a row's own source position and a delete's
+// record's, and says which is a delete.
+func TestKeyedDeleteLogPositions(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb := keyedTable(t, s, Config{})
+	tb.KeepDeleteLog()
+	appendRows(t, tb, at(up("a", 1), "kafka/t/0", 5), at(up("b", 1), "kafka/t/0", 6), up("c", 1), up("e", 1))
+	appendRows(t, tb, at(del("a"), "kafka/t/0", 9), del("b"), del("c"))
+	// A record as written before positions: the key values alone.
+	_, _, limit, _, err := tb.SeqRange(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []byte{byte(String)}
+	old = append(old, 1, 'd')
+	if err := s.db.Set(deleteLogKey(nil, tb.id, limit, []byte("\x01d")), old, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tb, at(up("e", 2), "kafka/t/1", 3))
+
+	got := map[string]Position{}
+	if err := tb.DeletedKeys(ctx, 0, 0, func(key []any, at Position) error {
+		got[key[0].(string)] = at
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Position{
+		"a": {Partition: "kafka/t/0", Offset: 9}, // its own
+		"b": {Partition: "kafka/t/0", Offset: 6}, // kept from b's upsert
+		"c": {},                                  // none ever
+		"d": {},                                  // an old record
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("delete of %s: position %+v (recorded %v), want %+v", k, g, ok, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d deletes recorded, want %d: %v", len(got), len(want), got)
+	}
+
+	view, err := tb.NewView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	changes := map[string]KeyChange{}
+	if err := view.ChangedKeys(ctx, 0, func(ch KeyChange) error {
+		ch.Key = slices.Clone(ch.Key)
+		changes[ch.Key[0].(string)] = ch
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ch := changes["e"]; ch.Deleted || ch.At != (Position{Partition: "kafka/t/1", Offset: 3}) {
+		t.Errorf("e's change: %+v, want its row at kafka/t/1 offset 3", ch)
+	}
+	if ch := changes["a"]; !ch.Deleted || ch.At != want["a"] {
+		t.Errorf("a's change: %+v, want its delete at kafka/t/0 offset 9", ch)
+	}
 }

@@ -242,14 +242,7 @@ func diff(state, want map[string]int64) string {
 // every node's share (without that, the keys a node committed went missing
 // from the answers while the node was down).
 func TestKeyedClusterKill9(t *testing.T) {
-	// The cold-tier mode is not in the suite yet: one run of it in CI saw
-	// a poll miss a key for a moment during commits (docs/upserts.md,
-	// "Across nodes"); SLUICE_TEST_KEYED_ICEBERG=1 runs it.
-	modes := []bool{false}
-	if os.Getenv("SLUICE_TEST_KEYED_ICEBERG") == "1" {
-		modes = append(modes, true)
-	}
-	for _, iceberg := range modes {
+	for _, iceberg := range []bool{false, true} {
 		t.Run(fmt.Sprintf("iceberg=%v", iceberg), func(t *testing.T) { testKeyedClusterKill9(t, iceberg) })
 	}
 }
