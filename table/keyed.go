@@ -374,7 +374,11 @@ func (k *keyedBatch) loadMarks(marks []string) error {
 	for _, m := range want {
 		var mark []byte
 		if it.SeekGE([]byte(m)) && string(it.Key()) == m {
-			mark = slices.Clone(it.Value())
+			bits, err := markBits(nil, it.Value())
+			if err != nil {
+				return fmt.Errorf("table %s: %w", t.name, &CorruptionError{Key: []byte(m), Reason: err.Error()})
+			}
+			mark = slices.Clone(bits)
 		}
 		k.marks[m] = mark
 	}
@@ -743,15 +747,17 @@ func (k *keyedBatch) write(pb *pebble.Batch, cols []colData, n int, h *seqHold) 
 	}
 	// In key order, as the index entries: see sortedByKey.
 	slices.Sort(markKeys)
+	var stored []byte
 	for i, mk := range markKeys {
 		if i > 0 && markKeys[i-1] == mk {
 			continue
 		}
 		mark := k.marks[mk]
-		if err := pb.Set([]byte(mk), mark, nil); err != nil {
+		stored = storeMark(stored[:0], mark)
+		if err := pb.Set([]byte(mk), stored, nil); err != nil {
 			return 0, 0, 0, err
 		}
-		bytes += len(mk) + len(mark)
+		bytes += len(mk) + len(stored)
 		if sparse(mark) {
 			k.sparse = append(k.sparse, mk)
 		}
