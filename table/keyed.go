@@ -500,13 +500,21 @@ func (c *entryCache) put(states map[string]*keyState) {
 // recent block, whose mark the last appends wrote. get returns a copy (the
 // batch sets bits in it before its commit).
 type markCache struct {
-	mu sync.Mutex
-	m  map[string][]byte
+	mu    sync.Mutex
+	m     map[string][]byte
+	bytes int // of the cached marks, their keys and markCacheOverhead each
 }
 
-// markCacheBlocks bounds the marks cached per table (a mark is 4 bytes
-// and a bit per row of its block).
-const markCacheBlocks = 1 << 14
+// markCacheBytes bounds the memory of the marks cached per table. A bound
+// by bytes rather than by blocks lets the cache hold the many small marks
+// of a skewed stream's long tail (a key last written by a load kills a
+// row in a block of a few dozen rows: a mark of a dozen bytes) without
+// risking the size of as many marks of large blocks.
+const markCacheBytes = 8 << 20
+
+// markCacheOverhead is about what a cached mark costs beside its bytes
+// and its key's: the map's slot and the two headers.
+const markCacheOverhead = 64
 
 func (c *markCache) get(key string) ([]byte, bool) {
 	if c == nil {
@@ -525,25 +533,35 @@ func (c *markCache) put(marks map[string][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = make(map[string][]byte, markCacheBlocks)
+		c.m = make(map[string][]byte, 1<<12)
 	}
 	for key, m := range marks {
 		if len(m) > 4<<10 {
 			continue // a huge block's mark: read from the store when needed
 		}
-		if cur, ok := c.m[key]; ok && len(cur) == len(m) {
+		cur, ok := c.m[key]
+		if ok && len(cur) == len(m) {
 			// In place: assigning would replace the cached key with the
 			// batch's, a substring of a string of all its dead keys.
 			copy(cur, m)
 			continue
 		}
-		if _, ok := c.m[key]; !ok && len(c.m) >= markCacheBlocks {
-			for old := range c.m {
+		if ok {
+			// Another length (the block was rewritten meanwhile): the
+			// entry again, with a key of its own (assigning to the
+			// batch's key would store it in the map).
+			delete(c.m, key)
+			c.bytes -= len(key) + len(cur) + markCacheOverhead
+		}
+		for c.bytes > markCacheBytes-len(key)-len(m)-markCacheOverhead && len(c.m) > 0 {
+			for old, om := range c.m { // a map's order: an arbitrary mark leaves
 				delete(c.m, old)
+				c.bytes -= len(old) + len(om) + markCacheOverhead
 				break
 			}
 		}
 		c.m[strings.Clone(key)] = slices.Clone(m)
+		c.bytes += len(key) + len(m) + markCacheOverhead
 	}
 }
 
@@ -554,7 +572,10 @@ func (c *markCache) drop(key string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, key)
+	if m, ok := c.m[key]; ok {
+		delete(c.m, key)
+		c.bytes -= len(key) + len(m) + markCacheOverhead
+	}
 }
 
 // clear empties the cache (its blocks may have been deleted).
@@ -564,7 +585,7 @@ func (c *markCache) clear() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m = nil
+	c.m, c.bytes = nil, 0
 }
 
 // write resolves a part (cols, n rows) against the key index and writes to

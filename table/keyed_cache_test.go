@@ -3,7 +3,9 @@ package table
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestKeyedSmallEntryCache runs appends of a few keys each over a table
@@ -56,5 +58,42 @@ func TestEntryCacheSecondChance(t *testing.T) {
 		if c.slots[i].key != k {
 			t.Errorf("key %q points to the slot of %q", k, c.slots[i].key)
 		}
+	}
+}
+
+// TestMarkCacheBytes: the mark cache stays within its bytes, keeps its
+// count of them when a mark changes length, and never keeps the batch's
+// key (a substring of one string of all the part's dead keys).
+func TestMarkCacheBytes(t *testing.T) {
+	var c markCache
+	joined := strings.Repeat("k", 64)
+	key := joined[:8]
+	c.put(map[string][]byte{key: newMark(8)})
+	c.put(map[string][]byte{key: newMark(800)})
+	for k := range c.m {
+		if unsafe.StringData(k) == unsafe.StringData(joined) {
+			t.Errorf("cached key %q is the batch's string", k)
+		}
+	}
+	if want := len(key) + len(newMark(800)) + markCacheOverhead; c.bytes != want {
+		t.Errorf("bytes %d after a mark changed length, want %d", c.bytes, want)
+	}
+	for i := range 200_000 {
+		c.put(map[string][]byte{fmt.Sprintf("mark-%08d", i): newMark(100)})
+	}
+	if c.bytes > markCacheBytes {
+		t.Errorf("%d bytes cached, bound %d", c.bytes, markCacheBytes)
+	}
+	sum := 0
+	for k, m := range c.m {
+		sum += len(k) + len(m) + markCacheOverhead
+	}
+	if sum != c.bytes || len(c.m) < markCacheBytes/(len("mark-00000000")+len(newMark(100))+markCacheOverhead)-1 {
+		t.Errorf("%d marks, %d bytes counted, %d in the map", len(c.m), c.bytes, sum)
+	}
+	c.drop("mark-00199999")
+	c.clear()
+	if c.bytes != 0 || c.m != nil {
+		t.Errorf("after clear: %d bytes, %d marks", c.bytes, len(c.m))
 	}
 }
