@@ -830,7 +830,8 @@ func rowVersion(cols []colData, batchCol, offsetCol, r int) version {
 	return version{partition: b[:at], offset: o, ok: true}
 }
 
-// Dead-row mark layout (value of 0x04 | the block key after its 0x02):
+// Dead-row mark layout in memory (stored as this bitmap or as a list of
+// the dead rows, whichever is shorter: keyed_marks.go):
 //
 //	mark := block rows u32 | bitmap ceil(rows/8) bytes (bit r set: row r is dead)
 //
