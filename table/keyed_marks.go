@@ -15,11 +15,14 @@ import (
 // In memory a mark is always the bitmap (newMark, setDead, isDead): the
 // form is chosen when it is stored and undone when it is read (markBits).
 // A skewed change stream kills one row in most of the blocks it touches
-// (a key of the long tail was last written by the load, one row among
-// a thousand): its bitmap is 129 bytes of zeros around one bit, its list
-// 5 or 6 bytes. The marks were most of the bytes a keyed append wrote
-// (more than its blocks), and every byte goes into the write-ahead log,
-// the memtable and each compaction of the marks' keys.
+// (a key of the long tail was last written long ago, one row of its
+// block). In a block of 1000 rows (a table with one partition, or a
+// merged block of up to 8k) that bitmap is 129 bytes of zeros around one
+// bit, more than the key's index entry and row together; its list is 5 or
+// 6 bytes. Every byte goes into the write-ahead log, the memtable and each
+// compaction of the marks' keys. (Blocks of a few dozen rows, a batch
+// spread over many partitions, have bitmaps of a dozen bytes: there the
+// two forms differ little.)
 const markListed = 1 << 31
 
 // maxListedRows bounds the rows a list-form mark may claim, so that a
