@@ -300,9 +300,13 @@ func (t *Table) readMembers(snap *pebble.Snapshot, unit []string) ([]*member, er
 	}
 	var members []*member
 	for _, dk := range unit {
-		mark, err := getClone(snap, []byte(dk))
+		stored, err := getClone(snap, []byte(dk))
 		if err != nil {
 			return nil, err
+		}
+		mark, err := markBits(nil, stored)
+		if err != nil {
+			return nil, &CorruptionError{Key: []byte(dk), Reason: err.Error()}
 		}
 		if mark == nil || !sparse(mark) {
 			continue
@@ -560,7 +564,11 @@ func (t *Table) sparseMarks(ctx context.Context) ([]string, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if sparse(it.Value()) {
+		mark, err := markBits(nil, it.Value()) // a full pass is rare: after an open
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.name, &CorruptionError{Key: slices.Clone(it.Key()), Reason: err.Error()})
+		}
+		if sparse(mark) {
 			keys = append(keys, string(it.Key()))
 		}
 	}

@@ -351,7 +351,10 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 				if string(it.Key()) >= string(end) {
 					break
 				}
-				dead := deadOf(it.Key())
+				dead, err := deadOf(it.Key())
+				if err != nil {
+					return fmt.Errorf("table %s: query: %w", p.tableName, err)
+				}
 				if allDead(dead) {
 					continue // every row superseded or deleted: not read
 				}
@@ -379,7 +382,11 @@ func (t *Table) scanBlocks(ctx context.Context, p *plan, s blockFeeder) error {
 			it.SeekGE(partitionKey(p.tableID, h+1, math.MinInt64))
 			continue
 		}
-		if dead := deadOf(it.Key()); !allDead(dead) { // else every row superseded or deleted: not read
+		dead, err := deadOf(it.Key())
+		if err != nil {
+			return fmt.Errorf("table %s: query: %w", p.tableName, err)
+		}
+		if !allDead(dead) { // else every row superseded or deleted: not read
 			if done, err := s.block(ctx, it.Key(), it.Value(), dead); done || err != nil {
 				return err
 			}
@@ -398,24 +405,31 @@ var scanOpenedHook func()
 // none) as of blocks' view: a clone of the blocks' iterator reads the
 // marks, so that a query sees the marks and the blocks of the same
 // commits (a row superseded by a block it does not see stays visible, and
-// one superseded by a block it sees is hidden). The mark is valid until
-// the next call. Append-only tables have no marks.
-func (t *Table) deadMarks(blocks *pebble.Iterator) (deadOf func(blockKey []byte) []byte, closeMarks func(), err error) {
+// one superseded by a block it sees is hidden), as a bitmap (markBits).
+// The mark is valid until the next call. Append-only tables have no marks.
+func (t *Table) deadMarks(blocks *pebble.Iterator) (deadOf func(blockKey []byte) ([]byte, error), closeMarks func(), err error) {
 	if t.key == nil {
-		return func([]byte) []byte { return nil }, func() {}, nil
+		return func([]byte) ([]byte, error) { return nil, nil }, func() {}, nil
 	}
 	lo, hi := deadBounds(t.id)
 	marks, err := blocks.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lo, UpperBound: hi}})
 	if err != nil {
 		return nil, nil, err
 	}
-	var dk []byte
-	return func(blockKey []byte) []byte {
+	var dk, listed []byte
+	return func(blockKey []byte) ([]byte, error) {
 		dk = deadKey(dk[:0], blockKey)
-		if marks.SeekGE(dk) && string(marks.Key()) == string(dk) {
-			return marks.Value()
+		if !marks.SeekGE(dk) || string(marks.Key()) != string(dk) {
+			return nil, nil
 		}
-		return nil
+		mark, err := markBits(listed, marks.Value())
+		if err != nil {
+			return nil, &CorruptionError{Key: slices.Clone(dk), Reason: err.Error()}
+		}
+		if listedMark(marks.Value()) {
+			listed = mark // decoded into it: reused for the next list
+		}
+		return mark, nil
 	}, func() { marks.Close() }, nil
 }
 

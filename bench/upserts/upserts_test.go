@@ -103,8 +103,9 @@ func heapInUse() uint64 {
 // process. Then a paced stream of 50,000 changes/s (a batch every 20 ms, as
 // a consumer's poll) for 10 s into the keyed table, each batch's last
 // change looked up until it is visible: change → visible p50/p99, from the
-// change's arrival in the batch being filled to the lookup that sees it.
-// Last the time of a walk of the key index (KeyStates, what a member of a
+// change's arrival in the batch being filled to the lookup that sees it;
+// and the same stream consumed as a Kafka source polls (polled: a batch
+// takes what arrived meanwhile, up to 5000 changes). Last the time of a walk of the key index (KeyStates, what a member of a
 // keyed cluster query reads), the key index's bytes per key on disk and the
 // heap's growth per key.
 func BenchmarkUpserts(b *testing.B) {
@@ -172,6 +173,11 @@ func BenchmarkUpserts(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "visible-"+name+"-p99-ms")
 			b.ReportMetric(float64(appendTime.Microseconds())/1000, "append-"+name+"-ms")
 			b.ReportMetric(float64(behind), "ticks-behind-"+name)
+			lat, appendTime, rows := polled(b, tb, skew)
+			b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "polled-"+name+"-p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "polled-"+name+"-p99-ms")
+			b.ReportMetric(float64(appendTime.Microseconds())/1000, "polled-append-"+name+"-ms")
+			b.ReportMetric(rows, "polled-rows-"+name)
 		}
 
 		// A keyed cluster query's member walks its key index for its
@@ -239,4 +245,57 @@ func paced(b *testing.B, tb *table.Table, src *changes) (lat []time.Duration, me
 	}
 	slices.Sort(lat)
 	return lat, appending / time.Duration(len(lat)), behind
+}
+
+// maxPoll is what one batch of a Kafka source holds at most
+// (stream.DefaultMaxPollRecords; the benchmark does not import stream).
+const maxPoll = 5000
+
+// polled is paced as a Kafka source consumes: the changes arrive at
+// 50,000 a second for 10 s, and each batch takes every change that
+// arrived since the last one was taken (at least a 20 ms poll's worth,
+// at most maxPoll), so that a store that fell behind catches up with
+// larger batches instead of a queue of small ones. It returns for each
+// batch the time from its first change's arrival to a Lookup that sees
+// its last upsert (an append-only table's rows: when the append returns),
+// sorted; the mean append time; and the mean rows per batch.
+func polled(b *testing.B, tb *table.Table, src *changes) (lat []time.Duration, meanAppend time.Duration, meanRows float64) {
+	const rate, tick, runFor = 50_000, 20 * time.Millisecond, 10 * time.Second
+	tickRows := rate * int(tick/time.Millisecond) / 1000
+	ctx := context.Background()
+	keyed := len(tb.PrimaryKey()) > 0
+	arrival := func(i int) time.Duration { return time.Duration(i) * time.Second / rate }
+	var appending time.Duration
+	taken, batches := 0, 0
+	start := time.Now()
+	for time.Since(start) < runFor {
+		if d := arrival(taken+tickRows) - time.Since(start); d > 0 {
+			time.Sleep(d) // a poll's worth has not arrived yet
+		}
+		arrived := int(time.Since(start) * rate / time.Second)
+		n := min(arrived-taken, maxPoll)
+		var rows []table.Row
+		for len(rows) < n {
+			rows = append(rows, src.batch(0)...)
+		}
+		rows = rows[:n]
+		last := rows[len(rows)-1]
+		delete(last, table.OperationColumn) // an upsert, to look up
+		t0 := time.Now()
+		if err := tb.Append(ctx, rows); err != nil {
+			b.Fatal(err)
+		}
+		appending += time.Since(t0)
+		if keyed {
+			row, ok, err := tb.Lookup(ctx, []any{last["id"]})
+			if err != nil || !ok || row["v"] != last["v"] {
+				b.Fatalf("lookup of %v after its append: %v %v %v", last["id"], row, ok, err)
+			}
+		}
+		lat = append(lat, time.Since(start)-arrival(taken))
+		taken += n
+		batches++
+	}
+	slices.Sort(lat)
+	return lat, appending / time.Duration(batches), float64(taken) / float64(batches)
 }
