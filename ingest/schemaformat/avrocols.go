@@ -520,10 +520,13 @@ func (r *avroReader) native(n *avroNode) (any, error) {
 		return nil, err
 	}
 	if coltype.CheckDecimal(n.precision, n.scale) == nil {
-		if v, ok := unscaled(b); ok {
-			return coltype.DecimalValue{Unscaled: v, Scale: n.scale}, nil
+		d, ok := coltype.DecimalOfBigEndian(b, n.scale)
+		if v, narrow := unscaled(b); narrow {
+			d, ok = coltype.DecimalValue{Unscaled: v, Scale: n.scale}, true
 		}
-		if d, ok := coltype.DecimalOfBigEndian(b, n.scale); ok {
+		// More digits than the schema's precision (bytes can hold them)
+		// are its text, as the map decoder gives them.
+		if _, err := d.Rescale(n.precision, n.scale); ok && err == nil {
 			return d, nil
 		}
 	}
