@@ -457,7 +457,19 @@ func (a *vectorAppender) appendVector(b array.Builder, col table.Column, v *tabl
 	case col.Type.IsDecimal() && v.Type.IsDecimal() && col.Type.Scale() == v.Type.Scale():
 		// One scale: the unscaled values are the same numbers (a block
 		// written at a smaller precision holds fewer digits).
-		b.(*array.Decimal128Builder).AppendValues(convert(v.Ints, rows, &a.decimals, decimal128.FromI64), valid)
+		if !v.Type.IsWideDecimal() {
+			b.(*array.Decimal128Builder).AppendValues(convert(v.Ints, rows, &a.decimals, decimal128.FromI64), valid)
+			break
+		}
+		a.decimals = a.decimals[:0]
+		for i, r := range rows {
+			var n decimal128.Num
+			if valid == nil || valid[i] {
+				n = decimal128.New(v.Decimal(r).Int128())
+			}
+			a.decimals = append(a.decimals, n)
+		}
+		b.(*array.Decimal128Builder).AppendValues(a.decimals, valid)
 	case col.Type == table.UUID && v.Type == table.UUID:
 		ub := b.(*extensions.UUIDBuilder)
 		for i, r := range rows {

@@ -42,10 +42,14 @@ const (
 	DecimalKind                 // decimal(p,s): the kind of every Decimal(p, s) (DecimalValue); alone, no type
 )
 
-// MaxDecimalPrecision is the most digits a decimal column holds: its
-// unscaled value is an int64 (18 digits always fit). Iceberg's decimals go
-// to 38 digits; wider ones are a registry decoder's exact text for now.
-const MaxDecimalPrecision = 18
+// MaxDecimalPrecision is the most digits a decimal column holds: Iceberg's
+// (and Arrow's decimal128's) maximum, whose unscaled values fit 128 bits.
+const MaxDecimalPrecision = 38
+
+// MaxNarrowDecimalPrecision is the most digits whose unscaled value always
+// fits an int64. A table keeps such a decimal in 64 bits, as it did before
+// wider decimals; a wider one (IsWideDecimal) in 16 bytes.
+const MaxNarrowDecimalPrecision = 18
 
 // Decimal is the type decimal(precision, scale): precision digits, scale of
 // them after the point. It does not check its arguments; Parse and
@@ -73,6 +77,10 @@ func (t Type) Kind() Type { return t & 0xff }
 
 // IsDecimal reports whether t is a decimal(p,s).
 func (t Type) IsDecimal() bool { return t.Kind() == DecimalKind }
+
+// IsWideDecimal reports whether t is a decimal whose unscaled values need
+// more than 64 bits: precision over MaxNarrowDecimalPrecision.
+func (t Type) IsWideDecimal() bool { return t.IsDecimal() && t.Precision() > MaxNarrowDecimalPrecision }
 
 // Precision is a decimal's precision (0 for other types).
 func (t Type) Precision() int {

@@ -2,6 +2,7 @@ package coltype
 
 import (
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestParse(t *testing.T) {
 // TestTextRoundTrip: every type's name parses back to it, and the numbers
 // table blocks store on disk have not moved.
 func TestTextRoundTrip(t *testing.T) {
-	all := []Type{Decimal(1, 0), Decimal(10, 2), Decimal(18, 18)}
+	all := []Type{Decimal(1, 0), Decimal(10, 2), Decimal(18, 18), Decimal(19, 2), Decimal(38, 10)}
 	for ty := Int64; ty <= TimeOfDay; ty++ {
 		all = append(all, ty)
 	}
@@ -61,7 +62,7 @@ func TestTextRoundTrip(t *testing.T) {
 			t.Errorf("%v: round trip gave %v, %v", ty, back, err)
 		}
 	}
-	for _, bad := range []Type{0, TimeOfDay + 1, DecimalKind, Decimal(19, 2), Decimal(5, 6), Decimal(0, 0)} {
+	for _, bad := range []Type{0, TimeOfDay + 1, DecimalKind, Decimal(39, 2), Decimal(5, 6), Decimal(0, 0)} {
 		if bad.Valid() {
 			t.Errorf("%v is valid", bad)
 		}
@@ -87,7 +88,7 @@ func TestParseNewTypes(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", name, got, err, want)
 		}
 	}
-	for _, bad := range []string{"decimal", "decimal(19,2)", "decimal(4,5)", "decimal(0,0)", "decimal(a,b)", "decimal(10,2"} {
+	for _, bad := range []string{"decimal", "decimal(39,2)", "decimal(4,5)", "decimal(0,0)", "decimal(a,b)", "decimal(10,2"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
@@ -123,13 +124,13 @@ func TestValues(t *testing.T) {
 	if err != nil || u.String() != "123e4567-e89b-12d3-a456-426614174000" || u[0] != 0x12 || u[15] != 0 {
 		t.Errorf("uuid: %v %v", u, err)
 	}
-	for text, want := range map[string]DecimalValue{"12.5": {1250, 2}, "-0.01": {-1, 2}, "1e2": {10000, 2}, "3.140": {314, 2}, "0": {0, 2}} {
+	for text, want := range map[string]DecimalValue{"12.5": {Unscaled: 1250, Scale: 2}, "-0.01": {Unscaled: -1, Scale: 2}, "1e2": {Unscaled: 10000, Scale: 2}, "3.140": {Unscaled: 314, Scale: 2}, "0": {Scale: 2}} {
 		got, err := ParseDecimal(text, 10, 2)
 		if err != nil || got != want {
 			t.Errorf("decimal %q = %v, %v; want %v", text, got, err, want)
 		}
 	}
-	if s := (DecimalValue{-5, 3}).String(); s != "-0.005" {
+	if s := (DecimalValue{Unscaled: -5, Scale: 3}).String(); s != "-0.005" {
 		t.Errorf("decimal text %q", s)
 	}
 	for _, bad := range []string{"1.234", "123456789.1", "abc", "", "1e999"} {
@@ -151,5 +152,59 @@ func TestValues(t *testing.T) {
 		if _, err := ParseUUID(bad); err == nil {
 			t.Errorf("ParseUUID(%q) accepted", bad)
 		}
+	}
+}
+
+// TestWideDecimal: decimals of up to 38 digits parse exactly, read back as
+// their text, round-trip through their 128-bit and big-endian forms, and
+// more digits than the precision (or than 38) are refused, never rounded.
+func TestWideDecimal(t *testing.T) {
+	nines := strings.Repeat("9", 37)
+	for _, text := range []string{
+		nines[:27] + "." + nines[27:], // 10^37-1 at scale 10
+		"-" + nines[:27] + "." + nines[27:],
+		"0.0000000000",
+		"-9223372036854775808.0000000000", // the int64 bounds, unscaled ×10^10
+		"9223372036854775807.0000000001",
+		"-0.0000000001",
+		"1" + strings.Repeat("0", 27) + ".0000000000",
+	} {
+		d, err := ParseDecimal(text, 38, 10)
+		if err != nil {
+			t.Fatalf("ParseDecimal(%q): %v", text, err)
+		}
+		if d.String() != text {
+			t.Errorf("%q reads back as %q", text, d)
+		}
+		if want, _ := new(big.Int).SetString(strings.Replace(text, ".", "", 1), 10); d.Big().Cmp(want) != 0 {
+			t.Errorf("%q: unscaled %v", text, d.Big())
+		}
+		if (d.High == 0) != d.Big().IsInt64() {
+			t.Errorf("%q: not canonical: %+v", text, d)
+		}
+		hi, lo := d.Int128()
+		if back := DecimalOfInt128(hi, lo, 10); back != d {
+			t.Errorf("%q: Int128 round trip %+v, want %+v", text, back, d)
+		}
+		if back, ok := DecimalOfBigEndian(d.AppendBigEndian(nil, 16), 10); !ok || back != d {
+			t.Errorf("%q: big-endian round trip %+v, want %+v", text, back, d)
+		}
+		if back, ok := DecimalOfBig(d.Big(), 10); !ok || back != d {
+			t.Errorf("%q: big round trip %+v, want %+v", text, back, d)
+		}
+	}
+	if d, ok := DecimalOfBigEndian([]byte{0xff, 0x85}, 2); !ok || d.String() != "-1.23" {
+		t.Errorf("two bytes: %v", d)
+	}
+	for _, bad := range []string{"1" + strings.Repeat("0", 28) + ".0", nines + "9.5", "0.00000000001", "1" + strings.Repeat("0", 38)} {
+		if d, err := ParseDecimal(bad, 38, 10); err == nil {
+			t.Errorf("ParseDecimal(%q, 38, 10) accepted: %v", bad, d)
+		}
+	}
+	if _, err := ParseDecimal("1234567890123456789012", 20, 0); err == nil {
+		t.Error("22 digits accepted as decimal(20,0)")
+	}
+	if !Decimal(19, 0).IsWideDecimal() || Decimal(18, 0).IsWideDecimal() || Int64.IsWideDecimal() {
+		t.Error("IsWideDecimal")
 	}
 }

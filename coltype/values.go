@@ -1,10 +1,12 @@
 package coltype
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -152,17 +154,111 @@ func ParseUUID(s string) (UUIDValue, error) {
 // column's values as []byte.
 type BytesValue []byte
 
-// DecimalValue is a value of a decimal(p,s) column: Unscaled × 10^-Scale.
+// DecimalValue is a value of a decimal(p,s) column: its unscaled value ×
+// 10^-Scale. The unscaled value is High × 2^64 + Unscaled, Unscaled signed:
+// High is zero whenever the unscaled value fits an int64 (always, up to 18
+// digits), so DecimalValue{Unscaled: -5, Scale: 2} is -0.05 as it was
+// before decimals of up to 38 digits, which need 128 bits. The values
+// DecimalOfBig and the parsers return are canonical (High zero exactly when
+// the value fits an int64), so == compares two values of one scale.
 type DecimalValue struct {
 	Unscaled int64
 	Scale    int
+	High     int64
+}
+
+// Int128 is the unscaled value as a 128-bit two's complement integer, hi
+// its upper and lo its lower 64 bits (Arrow's decimal128.Num's halves).
+func (d DecimalValue) Int128() (hi int64, lo uint64) {
+	if d.Unscaled < 0 {
+		return d.High - 1, uint64(d.Unscaled)
+	}
+	return d.High, uint64(d.Unscaled)
+}
+
+// DecimalOfInt128 is the decimal whose unscaled value is the 128-bit two's
+// complement integer hi:lo.
+func DecimalOfInt128(hi int64, lo uint64, scale int) DecimalValue {
+	if int64(lo) < 0 {
+		// lo is int64(lo) + 2^64: one more 2^64 in the upper part. No
+		// overflow for a decimal: 38 digits are under 2^127 - 2^63.
+		hi++
+	}
+	return DecimalValue{Unscaled: int64(lo), Scale: scale, High: hi}
+}
+
+// AppendBigEndian appends the unscaled value's n-byte big-endian two's
+// complement (Parquet's and Avro's fixed decimals); n is at most 16 and
+// large enough for the value (the caller's precision says so).
+func (d DecimalValue) AppendBigEndian(b []byte, n int) []byte {
+	hi, lo := d.Int128()
+	var full [16]byte
+	binary.BigEndian.PutUint64(full[:8], uint64(hi))
+	binary.BigEndian.PutUint64(full[8:], lo)
+	return append(b, full[16-n:]...)
+}
+
+// DecimalOfBigEndian is the decimal whose unscaled value is b, a big-endian
+// two's complement integer of at most 16 bytes (Parquet's and Avro's
+// fixed and bytes decimals); ok is false for a longer b.
+func DecimalOfBigEndian(b []byte, scale int) (DecimalValue, bool) {
+	if len(b) > 16 {
+		return DecimalValue{}, false
+	}
+	var full [16]byte
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		for i := range full {
+			full[i] = 0xff // sign-extend
+		}
+	}
+	copy(full[16-len(b):], b)
+	return DecimalOfInt128(int64(binary.BigEndian.Uint64(full[:8])), binary.BigEndian.Uint64(full[8:]), scale), true
+}
+
+// Big is the unscaled value.
+func (d DecimalValue) Big() *big.Int {
+	if d.High == 0 {
+		return big.NewInt(d.Unscaled)
+	}
+	u := big.NewInt(d.High)
+	u.Lsh(u, 64)
+	return u.Add(u, big.NewInt(d.Unscaled))
+}
+
+// two64 and int128 bounds, for DecimalOfBig.
+var (
+	two64     = new(big.Int).Lsh(big.NewInt(1), 64)
+	minInt128 = new(big.Int).Neg(new(big.Int).Lsh(big.NewInt(1), 127))
+	maxInt128 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 127), big.NewInt(1))
+)
+
+// DecimalOfBig is the decimal whose unscaled value is u; ok is false when
+// u does not fit 128 bits.
+func DecimalOfBig(u *big.Int, scale int) (DecimalValue, bool) {
+	if u.IsInt64() {
+		return DecimalValue{Unscaled: u.Int64(), Scale: scale}, true
+	}
+	if u.Cmp(minInt128) < 0 || u.Cmp(maxInt128) > 0 {
+		return DecimalValue{}, false
+	}
+	// u = hi × 2^64 + lo with lo in [0, 2^64): Euclidean division.
+	hi, lo := new(big.Int).DivMod(u, two64, new(big.Int))
+	return DecimalOfInt128(hi.Int64(), lo.Uint64(), scale), true
+}
+
+// digits is the unscaled value's decimal digits, without sign.
+func (d DecimalValue) digits() string {
+	if d.High == 0 {
+		return strconv.FormatUint(absUint(d.Unscaled), 10)
+	}
+	return new(big.Int).Abs(d.Big()).String()
 }
 
 // String is the exact decimal text, with Scale digits after the point
 // (12.50 for 1250 at scale 2).
 func (d DecimalValue) String() string {
-	neg := d.Unscaled < 0
-	digits := strconv.FormatUint(absUint(d.Unscaled), 10)
+	neg := d.High < 0 || (d.High == 0 && d.Unscaled < 0)
+	digits := d.digits()
 	if d.Scale > 0 {
 		if len(digits) <= d.Scale {
 			digits = strings.Repeat("0", d.Scale-len(digits)+1) + digits
@@ -182,11 +278,12 @@ func (d DecimalValue) MarshalJSON() ([]byte, error) { return []byte(d.String()),
 // ParseDecimal reads decimal text (optional sign, digits, optional point
 // and digits, optional exponent) as a value of decimal(precision, scale):
 // more fraction digits than scale that are not zeros, or more than
-// precision digits in all, would change the value, and are an error.
+// precision digits in all, would change the value, and are an error (a
+// value is refused, never rounded).
 func ParseDecimal(s string, precision, scale int) (DecimalValue, error) {
 	text := strings.TrimSpace(s)
 	bad := func(why string) (DecimalValue, error) {
-		return DecimalValue{}, fmt.Errorf("%w: %.40q is not a decimal(%d,%d): %s", ErrValue, s, precision, scale, why)
+		return DecimalValue{}, fmt.Errorf("%w: %.50q is not a decimal(%d,%d): %s", ErrValue, s, precision, scale, why)
 	}
 	mant, exp := text, 0
 	if i := strings.IndexAny(text, "eE"); i >= 0 {
@@ -224,30 +321,47 @@ func ParseDecimal(s string, precision, scale int) (DecimalValue, error) {
 	}
 	digits = strings.TrimLeft(digits, "0")
 	if digits != "" {
+		if len(digits)+shift > precision {
+			return bad(fmt.Sprintf("more than %d digits", precision))
+		}
 		digits += strings.Repeat("0", shift)
 	}
-	if len(digits) > precision {
-		return bad(fmt.Sprintf("more than %d digits", precision))
+	if len(digits) > precision || len(digits) > MaxDecimalPrecision {
+		return bad(fmt.Sprintf("more than %d digits", min(precision, MaxDecimalPrecision)))
 	}
-	var u int64
-	if digits != "" {
-		n, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil {
-			return bad("out of range")
+	if len(digits) <= MaxNarrowDecimalPrecision {
+		var u int64
+		if digits != "" {
+			n, err := strconv.ParseInt(digits, 10, 64)
+			if err != nil {
+				return bad("out of range")
+			}
+			u = n
 		}
-		u = n
+		if neg {
+			u = -u
+		}
+		return DecimalValue{Unscaled: u, Scale: scale}, nil
+	}
+	u, ok := new(big.Int).SetString(digits, 10)
+	if !ok {
+		return bad("not a number")
 	}
 	if neg {
-		u = -u
+		u.Neg(u)
 	}
-	return DecimalValue{Unscaled: u, Scale: scale}, nil
+	d, ok := DecimalOfBig(u, scale)
+	if !ok {
+		return bad("out of range")
+	}
+	return d, nil
 }
 
 // Rescale is d at scale (precision digits at most); an error when digits
 // would be lost or it does not fit.
 func (d DecimalValue) Rescale(precision, scale int) (DecimalValue, error) {
 	if d.Scale == scale {
-		if len(strconv.FormatUint(absUint(d.Unscaled), 10)) > precision && d.Unscaled != 0 {
+		if len(d.digits()) > precision && (d.Unscaled != 0 || d.High != 0) {
 			return DecimalValue{}, fmt.Errorf("%w: %s has more than %d digits", ErrValue, d, precision)
 		}
 		return d, nil

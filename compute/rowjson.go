@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluicedb/sluice/internal/jsonw"
 )
@@ -13,8 +14,9 @@ import (
 // DecodeRow decodes one JSON object into a row, keeping types exact:
 // integers become int64 (all 64 bits, not rounded through float64),
 // integers beyond int64 stay json.Number (their text), other numbers become
-// float64 (numbers that overflow float64 stay json.Number), null is nil, and
-// nested objects and arrays are map[string]any and []any.
+// float64 (numbers that overflow float64, and those float64 would round,
+// stay json.Number: see FloatKeepsText), null is nil, and nested objects
+// and arrays are map[string]any and []any.
 func DecodeRow(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -67,10 +69,70 @@ func normalizeNumber(n json.Number) any {
 		}
 		return n // beyond int64: keep every digit
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && FloatKeepsText(s, f) {
 		return f
 	}
 	return n
+}
+
+// FloatKeepsText reports whether f, the float64 ParseFloat read from the
+// JSON number text, is that number: its shortest text denotes the same
+// decimal. Every number of up to 15 significant digits passes (float64
+// holds 15 decimal digits); a longer one may not (a decimal(38,s) value's
+// 38 digits), and then the decoders keep its text as a json.Number, so
+// that a decimal column takes it exactly or refuses it, never a rounded
+// float (a float64 column rounds it when it converts it, as before).
+func FloatKeepsText(text string, f float64) bool {
+	if significantDigits(text) <= 15 {
+		return true
+	}
+	var buf [32]byte
+	short := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
+	n1, d1, e1 := canonicalDecimal(text)
+	n2, d2, e2 := canonicalDecimal(string(short))
+	return n1 == n2 && d1 == d2 && e1 == e2
+}
+
+// significantDigits counts the digits of a JSON number's mantissa, from
+// the first non-zero one (trailing zeros included: an upper bound).
+func significantDigits(s string) int {
+	n, started := 0, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c >= '1' && c <= '9' {
+			started = true
+		}
+		if started && c >= '0' && c <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// canonicalDecimal is a decimal number's text as sign, digits without
+// leading or trailing zeros, and the exponent of their last digit, so that
+// two texts of one number give the same three (zero: "", 0).
+func canonicalDecimal(s string) (neg bool, digits string, exp int) {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	mant := s
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant = s[:i]
+		exp, _ = strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	all := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	trimmed := strings.TrimRight(all, "0")
+	exp += len(all) - len(trimmed)
+	if trimmed == "" {
+		return false, "", 0
+	}
+	return neg, trimmed, exp
 }
 
 // AppendJSONRow appends the JSON encoding of row, keys sorted, without the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -75,5 +76,19 @@ func TestAppendJSONRowMatchesEncodingJSON(t *testing.T) {
 	omitted, _ := AppendJSONRow(nil, map[string]any{"a": 1, "key1": 2, "b": 3}, map[string]struct{}{"key1": {}})
 	if string(omitted) != `{"a":1,"b":3}` {
 		t.Errorf("omit: %s", omitted)
+	}
+}
+
+// TestDecodeRowKeepsLongNumbers: a number float64 would round keeps its
+// text (a decimal column takes it exactly); one float64 holds is a float64.
+func TestDecodeRowKeepsLongNumbers(t *testing.T) {
+	row, err := DecodeRow([]byte(`{"wide":999999999999999999999999999.9999999999,"short":0.1,"js":0.30000000000000004,"zeros":12.500000000000000000,"long":72100.121000019201}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"wide": json.Number("999999999999999999999999999.9999999999"), "short": 0.1, "js": 0.30000000000000004,
+		"zeros": 12.5, "long": json.Number("72100.121000019201")}
+	if !reflect.DeepEqual(row, want) {
+		t.Errorf("DecodeRow = %#v, want %#v", row, want)
 	}
 }

@@ -459,7 +459,12 @@ func scanNumber(b []byte, i int) (end int, kind colbatch.Kind, x int64, ok bool)
 		x, ok := bigInt(b[start:i])
 		return i, colbatch.Int, x, ok
 	}
-	if digits > 19 || bigExp || mant > 1<<53 || exp < -22 || exp > 22 {
+	if digits > 15 {
+		// float64 may round it: the slow path decides (a json.Number then).
+		f, err := strconv.ParseFloat(string(b[start:i]), 64)
+		return i, colbatch.Float, int64(math.Float64bits(f)), err == nil && compute.FloatKeepsText(string(b[start:i]), f)
+	}
+	if bigExp || mant > 1<<53 || exp < -22 || exp > 22 {
 		f, err := strconv.ParseFloat(string(b[start:i]), 64)
 		return i, colbatch.Float, int64(math.Float64bits(f)), err == nil
 	}

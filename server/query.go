@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
 )
@@ -94,6 +95,39 @@ type WhereClause struct {
 	Op     string `json:"op"`
 	Value  any    `json:"value,omitempty"`
 	Values []any  `json:"values,omitempty"`
+}
+
+// UnmarshalJSON reads the clause as encoding/json does, except that a
+// number float64 would round keeps its text (a json.Number, as the NDJSON
+// ingest keeps it): a where clause on a decimal(38,s) column compares the
+// exact value. Other numbers are float64, as before.
+func (w *WhereClause) UnmarshalJSON(data []byte) error {
+	type plain WhereClause
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	p.Value = exactNumber(p.Value)
+	for i := range p.Values {
+		p.Values[i] = exactNumber(p.Values[i])
+	}
+	*w = WhereClause(p)
+	return nil
+}
+
+// exactNumber is v with a json.Number made float64 when float64 holds it.
+func exactNumber(v any) any {
+	n, ok := v.(json.Number)
+	if !ok {
+		return v
+	}
+	if f, err := strconv.ParseFloat(string(n), 64); err == nil && compute.FloatKeepsText(string(n), f) {
+		return f
+	}
+	return n
 }
 
 // errBadQuery is wrapped by every error in a query's shape (400).

@@ -20,17 +20,21 @@ import (
 //	           | nulls u8 (0 none, 1 bitmap follows, 2 all null)
 //	           | [bitmap ceil(rows/8) bytes, bit set = present] | uvarint len | values
 //	values (present rows only, in row order):
-//	  int64, timestamp, date, time_of_day, decimal:
+//	  int64, timestamp, date, time_of_day, decimal of precision ≤ 18:
 //	                    zigzag varint of the first, then zigzag varint deltas
 //	                    (unix ns, days, µs since midnight, the unscaled value)
 //	  float64:          8 bytes little-endian IEEE 754 each
-//	  string, json, bytes, uuid:
+//	  string, json, bytes, uuid, decimal of precision 19–38:
 //	                    uvarint length of each, then all bytes concatenated
-//	                    (a uuid's 16 bytes)
+//	                    (a uuid's 16 bytes; a wide decimal's unscaled value
+//	                    in 16 bytes big-endian two's complement, sign bit
+//	                    flipped so the bytes sort as the numbers)
 //	  bool:             bitmap ceil(present/8) bytes
 //
 // The type byte is coltype's kind; only a decimal has the two bytes after
-// it, so blocks written before the types beyond json read as they did.
+// it, so blocks written before the types beyond json read as they did. The
+// precision byte says which of the two layouts a decimal's values have:
+// no block written before wide decimals has a precision over 18.
 //
 // Each block carries its own column names and types, so a block written
 // before the schema widened still decodes; readers convert to the current

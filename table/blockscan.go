@@ -1,6 +1,10 @@
 package table
 
-import "context"
+import (
+	"context"
+
+	"github.com/sluicedb/sluice/coltype"
+)
 
 // A block-wise query hands its reader each decoded block's matching rows as
 // typed column vectors instead of one boxed value per row and column: a
@@ -29,6 +33,16 @@ type ColumnVector struct {
 // Null reports whether row r is null.
 func (c *ColumnVector) Null(r int32) bool {
 	return c.Absent || (c.present != nil && !c.present[r])
+}
+
+// Decimal is row r of a decimal column: its unscaled value is Ints[r] for
+// a decimal of up to 18 digits, and 16 bytes of Strs[r] for a wider one
+// (a layout of the store's own, so read it here).
+func (c *ColumnVector) Decimal(r int32) coltype.DecimalValue {
+	if c.Type.IsWideDecimal() {
+		return wideDecimalValue(c.Strs[r], c.Type.Scale())
+	}
+	return coltype.DecimalValue{Unscaled: c.Ints[r], Scale: c.Type.Scale()}
 }
 
 // HasNulls reports whether some row of the block may be null.

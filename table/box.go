@@ -69,6 +69,12 @@ func newTypeSlab(c *decodedCol, rows int) slab.Slab {
 	case c.typ.IsDecimal():
 		vals := make([]coltype.DecimalValue, rows)
 		for r := range vals {
+			if c.typ.IsWideDecimal() {
+				if !c.isNull(r) {
+					vals[r] = wideDecimalValue(c.strs[r], c.typ.Scale())
+				}
+				continue
+			}
 			vals[r] = coltype.DecimalValue{Unscaled: c.ints[r], Scale: c.typ.Scale()}
 		}
 		return slab.Of(vals)

@@ -110,7 +110,7 @@ func appendText(b []byte, t Type, v value) []byte {
 		return base64.StdEncoding.AppendEncode(b, []byte(v.s))
 	}
 	if t.IsDecimal() {
-		return append(b, coltype.DecimalValue{Unscaled: v.i, Scale: t.Scale()}.String()...)
+		return append(b, decimalOf(t, v).String()...)
 	}
 	return append(b, v.s...)
 }

@@ -461,13 +461,13 @@ func liveColumns(run []*member, rows []liveRow) []colData {
 				cd.null[j] = true
 				continue
 			}
-			switch c.typ {
-			case Int64, Timestamp, Bool:
-				cd.vals[j].i = c.ints[lr.row]
-			case Float64:
+			switch {
+			case c.typ == Float64:
 				cd.vals[j] = floatValue(c.floats[lr.row])
-			default:
+			case holdsText(c.typ):
 				cd.vals[j].s = c.strs[lr.row]
+			default: // the types held in ints: dates, times, decimals too
+				cd.vals[j].i = c.ints[lr.row]
 			}
 		}
 		cols[i] = cd

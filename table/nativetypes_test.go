@@ -3,6 +3,7 @@ package table
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -246,4 +247,170 @@ func TestBlockWithoutNewTypes(t *testing.T) {
 		t.Errorf("decimal round trip: %v %v", c.typ, c.ints)
 	}
 
+}
+
+// TestBlockNarrowDecimal: a block as sluice wrote decimals of up to 18
+// digits before wider ones existed (testdata, bytes written by the encoder
+// of the time) decodes as it did, its decimals in 64 bits.
+func TestBlockNarrowDecimal(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "block-v1-native-types-narrow-decimal.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d blockDecoder
+	if err := d.decode([]byte("k"), old, func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, c := range d.cols[:d.n] {
+		names = append(names, c.name+":"+c.typ.String())
+	}
+	if want := []string{"m:decimal(18,2)", "d:date", "u:uuid"}; !reflect.DeepEqual(names, want) || d.rows != 3 {
+		t.Fatalf("block: %d rows, columns %v, want 3 rows of %v", d.rows, names, want)
+	}
+	m := d.cols[0]
+	if m.ints[0] != 1250 || m.ints[1] != -999999999999999999 || !m.isNull(2) || d.cols[1].ints[1] != -1 || d.cols[2].strs[1] != "0123456789abcdef" {
+		t.Errorf("block values: %v %v %q", m.ints, d.cols[1].ints, d.cols[2].strs)
+	}
+}
+
+// wideSchema has a decimal of 38 digits, 10 after the point.
+var wideSchema = []Column{{Name: "ts", Type: Timestamp}, {Name: "w", Type: coltype.Decimal(38, 10)}}
+
+// TestWideDecimal: a decimal(38,10) column takes the largest values both
+// ways (text, JSON numbers, DecimalValue; by Add and by AddColumns), keeps
+// them exactly across a reopen, orders them in where clauses as numbers,
+// and refuses what would be rounded.
+func TestWideDecimal(t *testing.T) {
+	ctx := context.Background()
+	nines := "999999999999999999999999999.9999999999" // 10^37-1 at scale 10
+	texts := []string{nines, "-" + nines, "0.0000000000", "-0.0000000001", "12.5000000000", "9223372036854775808.0000000000"}
+	wantRows := func(idx ...int) []Row {
+		var rows []Row
+		for _, i := range idx {
+			d, err := coltype.ParseDecimal(texts[i], 38, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, Row{"ts": t0.Add(time.Duration(i) * time.Second), "w": d})
+		}
+		return rows
+	}
+	for _, byCols := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openStore(t, dir)
+		tb, err := s.Table(Config{Name: "w", SortBy: "ts", Columns: wideSchema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in []Row
+		for i, text := range texts {
+			var v any = text
+			switch i % 3 {
+			case 1:
+				v = json.Number(text)
+			case 2:
+				v, _ = coltype.ParseDecimal(text, 38, 10)
+			}
+			in = append(in, Row{"ts": t0.Add(time.Duration(i) * time.Second), "w": v})
+		}
+		in = append(in, Row{"ts": t0.Add(time.Minute), "w": nil})
+		b, err := tb.NewAppender()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if byCols {
+			err = b.AddColumns(ctx, byColumns(in))
+		} else {
+			err = b.Add(ctx, in)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openStore(t, dir)
+		tb, err = s.Table(Config{Name: "w", SortBy: "ts", Columns: wideSchema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(wantRows(0, 1, 2, 3, 4, 5), Row{"ts": t0.Add(time.Minute), "w": nil})
+		got := queryAll(t, tb, Query{})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("byColumns %v: read back\n%v\nwant\n%v", byCols, got, want)
+		}
+		for i, text := range texts {
+			if s := got[i]["w"].(coltype.DecimalValue).String(); s != text {
+				t.Errorf("row %d reads as %s, want %s", i, s, text)
+			}
+		}
+		for _, c := range []struct {
+			p    Predicate
+			rows []int
+		}{
+			{Predicate{Column: "w", Op: Gt, Value: "0"}, []int{0, 4, 5}},
+			{Predicate{Column: "w", Op: Lt, Value: "-0.00000000001e1"}, []int{1}},
+			{Predicate{Column: "w", Op: Le, Value: "-0.0000000001"}, []int{1, 3}},
+			{Predicate{Column: "w", Op: Eq, Value: json.Number(nines)}, []int{0}},
+			{Predicate{Column: "w", Op: Ge, Value: "9223372036854775807.9999999999"}, []int{0, 5}},
+			{Predicate{Column: "w", Op: In, Values: []any{"12.5", "0", nil}}, []int{2, 4}},
+		} {
+			got := queryAll(t, tb, Query{Where: []Predicate{c.p}})
+			if w := wantRows(c.rows...); !reflect.DeepEqual(got, w) {
+				t.Errorf("byColumns %v: where %v: got %v, want rows %v", byCols, c.p, got, c.rows)
+			}
+		}
+		for _, bad := range []any{"10" + nines, "0.00000000001", 1e30, "NaN"} {
+			var se *SchemaError
+			if err := tb.Append(ctx, []Row{{"ts": t0, "w": bad}}); !errors.As(err, &se) {
+				t.Errorf("%v: err = %v, want a SchemaError", bad, err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWideDecimalInferred: an inferred decimal column is decimal(18,s)
+// until a value needs more digits; then it widens to decimal(38,s) and the
+// values stored before read back unchanged, as do a string column's texts.
+func TestWideDecimalInferred(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "inf", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := coltype.DecimalValue{Unscaled: -1250, Scale: 2}
+	if err := tb.Append(ctx, []Row{{"ts": t0, "m": small}}); err != nil {
+		t.Fatal(err)
+	}
+	if typ := tb.Schema()[1].Type; typ != coltype.Decimal(18, 2) {
+		t.Fatalf("first column type %v, want decimal(18,2)", typ)
+	}
+	wide, err := coltype.ParseDecimal("-123456789012345678901234567890.12", 38, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Append(ctx, []Row{{"ts": t0.Add(time.Second), "m": wide}}); err != nil {
+		t.Fatal(err)
+	}
+	if typ := tb.Schema()[1].Type; typ != coltype.Decimal(38, 2) {
+		t.Fatalf("widened column type %v, want decimal(38,2)", typ)
+	}
+	got := queryAll(t, tb, Query{})
+	want := []Row{{"ts": t0, "m": small}, {"ts": t0.Add(time.Second), "m": wide}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %v, want %v", got, want)
+	}
+	if got := queryAll(t, tb, Query{Where: []Predicate{{Column: "m", Op: Lt, Value: "-12.5"}}}); !reflect.DeepEqual(got, want[1:]) {
+		t.Errorf("where m < -12.5: %v, want %v", got, want[1:])
+	}
 }

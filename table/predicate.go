@@ -202,8 +202,9 @@ func (c *Condition) Text(s string) bool {
 		return c.Op.holds(strings.Compare(s, c.v.s))
 	}
 	if c.Type != String {
-		// JSON text, and bytes and uuids in byte order (a uuid's order is
-		// its canonical text's).
+		// JSON text, and bytes, uuids and wide decimals in byte order (a
+		// uuid's order is its canonical text's, a wide decimal's bytes are
+		// kept so that their order is the numbers').
 		return c.Op.holds(strings.Compare(s, c.v.s))
 	}
 	d, ok := CompareText(s, c.v.s)
@@ -294,7 +295,12 @@ func (c *Condition) Value(v any) bool {
 		}
 	default:
 		if x, ok := v.(coltype.DecimalValue); ok && c.Type.IsDecimal() && x.Scale == c.Type.Scale() {
-			return c.Int(x.Unscaled)
+			if c.Type.IsWideDecimal() {
+				return c.Text(wideDecimal(x))
+			}
+			if x.High == 0 {
+				return c.Int(x.Unscaled)
+			}
 		}
 	}
 	x, err := Convert(v, c.Type)
@@ -374,7 +380,7 @@ func Convert(v any, typ Type) (any, error) {
 		return []byte(x.s), nil
 	}
 	if typ.IsDecimal() {
-		return coltype.DecimalValue{Unscaled: x.i, Scale: typ.Scale()}, nil
+		return decimalOf(typ, x), nil
 	}
 	return nil, fmt.Errorf("unknown type %v", typ)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/sluicedb/sluice/coltype"
 	"math"
 	"slices"
 	"strings"
@@ -195,6 +196,18 @@ func next(v int64) int64 {
 // convert turns c into type to (a block written before the column widened).
 func (c *decodedCol) convert(to Type, rows int) {
 	if c.typ == to {
+		return
+	}
+	if to.IsWideDecimal() && c.typ.IsDecimal() && !c.typ.IsWideDecimal() {
+		// A decimal of up to 18 digits kept in 64 bits, before a value of
+		// more digits widened its column.
+		c.strs = grow(c.strs, rows)
+		for r := range rows {
+			if !c.isNull(r) {
+				c.strs[r] = wideDecimal(coltype.DecimalValue{Unscaled: c.ints[r], Scale: c.typ.Scale()})
+			}
+		}
+		c.typ = to
 		return
 	}
 	switch to {

@@ -38,15 +38,43 @@ const (
 
 // holdsText reports whether a column of type t keeps its values in value.s
 // (and a block as their lengths then their bytes): String, JSON, Bytes (the
-// raw bytes) and UUID (its 16 bytes). Int64, Timestamp, Date, TimeOfDay and
-// decimals keep theirs in value.i (a decimal its unscaled value), Float64
-// its bits, Bool 0 or 1.
+// raw bytes), UUID (its 16 bytes) and a wide decimal (wideDecimal's 16
+// bytes). Int64, Timestamp, Date, TimeOfDay and decimals of up to 18 digits
+// keep theirs in value.i (a decimal its unscaled value), Float64 its bits,
+// Bool 0 or 1.
 func holdsText(t Type) bool {
 	switch t {
 	case String, JSON, Bytes, UUID:
 		return true
 	}
-	return false
+	return t.IsWideDecimal()
+}
+
+// wideDecimal is the 16 bytes a table keeps for a value of a decimal of
+// over 18 digits: the unscaled value's big-endian two's complement with
+// its sign bit flipped, so that the bytes' order is the numbers' (a where
+// clause compares them as it compares a uuid's, byte by byte).
+func wideDecimal(d coltype.DecimalValue) string {
+	b := d.AppendBigEndian(make([]byte, 0, 16), 16)
+	b[0] ^= 0x80
+	return string(b)
+}
+
+// wideDecimalValue is the value of wideDecimal's bytes s at scale.
+func wideDecimalValue(s string, scale int) coltype.DecimalValue {
+	var b [16]byte
+	copy(b[:], s)
+	b[0] ^= 0x80
+	d, _ := coltype.DecimalOfBigEndian(b[:], scale)
+	return d
+}
+
+// decimalOf is the decimal a decimal column of type t keeps as v.
+func decimalOf(t Type, v value) coltype.DecimalValue {
+	if t.IsWideDecimal() {
+		return wideDecimalValue(v.s, t.Scale())
+	}
+	return coltype.DecimalValue{Unscaled: v.i, Scale: t.Scale()}
 }
 
 // StoredType returns the type a column declared as t is stored as: Int32
@@ -106,9 +134,13 @@ func inferType(v any) (Type, bool) {
 	case coltype.BytesValue:
 		return Bytes, true
 	case coltype.DecimalValue:
-		// The most digits a column holds: a later value with more whole
-		// digits still fits, and no precision change is ever needed.
-		return coltype.Decimal(coltype.MaxDecimalPrecision, x.Scale), true
+		// The most digits an int64 holds: a later value with more whole
+		// digits still fits, and no precision change is needed until one
+		// needs 128 bits (its column then widens to 38 digits).
+		if x.High != 0 || len(strconv.FormatUint(absInt(x.Unscaled), 10)) > coltype.MaxNarrowDecimalPrecision {
+			return coltype.Decimal(coltype.MaxDecimalPrecision, x.Scale), true
+		}
+		return coltype.Decimal(coltype.MaxNarrowDecimalPrecision, x.Scale), true
 	}
 	return 0, false
 }
@@ -351,7 +383,18 @@ func coerceDecimal(v any, t Type) (value, error) {
 	if err != nil {
 		return value{}, fitErr("%v", err)
 	}
+	if t.IsWideDecimal() {
+		return value{s: wideDecimal(d)}, nil
+	}
 	return value{i: d.Unscaled}, nil
+}
+
+// absInt is |i| (MinInt64's too).
+func absInt(i int64) uint64 {
+	if i < 0 {
+		return uint64(-(i + 1)) + 1
+	}
+	return uint64(i)
 }
 
 func coerceInt(v any) (value, error) {

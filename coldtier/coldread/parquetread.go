@@ -121,8 +121,13 @@ func nativeInt(typ table.Type, i int64) (any, bool) {
 }
 
 // nativeText is a file's bytes as a value of sluice type typ when typ is
-// bytes or uuid.
+// bytes, uuid or a decimal held as bytes (its unscaled value's big-endian
+// two's complement, at the column's scale: Iceberg never changes it).
 func nativeText(typ table.Type, s string) (any, bool) {
+	if typ.IsDecimal() {
+		d, ok := coltype.DecimalOfBigEndian([]byte(s), typ.Scale())
+		return d, ok
+	}
 	switch typ {
 	case table.Bytes:
 		return []byte(s), true
@@ -213,9 +218,10 @@ func mapColumns(f *parquet.File, schema *iceberg.Schema, need []string, types ma
 		case parquet.ByteArray:
 			fc.kind = vecString
 		case parquet.FixedLenByteArray:
-			if typ.Length() != 16 || fc.typ != table.UUID {
-				// Another engine's decimal as fixed bytes (sluice writes
-				// them as integers): iceberg-go's Arrow path reads it.
+			// A uuid's 16 bytes, or a decimal's unscaled value in
+			// big-endian two's complement (a decimal of over 18 digits as
+			// iceberg-go writes it, or another engine's decimal).
+			if !(typ.Length() == 16 && fc.typ == table.UUID) && !(fc.typ.IsDecimal() && typ.Length() <= 16) {
 				return nil, fmt.Errorf("column %q: Parquet fixed_len_byte_array(%d) for a %v column: %w", name, typ.Length(), fc.typ, errArrowPath)
 			}
 			fc.kind = vecString

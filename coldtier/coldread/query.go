@@ -306,10 +306,7 @@ func arrowValue(a arrow.Array, typ table.Type) func(int) any {
 				return nil
 			}
 			n := x.Value(r)
-			if !n.BigInt().IsInt64() {
-				return n.ToString(int32(scale)) // wider than sluice holds: its text
-			}
-			return coltype.DecimalValue{Unscaled: n.BigInt().Int64(), Scale: scale}
+			return coltype.DecimalOfInt128(n.HighBits(), n.LowBits(), scale)
 		}
 	case *array.Binary:
 		return func(r int) any {

@@ -22,7 +22,7 @@ cat = SqlCatalog("sluice", uri="sqlite:///" + cat_path, **{
     "s3.region": "us-east-1", "s3.path-style-access": "true",
 })
 tbl = cat.load_table(ident)
-COLS = ["n", "d", "tod", "u", "b", "amount"]
+COLS = ["n", "d", "tod", "u", "b", "amount", "wide"]
 
 
 def text(v):
@@ -37,7 +37,7 @@ def text(v):
     if isinstance(v, datetime.date):
         return v.isoformat()
     if isinstance(v, decimal.Decimal):
-        return str(v)
+        return format(v, "f")  # str would print a zero at scale 10 as 0E-10
     return v
 
 

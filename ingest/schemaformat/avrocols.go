@@ -469,8 +469,9 @@ func (r *avroReader) enum(n *avroNode) (string, error) {
 // as the value of its native column (coltype's; a string column created
 // before those columns takes their old text from it: base64, the uuid's,
 // HH:MM:SS.ffffff, the exact decimal). A decimal sluice cannot hold as one
-// (over coltype.MaxDecimalPrecision digits) stays its exact text, and a
-// uuid string that is not one its text.
+// (a schema's precision over coltype.MaxDecimalPrecision digits, or an
+// unscaled value over 16 bytes) stays its exact text, and a uuid string
+// that is not one its text.
 func (r *avroReader) native(n *avroNode) (any, error) {
 	switch n.op {
 	case avroTimeMillis:
@@ -518,8 +519,16 @@ func (r *avroReader) native(n *avroNode) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := unscaled(b); ok && coltype.CheckDecimal(n.precision, n.scale) == nil {
-		return coltype.DecimalValue{Unscaled: v, Scale: n.scale}, nil
+	if coltype.CheckDecimal(n.precision, n.scale) == nil {
+		d, ok := coltype.DecimalOfBigEndian(b, n.scale)
+		if v, narrow := unscaled(b); narrow {
+			d, ok = coltype.DecimalValue{Unscaled: v, Scale: n.scale}, true
+		}
+		// More digits than the schema's precision (bytes can hold them)
+		// are its text, as the map decoder gives them.
+		if _, err := d.Rescale(n.precision, n.scale); ok && err == nil {
+			return d, nil
+		}
 	}
 	text, err := r.decimal(nil, b, n.scale)
 	return string(text), err

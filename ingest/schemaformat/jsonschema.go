@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
@@ -15,9 +17,12 @@ import (
 // types the top-level properties it declares: "number" is float64 even
 // when a value has no fraction (so a table's column does not start as
 // int64 and meet 1.5 later), "integer" is int64, a string of format
-// date-time is a timestamp. Undeclared properties are inferred as in
+// date-time is a timestamp, of format date a date, of format time a time
+// of day, of format uuid a uuid. Undeclared properties are inferred as in
 // NDJSON. The body is not validated against the schema: the producer's
-// serializer did that, and a row is kept rather than lost.
+// serializer did that, and a row is kept rather than lost; but a value
+// that is not of its property's format cannot fill the column the format
+// makes, and its row goes to the dead letters with the reason.
 type jsonSchemaDecoder struct {
 	props map[string]jsonProp
 	// types is props for JSONBody's callers, one per schema: rows of one
@@ -32,6 +37,9 @@ const (
 	propNumber
 	propInteger
 	propDateTime
+	propDate      // format date: coltype.DateValue
+	propTimeOfDay // format time: coltype.TimeOfDayValue
+	propUUID      // format uuid: coltype.UUIDValue
 )
 
 // jsonProperty is what the decoder reads of a property's schema.
@@ -73,6 +81,12 @@ func compileJSONSchema(text string, refs []reference) (bodyDecoder, error) {
 			d.props[name] = propInteger
 		case t == "string" && p.Format == "date-time":
 			d.props[name] = propDateTime
+		case t == "string" && p.Format == "date":
+			d.props[name] = propDate
+		case t == "string" && p.Format == "time":
+			d.props[name] = propTimeOfDay
+		case t == "string" && p.Format == "uuid":
+			d.props[name] = propUUID
 		}
 	}
 	d.types = &JSONTypes{props: d.props}
@@ -135,6 +149,14 @@ func (d *jsonSchemaDecoder) decode(body []byte) (map[string]any, error) {
 					return nil, fmt.Errorf("property %q: date-time %q: %w", name, s, err)
 				}
 				row[name] = t.UTC()
+			}
+		case p >= propDate:
+			if s, ok := v.(string); ok {
+				x, err := formatValue(p, s)
+				if err != nil {
+					return nil, fmt.Errorf("property %q: %w", name, err)
+				}
+				row[name] = x
 			}
 		}
 	}
@@ -222,6 +244,59 @@ func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonPro
 			}
 			*cell = cb.CellOf(tm.UTC())
 		}
+	case propDate, propTimeOfDay, propUUID:
+		if cell.Kind == colbatch.String {
+			x, err := formatValue(p, cell.S)
+			if err != nil {
+				return fmt.Errorf("property %q: %w", name, err)
+			}
+			*cell = cb.CellOf(x)
+		}
 	}
 	return nil
+}
+
+// formatValue is the string s of a property of format date, time or uuid
+// as its column's value.
+func formatValue(p jsonProp, s string) (any, error) {
+	switch p {
+	case propDate:
+		return coltype.ParseDate(s)
+	case propTimeOfDay:
+		return parseFullTime(s)
+	}
+	return coltype.ParseUUID(s)
+}
+
+// parseFullTime reads JSON Schema's time (RFC 3339's full-time,
+// HH:MM:SS[.fraction] then Z or ±hh:mm; the offset is also taken absent,
+// as producers often leave it out) as the time of day in UTC, as a
+// date-time property becomes a UTC timestamp. At most six fraction digits
+// that are not zeros: a time of day holds microseconds.
+func parseFullTime(s string) (coltype.TimeOfDayValue, error) {
+	text, offset := s, int64(0)
+	if i := strings.IndexAny(text, "Zz+-"); i >= 0 {
+		zone := text[i:]
+		text = text[:i]
+		if zone != "Z" && zone != "z" {
+			z, err := time.Parse("-07:00", zone)
+			if err != nil {
+				return 0, fmt.Errorf("%w: %.40q is not a time (want HH:MM:SS[.ffffff] and Z or ±hh:mm)", coltype.ErrValue, s)
+			}
+			_, secs := z.Zone()
+			offset = int64(secs) * 1_000_000
+		}
+	}
+	if whole, frac, ok := strings.Cut(text, "."); ok && len(frac) > 6 && strings.Trim(frac[6:], "0") == "" {
+		text = whole + "." + frac[:6]
+	}
+	tod, err := coltype.ParseTimeOfDay(text)
+	if err != nil {
+		return 0, err
+	}
+	us := (int64(tod) - offset) % coltype.MicrosPerDay
+	if us < 0 {
+		us += coltype.MicrosPerDay
+	}
+	return coltype.TimeOfDayValue(us), nil
 }

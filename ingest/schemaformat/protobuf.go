@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bufbuild/protocompile"
@@ -20,6 +21,8 @@ import (
 	_ "google.golang.org/protobuf/types/known/structpb"    //
 	_ "google.golang.org/protobuf/types/known/timestamppb" //
 	_ "google.golang.org/protobuf/types/known/wrapperspb"  //
+
+	"github.com/sluicedb/sluice/coltype"
 )
 
 // maxMessageIndexes bounds the message-index list of a Protobuf message's
@@ -117,6 +120,9 @@ func protoFile(path, text string, deps *protoregistry.Files) (protoreflect.FileD
 	references := protocompile.ResolverFunc(func(p string) (protocompile.SearchResult, error) {
 		fd, err := deps.FindFileByPath(p)
 		if err != nil {
+			if gt, ok := googleTypeFiles()[p]; ok {
+				return protocompile.SearchResult{Desc: gt}, nil
+			}
 			return protocompile.SearchResult{}, err
 		}
 		return protocompile.SearchResult{Desc: fd}, nil
@@ -137,22 +143,68 @@ func protoFile(path, text string, deps *protoregistry.Files) (protoreflect.FileD
 }
 
 // withWellKnown finds files and types in the referenced files, then in
-// those linked into the binary (Google's well-known types).
+// those linked into the binary (Google's well-known types), then among
+// google.type's Date and TimeOfDay.
 type withWellKnown struct{ deps *protoregistry.Files }
 
 func (w withWellKnown) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
 	if fd, err := w.deps.FindFileByPath(path); err == nil {
 		return fd, nil
 	}
-	return protoregistry.GlobalFiles.FindFileByPath(path)
+	fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
+	if err != nil {
+		if gt, ok := googleTypeFiles()[path]; ok {
+			return gt, nil
+		}
+	}
+	return fd, err
 }
 
 func (w withWellKnown) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
 	if d, err := w.deps.FindDescriptorByName(name); err == nil {
 		return d, nil
 	}
-	return protoregistry.GlobalFiles.FindDescriptorByName(name)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		for _, fd := range googleTypeFiles() {
+			if m := fd.Messages().ByName(name.Name()); m != nil && m.FullName() == name {
+				return m, nil
+			}
+		}
+	}
+	return d, err
 }
+
+// googleTypeSources are google/type/date.proto and timeofday.proto (from
+// googleapis, comments and options left out): Confluent's serializers do
+// not register them as references, taking them as known, as they do the
+// well-known types; their messages become date and time_of_day values.
+var googleTypeSources = map[string]string{
+	"google/type/date.proto": `syntax = "proto3";
+package google.type;
+message Date { int32 year = 1; int32 month = 2; int32 day = 3; }`,
+	"google/type/timeofday.proto": `syntax = "proto3";
+package google.type;
+message TimeOfDay { int32 hours = 1; int32 minutes = 2; int32 seconds = 3; int32 nanos = 4; }`,
+}
+
+// googleTypeFiles are googleTypeSources compiled, once.
+var googleTypeFiles = sync.OnceValue(func() map[string]protoreflect.FileDescriptor {
+	c := protocompile.Compiler{Resolver: &protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(googleTypeSources)}}
+	out := map[string]protoreflect.FileDescriptor{}
+	for path := range googleTypeSources {
+		files, err := c.Compile(context.Background(), path)
+		if err != nil {
+			panic(fmt.Sprintf("schemaformat: %s: %v", path, err)) // fixed text: compiles
+		}
+		fd, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(files[0]), protoregistry.GlobalFiles)
+		if err != nil {
+			panic(fmt.Sprintf("schemaformat: %s: %v", path, err))
+		}
+		out[path] = fd
+	}
+	return out
+})
 
 // messageIndexes reads the framing's message indexes: a zigzag varint
 // count then that many zigzag varints, a lone 0 meaning [0] (the first
@@ -282,6 +334,35 @@ func protoScalar(fd protoreflect.FieldDescriptor, v protoreflect.Value, top bool
 	return nil, fmt.Errorf("field kind %v", fd.Kind())
 }
 
+// googleDate is a google.type.Date as a date; ok is false for a partial
+// one (a year, month or day of 0: a birthday, a card's expiry), which is
+// no day and stays its object of fields.
+func googleDate(m protoreflect.Message) (coltype.DateValue, bool) {
+	f := m.Descriptor().Fields()
+	y, mo, d := m.Get(f.ByName("year")).Int(), m.Get(f.ByName("month")).Int(), m.Get(f.ByName("day")).Int()
+	if y < 1 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 {
+		return 0, false
+	}
+	t := time.Date(int(y), time.Month(mo), int(d), 0, 0, 0, 0, time.UTC)
+	if t.Day() != int(d) { // February 30th
+		return 0, false
+	}
+	return coltype.DateOf(t), true
+}
+
+// googleTimeOfDay is a google.type.TimeOfDay as a time of day; ok is false
+// for one a time_of_day cannot hold (24:00:00, a leap second, nanoseconds
+// below a microsecond, out of range), which stays its object of fields.
+func googleTimeOfDay(m protoreflect.Message) (coltype.TimeOfDayValue, bool) {
+	f := m.Descriptor().Fields()
+	h, mi := m.Get(f.ByName("hours")).Int(), m.Get(f.ByName("minutes")).Int()
+	s, ns := m.Get(f.ByName("seconds")).Int(), m.Get(f.ByName("nanos")).Int()
+	if h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59 || ns < 0 || ns > 999_999_999 || ns%1000 != 0 {
+		return 0, false
+	}
+	return coltype.TimeOfDayValue(((h*60+mi)*60+s)*1_000_000 + ns/1000), true
+}
+
 func protoMessage(m protoreflect.Message, top bool) (any, error) {
 	md := m.Descriptor()
 	switch md.FullName() {
@@ -297,6 +378,20 @@ func protoMessage(m protoreflect.Message, top bool) (any, error) {
 		"google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue":
 		fd := md.Fields().ByName("value")
 		return protoScalar(fd, m.Get(fd), top)
+	case "google.type.Date":
+		if d, ok := googleDate(m); ok {
+			if top {
+				return d, nil
+			}
+			return d.String(), nil
+		}
+	case "google.type.TimeOfDay":
+		if t, ok := googleTimeOfDay(m); ok {
+			if top {
+				return t, nil
+			}
+			return t.String(), nil
+		}
 	}
 	out := map[string]any{}
 	var err error

@@ -3,6 +3,7 @@ package schemaformat
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,11 @@ import (
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/sluicedb/sluice/coltype"
+	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
 
@@ -67,6 +71,92 @@ func TestProtobufTextSchema(t *testing.T) {
 	} {
 		if _, err := d.Decode(context.Background(), c.msg); !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want ErrBody saying %q", c.name, err, c.says)
+		}
+	}
+}
+
+const googleTypesProto = `syntax = "proto3";
+package t;
+import "google/type/date.proto";
+import "google/type/timeofday.proto";
+message E {
+  google.type.Date day = 1;
+  google.type.TimeOfDay at = 2;
+  repeated google.type.Date days = 3;
+  int64 n = 4;
+}`
+
+// TestProtobufGoogleTypes: a top-level google.type.Date is a date and a
+// google.type.TimeOfDay a time of day (by the map and the column decoder
+// alike), although the registry holds neither file (Confluent's serializer
+// does not register them); inside a list they are their text; a partial
+// date and a time of day a time_of_day cannot hold keep their fields.
+func TestProtobufGoogleTypes(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("g-value", testregistry.Schema{Schema: googleTypesProto, SchemaType: "PROTOBUF"})
+	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	fd, err := protoFile("", googleTypesProto, new(protoregistry.Files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := fd.Messages().Get(0)
+	date := func(y, m, dd int64) protoreflect.Value {
+		x := dynamicpb.NewMessage(md.Fields().ByName("day").Message())
+		f := x.Descriptor().Fields()
+		x.Set(f.ByName("year"), protoreflect.ValueOfInt32(int32(y)))
+		x.Set(f.ByName("month"), protoreflect.ValueOfInt32(int32(m)))
+		x.Set(f.ByName("day"), protoreflect.ValueOfInt32(int32(dd)))
+		return protoreflect.ValueOfMessage(x)
+	}
+	clock := func(h, m, s, ns int32) protoreflect.Value {
+		x := dynamicpb.NewMessage(md.Fields().ByName("at").Message())
+		f := x.Descriptor().Fields()
+		x.Set(f.ByName("hours"), protoreflect.ValueOfInt32(h))
+		x.Set(f.ByName("minutes"), protoreflect.ValueOfInt32(m))
+		x.Set(f.ByName("seconds"), protoreflect.ValueOfInt32(s))
+		x.Set(f.ByName("nanos"), protoreflect.ValueOfInt32(ns))
+		return protoreflect.ValueOfMessage(x)
+	}
+	msg := func(day, at protoreflect.Value, list bool) []byte {
+		m := dynamicpb.NewMessage(md)
+		m.Set(md.Fields().ByName("day"), day)
+		m.Set(md.Fields().ByName("at"), at)
+		m.Set(md.Fields().ByName("n"), protoreflect.ValueOfInt64(1))
+		if list {
+			l := m.Mutable(md.Fields().ByName("days")).List()
+			l.Append(date(1969, 12, 31))
+		}
+		body, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(frame(id, []byte{0}), body...)
+	}
+	for _, c := range []struct {
+		msg  []byte
+		want map[string]any
+	}{
+		{msg(date(2026, 11, 29), clock(13, 45, 1, 123000), false),
+			map[string]any{"day": coltype.DateValue(20786), "at": coltype.TimeOfDayValue(49501000123), "days": []any{}, "n": int64(1)}},
+		{msg(date(1969, 12, 31), clock(0, 0, 0, 0), true),
+			map[string]any{"day": coltype.DateValue(-1), "at": coltype.TimeOfDayValue(0), "days": []any{"1969-12-31"}, "n": int64(1)}},
+		{msg(date(0, 11, 29), clock(24, 0, 0, 0), false),
+			map[string]any{"day": map[string]any{"month": int64(11), "day": int64(29)}, "at": map[string]any{"hours": int64(24)}, "days": []any{}, "n": int64(1)}},
+	} {
+		row, err := d.Decode(ctx, c.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(row, c.want) {
+			t.Errorf("map decoder:\n%#v\nwant\n%#v", row, c.want)
+		}
+		var cb colbatch.Batch
+		if err := d.Rows(&cb).Append(ctx, c.msg, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := cb.Rows()[0]; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("column decoder:\n%#v\nwant\n%#v", got, c.want)
 		}
 	}
 }

@@ -175,7 +175,8 @@ func appendValue(b array.Builder, v any) error {
 		if !ok {
 			return fmt.Errorf("%T is not a decimal", v)
 		}
-		b.Append(decimal128.FromI64(x.Unscaled))
+		hi, lo := x.Int128()
+		b.Append(decimal128.New(hi, lo))
 	case *array.StringBuilder:
 		switch x := v.(type) {
 		case string:
