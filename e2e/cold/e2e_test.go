@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 	}
 	s3, s3Err = coldtest.StartS3(dir)
 	code := m.Run()
+	stopTrino() // started by the first test that needs it (keyed_engines_test.go)
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -3,7 +3,6 @@ package cold
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +23,9 @@ var trinoTypes = map[table.Type]string{
 
 // TestTrinoReadsIcebergTable compacts the same rows as the Spark test (two
 // runs, the second widening the schema) into an Iceberg table on the S3
-// server registered in Iceberg's REST catalog server, starts Trino (its
-// Iceberg connector, configured with the catalog file docs/cold-tier.md
-// shows) and checks every row, value and type against sluice's query, the
+// server registered in Iceberg's REST catalog server, adds the catalog
+// file docs/cold-tier.md shows (Trino's Iceberg connector) to the
+// package's Trino and checks every row, value and type against sluice's query, the
 // day partitions ($partitions) and the sluice.* snapshot properties
 // ($snapshots).
 func TestTrinoReadsIcebergTable(t *testing.T) {
@@ -40,23 +39,20 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})
-	trinoDir := filepath.Join(dir, "trino")
-	if err := os.MkdirAll(trinoDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	started := time.Now()
-	trino, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": props})
-	coldtest.Require(t, err)
-	defer trino.Stop()
-	t.Logf("Trino started in %v", time.Since(started).Round(time.Millisecond))
-
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The package's Trino, with the documented file as its catalog.
+	tr := packageTrino(t)
+	if err := tr.CreateCatalog(ctx, "iceberg", props); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.DropCatalog(context.WithoutCancel(ctx), "iceberg")
+
 	query := func(sql string) ([]coldtest.TrinoColumn, []map[string]any) {
 		t.Helper()
-		cols, rows, err := trino.Query(ctx, sql)
+		cols, rows, err := tr.Query(ctx, sql)
 		if err != nil {
-			log, _ := os.ReadFile(trino.Log)
+			log, _ := os.ReadFile(tr.Log)
 			t.Fatalf("%v\nTrino log (end): %s", err, log[max(0, len(log)-3000):])
 		}
 		var out []map[string]any
