@@ -150,6 +150,7 @@ func sluiceNs(t *testing.T, c *coldtier.Compactor) []map[string]any {
 // commit: one snapshot carries both, and pyiceberg, DuckDB's iceberg_scan
 // and sluice's own query read the 1900 rows left.
 func TestPositionDeletes(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel")
 	st, tb := openTable(t, dir, staticSchema)
@@ -274,6 +275,7 @@ func TestPositionDeletesKill9(t *testing.T) {
 // files, so pyiceberg, DuckDB's iceberg_scan and sluice read the same rows
 // before and after, and the key index rebuilt on the new files finds them.
 func TestPositionDeletesMaintain(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel-maintain")
 	st, tb := openTable(t, dir, staticSchema)
@@ -361,6 +363,7 @@ func TestPositionDeletesMaintain(t *testing.T) {
 // it rewrites; the replace commit must keep that delete file (dropping it
 // would bring the large file's deleted rows back).
 func TestPositionDeletesMaintainKeepsSharedDeleteFile(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel-shared")
 	st, tb := openTable(t, dir, staticSchema)
