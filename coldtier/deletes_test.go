@@ -3,7 +3,6 @@ package coldtier_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -202,8 +201,10 @@ func TestPositionDeletes(t *testing.T) {
 // commit: neither is visible, and the next run commits both; killed after
 // the commit: both are visible, and the restart adds nothing.
 func TestPositionDeletesKill9(t *testing.T) {
+	t.Parallel() // each step its own directory, catalog, prefix and child process
 	for _, step := range []string{"after-upload", "after-commit"} {
 		t.Run(step, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			cfg := testConfig(t, dir, "posdel-crash-"+step)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -222,10 +223,7 @@ func TestPositionDeletesKill9(t *testing.T) {
 			fill(t, tb, 5000, 100, 3)
 			st.Close()
 
-			t.Setenv(childContinuousEnv, "1")
-			t.Setenv(childDeletesEnv, "1")
-			killAt(t, dir, cfg, step)
-			os.Unsetenv(childDeletesEnv)
+			killAt(t, dir, cfg, step, childContinuousEnv+"=1", childDeletesEnv+"=1")
 
 			var added []int64
 			for n := range int64(100) {
