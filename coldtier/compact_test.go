@@ -101,6 +101,7 @@ func TestCompactToS3ReadByPyIcebergAndDuckDB(t *testing.T) {
 // run compacts only the new day (no row twice), and a column that appeared
 // in between is added to the Iceberg schema (older files read it as null).
 func TestCompactKeepAndSchemaEvolution(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket, no package hook
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "evolve")
 	st, tb := openTable(t, dir, nil) // inferred schema

@@ -66,14 +66,17 @@ func runChild(dir string) int {
 
 // killAt runs the child compaction and SIGKILLs it when it reports the
 // fault step.
-func killAt(t *testing.T, dir string, cfg coldtier.Config, step string) {
+//
+// env is added to the child's environment alone (childContinuousEnv,
+// childDeletesEnv), so that a test that sets it may run in parallel.
+func killAt(t *testing.T, dir string, cfg coldtier.Config, step string, env ...string) {
 	t.Helper()
 	buf, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatalf("the child's config: %v", err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir, childConfigEnv+"="+string(buf), coldtier.FaultEnv+"="+step)
+	cmd.Env = append(append(os.Environ(), env...), childEnv+"="+dir, childConfigEnv+"="+string(buf), coldtier.FaultEnv+"="+step)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -222,14 +225,14 @@ func checkOnce(t *testing.T, when string, hot, cold []map[string]any, want int) 
 // hot store keeps the committed rows, and the next run commits only the
 // late row that arrived meanwhile.
 func TestKill9ContinuousAfterCommit(t *testing.T) {
+	t.Parallel() // its own directory, catalog, prefix and child process
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "crash-continuous")
 	st, tb := openTable(t, dir, staticSchema)
 	fill(t, tb, 0, 2000, 3)
 	st.Close()
 
-	t.Setenv(childContinuousEnv, "1")
-	killAt(t, dir, cfg, "after-commit")
+	killAt(t, dir, cfg, "after-commit", childContinuousEnv+"=1")
 
 	st, tb = openTable(t, dir, staticSchema)
 	defer st.Close()

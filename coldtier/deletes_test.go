@@ -3,7 +3,6 @@ package coldtier_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -150,6 +149,7 @@ func sluiceNs(t *testing.T, c *coldtier.Compactor) []map[string]any {
 // commit: one snapshot carries both, and pyiceberg, DuckDB's iceberg_scan
 // and sluice's own query read the 1900 rows left.
 func TestPositionDeletes(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel")
 	st, tb := openTable(t, dir, staticSchema)
@@ -201,8 +201,10 @@ func TestPositionDeletes(t *testing.T) {
 // commit: neither is visible, and the next run commits both; killed after
 // the commit: both are visible, and the restart adds nothing.
 func TestPositionDeletesKill9(t *testing.T) {
+	t.Parallel() // each step its own directory, catalog, prefix and child process
 	for _, step := range []string{"after-upload", "after-commit"} {
 		t.Run(step, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			cfg := testConfig(t, dir, "posdel-crash-"+step)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -221,10 +223,7 @@ func TestPositionDeletesKill9(t *testing.T) {
 			fill(t, tb, 5000, 100, 3)
 			st.Close()
 
-			t.Setenv(childContinuousEnv, "1")
-			t.Setenv(childDeletesEnv, "1")
-			killAt(t, dir, cfg, step)
-			os.Unsetenv(childDeletesEnv)
+			killAt(t, dir, cfg, step, childContinuousEnv+"=1", childDeletesEnv+"=1")
 
 			var added []int64
 			for n := range int64(100) {
@@ -274,6 +273,7 @@ func TestPositionDeletesKill9(t *testing.T) {
 // files, so pyiceberg, DuckDB's iceberg_scan and sluice read the same rows
 // before and after, and the key index rebuilt on the new files finds them.
 func TestPositionDeletesMaintain(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel-maintain")
 	st, tb := openTable(t, dir, staticSchema)
@@ -361,6 +361,7 @@ func TestPositionDeletesMaintain(t *testing.T) {
 // it rewrites; the replace commit must keep that delete file (dropping it
 // would bring the large file's deleted rows back).
 func TestPositionDeletesMaintainKeepsSharedDeleteFile(t *testing.T) {
+	t.Parallel() // its own directory, catalog and prefix in the bucket; its hook is its Compactor's
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "posdel-shared")
 	st, tb := openTable(t, dir, staticSchema)

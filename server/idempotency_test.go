@@ -245,47 +245,6 @@ func TestClientRetriesLostAnswer(t *testing.T) {
 	}
 }
 
-// TestIdempotencyKeyKill9: the server is killed (SIGKILL) right after the
-// batch's commit, before it answers, and right before it. Restarted on its
-// store, the retry with the same key is replayed (after) or stored (before):
-// the rows are there once either way. This is the crash between the two
-// steps the record claims are one (rows, then the key): a record written in
-// a second batch would let the retry store the rows again.
-func TestIdempotencyKeyKill9(t *testing.T) {
-	for _, tc := range []struct {
-		point    string
-		replayed bool
-	}{{"append-after-commit:1", true}, {"append-before-commit:1", false}} {
-		t.Run(tc.point, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Setenv(table.FaultEnv, tc.point)
-			cmd, addr, stderr := startChild(t, dir)
-			waitReady(t, "http://"+addr)
-			body := keyedBody("k9", 7)
-			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/tables/events/rows", bytes.NewReader([]byte(body)))
-			req.Header.Set("Content-Type", "application/x-ndjson")
-			req.Header.Set(idempotencyKeyHeader, "batch-1")
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-				t.Fatalf("the child answered %d instead of dying at %s", resp.StatusCode, tc.point)
-			}
-			cmd.Wait()
-			if !strings.Contains(stderr.String(), "table: fault "+tc.point) {
-				t.Fatalf("the child did not die at the fault:\n%s", stderr.String())
-			}
-			t.Setenv(table.FaultEnv, "")
-			s := startServer(t, testConfig, dir)
-			code, r, hdr := keyedPost(t, s.url, "batch-1", body)
-			if code != 200 || r.Accepted != 7 || (hdr.Get(replayedHeader) == "true") != tc.replayed {
-				t.Fatalf("retry after the kill: %d %+v replayed=%q, want replayed=%v", code, r, hdr.Get(replayedHeader), tc.replayed)
-			}
-			if n := countUsers(t, s.url)["k9"]; n != 7 {
-				t.Fatalf("rows after kill -9 and a retry: %d, want 7", n)
-			}
-		})
-	}
-}
-
 // BenchmarkIngestKeyed is POST /rows through the handler (no network) of
 // 1000 ten-field rows, without and with an Idempotency-Key (a new one per
 // request: a lookup that misses, the body's CRC-32C and the record staged

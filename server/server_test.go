@@ -539,3 +539,14 @@ func TestBodyCutShortStoresNothing(t *testing.T) {
 		t.Fatalf("a cut body stored rows: %q", body)
 	}
 }
+
+// waitFor polls cond for up to 30 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 3000 {
+			t.Fatal("condition not reached in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

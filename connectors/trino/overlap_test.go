@@ -6,9 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/internal/coldtest"
-	"github.com/sluicedb/sluice/internal/freeport"
+	"github.com/sluicedb/sluice/internal/overlaptest"
 	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/internal/testkafka"
 	"github.com/sluicedb/sluice/internal/testnode"
@@ -60,100 +57,14 @@ func stopKafka() {
 	}
 }
 
-// overlapNodes makes n node processes (not started) consuming topic in
-// group into one Iceberg table (a local warehouse and SQLite catalog they
-// share), each committing only on demand.
-func overlapNodes(t *testing.T, n int, broker, topic, group string) []*testnode.Node {
-	dir := t.TempDir()
-	warehouse, catalog := filepath.Join(dir, "warehouse"), filepath.Join(dir, "catalog.db")
-	nodes := make([]*testnode.Node, n)
-	var members []string
-	for i := range nodes {
-		port, err := freeport.Port()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = &testnode.Node{Name: fmt.Sprintf("node%d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		members = append(members, strconv.Quote(nodes[i].URL))
-	}
-	for _, nd := range nodes {
-		nd.Config, nd.Log = filepath.Join(dir, nd.Name+".yaml"), filepath.Join(dir, nd.Name+".log")
-		cfg := fmt.Sprintf(`
-storage: {dir: %q}
-listen: {http: %q}
-cluster: {members: [%s], node_timeout: 5s}
-tables:
-  - name: events
-    hashBy: user
-    sortBy: ts
-    schema:
-      - {name: id, type: int64}
-      - {name: user, type: string}
-      - {name: ts, type: timestamp}
-    sources:
-      - kafka:
-          brokers: [%s]
-          topics: [%s]
-          group: %s
-          session_timeout: 6s
-    compact:
-      after: 1h
-      remove: true
-      iceberg:
-        warehouse: %s
-        catalog: {uri: %q}
-        node: %s
-        continuous: true
-        orphan_interval: -1s
-        maintain: {interval: -1s}
-`, filepath.Join(dir, nd.Name), strings.TrimPrefix(nd.URL, "http://"), strings.Join(members, ", "),
-			broker, topic, group, warehouse, catalog, nd.Name)
-		if err := os.WriteFile(nd.Config, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nd.Kill)
-	}
-	return nodes
-}
-
-// storedIDs is how many rows node's own query (its store and the table)
-// returns.
-func storedIDs(node string) (int, error) {
-	resp, err := http.Get(node + "/v1/tables/events/query?columns=id")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 || resp.Trailer.Get("Sluice-Error") != "" {
-		return 0, fmt.Errorf("status %d, %v, trailer %q: %.200s", resp.StatusCode, err, resp.Trailer.Get("Sluice-Error"), b)
-	}
-	return strings.Count(string(b), "\n"), nil
-}
-
-func waitStored(t *testing.T, nd *testnode.Node, want int) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		got, err := storedIDs(nd.URL)
-		if err == nil && got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d rows within 90s (%v): %s", nd.Name, got, want, err, nd.Tail())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestTrinoFailoverOverlap is the failover overlap of the cluster e2e test
-// (TestClusterQueryFailoverOverlap) read through a real Trino: node0 stores
-// every message of a six-partition topic and is killed with SIGKILL before
-// its offsets are committed (the group's offsets are reset to the start),
-// node1 reads every message again, and node0 restarts on its store, so both
-// stores hold every message. Trino, with a sluice catalog on each node,
-// counts each id once before any commit, after node1 commits them, and
-// after node0's commit skips them.
+// (TestClusterQueryFailoverOverlap, both made by internal/overlaptest) read
+// through a real Trino: node0 stores every message of a six-partition topic
+// and is killed with SIGKILL before its offsets are committed (the group's
+// offsets are reset to the start), node1 reads every message again, and
+// node0 restarts on its store, so both stores hold every message. Trino,
+// with a sluice catalog on each node, counts each id once before any
+// commit, after node1 commits them, and after node0's commit skips them.
 func TestTrinoFailoverOverlap(t *testing.T) {
 	coldtest.Require(t, coldtest.FindTrino())
 	requirePlugin(t)
@@ -173,42 +84,9 @@ func TestTrinoFailoverOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer producer.Close()
-	var recs []*kgo.Record
-	for id := range n {
-		u := fmt.Sprintf("u%d", id%30)
-		ts := base.Add(time.Duration(id) * time.Second).Format(time.RFC3339)
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(u), Value: fmt.Appendf(nil, `{"id":%d,"user":%q,"ts":%q}`, id, u, ts)})
-	}
-	if err := producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-
-	nodes := overlapNodes(t, 2, broker, topic, group)
-	nodes[0].Start(t)
-	waitStored(t, nodes[0], n)
-	nodes[0].Kill()
-	// The dead node's offset commits are lost: the group's offsets go back
-	// to the start (the broker takes the reset once the group is empty,
-	// after the dead member's session timeout).
-	reset := kadm.Offsets{}
-	for p := range int32(overlapPartitions) {
-		reset.AddOffset(topic, p, 0, -1)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := admin.CommitOffsets(context.Background(), group, reset)
-		if err == nil && resp.Error() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reset the group's offsets: %v %v", err, resp.Error())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	nodes[1].Start(t)
-	waitStored(t, nodes[1], n)
-	nodes[0].Start(t)
-	waitStored(t, nodes[0], n)
+	overlaptest.Produce(t, producer, topic, 0, n, 0)
+	nodes := overlaptest.Nodes(t, 2, broker, topic, group, 0)
+	overlaptest.Make(t, nodes, admin, topic, group, overlapPartitions, n)
 
 	trino := sharedTrino(t)
 	catalogs := []string{newCatalog(t, trino, "sluice", catalogFile(t, nodes[0].URL)), newCatalog(t, trino, "sluice", catalogFile(t, nodes[1].URL))}

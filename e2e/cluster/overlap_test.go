@@ -9,9 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,89 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicedb/sluice/internal/freeport"
+	"github.com/sluicedb/sluice/internal/overlaptest"
 	"github.com/sluicedb/sluice/internal/testkafka"
 	"github.com/sluicedb/sluice/server"
 )
-
-// coldNodes makes n nodes (not started) consuming topic in group into one
-// Iceberg table (a local warehouse and SQLite catalog they share), each
-// committing only on demand; readerTimeout is cluster.reader_timeout.
-func coldNodes(t *testing.T, n int, broker, topic, group string, readerTimeout time.Duration) []*node {
-	dir := t.TempDir()
-	warehouse, catalog := filepath.Join(dir, "warehouse"), filepath.Join(dir, "catalog.db")
-	nodes := make([]*node, n)
-	var members []string
-	for i := range nodes {
-		port, err := freeport.Port()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = &node{Name: fmt.Sprintf("node%d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		members = append(members, strconv.Quote(nodes[i].URL))
-	}
-	for _, nd := range nodes {
-		nd.Config = filepath.Join(dir, nd.Name+".yaml")
-		nd.Log = filepath.Join(dir, nd.Name+".log")
-		cfg := fmt.Sprintf(`
-storage: {dir: %q}
-listen: {http: %q}
-limits: {query_timeout: 2m}
-cluster: {members: [%s], node_timeout: 5s, reader_timeout: %s}
-tables:
-  - name: events
-    hashBy: user
-    sortBy: ts
-    schema:
-      - {name: id, type: int64}
-      - {name: user, type: string}
-      - {name: ts, type: timestamp}
-      - {name: pad, type: string}
-    sources:
-      - kafka:
-          brokers: [%s]
-          topics: [%s]
-          group: %s
-          session_timeout: 6s
-    compact:
-      after: 1h
-      remove: true
-      iceberg:
-        warehouse: %s
-        catalog: {uri: %q}
-        node: %s
-        continuous: true
-        orphan_interval: -1s
-        maintain: {interval: -1s}
-`, filepath.Join(dir, nd.Name), strings.TrimPrefix(nd.URL, "http://"), strings.Join(members, ", "), readerTimeout,
-			broker, topic, group, warehouse, catalog, nd.Name)
-		if err := os.WriteFile(nd.Config, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nd.Kill)
-	}
-	return nodes
-}
-
-// produceRows produces the ids [from, to) to topic, each with pad bytes of
-// padding.
-func produceRows(t *testing.T, cl *kgo.Client, topic string, from, to, pad int) {
-	t.Helper()
-	padding := strings.Repeat("x", pad)
-	var recs []*kgo.Record
-	for id := from; id < to; id++ {
-		u := user(id)
-		ts := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC).Add(time.Duration(id) * time.Second).Format(time.RFC3339)
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(u),
-			Value: fmt.Appendf(nil, `{"id":%d,"user":%q,"ts":%q,"pad":%q}`, id, u, ts, padding)})
-		if len(recs) == 5000 || id == to-1 {
-			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-			recs = recs[:0]
-		}
-	}
-}
 
 // kafkaSetup creates topic on the test broker and returns a producer and
 // an admin client.
@@ -197,23 +115,6 @@ func sumOf(ids map[int64]int) int {
 
 func first(ids []int64) []int64 { return ids[:min(len(ids), 5)] }
 
-// waitLocal waits until node n's own query (its store and the table) holds
-// want ids.
-func waitLocal(t *testing.T, n *node, want int) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ids, err := get(t, n.URL+"/v1/tables/events/query?columns=id")
-		if err == nil && len(ids) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d ids within 90s (%v)", n.Name, len(ids), want, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // leaseRead opens a read lease on coordinator c and reads its splits one
 // by one, as the Trino connector does, into one count.
 func leaseRead(t *testing.T, c *node) map[int64]int {
@@ -265,34 +166,9 @@ func leaseRead(t *testing.T, c *node) map[int64]int {
 func TestClusterQueryFailoverOverlap(t *testing.T) {
 	const topic, group, n = "overlap", "overlap-group", 3000
 	broker, producer, adm := kafkaSetup(t, topic)
-	nodes := coldNodes(t, 2, broker, topic, group, 30*time.Second)
-	produceRows(t, producer, topic, 0, n, 10)
-
-	nodes[0].Start(t)
-	waitLocal(t, nodes[0], n)
-	nodes[0].Kill()
-	// The dead node's offset commits are lost: the group's offsets go back
-	// to the start (the broker takes the reset once the group is empty,
-	// after the dead member's session timeout).
-	reset := kadm.Offsets{}
-	for p := range int32(partitions) {
-		reset.AddOffset(topic, p, 0, -1)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := adm.CommitOffsets(context.Background(), group, reset)
-		if err == nil && resp.Error() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reset the group's offsets: %v %v", err, resp.Error())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	nodes[1].Start(t)
-	waitLocal(t, nodes[1], n)
-	nodes[0].Start(t)
-	waitLocal(t, nodes[0], n)
+	nodes := overlaptest.Nodes(t, 2, broker, topic, group, 30*time.Second)
+	overlaptest.Produce(t, producer, topic, 0, n, 10)
+	overlaptest.Make(t, nodes, adm, topic, group, partitions, n)
 
 	for _, c := range nodes {
 		ids, err := get(t, c.URL+"/v1/tables/events/query?cluster=true&columns=id")
@@ -386,14 +262,14 @@ func TestClusterQueryIdleReader(t *testing.T) {
 	const topic, group = "idle-reader", "idle-reader-group"
 	const readerTimeout = 3 * time.Second
 	broker, producer, _ := kafkaSetup(t, topic)
-	nodes := coldNodes(t, 2, broker, topic, group, readerTimeout)
+	nodes := overlaptest.Nodes(t, 2, broker, topic, group, readerTimeout)
 	for _, nd := range nodes {
 		nd.Start(t)
 	}
 	// 20 MB of rows, ~10 MB a node: more than the sockets between a node
 	// and its reader buffer.
 	const n = 20000
-	produceRows(t, producer, topic, 0, n, 1000)
+	overlaptest.Produce(t, producer, topic, 0, n, 1000)
 	waitLocalCluster(t, nodes[0], n)
 	next := n
 	for _, stop := range []bool{false, true} {
@@ -405,7 +281,7 @@ func TestClusterQueryIdleReader(t *testing.T) {
 		if stop {
 			nodes[0].Signal(syscall.SIGSTOP)
 		}
-		produceRows(t, producer, topic, next, next+100, 10)
+		overlaptest.Produce(t, producer, topic, next, next+100, 10)
 		next += 100
 		time.Sleep(500 * time.Millisecond) // node1 stores some of them
 		took := compactTakes(t, nodes[1], readerTimeout+20*time.Second)

@@ -11,11 +11,13 @@ import (
 // the Kafka client (connections, their TLS and SASL, admin calls), cluster
 // takes kgo's key hash only (which partition a key lands in), the
 // benchmark harness produces its own load, and the walkthrough's command
-// (examples/cluster/local) creates its topic and produces its sample rows. A server file that opens its
-// own client bypasses the connection options stream builds and checks.
+// (examples/cluster/local) creates its topic and produces its sample rows, and
+// internal/overlaptest, a test helper, produces its messages and resets its
+// group's offsets. A server file that opens its own client bypasses the
+// connection options stream builds and checks.
 var kafkaClients = map[string][]string{
-	"github.com/twmb/franz-go/pkg/kgo":  {"stream", "cluster", "bench/kafka", "examples/cluster/local"},
-	"github.com/twmb/franz-go/pkg/kadm": {"stream", "bench/kafka", "examples/cluster/local"},
+	"github.com/twmb/franz-go/pkg/kgo":  {"stream", "cluster", "bench/kafka", "examples/cluster/local", "internal/overlaptest"},
+	"github.com/twmb/franz-go/pkg/kadm": {"stream", "bench/kafka", "examples/cluster/local", "internal/overlaptest"},
 }
 
 func TestKafkaClientInStream(t *testing.T) {

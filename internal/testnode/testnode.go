@@ -70,15 +70,24 @@ func serve(path string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	s, err := server.New(ctx, cfg, server.Options{ProcessLog: true}) // as `sluice serve`
+	// As `sluice serve`: SIGHUP reloads the scripts and TLS files, and the
+	// Go runtime's soft memory limit comes from the config's memory bound
+	// (what a test of the process's peak memory measures).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	s, err := server.New(ctx, cfg, server.Options{ProcessLog: true, SetMemoryLimit: true, ReloadSignals: hup})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	defer s.Close()
+	// Serve closes the store when it stops cleanly; not closed here
+	// otherwise, as `sluice serve` does not: after a shutdown past its
+	// timeout a stuck script may still write, and the process exits with
+	// status 1 under it (2 is a node that never served).
 	if err := s.ListenAndServe(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return 1
 	}
 	return 0
 }
@@ -98,6 +107,9 @@ type Node struct {
 	Env []string
 	// StartTimeout bounds the wait for /healthz; 0 is DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Client asks for /healthz at start; nil is http.DefaultClient. A node
+	// that listens with TLS needs one that trusts its certificate.
+	Client *http.Client
 
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -171,7 +183,11 @@ func (n *Node) waitHealthy(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if resp, err := http.Get(n.URL + "/healthz"); err == nil {
+		client := n.Client
+		if client == nil {
+			client = http.DefaultClient
+		}
+		if resp, err := client.Get(n.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			return nil
 		}
@@ -296,6 +312,12 @@ func (n *Node) logHas(want string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Logs is the node's whole log, across its restarts.
+func (n *Node) Logs() string {
+	b, _ := os.ReadFile(n.Log)
+	return string(b)
 }
 
 // Tail is the end of the node's log.

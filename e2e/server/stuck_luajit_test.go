@@ -1,6 +1,6 @@
 //go:build luajit && cgo
 
-package server
+package server_test
 
 import "testing"
 

@@ -1,66 +1,72 @@
-package server
+package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/auth"
+	"github.com/sluicedb/sluice/internal/testnode"
 	"github.com/sluicedb/sluice/internal/tlsfiles/tlstest"
+	"github.com/sluicedb/sluice/server"
 )
 
-// benchChild is a server process of a benchmark whose CPU time is read
-// from /proc (the process's utime+stime, what its rusage reports).
-type benchChild struct {
-	cmd *exec.Cmd
-	url string
-}
+// benchConfig is one table of ten columns, the rows of benchBodies.
+const benchConfig = `
+tables:
+  - name: bench
+    hashBy: user
+    sortBy: time
+    schema:
+      - {name: time, type: timestamp}
+      - {name: user, type: string}
+      - {name: action, type: string}
+      - {name: country, type: string}
+      - {name: device, type: string}
+      - {name: amount, type: float64}
+      - {name: score, type: float64}
+      - {name: count, type: int64}
+      - {name: session, type: int64}
+      - {name: ok, type: bool}
+`
 
-func startBenchChild(b *testing.B, yaml, scheme string) *benchChild {
+// startBenchNode starts a server process of a benchmark on yaml; a
+// non-nil tlsConfig is the client's of a node that listens with TLS.
+func startBenchNode(b *testing.B, yaml string, tlsConfig *tls.Config) *testnode.Node {
 	b.Helper()
-	cmd, addr, stderr := startChildConfig(b, b.TempDir(), yaml)
-	c := &benchChild{cmd: cmd, url: scheme + "://" + addr}
+	n := newNode(b, b.TempDir(), yaml)
+	if tlsConfig != nil {
+		n.URL = strings.Replace(n.URL, "http://", "https://", 1)
+		n.Client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	}
+	n.Start(b)
 	b.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("server process: %v\n%s", err, stderr.String())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := n.Stop(ctx); err != nil {
+			b.Errorf("server process: %v", err)
 		}
 	})
-	return c
+	return n
 }
 
-// cpu is the child's user+sys CPU time so far.
-func (c *benchChild) cpu(b *testing.B) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The fields after the command name (which may hold spaces): state is
-	// the first, utime the 12th, stime the 13th, in clock ticks (USER_HZ,
-	// 100 on Linux).
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc stat %q: %v %v", stat, err1, err2)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+// cpu is the node's user+sys CPU time so far, from /proc (what its
+// rusage reports).
+func cpu(n *testnode.Node) time.Duration {
+	return time.Duration(n.CPUSeconds() * float64(time.Second))
 }
 
 // benchBodies are 16 NDJSON batches of 1000 ten-field rows (benchConfig's
-// table), as BenchmarkIngestBatch sends.
+// table), as server's BenchmarkIngestBatch sends.
 func benchBodies() [][]byte {
 	var bodies [][]byte
 	base := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -69,7 +75,7 @@ func benchBodies() [][]byte {
 		for i := 0; i < 1000; i++ {
 			k := n*1000 + i
 			fmt.Fprintf(&buf, `{"time":"%s","user":"u%d","action":"view","country":"SG","device":"web","amount":%d.5,"score":%d.5,"count":%d,"session":%d,"ok":true}`+"\n",
-				base.Add(time.Duration(k)*37*time.Millisecond).Format(time.RFC3339Nano), k%benchPartitions, k%500, k%97, k%13, k/7)
+				base.Add(time.Duration(k)*37*time.Millisecond).Format(time.RFC3339Nano), k%10, k%500, k%97, k%13, k/7)
 		}
 		bodies = append(bodies, buf.Bytes())
 	}
@@ -86,24 +92,23 @@ func benchBodies() [][]byte {
 func BenchmarkIngestHTTPSCost(b *testing.B) {
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server(b, "server")
-	plain := startBenchChild(b, benchConfig, "http")
+	plain := startBenchNode(b, benchConfig, nil)
 	// The HTTPS server checks the token (auth on, one ingest role); the
 	// plain one has no auth: the figure is TLS and authentication together.
 	const token = "bench-token-0123456789abcdef"
 	authSection := fmt.Sprintf("auth:\n  tokens:\n    - {name: bench, hash: %q, roles: [\"ingest:bench\"]}\n", auth.HashToken(token))
-	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, "https")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	client := func(tc *tls.Config) *Client {
+	secure := startBenchNode(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, &tls.Config{RootCAs: pool})
+	client := func(tc *tls.Config) *server.Client {
 		tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 4}
 		b.Cleanup(tr.CloseIdleConnections)
-		return &Client{HTTP: &http.Client{Transport: tr, Timeout: time.Minute}, Token: token, NoIdempotencyKey: true}
+		return &server.Client{HTTP: &http.Client{Transport: tr, Timeout: time.Minute}, Token: token, NoIdempotencyKey: true}
 	}
 	plainClient, secureClient := client(nil), client(&tls.Config{RootCAs: pool})
-	plainClient.URL, secureClient.URL = plain.url, secure.url
-	waitReady(b, plain.url)
+	plainClient.URL, secureClient.URL = plain.URL, secure.URL
 	bodies := benchBodies()
-	send := func(c *Client, n int) {
+	send := func(c *server.Client, n int) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range 2 {
@@ -130,12 +135,12 @@ func BenchmarkIngestHTTPSCost(b *testing.B) {
 		if r < b.N%rounds {
 			n++
 		}
-		cpu0 := plain.cpu(b)
+		cpu0 := cpu(plain)
 		send(plainClient, n)
-		plainCPU += plain.cpu(b) - cpu0
-		cpu0 = secure.cpu(b)
+		plainCPU += cpu(plain) - cpu0
+		cpu0 = cpu(secure)
 		send(secureClient, n)
-		secureCPU += secure.cpu(b) - cpu0
+		secureCPU += cpu(secure) - cpu0
 	}
 	b.StopTimer()
 	rows := float64(b.N) * 1000
@@ -153,17 +158,17 @@ func BenchmarkIngestHTTPSCost(b *testing.B) {
 func BenchmarkTLSHandshake(b *testing.B) {
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server(b, "server")
-	plain := startBenchChild(b, benchConfig, "http")
+	plain := startBenchNode(b, benchConfig, nil)
 	// The HTTPS server checks the token (auth on, one ingest role); the
 	// plain one has no auth: the figure is TLS and authentication together.
 	const token = "bench-token-0123456789abcdef"
 	authSection := fmt.Sprintf("auth:\n  tokens:\n    - {name: bench, hash: %q, roles: [\"ingest:bench\"]}\n", auth.HashToken(token))
-	secure := startBenchChild(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, "https")
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
+	secure := startBenchNode(b, fmt.Sprintf("listen:\n  tls:\n    cert_file: %s\n    key_file: %s\n", pair.CertFile, pair.KeyFile)+authSection+benchConfig, &tls.Config{RootCAs: pool})
 	for _, c := range []struct {
 		name string
-		srv  *benchChild
+		srv  *testnode.Node
 		tls  *tls.Config
 	}{
 		{"http", plain, nil},
@@ -173,7 +178,7 @@ func BenchmarkTLSHandshake(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: c.tls}}
 			get := func() error {
-				resp, err := hc.Get(c.srv.url + "/healthz")
+				resp, err := hc.Get(c.srv.URL + "/healthz")
 				if err != nil {
 					return err
 				}
@@ -188,7 +193,7 @@ func BenchmarkTLSHandshake(b *testing.B) {
 			}
 			b.SetParallelism(1)
 			b.ResetTimer()
-			cpu0 := c.srv.cpu(b)
+			cpu0 := cpu(c.srv)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if err := get(); err != nil {
@@ -197,9 +202,9 @@ func BenchmarkTLSHandshake(b *testing.B) {
 					}
 				}
 			})
-			cpu := c.srv.cpu(b) - cpu0
+			used := cpu(c.srv) - cpu0
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-CPU-µs/conn")
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-CPU-µs/conn")
 		})
 	}
 }
