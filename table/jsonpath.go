@@ -146,6 +146,17 @@ func SplitColumnPath(s string) (column string, path Path, ok bool, err error) {
 	return column, path, true, nil
 }
 
+// QuoteColumn writes a column name so that SplitColumnPath reads it as
+// that column with no path: as it is, or as a JSON string when it has a
+// dot or a bracket or starts with a quote.
+func QuoteColumn(name string) string {
+	if !strings.ContainsAny(name, ".[") && !strings.HasPrefix(name, `"`) {
+		return name
+	}
+	q, _ := json.Marshal(name)
+	return string(q)
+}
+
 // String writes p in the form ParsePath reads: `.address.city`,
 // `.items[0]`, `["k.8s"]`.
 func (p Path) String() string {
@@ -340,7 +351,8 @@ func skipValue(doc string, i int) (int, bool) {
 //     JSON where the path goes are null: IS NULL holds, every comparison
 //     (=, !=, <, <=, >, >=, IN) is false, as on a null column;
 //   - the value found decides how it compares (the query's value is text
-//     in a URL): a number compares as a number (exactly, as integers, when
+//     in a URL; one in double quotes is the JSON string inside them, which
+//     compares only with strings): a number compares as a number (exactly, as integers, when
 //     both are integers that fit 64 bits), and only with a query value that
 //     is a number; a string compares as a string column's value does
 //     (CompareText); true and false only with = != IN and a query value
@@ -405,6 +417,13 @@ func newPathOperand(v any) (pathOperand, error) {
 	var o pathOperand
 	switch x := v.(type) {
 	case string:
+		if len(x) >= 2 && x[0] == '"' && x[len(x)-1] == '"' {
+			// A JSON string (`"Oslo"`, `"10"`): that text, and only text.
+			if s, ok := unquote(x); ok {
+				o.text = s
+				return o, nil
+			}
+		}
 		o.text = x
 	case json.Number:
 		o.text = x.String()

@@ -151,6 +151,9 @@ func TestPathConditions(t *testing.T) {
 		{"obj.k", In, nil, []any{nil, "3"}, false},
 		{"num", Gt, "9", nil, true}, // a string: as CompareText orders it
 		{"num", Eq, "10.0", nil, false},
+		{"city", Eq, `"Oslo"`, nil, true}, // a JSON string: the text inside the quotes
+		{"n", Eq, `"10"`, nil, false},     // a string never equals a number
+		{"num", Eq, `"10"`, nil, true},
 		{"nil", IsNull, nil, nil, true},
 		{"nil", Eq, "null", nil, false},
 		{"missing", IsNull, nil, nil, true},

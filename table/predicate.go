@@ -63,9 +63,7 @@ type Predicate struct {
 func (p Predicate) String() string {
 	col := p.Column
 	if p.Path != "" {
-		if strings.ContainsAny(col, `.["`) {
-			col = strconv.Quote(col)
-		}
+		col = QuoteColumn(col)
 		if !strings.HasPrefix(p.Path, ".") && !strings.HasPrefix(p.Path, "[") {
 			col += "."
 		}
