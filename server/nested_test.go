@@ -3,8 +3,8 @@ package server
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
