@@ -26,7 +26,8 @@ import (
 //
 // GET parameters: from, to (RFC 3339 or unix seconds), hash (repeatable; the
 // hashBy values), columns (comma separated), where (repeatable: "n>=5",
-// "user IN a,b", "x IS NULL", "x IS NOT NULL"), limit, format (ndjson or
+// "user IN a,b", "x IS NULL", "x IS NOT NULL", "address.city = Oslo": a
+// path into a json column, WhereClause), limit, format (ndjson or
 // csv; also chosen by Accept: text/csv).
 type QueryRequest struct {
 	From    TimeBound     `json:"from,omitempty"`
