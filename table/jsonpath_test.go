@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -285,4 +287,102 @@ func BenchmarkWherePath(b *testing.B) {
 			reportRate(b, scanned, cpu0)
 		})
 	}
+}
+
+// FuzzPathLookup: on any text and path, Lookup does not panic; on valid
+// JSON without repeated keys, it finds what encoding/json finds, and the
+// value it returns is valid JSON.
+func FuzzPathLookup(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"a":{"b":[1,{"c":"x"}]}}`, "a.b[1].c"},
+		{`{"a\u0062":true, "k.8s" : [ null ] }`, `ab`},
+		{`[{"x":"}"},2]`, "[0].x"},
+		{`{"a":"\"]}"}`, `["a"]`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, doc, path string) {
+		p, err := ParsePath(path)
+		if err != nil {
+			return
+		}
+		got, ok := p.Lookup(doc)
+		var v any
+		if json.Unmarshal([]byte(doc), &v) != nil || hasRepeatedKeys(doc) {
+			return
+		}
+		for _, s := range p.steps {
+			switch x := v.(type) {
+			case map[string]any:
+				if s.isIndex {
+					v = nil
+				} else {
+					v = x[s.key]
+				}
+			case []any:
+				if !s.isIndex || s.index >= len(x) {
+					v = nil
+				} else {
+					v = x[s.index]
+				}
+			default:
+				v = nil
+			}
+			if v == nil {
+				break
+			}
+		}
+		if v == nil {
+			if ok && got != "null" {
+				t.Fatalf("Lookup(%s) in %s = %s, encoding/json finds nothing", p, doc, got)
+			}
+			return
+		}
+		var found any
+		if !ok || json.Unmarshal([]byte(got), &found) != nil || !reflect.DeepEqual(found, v) {
+			t.Fatalf("Lookup(%s) in %s = %q %v, encoding/json finds %v", p, doc, got, ok, v)
+		}
+	})
+}
+
+// hasRepeatedKeys says whether an object in doc (valid JSON) has a key
+// twice (Lookup takes the first, encoding/json the last).
+func hasRepeatedKeys(doc string) bool {
+	rep, _ := repeatedKeys(json.NewDecoder(strings.NewReader(doc)))
+	return rep
+}
+
+func repeatedKeys(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			if seen[k.(string)] {
+				return true, nil
+			}
+			seen[k.(string)] = true
+			if rep, err := repeatedKeys(dec); rep || err != nil {
+				return rep, err
+			}
+		}
+		_, err = dec.Token()
+		return false, err
+	case json.Delim('['):
+		for dec.More() {
+			if rep, err := repeatedKeys(dec); rep || err != nil {
+				return rep, err
+			}
+		}
+		_, err = dec.Token()
+		return false, err
+	}
+	return false, nil
 }
