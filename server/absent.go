@@ -33,6 +33,14 @@ func storeLacks(ts *tableState, req QueryRequest) []string {
 		add(c)
 	}
 	for _, w := range req.Where {
+		if w.Path == "" && !known[w.Column] {
+			// A path's column, or a quoted column's name (tableQuery
+			// resolves the clause once the columns of the table's other
+			// readers are known too).
+			if col, _, _, err := table.SplitColumnPath(w.Column); err == nil && col != w.Column {
+				add(col)
+			}
+		}
 		add(w.Column)
 	}
 	return lacks
@@ -185,7 +193,7 @@ func splitAbsent(ctx context.Context, ts *tableState, q table.Query) (cols []tab
 func whereOf(q table.Query) []WhereClause {
 	w := make([]WhereClause, len(q.Where))
 	for i, p := range q.Where {
-		w[i] = WhereClause{Column: p.Column}
+		w[i] = WhereClause{Column: p.Column, Path: p.Path}
 	}
 	return w
 }

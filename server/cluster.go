@@ -185,10 +185,13 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, http.StatusBadGateway, "cluster query: "+err.Error())
 		return
 	}
-	if _, err := req.tableQuery(ts.table); err != nil {
+	q, err := req.tableQuery(ts.table)
+	if err != nil {
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
+	// Every node reads a where clause's path as this one did (WhereClause).
+	req = req.withWhere(q)
 	// A keyed table's answers are merged to one row per key (keyedmerge.go).
 	req, merge, err := keyedClusterRequest(ctx, ts, req, format)
 	if err != nil {

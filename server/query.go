@@ -27,7 +27,8 @@ import (
 //
 // GET parameters: from, to (RFC 3339 or unix seconds), hash (repeatable; the
 // hashBy values), columns (comma separated), where (repeatable: "n>=5",
-// "user IN a,b", "x IS NULL", "x IS NOT NULL"), limit, format (ndjson or
+// "user IN a,b", "x IS NULL", "x IS NOT NULL", "address.city = Oslo": a
+// path into a json column, WhereClause), limit, format (ndjson or
 // csv; also chosen by Accept: text/csv).
 type QueryRequest struct {
 	From    TimeBound     `json:"from,omitempty"`
@@ -90,8 +91,17 @@ func (b *TimeBound) UnmarshalJSON(data []byte) error {
 }
 
 // WhereClause is one predicate of a QueryRequest.
+//
+// Column may address a value inside a json column (docs/streams.md,
+// "Nested values"): `address.city`, `items[0].sku`, `"a.b".c`. A Column
+// that names a column of the table is that column, whatever it looks like;
+// otherwise a text with a path is the path into the column before it
+// (resolveWhere). Path, when set, is the path itself, into Column taken as
+// a column name as it is: the form a cluster query's coordinator sends its
+// members, so that every node reads the clause as the coordinator did.
 type WhereClause struct {
 	Column string `json:"column"`
+	Path   string `json:"path,omitempty"`
 	Op     string `json:"op"`
 	Value  any    `json:"value,omitempty"`
 	Values []any  `json:"values,omitempty"`
@@ -128,6 +138,41 @@ func exactNumber(v any) any {
 		return f
 	}
 	return n
+}
+
+// resolveWhere is the column and path w addresses: its Path when it has
+// one; Column as a column when known says the table has it; otherwise the
+// column and path table.SplitColumnPath reads in it, if any.
+func resolveWhere(w WhereClause, known func(string) bool) (column, path string, err error) {
+	if w.Path != "" || known(w.Column) {
+		return w.Column, w.Path, nil
+	}
+	col, p, ok, err := table.SplitColumnPath(w.Column)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: where %q: %w", errBadQuery, w.Column, err)
+	}
+	if !ok {
+		return col, "", nil
+	}
+	return col, p.String(), nil
+}
+
+// withWhere is r with its where clauses as q (r's tableQuery) resolved
+// them: a column and its path apart, and a column with no path quoted when
+// its name would read as one (a node whose store lacks the column
+// "address.city" reads `"address.city"` as that column, not as a path
+// into its address column).
+func (r QueryRequest) withWhere(q table.Query) QueryRequest {
+	where := make([]WhereClause, len(r.Where))
+	for i, w := range r.Where {
+		w.Column, w.Path = q.Where[i].Column, q.Where[i].Path
+		if w.Path == "" {
+			w.Column = table.QuoteColumn(w.Column)
+		}
+		where[i] = w
+	}
+	r.Where = where
+	return r
 }
 
 // errBadQuery is wrapped by every error in a query's shape (400).
@@ -212,7 +257,7 @@ func splitWhere(s string) (WhereClause, bool) {
 			return WhereClause{Column: strings.TrimSpace(s[:i]), Op: op}, true
 		}
 	}
-	if i := strings.Index(up, " IN "); i > 0 {
+	if i := indexUnquoted(up, func(i int) bool { return strings.HasPrefix(up[i:], " IN ") }); i > 0 {
 		var vals []any
 		list := strings.Trim(strings.TrimSpace(s[i+4:]), "()")
 		for _, p := range strings.Split(list, ",") {
@@ -221,8 +266,9 @@ func splitWhere(s string) (WhereClause, bool) {
 		return WhereClause{Column: strings.TrimSpace(s[:i]), Op: "IN", Values: vals}, true
 	}
 	// The first operator character splits column from value, so values
-	// may contain operators ("note = a=b").
-	i := strings.IndexAny(s, "!<>=")
+	// may contain operators ("note = a=b"); a quoted name in the column's
+	// path may too (`attrs."a=b" = 1`).
+	i := indexUnquoted(s, func(i int) bool { return strings.IndexByte("!<>=", s[i]) >= 0 })
 	if i <= 0 {
 		return WhereClause{}, false
 	}
@@ -232,6 +278,38 @@ func splitWhere(s string) (WhereClause, bool) {
 		}
 	}
 	return WhereClause{}, false
+}
+
+// indexUnquoted is the first index of s at which at holds, outside the
+// quoted names of a column's path: a JSON string at the start or right
+// after a . or [ (`"a.b".c`, `attrs["x=y"]`). Any other quote is text.
+func indexUnquoted(s string, at func(i int) bool) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' && (i == 0 || s[i-1] == '.' || s[i-1] == '[') {
+			if end := quotedEnd(s, i); end > 0 {
+				i = end - 1
+				continue
+			}
+		}
+		if at(i) {
+			return i
+		}
+	}
+	return -1
+}
+
+// quotedEnd is the end (past its closing quote) of the JSON string at i
+// of s, or -1 when it is not closed.
+func quotedEnd(s string, i int) int {
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
 }
 
 // parseTime reads RFC 3339 or unix seconds; "" is unbounded.
@@ -281,12 +359,16 @@ func (r QueryRequest) tableQuery(t *table.Table) (table.Query, error) {
 	q.HashIn = r.Hash
 	q.Limit = r.Limit
 	for _, w := range r.Where {
-		check(w.Column)
+		col, path, err := resolveWhere(w, func(c string) bool { return known[c] || r.known[c] })
+		if err != nil {
+			return q, err
+		}
+		check(col)
 		op, err := table.ParseOp(w.Op)
 		if err != nil {
 			return q, fmt.Errorf("%w: %w", errBadQuery, err)
 		}
-		q.Where = append(q.Where, table.Predicate{Column: w.Column, Op: op, Value: w.Value, Values: w.Values})
+		q.Where = append(q.Where, table.Predicate{Column: col, Path: path, Op: op, Value: w.Value, Values: w.Values})
 	}
 	if len(unknown) > 0 {
 		return q, fmt.Errorf("%w: unknown column %s", errBadQuery, strings.Join(unknown, ", "))

@@ -51,7 +51,8 @@ func TestParseWhere(t *testing.T) {
 // FuzzParseWhere: any input parses or fails with errBadQuery, and a parse
 // names a column and an operator.
 func FuzzParseWhere(f *testing.F) {
-	for _, s := range []string{"n>=5", "user IN (a,b)", "x IS NOT NULL", "a=b=c", " IN ", "<>"} {
+	for _, s := range []string{"n>=5", "user IN (a,b)", "x IS NOT NULL", "a=b=c", " IN ", "<>",
+		`address.city = "Oslo"`, `attrs."a=b" != 1`, `"a.b"[0] IN (x)`, `."`, `["=`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

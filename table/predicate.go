@@ -45,26 +45,41 @@ func ParseOp(s string) (Op, error) {
 // Predicate is one condition on a column. Comparisons with a null column
 // value are false (as in SQL); use IsNull. Value (or Values, for In) is
 // converted to the column's type.
+//
+// Path, when set, addresses a value inside a json (or string) column's
+// JSON text (ParsePath: `.address.city`, `.items[0].sku`); the condition
+// is then on that value, with the semantics of pathCond.
 type Predicate struct {
 	Column string
+	Path   string
 	Op     Op
 	Value  any
 	Values []any
 }
 
-// String writes p as a where clause: `n >= "abc"`, `user IN ("a", "b")`.
+// String writes p as a where clause: `n >= "abc"`, `user IN ("a", "b")`,
+// `address.city = "Oslo"` (a column whose name has a dot or a bracket is
+// quoted before a path: `"a.b".c`).
 func (p Predicate) String() string {
+	col := p.Column
+	if p.Path != "" {
+		col = QuoteColumn(col)
+		if !strings.HasPrefix(p.Path, ".") && !strings.HasPrefix(p.Path, "[") {
+			col += "."
+		}
+		col += p.Path
+	}
 	switch p.Op {
 	case IsNull, NotNull:
-		return fmt.Sprintf("%s %s", p.Column, p.Op)
+		return fmt.Sprintf("%s %s", col, p.Op)
 	case In:
 		vals := make([]string, len(p.Values))
 		for i, v := range p.Values {
 			vals[i] = fmt.Sprintf("%#v", v)
 		}
-		return fmt.Sprintf("%s IN (%s)", p.Column, strings.Join(vals, ", "))
+		return fmt.Sprintf("%s IN (%s)", col, strings.Join(vals, ", "))
 	}
-	return fmt.Sprintf("%s %s %#v", p.Column, p.Op, p.Value)
+	return fmt.Sprintf("%s %s %#v", col, p.Op, p.Value)
 }
 
 // Condition is a Predicate compiled for the type of its column: the one
@@ -94,12 +109,21 @@ type Condition struct {
 	ints   map[int64]struct{}
 	floats map[float64]struct{}
 	strs   map[string]struct{}
+	path   *pathCond // a condition on a value inside the column's JSON
 }
 
 // Compile checks p against its column's type typ and converts its values
 // to that type.
 func (p Predicate) Compile(typ Type) (*Condition, error) {
 	c := &Condition{Column: p.Column, Type: typ, Op: p.Op}
+	if p.Path != "" {
+		pc, err := compilePath(p, typ)
+		if err != nil {
+			return nil, err
+		}
+		c.path = pc
+		return c, nil
+	}
 	switch p.Op {
 	case IsNull, NotNull:
 		return c, nil
@@ -190,6 +214,9 @@ func (c *Condition) Float(x float64) bool {
 
 // Text is the condition on a value of a String or JSON column.
 func (c *Condition) Text(s string) bool {
+	if c.path != nil {
+		return c.path.holds(c.Op, s)
+	}
 	switch c.Op {
 	case IsNull:
 		return false
