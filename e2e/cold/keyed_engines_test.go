@@ -42,6 +42,22 @@ func packageTrino(t *testing.T) *coldtest.Trino {
 	return trino
 }
 
+// addCatalog adds the catalog name to tr from a catalog properties file's
+// contents, dropped when the test ends.
+func addCatalog(ctx context.Context, t *testing.T, tr *coldtest.Trino, name, props string) {
+	t.Helper()
+	if err := tr.CreateCatalog(ctx, name, props); err != nil {
+		t.Fatalf("create catalog %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := tr.DropCatalog(ctx, name); err != nil {
+			t.Errorf("drop catalog %s: %v", name, err)
+		}
+	})
+}
+
 // stopTrino stops the package's Trino if a test started it.
 func stopTrino() {
 	if trino != nil {
@@ -242,10 +258,7 @@ func TestKeyedTableEngines(t *testing.T) {
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})
-	if err := tr.CreateCatalog(ctx, "keyed", props); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DropCatalog(context.WithoutCancel(ctx), "keyed")
+	addCatalog(ctx, t, tr, "keyed", props)
 	trinoRows := func(sql string) [][]any {
 		t.Helper()
 		_, rows, err := tr.Query(ctx, sql)

@@ -43,10 +43,7 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 	defer cancel()
 	// The package's Trino, with the documented file as its catalog.
 	tr := packageTrino(t)
-	if err := tr.CreateCatalog(ctx, "iceberg", props); err != nil {
-		t.Fatal(err)
-	}
-	defer tr.DropCatalog(context.WithoutCancel(ctx), "iceberg")
+	addCatalog(ctx, t, tr, "iceberg", props)
 
 	query := func(sql string) ([]coldtest.TrinoColumn, []map[string]any) {
 		t.Helper()
