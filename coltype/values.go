@@ -160,11 +160,18 @@ type BytesValue []byte
 // digits), so DecimalValue{Unscaled: -5, Scale: 2} is -0.05 as it was
 // before decimals of up to 38 digits, which need 128 bits. The values
 // DecimalOfBig and the parsers return are canonical (High zero exactly when
-// the value fits an int64), so == compares two values of one scale.
+// the value fits an int64), so == compares two values of one scale and
+// precision.
 type DecimalValue struct {
 	Unscaled int64
 	Scale    int
 	High     int64
+	// Precision is the precision of the schema that typed the value (a
+	// registry's decimal(30,2)), 0 when none did: a column inferred from
+	// the value holds 38 digits when it is over 18, so that a table whose
+	// column type is fixed by its first value takes the schema's larger
+	// values too. It is not part of the value: a query returns 0.
+	Precision int
 }
 
 // Int128 is the unscaled value as a 128-bit two's complement integer, hi

@@ -78,44 +78,33 @@ func normalizeNumber(n json.Number) any {
 // FloatKeepsText reports whether f, the float64 ParseFloat read from the
 // JSON number text, is that number: its shortest text denotes the same
 // decimal. Every number of up to 15 significant digits passes (float64
-// holds 15 decimal digits); a longer one may not (a decimal(38,s) value's
-// 38 digits), and then the decoders keep its text as a json.Number, so
-// that a decimal column takes it exactly or refuses it, never a rounded
-// float (a float64 column rounds it when it converts it, as before).
+// holds 15 decimal digits) and none of over 17 does (float64's shortest
+// text has at most 17); between, the texts are compared. A number that
+// fails (a decimal(38,s) value's 38 digits) keeps its text as a
+// json.Number in the decoders, so that a decimal column takes it exactly
+// or refuses it, never a rounded float (a float64 column rounds it when it
+// converts it, as before). It allocates nothing.
 func FloatKeepsText(text string, f float64) bool {
-	if significantDigits(text) <= 15 {
+	var a [24]byte
+	n1, d1, e1, ok := canonicalDecimal(text, a[:0])
+	if !ok || len(d1) > 17 {
+		return false
+	}
+	if len(d1) <= 15 {
 		return true
 	}
 	var buf [32]byte
-	short := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
-	n1, d1, e1 := canonicalDecimal(text)
-	n2, d2, e2 := canonicalDecimal(string(short))
-	return n1 == n2 && d1 == d2 && e1 == e2
+	var b [24]byte
+	n2, d2, e2, _ := canonicalDecimal(string(strconv.AppendFloat(buf[:0], f, 'e', -1, 64)), b[:0])
+	return n1 == n2 && string(d1) == string(d2) && e1 == e2
 }
 
-// significantDigits counts the digits of a JSON number's mantissa, from
-// the first non-zero one (trailing zeros included: an upper bound).
-func significantDigits(s string) int {
-	n, started := 0, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == 'e' || c == 'E' {
-			break
-		}
-		if c >= '1' && c <= '9' {
-			started = true
-		}
-		if started && c >= '0' && c <= '9' {
-			n++
-		}
-	}
-	return n
-}
-
-// canonicalDecimal is a decimal number's text as sign, digits without
-// leading or trailing zeros, and the exponent of their last digit, so that
-// two texts of one number give the same three (zero: "", 0).
-func canonicalDecimal(s string) (neg bool, digits string, exp int) {
+// canonicalDecimal is a decimal number's text as sign, its significant
+// digits (no leading or trailing zeros, appended to buf) and the exponent
+// of their last digit, so that two texts of one number give the same
+// three (zero: no digits, 0). ok is false when it has more digits than
+// buf holds (then it is no float64's shortest text).
+func canonicalDecimal(s string, buf []byte) (neg bool, digits []byte, exp int, ok bool) {
 	if s != "" && (s[0] == '-' || s[0] == '+') {
 		neg, s = s[0] == '-', s[1:]
 	}
@@ -124,15 +113,30 @@ func canonicalDecimal(s string) (neg bool, digits string, exp int) {
 		mant = s[:i]
 		exp, _ = strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
 	}
-	whole, frac, _ := strings.Cut(mant, ".")
-	all := strings.TrimLeft(whole+frac, "0")
-	exp -= len(frac)
-	trimmed := strings.TrimRight(all, "0")
-	exp += len(all) - len(trimmed)
-	if trimmed == "" {
-		return false, "", 0
+	zeros := 0 // zeros met after the last non-zero digit, not yet appended
+	for i := 0; i < len(mant); i++ {
+		c := mant[i]
+		switch {
+		case c == '.':
+			exp -= len(mant) - i - 1 // the digits after the point
+		case c == '0' && len(buf) == 0:
+			// a leading zero
+		case c == '0':
+			zeros++
+		default:
+			if len(buf)+zeros+1 > cap(buf) {
+				return neg, nil, 0, false
+			}
+			for ; zeros > 0; zeros-- {
+				buf = append(buf, '0')
+			}
+			buf = append(buf, c)
+		}
 	}
-	return neg, trimmed, exp
+	if len(buf) == 0 {
+		return false, nil, 0, true
+	}
+	return neg, buf, exp + zeros, true
 }
 
 // AppendJSONRow appends the JSON encoding of row, keys sorted, without the

@@ -92,3 +92,11 @@ func TestDecodeRowKeepsLongNumbers(t *testing.T) {
 		t.Errorf("DecodeRow = %#v, want %#v", row, want)
 	}
 }
+
+// TestFloatKeepsTextAllocs: the check the JSON decoders make on a long
+// float allocates nothing (it runs on the fast path of every such number).
+func TestFloatKeepsTextAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { FloatKeepsText("72100.121000019201", 72100.12100001921) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

@@ -413,4 +413,22 @@ func TestWideDecimalInferred(t *testing.T) {
 	if got := queryAll(t, tb, Query{Where: []Predicate{{Column: "m", Op: Lt, Value: "-12.5"}}}); !reflect.DeepEqual(got, want[1:]) {
 		t.Errorf("where m < -12.5: %v, want %v", got, want[1:])
 	}
+
+	// A registry's decimal(30,2): 38 digits from the first value, however
+	// small, in a table whose first value fixes its types.
+	fixed, err := s.Table(Config{Name: "fixed", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed.SetFixedTypes(true)
+	if err := fixed.Append(ctx, []Row{{"ts": t0, "m": coltype.DecimalValue{Unscaled: 5, Scale: 2, Precision: 30}}}); err != nil {
+		t.Fatal(err)
+	}
+	wide.Precision = 30
+	if err := fixed.Append(ctx, []Row{{"ts": t0.Add(time.Second), "m": wide}}); err != nil {
+		t.Fatal(err)
+	}
+	if typ := fixed.Schema()[1].Type; typ != coltype.Decimal(38, 2) {
+		t.Errorf("column of a decimal(30,2) is %v, want decimal(38,2)", typ)
+	}
 }

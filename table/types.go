@@ -136,8 +136,10 @@ func inferType(v any) (Type, bool) {
 	case coltype.DecimalValue:
 		// The most digits an int64 holds: a later value with more whole
 		// digits still fits, and no precision change is needed until one
-		// needs 128 bits (its column then widens to 38 digits).
-		if x.High != 0 || len(strconv.FormatUint(absInt(x.Unscaled), 10)) > coltype.MaxNarrowDecimalPrecision {
+		// needs 128 bits (its column then widens to 38 digits), or its
+		// schema says more than 18 (38 at once: a table whose types are
+		// fixed by the first value would refuse a wider one later).
+		if x.High != 0 || x.Precision > coltype.MaxNarrowDecimalPrecision || len(strconv.FormatUint(absInt(x.Unscaled), 10)) > coltype.MaxNarrowDecimalPrecision {
 			return coltype.Decimal(coltype.MaxDecimalPrecision, x.Scale), true
 		}
 		return coltype.Decimal(coltype.MaxNarrowDecimalPrecision, x.Scale), true

@@ -143,9 +143,11 @@ func nativeText(typ table.Type, s string) (any, bool) {
 }
 
 // intHeld reports whether a sluice type is held in a file as the integers
-// table.Condition.Int takes: int64, date, time of day, decimal.
+// table.Condition.Int takes: int64, date, time of day, a decimal of up to
+// 18 digits. A wider decimal's condition compares the store's 16 bytes:
+// the integers of a file written before its column widened are boxed.
 func intHeld(typ table.Type) bool {
-	return typ == table.Int64 || typ == table.Date || typ == table.TimeOfDay || typ.IsDecimal()
+	return typ == table.Int64 || typ == table.Date || typ == table.TimeOfDay || (typ.IsDecimal() && !typ.IsWideDecimal())
 }
 
 // fileColumn is where a query column is in one data file.

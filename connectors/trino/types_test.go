@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/coldtest"
 )
 
@@ -27,6 +29,7 @@ tables:
       - {name: u, type: uuid}
       - {name: b, type: bytes}
       - {name: amount, type: "decimal(10,2)"}
+      - {name: wide, type: "decimal(38,10)"}
 `
 
 // nativeRows is how many rows of every type the test writes; one more row
@@ -55,19 +58,39 @@ func nativeAmount(n int) string {
 	return fmt.Sprintf("%s%d.%02d", sign, cents/100, cents%100)
 }
 
+// nativeWide is row n's decimal(38,10): the largest 37-digit values both
+// ways, zero, and values over both signs and 32 digits (Trino's long
+// decimal, its Int128's high half set).
+func nativeWide(n int) string {
+	switch n % 50 {
+	case 0:
+		return "999999999999999999999999999.9999999999"
+	case 1:
+		return "-999999999999999999999999999.9999999999"
+	case 2:
+		return "0.0000000000"
+	}
+	u := new(big.Int).Mul(big.NewInt(int64(n)), big.NewInt(987654321987654321))
+	u.Mul(u, big.NewInt(100_000_000_007))
+	u.Sub(u, new(big.Int).Exp(big.NewInt(10), big.NewInt(31), nil))
+	d, _ := coltype.DecimalOfBig(u, 10)
+	return d.String()
+}
+
 func nativeRowJSON(n int) string {
 	ts := at(n).Format(time.RFC3339Nano)
 	if n == nativeRows {
 		return fmt.Sprintf(`{"ts":%q,"n":%d}`, ts, n)
 	}
-	return fmt.Sprintf(`{"ts":%q,"n":%d,"d":%q,"tod":%q,"u":%q,"b":%q,"amount":%s}`,
-		ts, n, nativeDate(n), nativeTime(n), nativeUUID(n), base64.StdEncoding.EncodeToString(nativeBytes(n)), nativeAmount(n))
+	return fmt.Sprintf(`{"ts":%q,"n":%d,"d":%q,"tod":%q,"u":%q,"b":%q,"amount":%s,"wide":%s}`,
+		ts, n, nativeDate(n), nativeTime(n), nativeUUID(n), base64.StdEncoding.EncodeToString(nativeBytes(n)), nativeAmount(n), nativeWide(n))
 }
 
-// TestTrinoNativeTypes: a table with date, time_of_day, uuid, bytes and
-// decimal(10,2) columns, ingested over HTTP into two nodes, reads through
-// the connector (Arrow, the default, and NDJSON) as Trino's DATE, TIME(6),
-// UUID, VARBINARY and DECIMAL(10,2) (the types Trino's Iceberg connector
+// TestTrinoNativeTypes: a table with date, time_of_day, uuid, bytes,
+// decimal(10,2) and decimal(38,10) columns, ingested over HTTP into two
+// nodes, reads through the connector (Arrow, the default, and NDJSON) as
+// Trino's DATE, TIME(6), UUID, VARBINARY, DECIMAL(10,2) and DECIMAL(38,10)
+// (a long decimal; the types Trino's Iceberg connector
 // gives the Iceberg types sluice commits them as), every value as the test
 // wrote it in its own row, and where clauses on them filter as Trino's own
 // types compare.
@@ -109,7 +132,7 @@ func TestTrinoNativeTypes(t *testing.T) {
 			}
 
 			wantTypes := map[string]string{"ts": "timestamp(6) with time zone", "n": "bigint", "d": "date", "tod": "time(6)",
-				"u": "uuid", "b": "varbinary", "amount": "decimal(10,2)"}
+				"u": "uuid", "b": "varbinary", "amount": "decimal(10,2)", "wide": "decimal(38,10)"}
 			for _, r := range query("SELECT column_name, data_type FROM " + cat + ".information_schema.columns WHERE table_schema = 'cluster' AND table_name = 'kinds'") {
 				name, typ := fmt.Sprint(r[0]), fmt.Sprint(r[1])
 				if wantTypes[name] != typ {
@@ -121,15 +144,15 @@ func TestTrinoNativeTypes(t *testing.T) {
 				t.Errorf("columns missing: %v", wantTypes)
 			}
 
-			rows := query("SELECT n, CAST(d AS varchar), CAST(tod AS varchar), CAST(u AS varchar), to_base64(b), CAST(amount AS varchar) FROM " + tbl + " ORDER BY n")
+			rows := query("SELECT n, CAST(d AS varchar), CAST(tod AS varchar), CAST(u AS varchar), to_base64(b), CAST(amount AS varchar), CAST(wide AS varchar) FROM " + tbl + " ORDER BY n")
 			if len(rows) != nativeRows+1 {
 				t.Fatalf("%d rows, want %d", len(rows), nativeRows+1)
 			}
 			for n, r := range rows {
 				got := fmt.Sprint(r)
-				want := fmt.Sprint([]any{n, nativeDate(n), nativeTime(n), nativeUUID(n), base64.StdEncoding.EncodeToString(nativeBytes(n)), nativeAmount(n)})
+				want := fmt.Sprint([]any{n, nativeDate(n), nativeTime(n), nativeUUID(n), base64.StdEncoding.EncodeToString(nativeBytes(n)), nativeAmount(n), nativeWide(n)})
 				if n == nativeRows {
-					want = fmt.Sprint([]any{n, nil, nil, nil, nil, nil})
+					want = fmt.Sprint([]any{n, nil, nil, nil, nil, nil, nil})
 				}
 				if got != want {
 					t.Errorf("row %d: %v, want %v", n, got, want)
@@ -138,13 +161,16 @@ func TestTrinoNativeTypes(t *testing.T) {
 
 			// Where clauses compare Trino's values: counted here from what the
 			// test wrote.
-			var beforeEpoch, positive, afternoon, sameBytes int
+			var beforeEpoch, positive, afternoon, sameBytes, widePositive int
 			for n := range nativeRows {
 				if nativeDate(n) < "1970-01-01" {
 					beforeEpoch++
 				}
 				if !strings.HasPrefix(nativeAmount(n), "-") && nativeAmount(n) != "0.00" {
 					positive++
+				}
+				if !strings.HasPrefix(nativeWide(n), "-") && nativeWide(n) != "0.0000000000" {
+					widePositive++
 				}
 				if string(nativeBytes(n)) == string(nativeBytes(9)) {
 					sameBytes++
@@ -166,7 +192,10 @@ func TestTrinoNativeTypes(t *testing.T) {
 			count("tod >= TIME '12:00:00.000000'", afternoon)
 			count(fmt.Sprintf("u = UUID '%s'", nativeUUID(200)), 1)
 			count(fmt.Sprintf("b = from_base64('%s')", base64.StdEncoding.EncodeToString(nativeBytes(9))), sameBytes)
-			count("d IS NULL AND tod IS NULL AND u IS NULL AND b IS NULL AND amount IS NULL", 1)
+			count("wide > 0", widePositive)
+			count(fmt.Sprintf("wide = DECIMAL '%s'", nativeWide(77)), 1)
+			count(fmt.Sprintf("wide = DECIMAL '%s'", nativeWide(1)), (nativeRows+49)/50)
+			count("d IS NULL AND tod IS NULL AND u IS NULL AND b IS NULL AND amount IS NULL AND wide IS NULL", 1)
 		})
 	}
 }
@@ -244,7 +273,7 @@ func TestTrinoNativeTypesAsIceberg(t *testing.T) {
 		return out
 	}
 	sluiceTypes, icebergTypes := types(sluiceCat, "cluster"), types(icebergCat, "sluice")
-	for _, c := range []string{"ts", "n", "d", "tod", "u", "b", "amount"} {
+	for _, c := range []string{"ts", "n", "d", "tod", "u", "b", "amount", "wide"} {
 		if sluiceTypes[c] == "" || sluiceTypes[c] != icebergTypes[c] {
 			t.Errorf("column %s: %q through the sluice connector, %q through Iceberg's", c, sluiceTypes[c], icebergTypes[c])
 		}
@@ -258,6 +287,6 @@ func TestTrinoNativeTypesAsIceberg(t *testing.T) {
 		}
 	}
 	count("SELECT count(*) FROM "+icebergTbl, nativeRows+1)
-	count("SELECT count(*) FROM "+sluiceTbl+" s JOIN "+icebergTbl+" i ON s.n = i.n AND s.d = i.d AND s.tod = i.tod AND s.u = i.u AND s.b = i.b AND s.amount = i.amount", nativeRows)
-	count("SELECT count(*) FROM (SELECT d, tod, u, b, amount FROM "+sluiceTbl+" UNION SELECT d, tod, u, b, amount FROM "+icebergTbl+")", nativeRows+1)
+	count("SELECT count(*) FROM "+sluiceTbl+" s JOIN "+icebergTbl+" i ON s.n = i.n AND s.d = i.d AND s.tod = i.tod AND s.u = i.u AND s.b = i.b AND s.amount = i.amount AND s.wide = i.wide", nativeRows)
+	count("SELECT count(*) FROM (SELECT d, tod, u, b, amount, wide FROM "+sluiceTbl+" UNION SELECT d, tod, u, b, amount, wide FROM "+icebergTbl+")", nativeRows+1)
 }

@@ -173,6 +173,7 @@ func avroConverter(n *avro.SchemaNode, top bool, names map[string]*avro.SchemaNo
 				if top && coltype.CheckDecimal(precision, scale) == nil {
 					// The column's value: exact text parsed at the scale.
 					if d, err := coltype.ParseDecimal(r.FloatString(scale), precision, scale); err == nil {
+						d.Precision = precision
 						return d
 					}
 				}

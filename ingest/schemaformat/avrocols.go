@@ -527,6 +527,7 @@ func (r *avroReader) native(n *avroNode) (any, error) {
 		// More digits than the schema's precision (bytes can hold them)
 		// are its text, as the map decoder gives them.
 		if _, err := d.Rescale(n.precision, n.scale); ok && err == nil {
+			d.Precision = n.precision
 			return d, nil
 		}
 	}

@@ -47,10 +47,11 @@ func TestAvroNativeValues(t *testing.T) {
 	if err != nil || wide.High == 0 {
 		t.Fatalf("%+v %v", wide, err)
 	}
+	wide.Precision = 30
 	want := map[string]any{
 		"day": coltype.DateValue(20786), "at": coltype.TimeOfDayValue(49501000123), "atms": coltype.TimeOfDayValue(90_000_000),
 		"id": coltype.UUIDValue(uuid), "idf": coltype.UUIDValue(uuid), "raw": coltype.BytesValue{0, 1, 255},
-		"price": coltype.DecimalValue{Unscaled: -1250, Scale: 2}, "pricef": coltype.DecimalValue{Unscaled: 123456789, Scale: 4},
+		"price": coltype.DecimalValue{Unscaled: -1250, Scale: 2, Precision: 10}, "pricef": coltype.DecimalValue{Unscaled: 123456789, Scale: 4, Precision: 18},
 		"wide": wide, "huge": "-1" + strings.Repeat("0", 39) + ".0", "opt": nil,
 	}
 	row, err := d.decodeMap(context.Background(), msg)

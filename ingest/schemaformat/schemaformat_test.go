@@ -67,7 +67,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	// A decimal(9,3) is a decimal column's value (its text: the column of
 	// a table created before decimal columns).
-	if row["id"] != int64(7) || row["name"] != "x" || row["price"] != (coltype.DecimalValue{Unscaled: 12345, Scale: 3}) {
+	if row["id"] != int64(7) || row["name"] != "x" || row["price"] != (coltype.DecimalValue{Unscaled: 12345, Scale: 3, Precision: 9}) {
 		t.Errorf("row %v: want id 7, name x, price the decimal 12.345", row)
 	}
 	for _, c := range []struct {

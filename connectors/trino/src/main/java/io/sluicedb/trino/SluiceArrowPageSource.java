@@ -171,7 +171,7 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
             bufferIndex++;
             String type = column.sluiceType();
             if (column.decimal().isPresent()) {
-                type = "decimal";
+                type = column.decimal().get().isShort() ? "decimal" : "long decimal";
             }
             batch.buffers(b, bufferIndex++);
             int offset = Math.toIntExact(b.offset());
@@ -221,6 +221,16 @@ final class SluiceArrowPageSource implements ConnectorPageSource {
                         values[i] = buf.getLong(offset + i * 16);
                     }
                     yield new LongArrayBlock(rows, nulls, values);
+                }
+                case "long decimal" -> {
+                    // Trino's long decimal block holds each Int128 as its high then its low long; decimal128 holds
+                    // the low 8 bytes first.
+                    long[] values = new long[rows * 2];
+                    for (int i = 0; i < rows; i++) {
+                        values[2 * i] = buf.getLong(offset + i * 16 + 8);
+                        values[2 * i + 1] = buf.getLong(offset + i * 16);
+                    }
+                    yield new Int128ArrayBlock(rows, nulls, values);
                 }
                 case "uuid" -> {
                     // fixed_size_binary[16] holds the uuid's bytes in text order; Trino's UUID block holds the same

@@ -69,13 +69,13 @@ public record SluiceColumnHandle(String name, String sluiceType) implements Colu
         };
     }
 
-    // sluice names a decimal column decimal(p,s) (coltype's String), p at most 18: the unscaled value is 64 bits.
+    // sluice names a decimal column decimal(p,s) (coltype's String), p at most 38.
     private static final Pattern DECIMAL = Pattern.compile("decimal\\((\\d+),(\\d+)\\)");
 
     /**
-     * The column's decimal type when it is one. Its precision is at most 18 (sluice keeps the unscaled value in 64
-     * bits), so it is always Trino's short decimal, a long per value; a wider one is refused rather than read into
-     * the wrong block.
+     * The column's decimal type when it is one: Trino's short decimal (a long per value) up to 18 digits, its long
+     * decimal (an Int128) up to 38, as sluice holds them (64 and 128 bits); a wider one is refused rather than read
+     * into the wrong block.
      */
     public Optional<DecimalType> decimal() {
         Matcher m = DECIMAL.matcher(sluiceType);
@@ -84,8 +84,8 @@ public record SluiceColumnHandle(String name, String sluiceType) implements Colu
         }
         int precision = Integer.parseInt(m.group(1));
         int scale = Integer.parseInt(m.group(2));
-        if (precision < 1 || precision > Decimals.MAX_SHORT_PRECISION || scale > precision) {
-            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice column " + name + ": type " + sluiceType + " (the connector reads decimals of 1 to " + Decimals.MAX_SHORT_PRECISION + " digits)");
+        if (precision < 1 || precision > Decimals.MAX_PRECISION || scale > precision) {
+            throw new TrinoException(SLUICE_BAD_ANSWER, "sluice column " + name + ": type " + sluiceType + " (the connector reads decimals of 1 to " + Decimals.MAX_PRECISION + " digits)");
         }
         return Optional.of(DecimalType.createDecimalType(precision, scale));
     }

@@ -10,6 +10,7 @@ import io.trino.spi.connector.RecordCursor;
 import io.trino.spi.type.LongTimestampWithTimeZone;
 import io.trino.spi.type.TimeZoneKey;
 import io.trino.spi.type.DecimalType;
+import io.trino.spi.type.Int128;
 import io.trino.spi.type.Type;
 import io.trino.spi.type.UuidType;
 
@@ -51,8 +52,10 @@ final class SluiceRecordCursor implements RecordCursor {
     private final long[] longs;
     private final double[] doubles;
     private final boolean[] nulls;
-    // A decimal column's scale, -1 for the other columns: found once, not per value.
+    // A decimal column's scale, -1 for the other columns, and whether it is a long decimal (an Int128): found once,
+    // not per value.
     private final int[] decimalScale;
+    private final boolean[] longDecimal;
     private final Runnable onClose;
     private boolean closed;
     private long rows;
@@ -77,8 +80,10 @@ final class SluiceRecordCursor implements RecordCursor {
         doubles = new double[n];
         nulls = new boolean[n];
         decimalScale = new int[n];
+        longDecimal = new boolean[n];
         for (int i = 0; i < n; i++) {
             decimalScale[i] = columns.get(i).decimal().map(DecimalType::getScale).orElse(-1);
+            longDecimal[i] = columns.get(i).decimal().map(d -> !d.isShort()).orElse(false);
         }
     }
 
@@ -151,7 +156,12 @@ final class SluiceRecordCursor implements RecordCursor {
                 if (decimalScale[i] >= 0) {
                     // The exact number at the column's scale: a value with more digits is a broken answer, not one
                     // to round.
-                    longs[i] = parse(i, () -> new BigDecimal(parser.getText()).setScale(decimalScale[i], RoundingMode.UNNECESSARY).unscaledValue().longValueExact());
+                    if (longDecimal[i]) {
+                        values[i] = parse(i, () -> Int128.valueOf(new BigDecimal(parser.getText()).setScale(decimalScale[i], RoundingMode.UNNECESSARY).unscaledValue()));
+                    }
+                    else {
+                        longs[i] = parse(i, () -> new BigDecimal(parser.getText()).setScale(decimalScale[i], RoundingMode.UNNECESSARY).unscaledValue().longValueExact());
+                    }
                 }
                 else {
                     values[i] = Slices.utf8Slice(parser.getText());

@@ -73,6 +73,7 @@ class TestSluiceTypes {
                 {"timestamp", "timestamp(6) with time zone"}, {"string", "varchar"}, {"json", "varchar"},
                 {"date", "date"}, {"time_of_day", "time(6)"}, {"uuid", "uuid"}, {"bytes", "varbinary"},
                 {"decimal(10,2)", "decimal(10,2)"}, {"decimal(18,0)", "decimal(18,0)"}, {"decimal(1,1)", "decimal(1,1)"},
+                {"decimal(19,2)", "decimal(19,2)"}, {"decimal(38,10)", "decimal(38,10)"},
         };
         for (String[] c : cases) {
             assertEquals(c[1], new SluiceColumnHandle("c", c[0]).trinoType().getDisplayName(), c[0]);
@@ -82,8 +83,10 @@ class TestSluiceTypes {
                         .map(t -> new SluiceColumnHandle("c", t).trinoType()).toList());
         DecimalType d = (DecimalType) new SluiceColumnHandle("c", "decimal(10,2)").trinoType();
         assertTrue(d.isShort());
-        // A decimal sluice cannot hold (its unscaled value is 64 bits) is refused, not read as a short one.
-        for (String bad : List.of("decimal(19,2)", "decimal(4,5)", "decimal(0,0)")) {
+        // Over 18 digits sluice holds 128 bits: Trino's long decimal.
+        assertFalse(((DecimalType) new SluiceColumnHandle("c", "decimal(19,2)").trinoType()).isShort());
+        // A decimal sluice cannot hold (over 38 digits) is refused, not read into the wrong block.
+        for (String bad : List.of("decimal(39,2)", "decimal(4,5)", "decimal(0,0)")) {
             TrinoException e = assertThrows(TrinoException.class, () -> new SluiceColumnHandle("c", bad).trinoType(), bad);
             assertEquals(SLUICE_BAD_ANSWER.toErrorCode(), e.getErrorCode());
         }
