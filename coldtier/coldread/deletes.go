@@ -28,8 +28,10 @@ type posDelete struct {
 }
 
 // readDeletes reads the position delete files of tasks (each once: a
-// partition's file may apply to several data files) and returns the
-// deleted positions of each task's data file, sorted.
+// partition's file may apply to several data files; a file decoded by an
+// earlier query comes from deleteCache) and returns the deleted positions
+// of each task's data file, sorted. The slices may be shared with the
+// cache: read-only.
 func readDeletes(ctx context.Context, fs icebergio.IO, tasks []itable.FileScanTask, st *Stats) (map[string][]int64, error) {
 	var files []iceberg.DataFile
 	seen := map[string]bool{}
@@ -49,26 +51,69 @@ func readDeletes(ctx context.Context, fs icebergio.IO, tasks []itable.FileScanTa
 	if len(files) == 0 {
 		return nil, nil
 	}
-	deleted := map[string][]int64{}
-	buf := make([]posDelete, 1024)
+	// Each data file's positions from every delete file of the plan that
+	// covers it: a data file outlives many runs, each of which may write
+	// a delete file covering it.
+	parts := map[string][][]int64{}
+	var buf []posDelete
 	for _, df := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := readDeleteFile(fs, df, buf, func(d posDelete) {
-			if wanted[d.FilePath] {
-				deleted[d.FilePath] = append(deleted[d.FilePath], d.Pos)
+		key := keyOf(df)
+		fp, ok := deleteCache.get(key)
+		if ok {
+			st.DeleteFilesCached++
+		} else {
+			if buf == nil {
+				buf = make([]posDelete, 1024)
 			}
-		}); err != nil {
-			return nil, fmt.Errorf("position delete file %s: %w", df.FilePath(), err)
+			var err error
+			if fp, err = decodeDeleteFile(fs, df, buf); err != nil {
+				return nil, fmt.Errorf("position delete file %s: %w", df.FilePath(), err)
+			}
+			deleteCache.put(key, fp)
+		}
+		for path, pos := range fp {
+			if wanted[path] {
+				parts[path] = append(parts[path], pos)
+			}
 		}
 		st.DeleteFiles++
 	}
-	for path, pos := range deleted {
-		slices.Sort(pos)
-		deleted[path] = slices.Compact(pos)
+	deleted := make(map[string][]int64, len(parts))
+	for path, ps := range parts {
+		if len(ps) == 1 {
+			deleted[path] = ps[0]
+			continue
+		}
+		// A new slice: the parts are the cache's.
+		merged := make([]int64, 0, len(ps[0])*len(ps))
+		for _, p := range ps {
+			merged = append(merged, p...)
+		}
+		slices.Sort(merged)
+		deleted[path] = slices.Compact(merged)
 	}
 	return deleted, nil
+}
+
+// decodeDeleteFile reads the position delete file df into its deleted
+// positions by data file, each sorted, without duplicates, and copied to
+// a slice of its own length (the cache counts its bytes by length, and an
+// append to a shared slice must copy).
+func decodeDeleteFile(fs icebergio.IO, df iceberg.DataFile, buf []posDelete) (filePositions, error) {
+	fp := filePositions{}
+	if err := readDeleteFile(fs, df, buf, func(d posDelete) {
+		fp[d.FilePath] = append(fp[d.FilePath], d.Pos)
+	}); err != nil {
+		return nil, err
+	}
+	for path, pos := range fp {
+		slices.Sort(pos)
+		fp[path] = slices.Clone(slices.Compact(pos))
+	}
+	return fp, nil
 }
 
 // readDeleteFile calls fn with each row of the position delete file df.

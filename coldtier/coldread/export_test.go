@@ -8,3 +8,11 @@ var (
 	// WholeFileMax is the size up to which a file is read in one request.
 	WholeFileMax = &wholeFileMax
 )
+
+// SwapDeleteCache gives the read path an empty cache of decoded delete
+// files bounded by maxBytes (0: nothing kept) until restore is called.
+func SwapDeleteCache(maxBytes int64) (restore func()) {
+	was := deleteCache
+	deleteCache = newPositionCache(maxBytes)
+	return func() { deleteCache = was }
+}

@@ -28,8 +28,9 @@ type Stats struct {
 	Files, ArrowFiles        int // data files planned; those read through iceberg-go's Arrow path
 	RowGroups, RowGroupsRead int // row groups in the files read here; those not pruned by statistics
 	// DeleteFiles counts the position delete files read here (applied to
-	// the data files of the plan by position, deletes.go).
-	DeleteFiles int
+	// the data files of the plan by position, deletes.go); of those,
+	// DeleteFilesCached came decoded from an earlier query (cache.go).
+	DeleteFiles, DeleteFilesCached int
 }
 
 // Query emits the rows of the Iceberg table tbl (its current snapshot)
