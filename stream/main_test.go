@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicedb/sluice/internal/freeport"
@@ -266,11 +268,35 @@ func produceRange(t *testing.T, cl *kgo.Client, topic string, from, to, users in
 		k, v := event(i, users)
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: v})
 		if len(recs) == 1000 || i == to-1 {
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
+			produceAll(ctx, t, cl, recs)
 			recs = recs[:0]
 		}
+	}
+}
+
+// produceAll produces recs, sending again the records the broker refused
+// as belonging to no topic it knows: right after a topic is created (or
+// deleted and created again) a broker can answer UNKNOWN_TOPIC_ID or
+// UNKNOWN_TOPIC_OR_PARTITION until its metadata catches up, and such a
+// record was not written. Any other error fails the test.
+func produceAll(ctx context.Context, t *testing.T, cl *kgo.Client, recs []*kgo.Record) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		var again []*kgo.Record
+		for _, r := range cl.ProduceSync(ctx, recs...) {
+			switch {
+			case r.Err == nil:
+			case attempt < 50 && (errors.Is(r.Err, kerr.UnknownTopicID) || errors.Is(r.Err, kerr.UnknownTopicOrPartition)):
+				again = append(again, r.Record)
+			default:
+				t.Fatalf("produce: %v", r.Err)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		recs = again
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

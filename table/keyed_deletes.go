@@ -60,14 +60,6 @@ type Position struct {
 	Offset    int64
 }
 
-// positionOf is the Position of an index entry's version.
-func positionOf(v version) Position {
-	if !v.ok {
-		return Position{}
-	}
-	return Position{Partition: v.partition, Offset: v.offset}
-}
-
 // deleteLogKey is the key of the record of a delete of key (the key
 // index's key bytes) at seq.
 func deleteLogKey(dst []byte, table uint32, seq uint64, key []byte) []byte {
