@@ -279,9 +279,9 @@ type topicLog struct {
 
 // describe asks the brokers for the topics' IDs and log bounds.
 func (k *Kafka) describe(ctx context.Context, topics []string) (map[string]*topicLog, error) {
-	meta, err := k.adm.Metadata(ctx, topics...)
+	ids, err := topicIDs(ctx, topics, func(ctx context.Context) (kadm.Metadata, error) { return k.adm.Metadata(ctx, topics...) })
 	if err != nil {
-		return nil, fmt.Errorf("stream: kafka metadata: %w", err)
+		return nil, err
 	}
 	starts, err := k.adm.ListStartOffsets(ctx, topics...)
 	if err != nil {
@@ -294,9 +294,7 @@ func (k *Kafka) describe(ctx context.Context, topics []string) (map[string]*topi
 	out := map[string]*topicLog{}
 	for _, t := range topics {
 		l := &topicLog{start: map[int32]int64{}, end: map[int32]int64{}, hasStart: map[int32]bool{}, hasEnd: map[int32]bool{}}
-		if d, ok := meta.Topics[t]; ok && d.Err == nil {
-			l.id = d.ID
-		}
+		l.id = ids[t]
 		starts.Each(func(o kadm.ListedOffset) {
 			if o.Topic == t && o.Err == nil {
 				l.start[o.Partition], l.hasStart[o.Partition] = o.Offset, true
@@ -310,6 +308,50 @@ func (k *Kafka) describe(ctx context.Context, topics []string) (map[string]*topi
 		out[t] = l
 	}
 	return out, nil
+}
+
+// topicIDAttempts bounds how often topicIDs asks again for a topic whose
+// metadata came back with an error.
+const topicIDAttempts = 6
+
+// topicIDs is each topic's ID as the brokers give it. A topic whose
+// metadata carries an error (a topic just created answers
+// LEADER_NOT_AVAILABLE for a moment) is asked for again, and an error is
+// returned if it still has none: the ID is part of every stored row's
+// source name (the partition a keyed table orders changes by, the source
+// a cold tier claims offsets of), so a node must never label a
+// partition's rows without it while another node labels them with it.
+// A topic the brokers answer without error and without an ID (a broker
+// older than topic IDs) keeps the zero ID, on every node alike.
+func topicIDs(ctx context.Context, topics []string, metadata func(context.Context) (kadm.Metadata, error)) (map[string][16]byte, error) {
+	for attempt := 0; ; attempt++ {
+		meta, err := metadata(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stream: kafka metadata: %w", err)
+		}
+		ids := make(map[string][16]byte, len(topics))
+		var missing error
+		for _, t := range topics {
+			d, ok := meta.Topics[t]
+			switch {
+			case !ok:
+				missing = fmt.Errorf("stream: kafka metadata: topic %q not in the answer", t)
+			case d.Err != nil:
+				missing = fmt.Errorf("stream: kafka metadata of topic %q: %w", t, d.Err)
+			default:
+				ids[t] = d.ID
+			}
+		}
+		if missing == nil {
+			return ids, nil
+		}
+		if attempt+1 >= topicIDAttempts {
+			return nil, missing
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, errors.Join(missing, err)
+		}
+	}
 }
 
 // adjust starts each assigned partition at the later of the position
