@@ -253,7 +253,8 @@ func TestDebeziumKafkaAvro(t *testing.T) {
 	reg := apicurio.Require(t)
 	topic := uniqueName("dbzavro")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// The bound of a failure, not of the speed: on a loaded machine the serializer (Python's imports, the registry's first requests, the flush) can take minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	batch := testregistry.Batch{Format: "avro", Schema: debeziumAvro}
 	var want []wantChange

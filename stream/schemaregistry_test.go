@@ -212,7 +212,7 @@ func TestKafkaAvroFromRegistry(t *testing.T) {
 	reg := apicurio.Require(t)
 	topic := uniqueName("avro")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}
 	v1 := testregistry.Batch{Format: "avro", Schema: avroV1}
@@ -309,7 +309,7 @@ func TestKafkaJSONSchemaFromRegistry(t *testing.T) {
 	reg := startRegistry(t, testregistry.Options{Username: "sr-user", Password: "sr-pass"})
 	topic := uniqueName("jsonschema")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	schema := `{"$schema":"http://json-schema.org/draft-07/schema#","title":"Event","type":"object","properties":{
  "id":{"type":"integer"},"user":{"type":"string"},"amount":{"type":"number"},"at":{"type":"string","format":"date-time"},
@@ -376,7 +376,7 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 	reg := startRegistry(t, testregistry.Options{Token: "reg-token-for-tests"})
 	topic := uniqueName("regdown")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	b := testregistry.Batch{Format: "avro", Schema: avroV1}
 	for id := range 20 {
