@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluicedb/sluice/rdb"
 )
 
@@ -234,15 +232,6 @@ type parallelExporter struct {
 	sent int64 // tapes handed to the writer so far
 	// stageCPU is Options.StageCPU.
 	stageCPU *[2]time.Duration
-}
-
-// threadCPU is the CPU time of the calling OS thread.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 func exportParallel(ctx context.Context, in *input, w io.Writer, format Format, stageCPU *[2]time.Duration) (int64, error) {

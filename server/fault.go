@@ -1,9 +1,6 @@
 package server
 
-import (
-	"os"
-	"syscall"
-)
+import "os"
 
 // FaultEnv names a point at which a server process stops itself, for the
 // multi-process tests (e2e/server), which reach a process only through its
@@ -22,7 +19,7 @@ func init() {
 		// SIGSTOP stops every thread soon, not at once: block here so
 		// that this goroutine does not go on reading members meanwhile.
 		stop := func() {
-			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			stopSelf()
 			select {}
 		}
 		afterOwnPart.Store(&stop)
