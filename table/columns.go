@@ -66,11 +66,13 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 	cols = make([]colData, len(schema))
 	vals, nulls := sl.vals, sl.nulls
 	used := 0 // columns of cb that are in the schema
+	decimalsWiden := t.view.Load().decimalsWiden()
 	for c, col := range schema {
 		cd := colData{name: col.Name, typ: col.Type,
 			vals: vals[c*n : (c+1)*n : (c+1)*n], null: nulls[c*n : (c+1)*n : (c+1)*n]}
 		isTime := col.Name == t.sortBy
 		trust := col.Type == JSON && slices.Contains(trusted, col.Name)
+		widens := decimalsWiden && !isTime && col.Type.IsDecimal()
 		var cells []colbatch.Cell
 		if i := cb.Find(col.Name); i >= 0 {
 			cells = cb.Cols[i].Cells
@@ -114,6 +116,11 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 			if check && !isTime {
 				if vt, ok := cellType(cb, cell); !ok || widen(col.Type, vt) != col.Type {
 					return nil, false, nil
+				}
+			}
+			if widens && cell.Kind == colbatch.Value {
+				if v, _ := cb.Any(cell); declaresWiderDecimal(col.Type, v) {
+					return nil, false, nil // Add widens the column
 				}
 			}
 			val, err := coerceCell(cb, cell, col.Type, trust)

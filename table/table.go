@@ -157,6 +157,11 @@ type schemaView struct {
 // types still widen).
 func (v *schemaView) widenCheck() bool { return !v.static && !v.fixed }
 
+// decimalsWiden is whether an append with this view widens a decimal
+// column's precision (widerDecimal): an inferred schema whose types are
+// fixed. A static schema's declared decimal(p,s) keeps its p.
+func (v *schemaView) decimalsWiden() bool { return !v.static && v.fixed }
+
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
 	t.setSchemaUnpublished(schema)
@@ -612,7 +617,16 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 			}
 			if i, ok := t.colIndex[k]; ok {
 				if t.fixedTypes {
-					continue // coerce decides whether the value fits
+					// coerce decides whether the value fits; only a
+					// decimal's precision grows.
+					if w, ok := widerDecimal(schema[i].Type, v); ok {
+						if !changed {
+							schema = slices.Clone(schema)
+							changed = true
+						}
+						schema[i].Type = w
+					}
+					continue
 				}
 				if w := widen(schema[i].Type, vt); w != schema[i].Type {
 					if !changed {
@@ -629,6 +643,8 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 			if at, ok := added[k]; ok {
 				if !t.fixedTypes { // fixed: the first row's value gives the type
 					added[k] = widen(at, vt)
+				} else if w, ok := widerDecimal(at, v); ok {
+					added[k] = w // but a decimal's precision grows
 				}
 			} else {
 				added[k] = vt
@@ -759,11 +775,13 @@ func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []st
 	// sl comes from the pool), not two per column.
 	vals, nulls := sl.vals, sl.nulls
 	found := make([]int32, len(rows)) // keys of each row that are columns
+	decimalsWiden := t.view.Load().decimalsWiden()
 	for c, col := range schema {
 		cd := colData{name: col.Name, typ: col.Type,
 			vals: vals[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)], null: nulls[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)]}
 		isTime := col.Name == t.sortBy
 		trust := col.Type == JSON && slices.Contains(trusted, col.Name)
+		widens := decimalsWiden && !isTime && col.Type.IsDecimal()
 		for r, row := range rows {
 			v, ok := row[col.Name]
 			if ok {
@@ -781,6 +799,11 @@ func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []st
 				if vt, ok := inferType(v); !ok || widen(col.Type, vt) != col.Type {
 					return nil, false, nil
 				}
+			}
+			if widens && declaresWiderDecimal(col.Type, v) {
+				// widenFor widens the column (widerDecimal's first case),
+				// so the coercion after it takes the value.
+				return nil, false, nil
 			}
 			if raw, ok := v.(json.RawMessage); ok && trust {
 				// In place (TrustJSON): the block is encoded before the append returns.
