@@ -2,15 +2,22 @@ package table
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/avro"
+
 	"github.com/sluicedb/sluice/coltype"
+	"github.com/sluicedb/sluice/ingest/schemaformat"
+	"github.com/sluicedb/sluice/internal/colbatch"
+	"github.com/sluicedb/sluice/internal/testregistry"
 )
 
 // decimalTexts is column col of q's rows as text (a decimal's exact text,
@@ -236,5 +243,106 @@ func TestDecimalDeclaredKeepsPrecision(t *testing.T) {
 	}
 	if got := decimalTexts(t, tb, "m", Query{}); !reflect.DeepEqual(got, []string{"0.05"}) {
 		t.Errorf("m read back %q, want [0.05]", got)
+	}
+}
+
+// TestDecimalWidensWithRegistrySchema: a registry subject's Avro
+// decimal(10,2) field, then its next version's decimal(30,2), decoded by
+// the registry decoder as a source decodes them (by column, and by map on
+// the rare path) into a table whose types are fixed: the column is
+// decimal(18,2) after the first version's messages and decimal(38,2) from
+// the second version's first message (a small value), and no message is a
+// dead letter, the wide values included.
+func TestDecimalWidensWithRegistrySchema(t *testing.T) {
+	for _, byCols := range []bool{false, true} {
+		t.Run(fmt.Sprintf("byColumns=%v", byCols), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const v1 = `{"type":"record","name":"Pay","fields":[{"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}}]}`
+			const v2 = `{"type":"record","name":"Pay","fields":[{"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":30,"scale":2}}]}`
+			reg, err := testregistry.Start(testregistry.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reg.Close()
+			id1 := reg.Register("pay-value", testregistry.Schema{Schema: v1})
+			id2 := reg.Register("pay-value", testregistry.Schema{Schema: v2})
+			dec, err := schemaformat.New(schemaformat.FormatAvro, schemaformat.Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			message := func(id int, schema, amount string) []byte {
+				t.Helper()
+				r, ok := new(big.Rat).SetString(amount)
+				if !ok {
+					t.Fatalf("amount %q", amount)
+				}
+				body, err := avro.MustParse(schema).Encode(map[string]any{"amount": r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(id)), body...)
+			}
+			s := openStore(t, t.TempDir())
+			defer s.Close()
+			tb, err := s.Table(Config{Name: "pay", SortBy: "ts"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.SetFixedTypes(true)
+			n := 0
+			store := func(msgs ...[]byte) {
+				t.Helper()
+				b, err := tb.NewAppender()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				if byCols {
+					var cb colbatch.Batch
+					rows := dec.Rows(&cb)
+					for _, m := range msgs {
+						if err := rows.Append(ctx, m, n+1); err != nil {
+							t.Fatal(err)
+						}
+						cb.Set(cb.ColumnOf("ts"), cb.Len-1, t0.Add(time.Duration(n)*time.Second))
+						n++
+					}
+					err = b.AddColumns(ctx, &cb)
+				} else {
+					var rows []Row
+					for _, m := range msgs {
+						row, err := dec.Decode(ctx, m)
+						if err != nil {
+							t.Fatal(err)
+						}
+						row["ts"] = t0.Add(time.Duration(n) * time.Second)
+						n++
+						rows = append(rows, row)
+					}
+					err = b.Add(ctx, rows)
+				}
+				if err == nil {
+					err = b.Commit(ctx)
+				}
+				if err != nil {
+					t.Fatalf("store: %v (a dead letter)", err)
+				}
+			}
+			store(message(id1, v1, "-12.50"), message(id1, v1, "99999999.99"))
+			if typ := tb.Schema()[1].Type; typ != coltype.Decimal(18, 2) {
+				t.Fatalf("amount is %v after version 1, want decimal(18,2)", typ)
+			}
+			store(message(id2, v2, "0.05"))
+			if typ := tb.Schema()[1].Type; typ != coltype.Decimal(38, 2) {
+				t.Fatalf("amount is %v after version 2's first message, want decimal(38,2)", typ)
+			}
+			store(message(id2, v2, "-1234567890123456789012345678.91"), message(id1, v1, "1.25"))
+			want := []string{"-12.50", "99999999.99", "0.05", "-1234567890123456789012345678.91", "1.25"}
+			if got := decimalTexts(t, tb, "amount", Query{}); !reflect.DeepEqual(got, want) {
+				t.Errorf("amount read back %q, want %q", got, want)
+			}
+		})
 	}
 }
