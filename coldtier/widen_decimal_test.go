@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ type widenedView struct {
 	otherFields []string
 }
 
-func readWidened(t *testing.T, cfg coldtier.Config) widenedView {
+func readWidened(t *testing.T, cfg coldtier.Config, name string) widenedView {
 	t.Helper()
 	coldtest.Require(t, pyErr)
 	script, err := os.ReadFile("testdata/widen_decimal.py")
@@ -38,7 +40,7 @@ func readWidened(t *testing.T, cfg coldtier.Config) widenedView {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice.events", s3.Endpoint, coldtest.AccessKey, coldtest.SecretKey)
+	out, err := pyPool.Run(ctx, string(script), cfg.Catalog.URI, "sluice."+name, s3.Endpoint, coldtest.AccessKey, coldtest.SecretKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,47 +104,60 @@ func sluiceDecimals(t *testing.T, c *coldtier.Compactor, q table.Query) []string
 	return byN(t, rows)
 }
 
-// TestDecimalPromotedInPlace: a cold tier's decimal(18,2) column, committed
-// to Iceberg as decimal(18,2) (Parquet int64), widens in the store to
-// decimal(38,2) when a value needs 30 digits; the next run promotes the
-// Iceberg column in place (the same field id, no retired column) and
-// writes fixed_len_byte_array(16), in a file that also holds the rows of
-// blocks written before the widening. Every value reads back, old files
-// included: by sluice's two-tier query (a where clause across both kinds
-// of file too), by pyiceberg and by DuckDB's iceberg_scan.
-func TestDecimalPromotedInPlace(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	cfg := testConfig(t, dir, "widen-decimal")
-	st, tb := openTable(t, dir, nil)
-	defer st.Close()
-	tb.SetFixedTypes(true) // as a table with compact.iceberg is served
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := coldtier.Open(ctx, cfg, tb)
+// widenedValues are m by n in the table widenedTable makes ("" for a row
+// without m): the first run's decimal(18,2), then the second run's, of
+// blocks stored before and after the widening.
+var widenedValues = []string{"-12.50", "0.07", "9999999999999999.99", "", // the first run's: decimal(18,2)
+	"1.25", "-9999999999999999.99", // the second run's, stored before the widening
+	"-1234567890123456789012345678.91", "123456789012345678901234567890123456.78", "3.00", ""} // after it
+
+// widenedWant is widenedValues as byN gives them.
+func widenedWant() []string {
+	want := make([]string, len(widenedValues))
+	for n, v := range widenedValues {
+		want[n] = v
+		if v == "" {
+			want[n] = "null"
+		}
+	}
+	return want
+}
+
+// widenedTable makes table name, with fixed types as a table with
+// compact.iceberg is served, in cfg's catalog: m is committed as
+// decimal(18,2), widens in the store when a value needs 30 digits, and
+// the second run promotes it. before is what widen_decimal.py read
+// between the runs (nil unless read is true). The table's store is under
+// dir; the caller closes both.
+func widenedTable(ctx context.Context, t *testing.T, dir string, cfg coldtier.Config, name string, read bool) (st *table.Store, c *coldtier.Compactor, before *widenedView) {
+	t.Helper()
+	cfg.StateDir = dir
+	st, err := table.Open(filepath.Join(dir, "store"), table.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	dec := func(s string) coltype.DecimalValue {
-		d, err := coltype.ParseDecimal(s, 38, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Precision = 10 // a registry's decimal(10,2), until the wide ones
-		return d
+	tb, err := st.Table(table.Config{Name: name, HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
 	}
-	// m by n; "" for a row without m.
-	values := []string{"-12.50", "0.07", "9999999999999999.99", "", // the first run's: decimal(18,2)
-		"1.25", "-9999999999999999.99", // the second run's, stored before the widening
-		"-1234567890123456789012345678.91", "123456789012345678901234567890123456.78", "3.00", ""} // after it
+	tb.SetFixedTypes(true)
+	if c, err = coldtier.Open(ctx, cfg, tb); err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
 	appendN := func(from, to int) {
 		t.Helper()
 		var rows []table.Row
 		for n := from; n < to; n++ {
 			r := table.Row{"user": fmt.Sprintf("u%d", n%3), "ts": day0.Add(time.Duration(n) * 3 * time.Hour), "n": int64(n)}
-			if values[n] != "" {
-				r["m"] = dec(values[n])
+			if v := widenedValues[n]; v != "" {
+				d, err := coltype.ParseDecimal(v, 38, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Precision = 10 // a registry's decimal(10,2)
+				r["m"] = d
 			}
 			rows = append(rows, r)
 		}
@@ -158,9 +173,9 @@ func TestDecimalPromotedInPlace(t *testing.T) {
 	}
 	appendN(0, 4)
 	compact(day0.Add(24 * time.Hour))
-	before := readWidened(t, cfg)
-	if before.typeOfM != "decimal(18, 2)" {
-		t.Fatalf("Iceberg's m before the widening: %q, want decimal(18, 2)", before.typeOfM)
+	if read {
+		v := readWidened(t, cfg, name)
+		before = &v
 	}
 	appendN(4, 6) // blocks of decimal(18,2)
 	appendN(6, 10)
@@ -168,19 +183,37 @@ func TestDecimalPromotedInPlace(t *testing.T) {
 		t.Fatalf("m is %v in the store, want it widened to decimal(38,2)", typ)
 	}
 	compact(day0.Add(48 * time.Hour))
+	return st, c, before
+}
 
-	want := make([]string, len(values))
-	for n, v := range values {
-		want[n] = v
-		if v == "" {
-			want[n] = "null"
-		}
+// TestDecimalPromotedInPlace: a cold tier's decimal(18,2) column, committed
+// to Iceberg as decimal(18,2) (Parquet int64), widens in the store to
+// decimal(38,2) when a value needs 30 digits; the next run promotes the
+// Iceberg column in place (the same field id, no retired column) and
+// writes fixed_len_byte_array(16), in a file that also holds the rows of
+// blocks written before the widening. Every value reads back, old files
+// included: by sluice's two-tier query (a where clause across both kinds
+// of file too), by pyiceberg and by DuckDB's iceberg_scan (Spark:
+// TestNativeTypesIceberg's Spark run reads the same table).
+func TestDecimalPromotedInPlace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, "widen-decimal")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, c, before := widenedTable(ctx, t, dir, cfg, "events", true)
+	defer st.Close()
+	defer c.Close()
+	if before.typeOfM != "decimal(18, 2)" {
+		t.Fatalf("Iceberg's m before the widening: %q, want decimal(18, 2)", before.typeOfM)
 	}
+
+	want := widenedWant()
 	if got := sluiceDecimals(t, c, table.Query{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("sluice's query: m by n %q, want %q", got, want)
 	}
 	var wantWhere []string // m > 1, across the decimal(18,2) and decimal(38,2) files
-	for _, v := range values {
+	for _, v := range widenedValues {
 		if v != "" && v[0] != '-' && v != "0.07" {
 			wantWhere = append(wantWhere, v)
 		}
@@ -189,7 +222,7 @@ func TestDecimalPromotedInPlace(t *testing.T) {
 		t.Errorf("sluice's query where m > 1: %q, want %q", got, wantWhere)
 	}
 
-	after := readWidened(t, cfg)
+	after := readWidened(t, cfg, "events")
 	if after.typeOfM != "decimal(38, 2)" || after.fieldOfM != before.fieldOfM || len(after.otherFields) != 0 {
 		t.Errorf("Iceberg schema %v, want m decimal(38, 2) with its field id %v (promoted in place, nothing retired)", after.Schema, before.fieldOfM)
 	}
@@ -201,4 +234,43 @@ func TestDecimalPromotedInPlace(t *testing.T) {
 			t.Errorf("%s: m by n %q, want %q", reader, got, want)
 		}
 	}
+}
+
+// sparkWidened checks Spark's answer to widenedStatement (a SparkQuery
+// result line) against widenedTable's values.
+func sparkWidened(t *testing.T, js string) {
+	t.Helper()
+	var res struct {
+		Schema struct {
+			Fields []struct {
+				Name string          `json:"name"`
+				Type json.RawMessage `json:"type"`
+			} `json:"fields"`
+		} `json:"schema"`
+		Rows []map[string]any `json:"rows"`
+	}
+	dec := json.NewDecoder(strings.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("Spark's output: %v: %.300s", err, js)
+	}
+	for _, f := range res.Schema.Fields {
+		if f.Name == "m" && string(f.Type) != `"decimal(38,2)"` {
+			t.Errorf("Spark's type of m: %s, want decimal(38,2)", f.Type)
+		}
+	}
+	for _, r := range res.Rows {
+		r["n"], _ = r["n"].(json.Number).Float64()
+		if m, ok := r["m"].(json.Number); ok {
+			r["m"] = string(m)
+		}
+	}
+	if got, want := byN(t, res.Rows), widenedWant(); !reflect.DeepEqual(got, want) {
+		t.Errorf("spark: m by n %q, want %q", got, want)
+	}
+}
+
+// widenedStatement is Spark's query of widenedTable's table name.
+func widenedStatement(name string) string {
+	return "SELECT n, m FROM sluice.sluice." + name + " ORDER BY n"
 }
