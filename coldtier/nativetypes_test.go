@@ -248,7 +248,12 @@ func TestNativeTypesIceberg(t *testing.T) {
 		if _, err := sc.Compact(ctx, day0.Add(24*time.Hour), coldtier.Options{Remove: true}); err != nil {
 			t.Fatal(err)
 		}
-		sparkNativeTypes(ctx, t, sdir, scfg, sparkWant)
+		// The same Spark run reads TestDecimalPromotedInPlace's table
+		// (a decimal column promoted in place, files before and after).
+		wst, wc, _ := widenedTable(ctx, t, t.TempDir(), scfg, "widened", false)
+		defer wst.Close()
+		defer wc.Close()
+		sparkNativeTypes(ctx, t, sdir, scfg, sparkWant, sparkQuery{widenedStatement("widened"), func(js string) { sparkWidened(t, js) }})
 	})
 }
 
@@ -256,7 +261,7 @@ func TestNativeTypesIceberg(t *testing.T) {
 // (Iceberg's SparkCatalog on the same SQLite catalog through JDBC, as
 // docs/cold-tier.md configures it) and checks the types Spark gives each
 // column and every value against want.
-func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtier.Config, want []map[string]any) {
+func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtier.Config, want []map[string]any, more ...sparkQuery) {
 	spark, err := coldtest.FindSpark()
 	coldtest.Require(t, err)
 	conf := strings.Join([]string{
@@ -281,15 +286,27 @@ func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtie
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	out, err := spark.Run(sctx, driver, confPath, "SELECT n, d, u, b, amount, wide FROM sluice.sluice.events ORDER BY n")
+	statements := []string{"SELECT n, d, u, b, amount, wide FROM sluice.sluice.events ORDER BY n"}
+	for _, q := range more {
+		statements = append(statements, q.statement)
+	}
+	out, err := spark.Run(sctx, driver, append([]string{confPath}, statements...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var results []string
 	for _, line := range strings.Split(string(out), "\n") {
-		js, ok := strings.CutPrefix(line, "SPARKQ ")
-		if !ok {
-			continue
+		if js, ok := strings.CutPrefix(line, "SPARKQ "); ok {
+			results = append(results, js)
 		}
+	}
+	if len(results) != len(statements) {
+		t.Fatalf("%d results in Spark's output, want %d: %.300s", len(results), len(statements), out)
+	}
+	for i, q := range more {
+		q.check(results[i+1])
+	}
+	for _, js := range results[:1] {
 		var res struct {
 			Schema struct {
 				Fields []struct {
@@ -336,9 +353,14 @@ func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtie
 		if got := canon(t, res.Rows); !reflect.DeepEqual(got, want) {
 			t.Errorf("spark: %d rows, first %v; want %d, first %v", len(got), first(got), len(want), first(want))
 		}
-		return
 	}
-	t.Fatalf("no result in Spark's output: %.300s", out)
+}
+
+// sparkQuery is one more statement of a Spark run and the check of its
+// result (a SparkQuery result line's JSON).
+type sparkQuery struct {
+	statement string
+	check     func(js string)
 }
 
 // nativeText is the rows of q (cold: both tiers; else the store's) as the

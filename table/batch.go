@@ -115,7 +115,7 @@ func (b *Batch) Append(t *Table, rows []Row) (err error) {
 		} else {
 			t.mu.Unlock()
 		}
-		if cols, _, err = t.coerce(rows, schema, false, nil); err != nil {
+		if cols, _, err = t.coerce(rows, schema, 0, nil); err != nil {
 			if changed {
 				t.setSchema(oldSchema)
 				t.mu.Unlock()

@@ -60,7 +60,7 @@ func (b *Appender) AddColumns(ctx context.Context, cb *colbatch.Batch) error {
 // coerceColumns is coerce for a colbatch.Batch: the same conversions in
 // the same order (column by column of the schema, row by row), so that
 // the first error is the one coerce would give for cb.Rows().
-func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
+func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check coerceChecks, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
 	n := cb.Len
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
@@ -71,6 +71,7 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 			vals: vals[c*n : (c+1)*n : (c+1)*n], null: nulls[c*n : (c+1)*n : (c+1)*n]}
 		isTime := col.Name == t.sortBy
 		trust := col.Type == JSON && slices.Contains(trusted, col.Name)
+		widens := check&checkDecimals != 0 && !isTime && col.Type.IsDecimal()
 		var cells []colbatch.Cell
 		if i := cb.Find(col.Name); i >= 0 {
 			cells = cb.Cols[i].Cells
@@ -111,9 +112,14 @@ func (t *Table) coerceColumns(cb *colbatch.Batch, schema []Column, check bool, t
 				}
 				continue
 			}
-			if check && !isTime {
+			if check&checkWidening != 0 && !isTime {
 				if vt, ok := cellType(cb, cell); !ok || widen(col.Type, vt) != col.Type {
 					return nil, false, nil
+				}
+			}
+			if widens && cell.Kind == colbatch.Value {
+				if v, _ := cb.Any(cell); declaresWiderDecimal(col.Type, v) {
+					return nil, false, nil // Add widens the column
 				}
 			}
 			val, err := coerceCell(cb, cell, col.Type, trust)

@@ -91,7 +91,7 @@ func TestWriteBlocksReusesItsMemory(t *testing.T) {
 	for i := range 1000 {
 		rows = append(rows, Row{"k": fmt.Sprint("u", i%10), "ts": t0.Add(time.Duration(i) * 37 * time.Millisecond), "n": int64(i), "s": "view"})
 	}
-	cols, _, err := tb.coerce(rows, []Column{{"ts", Timestamp}, {"k", String}, {"n", Int64}, {"s", String}}, false, nil)
+	cols, _, err := tb.coerce(rows, []Column{{"ts", Timestamp}, {"k", String}, {"n", Int64}, {"s", String}}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,7 +177,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 	}
 	trusted := trustedJSON(ctx)
 	t.mu.Lock()
-	schema, check := t.meta.Schema, !t.meta.Static && !t.fixedTypes
+	schema, check := t.meta.Schema, t.view.Load().checks()
 	t.mu.Unlock()
 	cols, fits, err := t.coerce(rows, schema, check, trusted)
 	if err != nil {
@@ -196,7 +196,7 @@ func (st *Stage) Append(ctx context.Context, t *Table, rows []Row) error {
 		if err != nil {
 			return err
 		}
-		if cols, _, err = t.coerce(rows, widened, false, trusted); err != nil {
+		if cols, _, err = t.coerce(rows, widened, 0, trusted); err != nil {
 			return t.mismatches(rows, widened, trusted, err) // every row that does not fit, as Append says it
 		}
 	}

@@ -152,10 +152,32 @@ type schemaView struct {
 	fixed bool
 }
 
-// widenCheck is whether an append with this view checks that each value
-// fits its column's type without widening it (an inferred schema whose
-// types still widen).
-func (v *schemaView) widenCheck() bool { return !v.static && !v.fixed }
+// coerceChecks are what a coercion checks beyond each value's conversion:
+// the values that make it report that the rows do not fit although they
+// convert, so that the schema is widened for them first.
+type coerceChecks uint8
+
+const (
+	// checkWidening: a value whose type would widen its column (an
+	// inferred schema whose types still widen).
+	checkWidening coerceChecks = 1 << iota
+	// checkDecimals: a decimal whose schema declares more digits than its
+	// decimal column (declaresWiderDecimal), in an inferred schema whose
+	// types are fixed: widenFor widens the column for it. A static
+	// schema's declared decimal(p,s) keeps its p.
+	checkDecimals
+)
+
+// checks are the checks of an append with this view.
+func (v *schemaView) checks() coerceChecks {
+	switch {
+	case v.static:
+		return 0
+	case v.fixed:
+		return checkDecimals
+	}
+	return checkWidening
+}
 
 // setSchema installs schema. REQUIRES: mu held (or t not yet shared).
 func (t *Table) setSchema(schema []Column) {
@@ -182,12 +204,12 @@ func (t *Table) publishSchema() {
 	t.view.Store(&schemaView{schema: t.meta.Schema, static: t.meta.Static, fixed: t.meta.Static || t.fixedTypes})
 }
 
-// current returns the schema in force and whether its values are checked
-// against widening (schemaView.widenCheck), without taking mu. A widening
-// (under mu) publishes a new slice, so the one returned never changes.
-func (t *Table) current() (schema []Column, check bool) {
+// current returns the schema in force and the checks of its values
+// (schemaView.checks), without taking mu. A widening (under mu) publishes
+// a new slice, so the one returned never changes.
+func (t *Table) current() (schema []Column, check coerceChecks) {
 	v := t.view.Load()
-	return v.schema, v.widenCheck()
+	return v.schema, v.checks()
 }
 
 // typesFixed reports whether values that do not fit their column are
@@ -384,7 +406,7 @@ func (b *Appender) add(ctx context.Context, rows []Row, trusted []string) error 
 			return err
 		}
 		sl = getSlab(len(widened) * len(rows))
-		if cols, _, err = t.coerceInto(rows, widened, false, trusted, sl); err != nil {
+		if cols, _, err = t.coerceInto(rows, widened, 0, trusted, sl); err != nil {
 			putSlab(sl)
 			return t.mismatches(rows, widened, trusted, err)
 		}
@@ -612,7 +634,16 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 			}
 			if i, ok := t.colIndex[k]; ok {
 				if t.fixedTypes {
-					continue // coerce decides whether the value fits
+					// coerce decides whether the value fits; only a
+					// decimal's precision grows.
+					if w, ok := widerDecimal(schema[i].Type, v); ok {
+						if !changed {
+							schema = slices.Clone(schema)
+							changed = true
+						}
+						schema[i].Type = w
+					}
+					continue
 				}
 				if w := widen(schema[i].Type, vt); w != schema[i].Type {
 					if !changed {
@@ -629,6 +660,8 @@ func (t *Table) widenFor(rows []Row) (schema []Column, changed bool, err error) 
 			if at, ok := added[k]; ok {
 				if !t.fixedTypes { // fixed: the first row's value gives the type
 					added[k] = widen(at, vt)
+				} else if w, ok := widerDecimal(at, v); ok {
+					added[k] = w // but a decimal's precision grows
 				}
 			} else {
 				added[k] = vt
@@ -741,18 +774,19 @@ func firstNewColumn(row Row, have map[string]int, added map[string]Type, sortBy 
 
 // coerce converts rows to columns of schema. The sortBy column of a row
 // without one gets the ingestion time. fits is false when a row has a
-// column schema lacks or, with check (inferred schemas), a value whose
-// type would widen its column (cols are then nil). The json.RawMessage
+// column schema lacks or a value that one of check's checks finds (a
+// type that would widen its column, a decimal declaring more digits: cols
+// are then nil). The json.RawMessage
 // values of the json columns named in trusted are taken as they are
 // (TrustJSON).
-func (t *Table) coerce(rows []Row, schema []Column, check bool, trusted []string) (cols []colData, fits bool, err error) {
+func (t *Table) coerce(rows []Row, schema []Column, check coerceChecks, trusted []string) (cols []colData, fits bool, err error) {
 	n := len(schema) * len(rows)
 	return t.coerceInto(rows, schema, check, trusted, &colSlab{vals: make([]value, n), nulls: make([]bool, n)})
 }
 
 // coerceInto is coerce into the values and nulls of sl (len(schema) ×
 // len(rows) of each, zero).
-func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
+func (t *Table) coerceInto(rows []Row, schema []Column, check coerceChecks, trusted []string, sl *colSlab) (cols []colData, fits bool, err error) {
 	now := t.store.opts.Now().UnixNano()
 	cols = make([]colData, len(schema))
 	// One slab for all columns: two allocations per batch (none when
@@ -764,6 +798,7 @@ func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []st
 			vals: vals[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)], null: nulls[c*len(rows) : (c+1)*len(rows) : (c+1)*len(rows)]}
 		isTime := col.Name == t.sortBy
 		trust := col.Type == JSON && slices.Contains(trusted, col.Name)
+		widens := check&checkDecimals != 0 && !isTime && col.Type.IsDecimal()
 		for r, row := range rows {
 			v, ok := row[col.Name]
 			if ok {
@@ -777,10 +812,13 @@ func (t *Table) coerceInto(rows []Row, schema []Column, check bool, trusted []st
 				}
 				continue
 			}
-			if check && !isTime {
+			if check&checkWidening != 0 && !isTime {
 				if vt, ok := inferType(v); !ok || widen(col.Type, vt) != col.Type {
 					return nil, false, nil
 				}
+			}
+			if widens && declaresWiderDecimal(col.Type, v) {
+				return nil, false, nil // widenFor widens the column
 			}
 			if raw, ok := v.(json.RawMessage); ok && trust {
 				// In place (TrustJSON): the block is encoded before the append returns.

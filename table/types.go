@@ -165,6 +165,44 @@ func widen(a, b Type) Type {
 	return String
 }
 
+// widerDecimal is the type an inferred decimal column of type col, whose
+// type is fixed (SetFixedTypes), widens to for v: decimal(38,s), its scale
+// kept, when v needs more digits than col's precision at that scale and
+// fits 38 of them exactly, or when v is a decimal whose schema declares
+// more digits at the same scale (declaresWiderDecimal). Iceberg promotes
+// decimal(P,S) to decimal(P',S) in place, so the cold tier follows. Going
+// to 38 at once, not to the digits needed, makes it one promotion for the
+// column's life. ok is false for any other column or value: a value whose
+// fraction digits the scale would lose stays a mismatch, since neither the
+// store nor Iceberg ever changes a decimal's scale.
+func widerDecimal(col Type, v any) (wider Type, ok bool) {
+	if !col.IsDecimal() || col.Precision() >= coltype.MaxDecimalPrecision {
+		return col, false
+	}
+	wide := coltype.Decimal(coltype.MaxDecimalPrecision, col.Scale())
+	if declaresWiderDecimal(col, v) {
+		return wide, true
+	}
+	if _, err := coerce(v, col); err == nil {
+		return col, false
+	}
+	if _, err := coerce(v, wide); err != nil {
+		return col, false
+	}
+	return wide, true
+}
+
+// declaresWiderDecimal reports whether v is a decimal whose schema (a
+// registry's Avro decimal(30,2)) declares more digits than the decimal
+// column of type col has, at col's scale: the column widens on the first
+// such value, however few digits it has, as a registry's new schema
+// version says it should (inferType gives a first value of such a schema
+// 38 digits for the same reason).
+func declaresWiderDecimal(col Type, v any) bool {
+	d, ok := v.(coltype.DecimalValue)
+	return ok && d.Scale == col.Scale() && d.Precision > col.Precision()
+}
+
 // value is one typed value: the representation used by blocks and
 // predicates. Only the field of the column's type is meaningful. A float64
 // is kept as its bits in i (24 bytes a value, not 32: an Append of 1000
