@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/jsonw"
 )
 
 // A JSON column holds a nested value (a record, an array, a map) as its
@@ -102,7 +104,7 @@ func pathName(s string) (name, rest string, err error) {
 
 // quotedName reads the JSON string at the start of s.
 func quotedName(s string) (name, rest string, err error) {
-	end, _, ok := scanString(s, 0)
+	end, _, ok := jsonw.SkipString(s, 0)
 	if !ok {
 		return "", "", errors.New("unterminated quoted name")
 	}
@@ -186,7 +188,7 @@ func (p Path) IsZero() bool { return len(p.steps) == 0 }
 // JSON null is returned as "null". An object with a key twice gives the
 // first one's value.
 func (p Path) Lookup(doc string) (string, bool) {
-	i := skipSpace(doc, 0)
+	i := jsonw.SkipSpace(doc, 0)
 	for _, s := range p.steps {
 		var ok bool
 		if s.isIndex {
@@ -198,7 +200,7 @@ func (p Path) Lookup(doc string) (string, bool) {
 			return "", false
 		}
 	}
-	end, ok := skipValue(doc, i)
+	end, ok := jsonw.SkipValue(doc, i)
 	if !ok {
 		return "", false
 	}
@@ -210,12 +212,12 @@ func objectMember(doc string, i int, key string) (int, bool) {
 	if i >= len(doc) || doc[i] != '{' {
 		return 0, false
 	}
-	i = skipSpace(doc, i+1)
+	i = jsonw.SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
 		return 0, false
 	}
 	for i < len(doc) {
-		end, escaped, ok := scanString(doc, i)
+		end, escaped, ok := jsonw.SkipString(doc, i)
 		if !ok {
 			return 0, false
 		}
@@ -226,22 +228,22 @@ func objectMember(doc string, i int, key string) (int, bool) {
 			k, ok := unquote(doc[i:end])
 			match = ok && k == key
 		}
-		i = skipSpace(doc, end)
+		i = jsonw.SkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {
 			return 0, false
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 		if match {
 			return i, true
 		}
-		if i, ok = skipValue(doc, i); !ok {
+		if i, ok = jsonw.SkipValue(doc, i); !ok {
 			return 0, false
 		}
-		i = skipSpace(doc, i)
+		i = jsonw.SkipSpace(doc, i)
 		if i >= len(doc) || doc[i] != ',' {
 			return 0, false // '}': no such key, or not JSON
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 	}
 	return 0, false
 }
@@ -251,7 +253,7 @@ func arrayElem(doc string, i, n int) (int, bool) {
 	if i >= len(doc) || doc[i] != '[' {
 		return 0, false
 	}
-	i = skipSpace(doc, i+1)
+	i = jsonw.SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == ']' {
 		return 0, false
 	}
@@ -260,89 +262,16 @@ func arrayElem(doc string, i, n int) (int, bool) {
 			return i, true
 		}
 		var ok bool
-		if i, ok = skipValue(doc, i); !ok {
+		if i, ok = jsonw.SkipValue(doc, i); !ok {
 			return 0, false
 		}
-		i = skipSpace(doc, i)
+		i = jsonw.SkipSpace(doc, i)
 		if i >= len(doc) || doc[i] != ',' {
 			return 0, false
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 	}
 	return 0, false
-}
-
-func skipSpace(doc string, i int) int {
-	for i < len(doc) {
-		switch doc[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// scanString returns the end (past the closing quote) of the JSON string
-// at i, and whether it has escapes.
-func scanString(doc string, i int) (end int, escaped, ok bool) {
-	if i >= len(doc) || doc[i] != '"' {
-		return 0, false, false
-	}
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped, true
-		}
-	}
-	return 0, false, false
-}
-
-// skipValue returns the end of the JSON value at i. Objects and arrays are
-// skipped by counting brackets outside strings: their inside is not
-// checked, only the part of a row a path walks is read as JSON.
-func skipValue(doc string, i int) (int, bool) {
-	if i >= len(doc) {
-		return 0, false
-	}
-	switch doc[i] {
-	case '"':
-		end, _, ok := scanString(doc, i)
-		return end, ok
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(doc); j++ {
-			switch doc[j] {
-			case '"':
-				end, _, ok := scanString(doc, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	j := i
-	for j < len(doc) {
-		switch doc[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j, j > i
-		}
-		j++
-	}
-	return j, j > i
 }
 
 // pathCond is a condition on the value a path addresses in a JSON text.

@@ -4,7 +4,9 @@
 // map[string]any with sorted keys, []any), without reflection and without
 // allocating when the buffer has room. compute (row output and the sluice
 // Lua module), luavm (json.encode of a row) and server (query streams) share
-// it so that every JSON sluice writes agrees byte for byte. It depends on
+// it so that every JSON sluice writes agrees byte for byte. It also skips
+// over JSON text without decoding it (SkipValue: table's paths into json
+// columns, ingest's change envelopes read it the one way). It depends on
 // nothing of ours.
 package jsonw
 
