@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/jsonw"
+	"github.com/sluicedb/sluice/internal/slab"
 )
 
 // A JSON column holds a nested value (a record, an array, a map) as its
@@ -473,4 +474,118 @@ func jsonInt(raw string) (int64, bool) {
 	}
 	x, err := strconv.ParseInt(raw, 10, 64)
 	return x, err == nil
+}
+
+// parse is cp's path, checked against the type of its column.
+func (cp ColumnPath) parse(typ Type) (*Path, error) {
+	if typ != JSON && typ != String {
+		return nil, fmt.Errorf("path %s into column %q of type %v: only json and string columns hold nested values", cp.Path, cp.Column, typ)
+	}
+	path, err := ParsePath(cp.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &path, nil
+}
+
+// foundKind is the kind of the value a path column found in a row.
+type foundKind uint8
+
+const (
+	foundNull foundKind = iota
+	foundString
+	foundNumber
+	foundTrue
+	foundFalse
+	foundRaw // an object or an array
+)
+
+// foundValues are one path column's values for the matching rows of a
+// block, by row: each kind's values in an array of its own, boxed from a
+// slab (internal/slab) as a plain column's are, so that a row costs its
+// lookup and nothing more (a string with escapes: its unescaped copy).
+type foundValues struct {
+	kinds []foundKind
+	strs  []string
+	nums  []json.Number
+	raws  []json.RawMessage
+	// The slabs over the arrays above, made once the arrays are filled.
+	strSlab, numSlab, rawSlab slab.Slab
+}
+
+// fill looks path up in the text of column c at each of rows (the block
+// has n rows). The arrays are f's, grown when short: a caller whose
+// values outlive the block's job gives a new f for each block.
+func (f *foundValues) fill(c *decodedCol, n int, rows []int32, path *Path) {
+	// Each kind's array is grown when a row first needs it: a column of
+	// strings makes no array of numbers.
+	f.kinds = grow(f.kinds, n)
+	f.strs, f.nums, f.raws = f.strs[:0], f.nums[:0], f.raws[:0]
+	// The text of a string column was never checked as JSON: an object or
+	// an array found in it is answered only when it is JSON (the answer
+	// embeds it as it is); a json column's text was checked when stored.
+	checkRaw := c != nil && c.typ != JSON
+	for _, r := range rows {
+		f.kinds[r] = foundNull
+		if c == nil || c.isNull(int(r)) {
+			continue
+		}
+		raw, ok := path.Lookup(c.strs[r])
+		if !ok {
+			continue
+		}
+		switch raw[0] {
+		case '"':
+			s := raw[1 : len(raw)-1]
+			if strings.IndexByte(s, '\\') >= 0 {
+				if s, ok = unquote(raw); !ok {
+					continue
+				}
+			}
+			if len(f.strs) < n {
+				f.strs = grow(f.strs, n)
+			}
+			f.kinds[r], f.strs[r] = foundString, s
+		case '{', '[':
+			if checkRaw && !json.Valid([]byte(raw)) {
+				continue
+			}
+			if len(f.raws) < n {
+				f.raws = grow(f.raws, n)
+			}
+			f.kinds[r], f.raws[r] = foundRaw, json.RawMessage(raw)
+		case 't', 'f', 'n':
+			switch raw {
+			case "true":
+				f.kinds[r] = foundTrue
+			case "false":
+				f.kinds[r] = foundFalse
+			}
+		default:
+			if jsonw.IsNumber(raw) {
+				if len(f.nums) < n {
+					f.nums = grow(f.nums, n)
+				}
+				f.kinds[r], f.nums[r] = foundNumber, json.Number(raw)
+			}
+		}
+	}
+	f.strSlab, f.numSlab, f.rawSlab = slab.Of(f.strs), slab.Of(f.nums), slab.Of(f.raws)
+}
+
+// at is row r's value (r one of the rows fill was given).
+func (f *foundValues) at(r int) any {
+	switch f.kinds[r] {
+	case foundString:
+		return f.strSlab.At(r)
+	case foundNumber:
+		return f.numSlab.At(r)
+	case foundTrue:
+		return true
+	case foundFalse:
+		return false
+	case foundRaw:
+		return f.rawSlab.At(r)
+	}
+	return nil
 }

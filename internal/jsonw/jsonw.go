@@ -128,7 +128,7 @@ func AppendValue(buf []byte, v any) ([]byte, error) {
 		if x == "" { // encoding/json writes the empty Number as 0
 			return append(buf, '0'), nil
 		}
-		if !isNumber(string(x)) {
+		if !IsNumber(string(x)) {
 			return buf, fmt.Errorf("json: invalid number literal %q", string(x))
 		}
 		return append(buf, x...), nil
@@ -218,8 +218,8 @@ func appendRaw(buf []byte, raw json.RawMessage) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// isNumber reports whether s is a JSON number literal.
-func isNumber(s string) bool {
+// IsNumber reports whether s is a JSON number literal.
+func IsNumber(s string) bool {
 	if s == "" {
 		return false
 	}
