@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -530,45 +531,25 @@ func (f *foundValues) fill(c *decodedCol, n int, rows []int32, path *Path) {
 		if c == nil || c.isNull(int(r)) {
 			continue
 		}
-		raw, ok := path.Lookup(c.strs[r])
-		if !ok {
-			continue
-		}
-		switch raw[0] {
-		case '"':
-			s := raw[1 : len(raw)-1]
-			if strings.IndexByte(s, '\\') >= 0 {
-				if s, ok = unquote(raw); !ok {
-					continue
-				}
-			}
+		kind, text := found(path, c.strs[r], checkRaw)
+		switch kind {
+		case foundString:
 			if len(f.strs) < n {
 				f.strs = grow(f.strs, n)
 			}
-			f.kinds[r], f.strs[r] = foundString, s
-		case '{', '[':
-			if checkRaw && !json.Valid([]byte(raw)) {
-				continue
+			f.strs[r] = text
+		case foundNumber:
+			if len(f.nums) < n {
+				f.nums = grow(f.nums, n)
 			}
+			f.nums[r] = json.Number(text)
+		case foundRaw:
 			if len(f.raws) < n {
 				f.raws = grow(f.raws, n)
 			}
-			f.kinds[r], f.raws[r] = foundRaw, json.RawMessage(raw)
-		case 't', 'f', 'n':
-			switch raw {
-			case "true":
-				f.kinds[r] = foundTrue
-			case "false":
-				f.kinds[r] = foundFalse
-			}
-		default:
-			if jsonw.IsNumber(raw) {
-				if len(f.nums) < n {
-					f.nums = grow(f.nums, n)
-				}
-				f.kinds[r], f.nums[r] = foundNumber, json.Number(raw)
-			}
+			f.raws[r] = json.RawMessage(text)
 		}
+		f.kinds[r] = kind
 	}
 	f.strSlab, f.numSlab, f.rawSlab = slab.Of(f.strs), slab.Of(f.nums), slab.Of(f.raws)
 }
@@ -588,4 +569,146 @@ func (f *foundValues) at(r int) any {
 		return f.rawSlab.At(r)
 	}
 	return nil
+}
+
+// found is the kind of the value path addresses in doc, and its text: a
+// string's unescaped, a number's, an object's or an array's JSON text
+// (checked as JSON when checkRaw: the text of a string column). A missing
+// path, a JSON null and text that is not JSON are foundNull.
+func found(path *Path, doc string, checkRaw bool) (foundKind, string) {
+	raw, ok := path.Lookup(doc)
+	if !ok {
+		return foundNull, ""
+	}
+	switch raw[0] {
+	case '"':
+		s := raw[1 : len(raw)-1]
+		if strings.IndexByte(s, '\\') >= 0 {
+			if s, ok = unquote(raw); !ok {
+				return foundNull, ""
+			}
+		}
+		return foundString, s
+	case '{', '[':
+		if checkRaw && !json.Valid([]byte(raw)) {
+			return foundNull, ""
+		}
+		return foundRaw, raw
+	case 't', 'f', 'n':
+		switch raw {
+		case "true":
+			return foundTrue, ""
+		case "false":
+			return foundFalse, ""
+		}
+		return foundNull, ""
+	}
+	if jsonw.IsNumber(raw) {
+		return foundNumber, raw
+	}
+	return foundNull, ""
+}
+
+// PathReader answers a query's path columns for a reader of plain columns
+// (the cold read, which reads the Iceberg table's columns as they are):
+// Read are the columns to read instead of the answer's (each path column's
+// json column in its place, or after them when the answer has it
+// already), and Row makes the answer's row from a row of Read. The paths
+// are parsed once; a row costs a lookup in its text per path column.
+type PathReader struct {
+	Read []Column
+	out  []pathOut
+}
+
+// pathOut is where an answer's column comes from in a row of Read.
+type pathOut struct {
+	at       int   // its index in Read
+	path     *Path // nil: the value itself
+	checkRaw bool
+}
+
+// NewPathReader is the reader of cols (the answer's columns of q) from
+// plain columns, whose types types gives; nil when q has no path column.
+func NewPathReader(q Query, cols []Column, types map[string]Type) (*PathReader, error) {
+	if len(q.Paths) == 0 {
+		return nil, nil
+	}
+	r := &PathReader{}
+	index := func(name string, typ Type) int {
+		for i, c := range r.Read {
+			if c.Name == name {
+				return i
+			}
+		}
+		r.Read = append(r.Read, Column{Name: name, Type: typ})
+		return len(r.Read) - 1
+	}
+	hasPath := false
+	for _, c := range cols {
+		if _, ok := q.Paths[c.Name]; !ok {
+			r.out = append(r.out, pathOut{at: index(c.Name, c.Type)})
+		}
+	}
+	k := 0
+	for _, c := range cols {
+		cp, ok := q.Paths[c.Name]
+		if !ok {
+			k++
+			continue
+		}
+		hasPath = true
+		typ, known := types[cp.Column]
+		if !known {
+			typ = JSON // a column no file has: read as null
+		}
+		path, err := cp.parse(typ)
+		if err != nil {
+			return nil, fmt.Errorf("%w: column %q: %w", ErrBadQuery, c.Name, err)
+		}
+		o := pathOut{at: index(cp.Column, typ), path: path, checkRaw: typ != JSON}
+		r.out = slices.Insert(r.out, k, o)
+		k++
+	}
+	if !hasPath {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// Row is the answer's row for a row of Read, in dst (reused).
+func (r *PathReader) Row(dst, read []any) []any {
+	dst = dst[:0]
+	for _, o := range r.out {
+		v := read[o.at]
+		if o.path == nil || v == nil {
+			dst = append(dst, v)
+			continue
+		}
+		var doc string
+		switch x := v.(type) {
+		case string:
+			doc = x
+		case json.RawMessage:
+			doc = string(x)
+		default:
+			dst = append(dst, nil)
+			continue
+		}
+		kind, text := found(o.path, doc, o.checkRaw)
+		switch kind {
+		case foundString:
+			dst = append(dst, text)
+		case foundNumber:
+			dst = append(dst, json.Number(text))
+		case foundTrue:
+			dst = append(dst, true)
+		case foundFalse:
+			dst = append(dst, false)
+		case foundRaw:
+			dst = append(dst, json.RawMessage(text))
+		default:
+			dst = append(dst, nil)
+		}
+	}
+	return dst
 }
