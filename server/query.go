@@ -33,20 +33,20 @@ import (
 // path into a json column, WhereClause), limit, format (ndjson or
 // csv; also chosen by Accept: text/csv).
 type QueryRequest struct {
-	From    TimeBound     `json:"from,omitempty"`
-	To      TimeBound     `json:"to,omitempty"`
-	Hash    []any         `json:"hash,omitempty"`
-	Columns []string      `json:"columns,omitempty"`
+	From    TimeBound `json:"from,omitempty"`
+	To      TimeBound `json:"to,omitempty"`
+	Hash    []any     `json:"hash,omitempty"`
+	Columns []string  `json:"columns,omitempty"`
 	// Paths resolves names of Columns: the output column of that name is
 	// the value Path addresses in the json column Column, or, with no
 	// Path, the column Column itself (which must be the name). A name
 	// Paths lacks is resolved as a where clause's column is
 	// (resolveColumn). A cluster query's coordinator sends every member
 	// every column resolved, so that all nodes read them as it did.
-	Paths map[string]table.ColumnPath `json:"paths,omitempty"`
-	Where []WhereClause               `json:"where,omitempty"`
-	Limit   int           `json:"limit,omitempty"`
-	Format  string        `json:"format,omitempty"`
+	Paths  map[string]table.ColumnPath `json:"paths,omitempty"`
+	Where  []WhereClause               `json:"where,omitempty"`
+	Limit  int                         `json:"limit,omitempty"`
+	Format string                      `json:"format,omitempty"`
 
 	// Cluster asks for every node's rows (docs/cluster.md); Partial lets
 	// a cluster query answer without the nodes that failed, listed in the
