@@ -87,34 +87,35 @@ func TestQueryColumnPathHTTP(t *testing.T) {
 }
 
 // TestClusterQueryColumnPath: a cluster query's members read a column as
-// its coordinator did. Node 0's store has a column named "address.city"
-// and node 1's has no address at all: `address.city` is that column on
-// every node (null on node 1), `"address".city` the path into address
-// (null on node 1, which lacks the json column), asked through either
-// node.
+// its coordinator did. Node 0's store has a column named "address.city";
+// node 1's has the json column address but neither that column nor items:
+// `address.city` is the dotted column on every node (null on node 1, which
+// would read a path into its address if it resolved the name itself),
+// `"address".city` the path, and `items[0].sku` a path into a json column
+// node 1 lacks (null there), asked through either node.
 func TestClusterQueryColumnPath(t *testing.T) {
 	nodes := nestedCluster(t)
 	fillOrders(t, nodes[0], 0, 6, true)
 	var b strings.Builder
 	for n := 100; n < 104; n++ {
-		fmt.Fprintf(&b, `{"user":"u%d","ts":"2026-11-26T10:00:00Z","n":%d}`+"\n", n%5, n)
+		fmt.Fprintf(&b, `{"user":"u%d","ts":"2026-11-26T10:00:00Z","n":%d,"address":{"city":%q}}`+"\n", n%5, n, []string{"Oslo", "Bergen", "Tromsø"}[n%3])
 	}
 	if code, m, _ := post(t, nodes[1].url+"/v1/tables/orders/rows", "application/x-ndjson", strings.NewReader(b.String())); code != 200 {
 		t.Fatalf("ingest: %d %v", code, m)
 	}
 	city := func(n int) string { return []string{"Oslo", "Bergen", "Tromsø"}[n%3] }
 	for i, s := range nodes {
-		code, rows, body := ordersRows(t, s, url.Values{"cluster": {"true"}, "columns": {`n,address.city,"address".city`}})
+		code, rows, body := ordersRows(t, s, url.Values{"cluster": {"true"}, "columns": {`n,address.city,"address".city,items[0].sku`}})
 		if code != 200 || len(rows) != 10 {
 			t.Fatalf("node %d: %d, %d rows (%.300s)", i, code, len(rows), body)
 		}
 		for n, r := range rows {
-			dotted, nested := any(nil), any(nil)
+			dotted, sku := any(nil), any(nil)
 			if n < 100 {
-				dotted, nested = []string{"Bergen", "Oslo"}[n%2], city(n)
+				dotted, sku = []string{"Bergen", "Oslo"}[n%2], fmt.Sprintf("s%d", n%4)
 			}
-			if r["address.city"] != dotted || r[`"address".city`] != nested {
-				t.Errorf("node %d, n=%d: %v, want address.city %v, \"address\".city %v", i, n, r, dotted, nested)
+			if r["address.city"] != dotted || r[`"address".city`] != city(n) || r["items[0].sku"] != sku {
+				t.Errorf("node %d, n=%d: %v, want address.city %v, \"address\".city %v, items[0].sku %v", i, n, r, dotted, city(n), sku)
 			}
 		}
 	}
