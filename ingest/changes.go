@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/jsonw"
 )
 
 // Change streams (docs/changes.md): a message that says what happens to a
@@ -190,54 +192,23 @@ func scanObject(b []byte, member func(key, value []byte)) error {
 
 // skipString returns the offset after the string that starts at b[i].
 func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
+	end, _, ok := jsonw.SkipString(b, i)
+	if !ok {
+		return 0, fmt.Errorf("offset %d: unterminated string", i)
 	}
-	return 0, fmt.Errorf("offset %d: unterminated string", i)
+	return end, nil
 }
 
 // skipValue returns the offset after the value that starts at b[i].
 func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errors.New("unexpected end: want a value")
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, err := skipString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
+	end, ok := jsonw.SkipValue(b, i)
+	if !ok {
+		if i >= len(b) {
+			return 0, errors.New("unexpected end: want a value")
 		}
-		return 0, fmt.Errorf("offset %d: unterminated %c", i, b[i])
+		return 0, fmt.Errorf("offset %d: want a closed value", i)
 	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
-		j++
-	}
-	if j == i {
-		return 0, fmt.Errorf("offset %d: want a value", i)
-	}
-	return j, nil
+	return end, nil
 }
 
 // jsonString is the string a JSON string's text holds.

@@ -30,6 +30,16 @@ func storeLacks(ts *tableState, req QueryRequest) []string {
 		}
 	}
 	for _, c := range req.Columns {
+		if cp, ok := req.Paths[c]; ok {
+			add(cp.Column)
+			continue
+		}
+		if !known[c] {
+			// A path's column, as for a where clause's below.
+			if col, _, _, err := table.SplitColumnPath(c); err == nil && col != c {
+				add(col)
+			}
+		}
 		add(c)
 	}
 	for _, w := range req.Where {
@@ -140,7 +150,7 @@ func (s *Server) knowClusterColumns(ctx context.Context, ts *tableState, req Que
 // the Iceberg table has and the store lacks is the cold tier's to answer
 // (its cold side reads it, its hot side has nulls).
 func splitAbsent(ctx context.Context, ts *tableState, q table.Query) (cols []table.Column, absent *table.Absent, err error) {
-	lacks := storeLacks(ts, QueryRequest{Columns: q.Columns, Where: whereOf(q)})
+	lacks := storeLacks(ts, QueryRequest{Columns: q.Columns, Paths: q.Paths, Where: whereOf(q)})
 	if len(lacks) == 0 {
 		cols, err = ts.table.Columns(q)
 		return cols, nil, err
@@ -163,11 +173,19 @@ func splitAbsent(ctx context.Context, ts *tableState, q table.Query) (cols []tab
 		}
 		var cols []table.Column
 		for _, name := range q.Columns {
-			if c, ok := cold[name]; ok && !store[name] {
+			source := name
+			cp, isPath := q.Paths[name]
+			if isPath {
+				source = cp.Column
+			}
+			if c, ok := cold[source]; ok && !store[source] {
+				if isPath {
+					c = table.Column{Name: name, Type: table.JSON}
+				}
 				cols = append(cols, c)
 				continue
 			}
-			c, err := ts.table.Columns(table.Query{Columns: []string{name}})
+			c, err := ts.table.Columns(table.Query{Columns: []string{name}, Paths: q.Paths})
 			if err != nil {
 				return nil, err
 			}

@@ -190,8 +190,9 @@ func (s *Server) clusterQuery(ctx context.Context, w http.ResponseWriter, name s
 		writeError(w, queryErrorCode(err), err.Error())
 		return
 	}
-	// Every node reads a where clause's path as this one did (WhereClause).
-	req = req.withWhere(q)
+	// Every node reads a where clause's path and a column's as this one
+	// did (WhereClause, QueryRequest.Paths).
+	req = req.withWhere(q).withColumns(q)
 	// A keyed table's answers are merged to one row per key (keyedmerge.go).
 	req, merge, err := keyedClusterRequest(ctx, ts, req, format)
 	if err != nil {

@@ -160,6 +160,26 @@ func TestQueryWherePathHTTP(t *testing.T) {
 // member, whose nodes have no such column but the coordinator's, the same.
 // A path clause (quoted column) reaches every node as a path.
 func TestClusterQueryWherePath(t *testing.T) {
+	nodes := nestedCluster(t)
+	fillOrders(t, nodes[0], 0, 30, true)
+	fillOrders(t, nodes[1], 100, 30, false)
+	city := func(n int) string { return []string{"Oslo", "Bergen", "Tromsø"}[n%3] }
+	for i, s := range nodes {
+		code, got, body := queryNs(t, s, url.Values{"cluster": {"true"}, "where": {`address.city = Oslo`}})
+		if want := wantNs(0, 30, func(n int) bool { return n%2 == 1 }); code != 200 || !slices.Equal(got, want) {
+			t.Errorf("node %d, the dotted column: %d %v, want %v (%.300s)", i, code, got, want, body)
+		}
+		code, got, body = queryNs(t, s, url.Values{"cluster": {"true"}, "where": {`"address".city = Oslo`}})
+		want := append(wantNs(0, 30, func(n int) bool { return city(n) == "Oslo" }), wantNs(100, 30, func(n int) bool { return city(n) == "Oslo" })...)
+		if code != 200 || !slices.Equal(got, want) {
+			t.Errorf("node %d, the path: %d %v, want %v (%.300s)", i, code, got, want, body)
+		}
+	}
+}
+
+// nestedCluster starts two nodes of one cluster with nestedTable.
+func nestedCluster(t *testing.T) []*testServer {
+	t.Helper()
 	lns := make([]net.Listener, 2)
 	var members []string
 	for i := range lns {
@@ -175,18 +195,5 @@ func TestClusterQueryWherePath(t *testing.T) {
 	for _, s := range nodes {
 		waitReady(t, s.url)
 	}
-	fillOrders(t, nodes[0], 0, 30, true)
-	fillOrders(t, nodes[1], 100, 30, false)
-	city := func(n int) string { return []string{"Oslo", "Bergen", "Tromsø"}[n%3] }
-	for i, s := range nodes {
-		code, got, body := queryNs(t, s, url.Values{"cluster": {"true"}, "where": {`address.city = Oslo`}})
-		if want := wantNs(0, 30, func(n int) bool { return n%2 == 1 }); code != 200 || !slices.Equal(got, want) {
-			t.Errorf("node %d, the dotted column: %d %v, want %v (%.300s)", i, code, got, want, body)
-		}
-		code, got, body = queryNs(t, s, url.Values{"cluster": {"true"}, "where": {`"address".city = Oslo`}})
-		want := append(wantNs(0, 30, func(n int) bool { return city(n) == "Oslo" }), wantNs(100, 30, func(n int) bool { return city(n) == "Oslo" })...)
-		if code != 200 || !slices.Equal(got, want) {
-			t.Errorf("node %d, the path: %d %v, want %v (%.300s)", i, code, got, want, body)
-		}
-	}
+	return nodes
 }

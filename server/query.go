@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,18 +27,26 @@ import (
 // this JSON on POST.
 //
 // GET parameters: from, to (RFC 3339 or unix seconds), hash (repeatable; the
-// hashBy values), columns (comma separated), where (repeatable: "n>=5",
+// hashBy values), columns (comma separated; a column may be a path into a
+// json column, "address.city", as in where clauses), where (repeatable: "n>=5",
 // "user IN a,b", "x IS NULL", "x IS NOT NULL", "address.city = Oslo": a
 // path into a json column, WhereClause), limit, format (ndjson or
 // csv; also chosen by Accept: text/csv).
 type QueryRequest struct {
-	From    TimeBound     `json:"from,omitempty"`
-	To      TimeBound     `json:"to,omitempty"`
-	Hash    []any         `json:"hash,omitempty"`
-	Columns []string      `json:"columns,omitempty"`
-	Where   []WhereClause `json:"where,omitempty"`
-	Limit   int           `json:"limit,omitempty"`
-	Format  string        `json:"format,omitempty"`
+	From    TimeBound `json:"from,omitempty"`
+	To      TimeBound `json:"to,omitempty"`
+	Hash    []any     `json:"hash,omitempty"`
+	Columns []string  `json:"columns,omitempty"`
+	// Paths resolves names of Columns: the output column of that name is
+	// the value Path addresses in the json column Column, or, with no
+	// Path, the column Column itself (which must be the name). A name
+	// Paths lacks is resolved as a where clause's column is
+	// (resolveColumn). A cluster query's coordinator sends every member
+	// every column resolved, so that all nodes read them as it did.
+	Paths  map[string]table.ColumnPath `json:"paths,omitempty"`
+	Where  []WhereClause               `json:"where,omitempty"`
+	Limit  int                         `json:"limit,omitempty"`
+	Format string                      `json:"format,omitempty"`
 
 	// Cluster asks for every node's rows (docs/cluster.md); Partial lets
 	// a cluster query answer without the nodes that failed, listed in the
@@ -157,6 +166,50 @@ func resolveWhere(w WhereClause, known func(string) bool) (column, path string, 
 	return col, p.String(), nil
 }
 
+// resolveColumn is the column and path the answer's column name reads:
+// Paths' entry for it when there is one; name as a column when known says
+// the table has it (a column's own name wins over a path); otherwise the
+// column and path table.SplitColumnPath reads in it, if any (a quoted
+// name, `"a.b"`, is the column a.b with no path).
+func (r QueryRequest) resolveColumn(name string, known func(string) bool) (column, path string, err error) {
+	if cp, ok := r.Paths[name]; ok {
+		if cp.Path == "" && cp.Column != name {
+			return "", "", fmt.Errorf("%w: paths: %q names column %q without a path (an answer's column is named by its column or its path)", errBadQuery, name, cp.Column)
+		}
+		return cp.Column, cp.Path, nil
+	}
+	if known(name) {
+		return name, "", nil
+	}
+	col, p, ok, err := table.SplitColumnPath(name)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: column %q: %w", errBadQuery, name, err)
+	}
+	if !ok {
+		return col, "", nil
+	}
+	return col, p.String(), nil
+}
+
+// withColumns is r with every column resolved as q (r's tableQuery)
+// resolved it, in Paths: a member whose store lacks a column or has one
+// named as a path reads each column as the coordinator did.
+func (r QueryRequest) withColumns(q table.Query) QueryRequest {
+	if len(q.Columns) == 0 {
+		return r
+	}
+	r.Columns = q.Columns
+	r.Paths = make(map[string]table.ColumnPath, len(q.Columns))
+	for _, name := range q.Columns {
+		if cp, ok := q.Paths[name]; ok {
+			r.Paths[name] = cp
+		} else {
+			r.Paths[name] = table.ColumnPath{Column: name}
+		}
+	}
+	return r
+}
+
 // withWhere is r with its where clauses as q (r's tableQuery) resolved
 // them: a column and its path apart, and a column with no path quoted when
 // its name would read as one (a node whose store lacks the column
@@ -205,7 +258,16 @@ func ParseQueryURL(v map[string][]string) (QueryRequest, error) {
 		}
 	}
 	for _, c := range v["columns"] {
-		for _, p := range strings.Split(c, ",") {
+		for c != "" {
+			// A comma in a quoted name of a path (`attrs."a,b"`) is the
+			// name's, not a separator.
+			i := indexUnquoted(c, func(i int) bool { return c[i] == ',' })
+			p := c
+			if i >= 0 {
+				p, c = c[:i], c[i+1:]
+			} else {
+				c = ""
+			}
 			if p = strings.TrimSpace(p); p != "" {
 				q.Columns = append(q.Columns, p)
 			}
@@ -352,14 +414,32 @@ func (r QueryRequest) tableQuery(t *table.Table) (table.Query, error) {
 			unknown = append(unknown, strconv.Quote(c))
 		}
 	}
-	for _, c := range r.Columns {
-		check(c)
+	isKnown := func(c string) bool { return known[c] || r.known[c] }
+	for name := range r.Paths {
+		if !slices.Contains(r.Columns, name) {
+			return q, fmt.Errorf("%w: paths: %q is not one of the columns", errBadQuery, name)
+		}
 	}
-	q.Columns = r.Columns
+	for _, name := range r.Columns {
+		col, path, err := r.resolveColumn(name, isKnown)
+		if err != nil {
+			return q, err
+		}
+		check(col)
+		if path == "" {
+			q.Columns = append(q.Columns, col)
+			continue
+		}
+		if q.Paths == nil {
+			q.Paths = map[string]table.ColumnPath{}
+		}
+		q.Columns = append(q.Columns, name)
+		q.Paths[name] = table.ColumnPath{Column: col, Path: path}
+	}
 	q.HashIn = r.Hash
 	q.Limit = r.Limit
 	for _, w := range r.Where {
-		col, path, err := resolveWhere(w, func(c string) bool { return known[c] || r.known[c] })
+		col, path, err := resolveWhere(w, isKnown)
 		if err != nil {
 			return q, err
 		}
@@ -853,6 +933,8 @@ func csvField(v any) string {
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
 	case json.RawMessage:
+		return string(x)
+	case json.Number: // a path column's number, as the JSON text has it
 		return string(x)
 	case []byte:
 		// A bytes column: base64, as in NDJSON (CSV has no bytes either).

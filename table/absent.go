@@ -55,9 +55,17 @@ func SplitAbsent(q Query, has func(string) bool, absent func(string) (Type, bool
 		a.Names = append(a.Names, name)
 		return true, nil
 	}
+	// A path column reads its json column: absent with it (null, of type
+	// json), or answered from it.
+	source := func(name string) string {
+		if cp, ok := q.Paths[name]; ok {
+			return cp.Column
+		}
+		return name
+	}
 	a.Query.Columns = nil
 	for _, name := range q.Columns {
-		out, err := isAbsent(name)
+		out, err := isAbsent(source(name))
 		if err != nil {
 			return nil, err
 		}
@@ -102,12 +110,16 @@ func SplitAbsent(q Query, has func(string) bool, absent func(string) (Type, bool
 		at[c.Name] = i
 	}
 	for _, name := range q.Columns {
-		if i, ok := at[name]; ok && has(name) {
+		if i, ok := at[name]; ok && has(source(name)) {
 			a.Out = append(a.Out, inner[i])
 			a.pos = append(a.pos, i)
 			continue
 		}
-		a.Out = append(a.Out, Column{Name: name, Type: types[name]})
+		typ := types[name]
+		if _, ok := q.Paths[name]; ok {
+			typ = JSON
+		}
+		a.Out = append(a.Out, Column{Name: name, Type: typ})
 		a.pos = append(a.pos, -1)
 	}
 	return a, nil

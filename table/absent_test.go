@@ -34,7 +34,7 @@ func TestWithAbsent(t *testing.T) {
 				t.Fatalf("row of %d values for %d columns", len(row), len(a.Out))
 			}
 			for i, c := range a.Out {
-				if c.Name == "id" && row[i] != nil {
+				if (c.Name == "id" || c.Name == "id.x") && row[i] != nil {
 					t.Fatalf("id = %v, want null", row[i])
 				}
 				if c.Name == "i" && row[i] == nil {
@@ -63,6 +63,11 @@ func TestWithAbsent(t *testing.T) {
 		if n, _ := count(Query{Columns: []string{"i"}, Where: []Predicate{{Column: "id", Op: op, Value: int64(1)}}}); n != 0 {
 			t.Errorf("where id %v: %d rows, want none (a null matches only IS NULL)", op, n)
 		}
+	}
+	// A path into an absent column is absent too: null, of type json.
+	paths := map[string]ColumnPath{"id.x": {Column: "id", Path: ".x"}}
+	if n, out := count(Query{Columns: []string{"i", "id.x"}, Paths: paths}); n != len(src) || len(out) != 2 || out[1].Name != "id.x" || out[1].Type != JSON {
+		t.Errorf("columns i,id.x: %d rows of %d, columns %v", n, len(src), out)
 	}
 	if a, err := tb.WithAbsent(Query{Columns: []string{"i"}}, other); a != nil || err != nil {
 		t.Errorf("no absent column: %v, %v; want nil, nil", a, err)

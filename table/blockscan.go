@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluicedb/sluice/coltype"
 )
@@ -71,6 +72,9 @@ func (t *Table) QueryBlocksSeqs(ctx context.Context, q Query, seqFrom, seqLimit 
 	p, err := t.plan(q)
 	if err != nil || p.empty {
 		return err
+	}
+	if len(q.Paths) > 0 {
+		return fmt.Errorf("table %s: %w: a block-wise query has no path columns", p.tableName, ErrBadQuery)
 	}
 	p.seqLimit, p.seqFrom = seqLimit, seqFrom
 	p.limit = 0

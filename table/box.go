@@ -14,8 +14,20 @@ import (
 
 // boxer makes the Row values of one output column of one block.
 type boxer struct {
-	col  *decodedCol // nil: the block lacks the column (all null)
-	slab slab.Slab
+	col   *decodedCol // nil: the block lacks the column (all null)
+	slab  slab.Slab
+	found *foundValues // a path column's values (jsonpath.go); nil: col's
+}
+
+// lookup prepares b for a path column of a block of n rows: the values
+// path addresses in column c (nil: the block lacks it) at rows, into buf
+// (nil: fresh arrays, for values that outlive the block's job).
+func (b *boxer) lookup(c *decodedCol, n int, rows []int32, path *Path, buf *foundValues) {
+	if buf == nil {
+		buf = new(foundValues)
+	}
+	buf.fill(c, n, rows, path)
+	*b = boxer{found: buf}
 }
 
 // reset prepares b for column c of a block of rows rows: it copies the
@@ -102,6 +114,9 @@ func newTypeSlab(c *decodedCol, rows int) slab.Slab {
 // pointing into the slab: no allocation, no write barrier until the caller
 // stores it.
 func (b *boxer) at(r int) any {
+	if b.found != nil {
+		return b.found.at(r)
+	}
 	c := b.col
 	if c == nil || c.isNull(r) {
 		return nil

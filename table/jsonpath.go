@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/jsonw"
+	"github.com/sluicedb/sluice/internal/slab"
 )
 
 // A JSON column holds a nested value (a record, an array, a map) as its
@@ -102,7 +106,7 @@ func pathName(s string) (name, rest string, err error) {
 
 // quotedName reads the JSON string at the start of s.
 func quotedName(s string) (name, rest string, err error) {
-	end, _, ok := scanString(s, 0)
+	end, _, ok := jsonw.SkipString(s, 0)
 	if !ok {
 		return "", "", errors.New("unterminated quoted name")
 	}
@@ -186,7 +190,7 @@ func (p Path) IsZero() bool { return len(p.steps) == 0 }
 // JSON null is returned as "null". An object with a key twice gives the
 // first one's value.
 func (p Path) Lookup(doc string) (string, bool) {
-	i := skipSpace(doc, 0)
+	i := jsonw.SkipSpace(doc, 0)
 	for _, s := range p.steps {
 		var ok bool
 		if s.isIndex {
@@ -198,7 +202,7 @@ func (p Path) Lookup(doc string) (string, bool) {
 			return "", false
 		}
 	}
-	end, ok := skipValue(doc, i)
+	end, ok := jsonw.SkipValue(doc, i)
 	if !ok {
 		return "", false
 	}
@@ -210,12 +214,12 @@ func objectMember(doc string, i int, key string) (int, bool) {
 	if i >= len(doc) || doc[i] != '{' {
 		return 0, false
 	}
-	i = skipSpace(doc, i+1)
+	i = jsonw.SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
 		return 0, false
 	}
 	for i < len(doc) {
-		end, escaped, ok := scanString(doc, i)
+		end, escaped, ok := jsonw.SkipString(doc, i)
 		if !ok {
 			return 0, false
 		}
@@ -226,22 +230,22 @@ func objectMember(doc string, i int, key string) (int, bool) {
 			k, ok := unquote(doc[i:end])
 			match = ok && k == key
 		}
-		i = skipSpace(doc, end)
+		i = jsonw.SkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {
 			return 0, false
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 		if match {
 			return i, true
 		}
-		if i, ok = skipValue(doc, i); !ok {
+		if i, ok = jsonw.SkipValue(doc, i); !ok {
 			return 0, false
 		}
-		i = skipSpace(doc, i)
+		i = jsonw.SkipSpace(doc, i)
 		if i >= len(doc) || doc[i] != ',' {
 			return 0, false // '}': no such key, or not JSON
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 	}
 	return 0, false
 }
@@ -251,7 +255,7 @@ func arrayElem(doc string, i, n int) (int, bool) {
 	if i >= len(doc) || doc[i] != '[' {
 		return 0, false
 	}
-	i = skipSpace(doc, i+1)
+	i = jsonw.SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == ']' {
 		return 0, false
 	}
@@ -260,89 +264,16 @@ func arrayElem(doc string, i, n int) (int, bool) {
 			return i, true
 		}
 		var ok bool
-		if i, ok = skipValue(doc, i); !ok {
+		if i, ok = jsonw.SkipValue(doc, i); !ok {
 			return 0, false
 		}
-		i = skipSpace(doc, i)
+		i = jsonw.SkipSpace(doc, i)
 		if i >= len(doc) || doc[i] != ',' {
 			return 0, false
 		}
-		i = skipSpace(doc, i+1)
+		i = jsonw.SkipSpace(doc, i+1)
 	}
 	return 0, false
-}
-
-func skipSpace(doc string, i int) int {
-	for i < len(doc) {
-		switch doc[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// scanString returns the end (past the closing quote) of the JSON string
-// at i, and whether it has escapes.
-func scanString(doc string, i int) (end int, escaped, ok bool) {
-	if i >= len(doc) || doc[i] != '"' {
-		return 0, false, false
-	}
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped, true
-		}
-	}
-	return 0, false, false
-}
-
-// skipValue returns the end of the JSON value at i. Objects and arrays are
-// skipped by counting brackets outside strings: their inside is not
-// checked, only the part of a row a path walks is read as JSON.
-func skipValue(doc string, i int) (int, bool) {
-	if i >= len(doc) {
-		return 0, false
-	}
-	switch doc[i] {
-	case '"':
-		end, _, ok := scanString(doc, i)
-		return end, ok
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(doc); j++ {
-			switch doc[j] {
-			case '"':
-				end, _, ok := scanString(doc, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	j := i
-	for j < len(doc) {
-		switch doc[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j, j > i
-		}
-		j++
-	}
-	return j, j > i
 }
 
 // pathCond is a condition on the value a path addresses in a JSON text.
@@ -544,4 +475,240 @@ func jsonInt(raw string) (int64, bool) {
 	}
 	x, err := strconv.ParseInt(raw, 10, 64)
 	return x, err == nil
+}
+
+// parse is cp's path, checked against the type of its column.
+func (cp ColumnPath) parse(typ Type) (*Path, error) {
+	if typ != JSON && typ != String {
+		return nil, fmt.Errorf("path %s into column %q of type %v: only json and string columns hold nested values", cp.Path, cp.Column, typ)
+	}
+	path, err := ParsePath(cp.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &path, nil
+}
+
+// foundKind is the kind of the value a path column found in a row.
+type foundKind uint8
+
+const (
+	foundNull foundKind = iota
+	foundString
+	foundNumber
+	foundTrue
+	foundFalse
+	foundRaw // an object or an array
+)
+
+// foundValues are one path column's values for the matching rows of a
+// block, by row: each kind's values in an array of its own, boxed from a
+// slab (internal/slab) as a plain column's are, so that a row costs its
+// lookup and nothing more (a string with escapes: its unescaped copy).
+type foundValues struct {
+	kinds []foundKind
+	strs  []string
+	nums  []json.Number
+	raws  []json.RawMessage
+	// The slabs over the arrays above, made once the arrays are filled.
+	strSlab, numSlab, rawSlab slab.Slab
+}
+
+// fill looks path up in the text of column c at each of rows (the block
+// has n rows). The arrays are f's, grown when short: a caller whose
+// values outlive the block's job gives a new f for each block.
+func (f *foundValues) fill(c *decodedCol, n int, rows []int32, path *Path) {
+	// Each kind's array is grown when a row first needs it: a column of
+	// strings makes no array of numbers.
+	f.kinds = grow(f.kinds, n)
+	f.strs, f.nums, f.raws = f.strs[:0], f.nums[:0], f.raws[:0]
+	// The text of a string column was never checked as JSON: an object or
+	// an array found in it is answered only when it is JSON (the answer
+	// embeds it as it is); a json column's text was checked when stored.
+	checkRaw := c != nil && c.typ != JSON
+	for _, r := range rows {
+		f.kinds[r] = foundNull
+		if c == nil || c.isNull(int(r)) {
+			continue
+		}
+		kind, text := found(path, c.strs[r], checkRaw)
+		switch kind {
+		case foundString:
+			if len(f.strs) < n {
+				f.strs = grow(f.strs, n)
+			}
+			f.strs[r] = text
+		case foundNumber:
+			if len(f.nums) < n {
+				f.nums = grow(f.nums, n)
+			}
+			f.nums[r] = json.Number(text)
+		case foundRaw:
+			if len(f.raws) < n {
+				f.raws = grow(f.raws, n)
+			}
+			f.raws[r] = json.RawMessage(text)
+		}
+		f.kinds[r] = kind
+	}
+	f.strSlab, f.numSlab, f.rawSlab = slab.Of(f.strs), slab.Of(f.nums), slab.Of(f.raws)
+}
+
+// at is row r's value (r one of the rows fill was given).
+func (f *foundValues) at(r int) any {
+	switch f.kinds[r] {
+	case foundString:
+		return f.strSlab.At(r)
+	case foundNumber:
+		return f.numSlab.At(r)
+	case foundTrue:
+		return true
+	case foundFalse:
+		return false
+	case foundRaw:
+		return f.rawSlab.At(r)
+	}
+	return nil
+}
+
+// found is the kind of the value path addresses in doc, and its text: a
+// string's unescaped, a number's, an object's or an array's JSON text
+// (checked as JSON when checkRaw: the text of a string column). A missing
+// path, a JSON null and text that is not JSON are foundNull.
+func found(path *Path, doc string, checkRaw bool) (foundKind, string) {
+	raw, ok := path.Lookup(doc)
+	if !ok {
+		return foundNull, ""
+	}
+	switch raw[0] {
+	case '"':
+		s := raw[1 : len(raw)-1]
+		if strings.IndexByte(s, '\\') >= 0 {
+			if s, ok = unquote(raw); !ok {
+				return foundNull, ""
+			}
+		}
+		return foundString, s
+	case '{', '[':
+		if checkRaw && !json.Valid([]byte(raw)) {
+			return foundNull, ""
+		}
+		return foundRaw, raw
+	case 't', 'f', 'n':
+		switch raw {
+		case "true":
+			return foundTrue, ""
+		case "false":
+			return foundFalse, ""
+		}
+		return foundNull, ""
+	}
+	if jsonw.IsNumber(raw) {
+		return foundNumber, raw
+	}
+	return foundNull, ""
+}
+
+// PathReader answers a query's path columns for a reader of plain columns
+// (the cold read, which reads the Iceberg table's columns as they are):
+// Read are the columns to read instead of the answer's (each path column's
+// json column in its place, or after them when the answer has it
+// already), and Row makes the answer's row from a row of Read. The paths
+// are parsed once; a row costs a lookup in its text per path column.
+type PathReader struct {
+	Read []Column
+	out  []pathOut
+}
+
+// pathOut is where an answer's column comes from in a row of Read.
+type pathOut struct {
+	at       int   // its index in Read
+	path     *Path // nil: the value itself
+	checkRaw bool
+}
+
+// NewPathReader is the reader of cols (the answer's columns of q) from
+// plain columns, whose types types gives; nil when q has no path column.
+func NewPathReader(q Query, cols []Column, types map[string]Type) (*PathReader, error) {
+	if len(q.Paths) == 0 {
+		return nil, nil
+	}
+	r := &PathReader{}
+	index := func(name string, typ Type) int {
+		for i, c := range r.Read {
+			if c.Name == name {
+				return i
+			}
+		}
+		r.Read = append(r.Read, Column{Name: name, Type: typ})
+		return len(r.Read) - 1
+	}
+	hasPath := false
+	for _, c := range cols {
+		if _, ok := q.Paths[c.Name]; !ok {
+			r.out = append(r.out, pathOut{at: index(c.Name, c.Type)})
+		}
+	}
+	k := 0
+	for _, c := range cols {
+		cp, ok := q.Paths[c.Name]
+		if !ok {
+			k++
+			continue
+		}
+		hasPath = true
+		typ, known := types[cp.Column]
+		if !known {
+			typ = JSON // a column no file has: read as null
+		}
+		path, err := cp.parse(typ)
+		if err != nil {
+			return nil, fmt.Errorf("%w: column %q: %w", ErrBadQuery, c.Name, err)
+		}
+		o := pathOut{at: index(cp.Column, typ), path: path, checkRaw: typ != JSON}
+		r.out = slices.Insert(r.out, k, o)
+		k++
+	}
+	if !hasPath {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// Row is the answer's row for a row of Read, in dst (reused).
+func (r *PathReader) Row(dst, read []any) []any {
+	dst = dst[:0]
+	for _, o := range r.out {
+		v := read[o.at]
+		if o.path == nil || v == nil {
+			dst = append(dst, v)
+			continue
+		}
+		var doc string
+		switch x := v.(type) {
+		case string:
+			doc = x
+		case json.RawMessage:
+			doc = string(x)
+		default:
+			dst = append(dst, nil)
+			continue
+		}
+		kind, text := found(o.path, doc, o.checkRaw)
+		switch kind {
+		case foundString:
+			dst = append(dst, text)
+		case foundNumber:
+			dst = append(dst, json.Number(text))
+		case foundTrue:
+			dst = append(dst, true)
+		case foundFalse:
+			dst = append(dst, false)
+		case foundRaw:
+			dst = append(dst, json.RawMessage(text))
+		default:
+			dst = append(dst, nil)
+		}
+	}
+	return dst
 }

@@ -236,18 +236,145 @@ func TestQueryWherePath(t *testing.T) {
 	f(nil, Predicate{Column: "items", Path: "[1].sku", Op: NotNull})
 }
 
-// BenchmarkWherePath compares a where clause on a nested field (a path
-// into a json column) with the same filter on a top-level column, over
-// the same rows: the cost of reading a field out of the JSON text.
-func BenchmarkWherePath(b *testing.B) {
+// TestQueryColumnPath: a path in the projection answers, per row, the
+// value it addresses typed as JSON typed it, null when missing, in the
+// row-wise, the values and the encoded query alike.
+func TestQueryColumnPath(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "orders", HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{
+		`{"city":"Oslo","zip":1000,"vip":true,"geo":{"lat":59.9},"tags":["a","b"]}`,
+		`{"city":"Ber\u0067en","zip":-5.25e2,"vip":false,"geo":null}`,
+		`{"zip":"0150"}`,
+		`[1,2]`,
+	}
+	var rows []Row
+	for i, d := range docs {
+		rows = append(rows, Row{"ts": t0.Add(time.Duration(i) * time.Second), "user": "u", "id": int64(i),
+			"address": json.RawMessage(d), "note": []string{`{"a":1}`, `not json`, `{"a":{x}}`, `{"a":"t"}`}[i]})
+	}
+	rows = append(rows, Row{"ts": t0.Add(9 * time.Second), "user": "u", "id": int64(9)}) // no address, no note
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{
+		Columns: []string{"id", "address.city", "zip", "vip", "geo", "tags", "note.a", "address"},
+		Paths: map[string]ColumnPath{
+			"address.city": {Column: "address", Path: ".city"}, "zip": {Column: "address", Path: "zip"},
+			"vip": {Column: "address", Path: ".vip"}, "geo": {Column: "address", Path: ".geo"},
+			"tags": {Column: "address", Path: ".tags"}, "note.a": {Column: "note", Path: ".a"},
+		},
+	}
+	want := []string{
+		`0|string Oslo|json.Number 1000|bool true|json.RawMessage {"lat":59.9}|json.RawMessage ["a","b"]|json.Number 1|`,
+		`1|string Bergen|json.Number -5.25e2|bool false|<nil>|<nil>|<nil>|`,
+		`2|<nil>|string 0150|<nil>|<nil>|<nil>|<nil>|`, // a string column's object that is not JSON: null
+		`3|<nil>|<nil>|<nil>|<nil>|<nil>|string t|`,
+		`9|<nil>|<nil>|<nil>|<nil>|<nil>|<nil>|`,
+	}
+	encode := func(buf []byte, vals []any) ([]byte, error) {
+		buf = fmt.Appendf(buf, "%v|", vals[0])
+		for _, v := range vals[1 : len(vals)-1] {
+			if v == nil {
+				buf = append(buf, "<nil>|"...)
+				continue
+			}
+			if raw, ok := v.(json.RawMessage); ok {
+				v = string(raw)
+				buf = append(buf, "json.RawMessage "...)
+			} else {
+				buf = fmt.Appendf(buf, "%T ", v)
+			}
+			buf = fmt.Appendf(buf, "%v|", v)
+		}
+		return append(buf, '\n'), nil
+	}
+	var got []byte
+	if err := tb.QueryValues(ctx, q, func(cols []Column, vals []any) error {
+		if cols[1].Name != "address.city" || cols[1].Type != JSON {
+			t.Errorf("column 1: %+v, want address.city of type json", cols[1])
+		}
+		got, _ = encode(got, vals)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if g := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n"); !slices.Equal(g, want) {
+		t.Errorf("QueryValues:\n%s\nwant\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+	var chunks []byte
+	if err := tb.QueryEncoded(ctx, q, encode, func(chunk []byte, _ int) error { chunks = append(chunks, chunk...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if string(chunks) != string(got) {
+		t.Errorf("QueryEncoded:\n%s\nwant the same as QueryValues:\n%s", chunks, got)
+	}
+	r := collect(t, tb, Query{Columns: []string{"address.city"}, Paths: q.Paths, Where: []Predicate{{Column: "id", Op: Eq, Value: int64(0)}}})
+	if len(r) != 1 || r[0]["address.city"] != "Oslo" {
+		t.Errorf("Query: %v, want address.city Oslo", r)
+	}
+	for _, bad := range []ColumnPath{{Column: "id", Path: ".a"}, {Column: "address", Path: "a["}} {
+		if _, err := tb.Columns(Query{Columns: []string{"x"}, Paths: map[string]ColumnPath{"x": bad}}); !errors.Is(err, ErrBadQuery) {
+			t.Errorf("path %+v: error %v, want ErrBadQuery", bad, err)
+		}
+	}
+	if _, err := tb.Columns(Query{Columns: []string{"x"}, Paths: map[string]ColumnPath{"x": {Column: "nope", Path: ".a"}}}); !errors.Is(err, ErrUnknownColumn) {
+		t.Errorf("a path into a column the table lacks: error %v, want ErrUnknownColumn", err)
+	}
+}
+
+// TestColumnPathAllocs: a path column costs no allocation per row beyond
+// its answer's value (none for a string without escapes or a number).
+func TestColumnPathAllocs(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	tb, err := s.Table(Config{Name: "allocs", HashBy: "user", SortBy: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]Row, 2000)
+	for i := range rows {
+		rows[i] = Row{"ts": t0.Add(time.Duration(i) * time.Millisecond), "user": "u", "city": "Oslo",
+			"address": json.RawMessage(fmt.Sprintf(`{"street":"Storgata %d","zip":%d,"city":"Oslo"}`, i, i))}
+	}
+	if err := tb.Append(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q Query) float64 {
+		return testing.AllocsPerRun(5, func() {
+			if err := tb.QueryValues(ctx, q, func([]Column, []any) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	paths := map[string]ColumnPath{"c": {Column: "address", Path: ".city"}, "z": {Column: "address", Path: ".zip"}}
+	plain := count(Query{Columns: []string{"city"}})
+	path := count(Query{Columns: []string{"c", "z"}, Paths: paths})
+	if path > plain+100 {
+		t.Errorf("%d rows: a query of two path columns allocates %.0f times, one of a top-level column %.0f", len(rows), path, plain)
+	}
+}
+
+// benchCities are the cities of benchAddresses' rows, in turn.
+var benchCities = []string{"Oslo", "Bergen", "Trondheim", "Stavanger", "Tromsø"}
+
+// benchAddresses is a table of 100,000 rows with a city both as a
+// top-level column and inside a json column's address.
+func benchAddresses(b *testing.B) *Table {
 	ctx := context.Background()
 	s := openStore(b, b.TempDir())
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	tb, err := s.Table(Config{Name: "bench", HashBy: "user", SortBy: "ts"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cities := []string{"Oslo", "Bergen", "Trondheim", "Stavanger", "Tromsø"}
+	cities := benchCities
 	for batch := range 100 {
 		rows := make([]Row, 1000)
 		for i := range rows {
@@ -263,6 +390,53 @@ func BenchmarkWherePath(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	return tb
+}
+
+// BenchmarkColumnPath compares a path column (the city inside a json
+// column's address) with the same value as a top-level column, over the
+// same rows, in one run: the cost of selecting a nested field.
+func BenchmarkColumnPath(b *testing.B) {
+	ctx := context.Background()
+	tb := benchAddresses(b)
+	paths := map[string]ColumnPath{"address.city": {Column: "address", Path: ".city"}}
+	for _, c := range []struct {
+		name string
+		q    Query
+	}{
+		{"column", Query{Columns: []string{"n", "city"}}},
+		{"path", Query{Columns: []string{"n", "address.city"}, Paths: paths}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			scanned, cities := 0, 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if err := tb.QueryValues(ctx, c.q, func(_ []Column, vals []any) error {
+					if _, ok := vals[1].(string); ok {
+						cities++
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				scanned += 100_000
+			}
+			if cities != scanned {
+				b.Fatalf("%d cities in %d rows", cities, scanned)
+			}
+			reportRate(b, scanned, cpu0)
+		})
+	}
+}
+
+// BenchmarkWherePath compares a where clause on a nested field (a path
+// into a json column) with the same filter on a top-level column, over
+// the same rows: the cost of reading a field out of the JSON text.
+func BenchmarkWherePath(b *testing.B) {
+	ctx := context.Background()
+	tb := benchAddresses(b)
+	cities := benchCities
 	for _, c := range []struct {
 		name  string
 		where Predicate

@@ -24,8 +24,15 @@ type Query struct {
 	// partition is one range scan.
 	HashIn []any
 	// Columns is the projection, in output order; empty means every column
-	// in schema order.
+	// in schema order. A name Paths has is not a column but a value inside
+	// one.
 	Columns []string
+	// Paths makes names of Columns values inside a json (or string)
+	// column's JSON text: the output column of that name answers, per row,
+	// the value its path addresses (ColumnPath). A name both a column of
+	// the table and a key of Paths is the path: the caller decides which
+	// reading a name has (the server lets a column's own name win).
+	Paths map[string]ColumnPath
 	// Where holds predicates, all of which must hold (AND).
 	Where []Predicate
 	// Limit caps the rows emitted; 0 means no limit.
@@ -44,10 +51,27 @@ type Query struct {
 	Serial bool
 }
 
+// ColumnPath is an output column that is the value a path addresses
+// inside a json or string column's JSON text (docs/streams.md, "Nested
+// values"). Its type is json and its values are the JSON value's own
+// kind: a string (the JSON string's text, unescaped), a json.Number (a
+// number's text as stored), a bool, or a json.RawMessage (an object or an
+// array as its JSON text); a missing path, a JSON null and text that is
+// not JSON where the path goes are null. The path is parsed once per
+// query and looked up by a scan of each matching row's text.
+type ColumnPath struct {
+	Column string `json:"column"`
+	Path   string `json:"path"` // ParsePath's form: `.city`, `[0].sku`
+}
+
 // outCol is one projected column.
 type outCol struct {
 	name string
 	typ  Type
+	// src is the column a path column is read from (name itself for a
+	// plain column); path is non-nil for a path column.
+	src  string
+	path *Path
 }
 
 // plan is a compiled query.
@@ -109,18 +133,33 @@ func (t *Table) plan(q Query) (*plan, error) {
 			if Hidden(c.Name) {
 				continue // named in Columns only (see Hidden)
 			}
-			p.out = append(p.out, outCol{c.Name, c.Type})
+			p.out = append(p.out, outCol{name: c.Name, typ: c.Type, src: c.Name})
 		}
 	}
 	for _, name := range q.Columns {
+		if cp, ok := q.Paths[name]; ok {
+			typ, err := column(cp.Column, "projection")
+			if err != nil {
+				return nil, err
+			}
+			path, err := cp.parse(typ)
+			if err != nil {
+				return nil, fmt.Errorf("table %s: %w: column %q: %w", p.tableName, ErrBadQuery, name, err)
+			}
+			p.out = append(p.out, outCol{name: name, typ: JSON, src: cp.Column, path: path})
+			p.types[cp.Column] = typ
+			continue
+		}
 		typ, err := column(name, "projection")
 		if err != nil {
 			return nil, err
 		}
-		p.out = append(p.out, outCol{name, typ})
+		p.out = append(p.out, outCol{name: name, typ: typ, src: name})
 	}
 	for _, c := range p.out {
-		p.types[c.name] = c.typ
+		if c.path == nil {
+			p.types[c.name] = c.typ
+		}
 	}
 	for _, w := range q.Where {
 		typ, err := column(w.Column, "predicate")

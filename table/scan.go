@@ -61,6 +61,7 @@ type blockJob struct {
 type borrowBuf struct {
 	times []time.Time
 	raws  []json.RawMessage
+	found foundValues // a path column's
 }
 
 // borrow is reset for a query whose values live only during its encode
@@ -120,8 +121,12 @@ func (j *blockJob) encode(p *plan, encode EncodeFunc, vals []any) {
 		j.boxes = make([]boxer, len(p.out))
 		j.borrowed = make([]borrowBuf, len(p.out))
 	}
-	for i := range p.out {
-		j.boxes[i].borrow(j.byName[p.out[i].name], j.dec.rows, &j.borrowed[i])
+	for i, o := range p.out {
+		if o.path != nil {
+			j.boxes[i].lookup(j.byName[o.src], j.dec.rows, rows, o.path, &j.borrowed[i].found)
+			continue
+		}
+		j.boxes[i].borrow(j.byName[o.name], j.dec.rows, &j.borrowed[i])
 	}
 	for _, r := range rows {
 		for i := range p.out {
@@ -197,8 +202,12 @@ rows:
 	if len(j.boxes) < len(p.out) {
 		j.boxes = make([]boxer, len(p.out))
 	}
-	for i := range p.out {
-		j.boxes[i].reset(j.byName[p.out[i].name], j.dec.rows)
+	for i, o := range p.out {
+		if o.path != nil {
+			j.boxes[i].lookup(j.byName[o.src], j.dec.rows, j.rows, o.path, nil)
+			continue
+		}
+		j.boxes[i].reset(j.byName[o.name], j.dec.rows)
 	}
 }
 

@@ -64,6 +64,20 @@ func Query(ctx context.Context, tbl *itable.Table, t *table.Table, q table.Query
 	for _, col := range t.Schema() {
 		types[col.Name] = col.Type
 	}
+	// Path columns (q.Paths) are read as their json columns, and each
+	// row's values looked up in their text (table.PathReader).
+	if paths, err := table.NewPathReader(q, cols, types); err != nil || paths != nil {
+		if err != nil {
+			return 0, st, err
+		}
+		plain := q
+		plain.Paths = nil
+		var row []any
+		return Query(ctx, tbl, t, plain, paths.Read, func(_ []table.Column, vals []any) error {
+			row = paths.Row(row, vals)
+			return emit(cols, row)
+		})
+	}
 	m, err := newMatcher(q, t.SortBy(), t.HashBy(), types)
 	if err != nil || m.empty {
 		return 0, st, err

@@ -4,7 +4,9 @@
 // map[string]any with sorted keys, []any), without reflection and without
 // allocating when the buffer has room. compute (row output and the sluice
 // Lua module), luavm (json.encode of a row) and server (query streams) share
-// it so that every JSON sluice writes agrees byte for byte. It depends on
+// it so that every JSON sluice writes agrees byte for byte. It also skips
+// over JSON text without decoding it (SkipValue: table's paths into json
+// columns, ingest's change envelopes read it the one way). It depends on
 // nothing of ours.
 package jsonw
 
@@ -126,7 +128,7 @@ func AppendValue(buf []byte, v any) ([]byte, error) {
 		if x == "" { // encoding/json writes the empty Number as 0
 			return append(buf, '0'), nil
 		}
-		if !isNumber(string(x)) {
+		if !IsNumber(string(x)) {
 			return buf, fmt.Errorf("json: invalid number literal %q", string(x))
 		}
 		return append(buf, x...), nil
@@ -216,8 +218,8 @@ func appendRaw(buf []byte, raw json.RawMessage) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// isNumber reports whether s is a JSON number literal.
-func isNumber(s string) bool {
+// IsNumber reports whether s is a JSON number literal.
+func IsNumber(s string) bool {
 	if s == "" {
 		return false
 	}

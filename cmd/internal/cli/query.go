@@ -81,7 +81,7 @@ func queryCmd() *cobra.Command {
 	cmd.Flags().StringVar(&from, "from", "", "start of the time range (RFC 3339 or unix seconds), inclusive")
 	cmd.Flags().StringVar(&to, "to", "", "end of the time range, exclusive")
 	cmd.Flags().StringArrayVar(&hash, "hash", nil, "hashBy value(s) (repeat or comma-separate)")
-	cmd.Flags().StringSliceVar(&columns, "columns", nil, "columns to output, in order")
+	cmd.Flags().StringArrayVar(&columns, "columns", nil, "columns to output, in order (comma-separate or repeat); a path into a json column too: address.city, items[0].sku, \"a.b\".c")
 	cmd.Flags().StringArrayVar(&where, "where", nil, "predicate: 'col OP value' (= != < <= > >=), 'col IN a,b', 'col IS NULL'")
 	cmd.Flags().IntVar(&limit, "limit", 0, "maximum rows (0 = all)")
 	cmd.Flags().StringVar(&format, "format", "ndjson", "ndjson, csv or arrow (an Arrow IPC stream: sluice-full, or --server on a node built as sluice-full)")
