@@ -191,9 +191,10 @@ func TestGoogleTypeWithoutDynamicpb(t *testing.T) {
 	}
 }
 
-// benchGoogleTypeMessage is the bench row (benchProto's fields) with a
-// Date and a TimeOfDay, and its decoder.
-func benchGoogleTypeMessage(b *testing.B) ([]byte, *Decoder) {
+// benchGoogleTypeMessage is a row of diffProto's All with scalars, a
+// Timestamp and, with googleTypes, a Date and a TimeOfDay, and its
+// decoder.
+func benchGoogleTypeMessage(b *testing.B, googleTypes bool) ([]byte, *Decoder) {
 	reg := startRegistry(b, testregistry.Options{})
 	id := reg.Register("p-value", testregistry.Schema{Schema: diffProto, SchemaType: "PROTOBUF"})
 	fd, err := protoFile("", diffProto, new(protoregistry.Files))
@@ -212,6 +213,9 @@ func benchGoogleTypeMessage(b *testing.B) ([]byte, *Decoder) {
 	ts.Set(ts.Descriptor().Fields().ByName("seconds"), protoreflect.ValueOfInt64(1714521600))
 	m.Set(f("ts"), protoreflect.ValueOfMessage(ts))
 	for name, vals := range map[protoreflect.Name][]int32{"day": {2026, 11, 29}, "tod": {13, 45, 1, 123000}} {
+		if !googleTypes {
+			break
+		}
 		x := dynamicpb.NewMessage(f(name).Message())
 		for i, v := range vals {
 			x.Set(x.Descriptor().Fields().Get(i), protoreflect.ValueOfInt32(v))
@@ -227,8 +231,13 @@ func benchGoogleTypeMessage(b *testing.B) ([]byte, *Decoder) {
 
 // BenchmarkAppendRowGoogleType: a row with a Date and a TimeOfDay beside
 // scalars and a Timestamp into a column batch (ns/op and allocs/op per
-// row).
+// row); the same row without the two, for what they cost.
 func BenchmarkAppendRowGoogleType(b *testing.B) {
-	msg, d := benchGoogleTypeMessage(b)
+	msg, d := benchGoogleTypeMessage(b, true)
+	benchAppendRows(b, msg, d)
+}
+
+func BenchmarkAppendRowGoogleTypeNone(b *testing.B) {
+	msg, d := benchGoogleTypeMessage(b, false)
 	benchAppendRows(b, msg, d)
 }

@@ -64,7 +64,7 @@ func RequirePython(t testenv.TB) string {
 
 // Batch is messages produced with one schema: Records are Python
 // expressions (datetime, date, time, timezone, Decimal, UUID and, for
-// protobuf, Timestamp and the .proto's classes are in scope) of the values the serializer is given, so that logical types go
+// protobuf, Timestamp, google.type's Date and TimeOfDay and the .proto's classes are in scope) of the values the serializer is given, so that logical types go
 // in as the Python types the serializer maps (a datetime for
 // timestamp-millis, a Decimal for decimal). Raw, instead, are message
 // bodies produced as they are (corrupt messages).
