@@ -452,7 +452,7 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 	reg := apicurio.Require(t)
 	topic := uniqueName("protobuf")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	b := testregistry.Batch{Format: "protobuf", Schema: protoSchema, Message: "Order"}
 	for id := range 3 {
