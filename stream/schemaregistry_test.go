@@ -404,12 +404,15 @@ func TestKafkaRegistryDownPauses(t *testing.T) {
 }
 
 // protoSchema's Order is the file's second message (message index [1]), with
-// a nested message, an enum, well-known types, optional, repeated and map
-// fields.
+// a nested message, an enum, well-known types, google.type's Date and
+// TimeOfDay (the registry never holds their files), optional, repeated and
+// map fields.
 const protoSchema = `syntax = "proto3";
 package sluice.test;
 import "google/protobuf/timestamp.proto";
 import "google/protobuf/wrappers.proto";
+import "google/type/date.proto";
+import "google/type/timeofday.proto";
 message Other { string x = 1; }
 message Order {
   int64 id = 1;
@@ -427,15 +430,21 @@ message Order {
   Addr addr = 13;
   repeated string tags = 14;
   map<string, int64> attrs = 15;
-  message Addr { string city = 1; int32 zip = 2; google.protobuf.Timestamp since = 3; }
+  google.type.Date day = 16;
+  google.type.TimeOfDay tod = 17;
+  google.type.Date birthday = 18;
+  message Addr { string city = 1; int32 zip = 2; google.protobuf.Timestamp since = 3; google.type.Date opened = 4; google.type.TimeOfDay opens = 5; }
   enum Kind { CLICK = 0; VIEW = 1; }
 }
 `
 
 // TestKafkaProtobufFromRegistry: Protobuf messages by Confluent's
 // serializer through Apicurio Registry (message indexes, the schema registered as a descriptor):
-// every field's value is read back with its documented type; a message
-// whose indexes name no message type is a dead letter.
+// every field's value is read back with its documented type, google.type's
+// Date and TimeOfDay as date and time_of_day columns (text inside a nested
+// message, a partial date its fields) both in messages dynamicpb decodes
+// and in one read from the wire; a message whose indexes name no message
+// type is a dead letter.
 func TestKafkaProtobufFromRegistry(t *testing.T) {
 	t.Parallel()
 	broker(t)
@@ -443,7 +452,7 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 	reg := apicurio.Require(t)
 	topic := uniqueName("protobuf")
 	createTopic(t, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	b := testregistry.Batch{Format: "protobuf", Schema: protoSchema, Message: "Order"}
 	for id := range 3 {
@@ -453,9 +462,17 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 		}
 		b.Records = append(b.Records, fmt.Sprintf(`Order(id=%d, user="u%d", ts=Timestamp(seconds=%d, nanos=123000000), n32=-%d, u64=%d,
  f32=0.1, f64=%d.25, ok=%s, kind=Order.VIEW, raw=b"\x00\xffhi"%s%s,
- addr=Order.Addr(city="Zürich", zip=8000, since=Timestamp(seconds=1577934245)), tags=["a", "b%d"], attrs={"k": %d})`,
-			id, id, t0.Unix()+int64(id), id, uint64(1)<<62+uint64(id), id, map[bool]string{true: "True", false: "False"}[id%2 == 0], opt, wrapped, id, 1<<40+id))
+ addr=Order.Addr(city="Zürich", zip=8000, since=Timestamp(seconds=1577934245), opened=Date(year=2020, month=1, day=2), opens=TimeOfDay(hours=9)),
+ tags=["a", "b%d"], attrs={"k": %d}, day=Date(year=2026, month=2, day=%d), tod=TimeOfDay(hours=13, minutes=14, seconds=15, nanos=%d),
+ birthday=Date(month=12, day=%d))`,
+			id, id, t0.Unix()+int64(id), id, uint64(1)<<62+uint64(id), id, map[bool]string{true: "True", false: "False"}[id%2 == 0], opt, wrapped, id, 1<<40+id,
+			1+id, 678000000+id*1000, 20+id))
 	}
+	// Scalars, a Date and a TimeOfDay only: decoded from the wire (the
+	// messages above, with nested, repeated and map fields, go through
+	// dynamicpb).
+	b.Records = append(b.Records, fmt.Sprintf(`Order(id=3, user="u3", ts=Timestamp(seconds=%d, nanos=123000000),
+ day=Date(year=1969, month=12, day=31), tod=TimeOfDay(hours=23, minutes=59, seconds=59, nanos=999999000))`, t0.Unix()+3))
 	po := testregistry.ProduceOptions{Brokers: kafkaAddr, Topic: topic, Registry: reg.URL}
 	if err := testregistry.Produce(ctx, py, po, b); err != nil {
 		t.Fatal(err)
@@ -470,20 +487,27 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	nd := startNode(t, registryConfig(topic, "protobuf", reg.URL, ""), filepath.Join(t.TempDir(), "node"))
-	waitRows(t, nd, "events", 3, time.Minute)
+	waitRows(t, nd, "events", 4, time.Minute)
 	waitDeadLetters(t, nd, 1, time.Minute)
 	rows := queryRows(t, nd, "events")
-	for id := range 3 {
+	for id := range 4 {
 		want := map[string]any{
 			"id": float64(id), "user": fmt.Sprintf("u%d", id),
 			"ts":  t0.Add(time.Duration(id)*time.Second + 123*time.Millisecond).Format(time.RFC3339Nano),
 			"n32": float64(-id), "u64": float64(uint64(1)<<62 + uint64(id)), "f32": 0.1, "f64": float64(id) + 0.25, "ok": id%2 == 0,
 			"kind": "VIEW", "raw": "AP9oaQ==", "opt": nil, "wrapped": nil,
-			"addr": map[string]any{"city": "Zürich", "zip": float64(8000), "since": "2020-01-02T03:04:05Z"},
+			"addr": map[string]any{"city": "Zürich", "zip": float64(8000), "since": "2020-01-02T03:04:05Z", "opened": "2020-01-02", "opens": "09:00:00.000000"},
 			"tags": []any{"a", fmt.Sprintf("b%d", id)}, "attrs": map[string]any{"k": float64(1<<40 + id)},
+			// A partial date (no year) keeps its fields.
+			"day": fmt.Sprintf("2026-02-%02d", 1+id), "tod": fmt.Sprintf("13:14:15.678%03d", id), "birthday": map[string]any{"month": 12, "day": 20 + id},
 		}
-		if id == 1 {
+		switch id {
+		case 1:
 			want["opt"], want["wrapped"] = "set", "w"
+		case 3: // proto3's zero values where the message sets nothing
+			want = map[string]any{"id": float64(3), "user": "u3", "ts": want["ts"], "n32": 0, "u64": 0, "f32": 0, "f64": 0, "ok": false,
+				"kind": "CLICK", "raw": "", "opt": nil, "wrapped": nil, "addr": nil, "tags": []any{}, "attrs": map[string]any{},
+				"day": "1969-12-31", "tod": "23:59:59.999999", "birthday": nil}
 		}
 		for k, w := range want {
 			if !jsonEqual(rows[id][k], w) {
@@ -495,6 +519,10 @@ func TestKafkaProtobufFromRegistry(t *testing.T) {
 		if e := fmt.Sprint(d["error"]); !strings.Contains(e, "body does not match its schema") || !strings.Contains(e, "message index") {
 			t.Errorf("dead letter reason %q: want the bad message index", e)
 		}
+	}
+	wantTypes := map[string]string{"day": "date", "tod": "time_of_day", "birthday": "json", "addr": "json"}
+	if got := columnTypes(t, nd, "events"); !mapsHave(got, wantTypes) {
+		t.Errorf("column types %v, want %v among them", got, wantTypes)
 	}
 }
 

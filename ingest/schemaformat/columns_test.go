@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/sluicedb/sluice/internal/colbatch"
@@ -211,6 +211,8 @@ const diffProto = `syntax = "proto3";
 package d;
 import "google/protobuf/timestamp.proto";
 import "google/protobuf/wrappers.proto";
+import "google/type/date.proto";
+import "google/type/timeofday.proto";
 enum Color { RED = 0; GREEN = 1; BLUE = 2; }
 message All {
   bool b = 1; int32 i32 = 2; int64 i64 = 3; uint32 u32 = 4; uint64 u64 = 5; sint32 s32 = 6; sint64 s64 = 7;
@@ -221,6 +223,7 @@ message All {
   oneof choice { string cs = 25; int64 ci = 26; }
   message Inner { string name = 1; repeated int64 vals = 2; google.protobuf.Timestamp at = 3; }
   Inner inner = 27; repeated string tags = 28; map<string, int64> counts = 29; repeated Inner inners = 30;
+  google.type.Date day = 31; google.type.TimeOfDay tod = 32;
   int64 far = 5000;
 }`
 
@@ -286,6 +289,8 @@ func randProto(rnd *rand.Rand, md protoreflect.MessageDescriptor, scalars bool) 
 		m.Set(f("ci"), protoreflect.ValueOfInt64(rnd.Int64()))
 	}
 	m.Set(f("far"), protoreflect.ValueOfInt64(rnd.Int64N(100)))
+	msgField("day", func(x *dynamicpb.Message) { fillGoogleType(rnd, x) })
+	msgField("tod", func(x *dynamicpb.Message) { fillGoogleType(rnd, x) })
 	if !scalars && rnd.IntN(4) == 0 { // nested values: the message goes through dynamicpb
 		msgField("inner", func(x *dynamicpb.Message) {
 			x.Set(x.Descriptor().Fields().ByName("name"), protoreflect.ValueOfString(randString(rnd)))
@@ -310,13 +315,11 @@ func TestProtoColumnsMatchMaps(t *testing.T) {
 	reg := startRegistry(t, testregistry.Options{})
 	id := reg.Register("p-value", testregistry.Schema{Schema: diffProto, SchemaType: "PROTOBUF"})
 	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
-	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": diffProto})})}
-	files, err := c.Compile(context.Background(), "schema.proto")
+	fd, err := protoFile("", diffProto, new(protoregistry.Files)) // google.type's files as the decoder has them
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := files[0].Messages().Get(0)
+	md := fd.Messages().Get(0)
 	rnd := rand.New(rand.NewPCG(5, 6))
 	var msgs [][]byte
 	for i := range 600 {

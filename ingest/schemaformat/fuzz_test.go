@@ -59,5 +59,8 @@ func FuzzProtoColumns(f *testing.F) {
 	id := reg.Register("p-value", testregistry.Schema{Schema: diffProto, SchemaType: "PROTOBUF"})
 	d := newDecoder(f, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
 	f.Add([]byte{0})
+	for _, body := range googleTypeBodies() {
+		f.Add(body)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzColumns(t, d, id, body) })
 }

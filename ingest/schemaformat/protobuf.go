@@ -334,33 +334,25 @@ func protoScalar(fd protoreflect.FieldDescriptor, v protoreflect.Value, top bool
 	return nil, fmt.Errorf("field kind %v", fd.Kind())
 }
 
-// googleDate is a google.type.Date as a date; ok is false for a partial
-// one (a year, month or day of 0: a birthday, a card's expiry), which is
-// no day and stays its object of fields.
+// googleDate is a google.type.Date as a date (dateOf); ok is false for a
+// message of another shape under that name, which stays its fields.
 func googleDate(m protoreflect.Message) (coltype.DateValue, bool) {
+	if googleTypeOp(m.Descriptor()) != protoDate {
+		return 0, false
+	}
 	f := m.Descriptor().Fields()
-	y, mo, d := m.Get(f.ByName("year")).Int(), m.Get(f.ByName("month")).Int(), m.Get(f.ByName("day")).Int()
-	if y < 1 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 {
-		return 0, false
-	}
-	t := time.Date(int(y), time.Month(mo), int(d), 0, 0, 0, 0, time.UTC)
-	if t.Day() != int(d) { // February 30th
-		return 0, false
-	}
-	return coltype.DateOf(t), true
+	return dateOf(m.Get(f.ByName("year")).Int(), m.Get(f.ByName("month")).Int(), m.Get(f.ByName("day")).Int())
 }
 
-// googleTimeOfDay is a google.type.TimeOfDay as a time of day; ok is false
-// for one a time_of_day cannot hold (24:00:00, a leap second, nanoseconds
-// below a microsecond, out of range), which stays its object of fields.
+// googleTimeOfDay is a google.type.TimeOfDay as a time of day
+// (timeOfDayOf); ok is false as googleDate's.
 func googleTimeOfDay(m protoreflect.Message) (coltype.TimeOfDayValue, bool) {
-	f := m.Descriptor().Fields()
-	h, mi := m.Get(f.ByName("hours")).Int(), m.Get(f.ByName("minutes")).Int()
-	s, ns := m.Get(f.ByName("seconds")).Int(), m.Get(f.ByName("nanos")).Int()
-	if h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59 || ns < 0 || ns > 999_999_999 || ns%1000 != 0 {
+	if googleTypeOp(m.Descriptor()) != protoTimeOfDay {
 		return 0, false
 	}
-	return coltype.TimeOfDayValue(((h*60+mi)*60+s)*1_000_000 + ns/1000), true
+	f := m.Descriptor().Fields()
+	return timeOfDayOf(m.Get(f.ByName("hours")).Int(), m.Get(f.ByName("minutes")).Int(),
+		m.Get(f.ByName("seconds")).Int(), m.Get(f.ByName("nanos")).Int())
 }
 
 func protoMessage(m protoreflect.Message, top bool) (any, error) {

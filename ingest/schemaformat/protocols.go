@@ -51,6 +51,8 @@ const (
 	protoEnum
 	protoTimestamp
 	protoWrapper
+	protoDate      // google.type.Date (googletype.go)
+	protoTimeOfDay // google.type.TimeOfDay
 )
 
 // protoCol is the plan of one field.
@@ -172,6 +174,8 @@ func planProto(md protoreflect.MessageDescriptor) *protoPlan {
 			c = protoCol{name: string(fd.Name()), op: protoSlow, zero: colbatch.Cell{Kind: colbatch.Value, I: 1}}
 		case fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == "google.protobuf.Timestamp":
 			c = protoCol{name: string(fd.Name()), op: protoTimestamp, wire: protowire.BytesType, zero: colbatch.Cell{Kind: colbatch.Null}}
+		case fd.Kind() == protoreflect.MessageKind && googleTypeOp(fd.Message()) != protoSlow:
+			c = protoCol{name: string(fd.Name()), op: googleTypeOp(fd.Message()), wire: protowire.BytesType, zero: colbatch.Cell{Kind: colbatch.Null}}
 		case fd.Kind() == protoreflect.MessageKind && wrappers[fd.Message().FullName()]:
 			inner := planScalar(fd.Message().Fields().ByName("value"))
 			c = protoCol{name: string(fd.Name()), op: protoWrapper, wire: protowire.BytesType, zero: colbatch.Cell{Kind: colbatch.Null}, inner: &inner}
@@ -280,7 +284,7 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 		}
 		cb.Cols[cols[i]].Cells[row] = cell
 	}
-	var seen uint64 // the Timestamp and wrapper fields met (the first 64)
+	var seen uint64 // the message fields met (the first 64)
 	for pos := 0; pos < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[pos:])
 		if n < 0 {
@@ -303,7 +307,7 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 			continue
 		}
 		c := &p.cols[i]
-		if c.op == protoTimestamp || c.op == protoWrapper {
+		if c.op == protoTimestamp || c.op == protoWrapper || c.op == protoDate || c.op == protoTimeOfDay {
 			if i < 64 {
 				if seen&(1<<i) != 0 {
 					return errSlow // merged with the first: dynamicpb merges
@@ -403,6 +407,9 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 			return colbatch.Cell{}, 0, err
 		}
 		return cb.CellOf(t), n, nil
+	case protoDate, protoTimeOfDay:
+		cell, err := readGoogleType(c.op, v, cb)
+		return cell, n, err
 	}
 	// A wrapper: its value field (number 1), the zero value when absent.
 	cell, err := c.inner.readMessage(v, c.inner.zero, cb, cache)

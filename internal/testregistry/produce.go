@@ -64,10 +64,11 @@ func RequirePython(t testenv.TB) string {
 
 // Batch is messages produced with one schema: Records are Python
 // expressions (datetime, date, time, timezone, Decimal, UUID and, for
-// protobuf, Timestamp and the .proto's classes are in scope) of the values the serializer is given, so that logical types go
-// in as the Python types the serializer maps (a datetime for
-// timestamp-millis, a Decimal for decimal). Raw, instead, are message
-// bodies produced as they are (corrupt messages).
+// protobuf, Timestamp, StringValue, google.type's Date and TimeOfDay and
+// the .proto's classes are in scope) of the values the serializer is
+// given, so that logical types go in as the Python types the serializer
+// maps (a datetime for timestamp-millis, a Decimal for decimal). Raw,
+// instead, are message bodies produced as they are (corrupt messages).
 type Batch struct {
 	// Format is "avro", "protobuf" or "json_schema".
 	Format string `json:"format,omitempty"`

@@ -81,8 +81,13 @@ for b in spec["batches"]:
             with open(os.path.join(out, r["name"]), "w") as f:
                 f.write(r["schema"])
         include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+        # google/type/*.proto (googleapis-common-protos, which
+        # confluent-kafka's Protobuf support installs), beside the
+        # well-known types.
+        from google.type import date_pb2, timeofday_pb2
+        common = os.path.dirname(os.path.dirname(os.path.dirname(date_pb2.__file__)))
         files = [name + ".proto"] + [r["name"] for r in refs]
-        if protoc.main(["protoc", "-I" + out, "-I" + include, "--python_out=" + out] + files) != 0:
+        if protoc.main(["protoc", "-I" + out, "-I" + include, "-I" + common, "--python_out=" + out] + files) != 0:
             sys.exit("protoc failed")
         sys.path.insert(0, out)
         mod = importlib.import_module(name + "_pb2")
@@ -90,6 +95,7 @@ for b in spec["batches"]:
             scope.update({k: getattr(m, k) for k in dir(m) if not k.startswith("_")})
         from google.protobuf.wrappers_pb2 import StringValue
         scope["Timestamp"], scope["StringValue"] = Timestamp, StringValue
+        scope["Date"], scope["TimeOfDay"] = date_pb2.Date, timeofday_pb2.TimeOfDay
         subjects = {r["name"]: r["subject"] for r in refs}
         ser = ProtobufSerializer(getattr(mod, b["message"]), registry, {
             "use.deprecated.format": False,
