@@ -134,8 +134,10 @@ func (t *Table) columnLimit() int {
 // to a dead-letter table and append the rest. Without it an inferred column
 // widens (int64 to float64 to string), which the hot store can follow but
 // an Iceberg table cannot (Iceberg promotes int to long and float to
-// double, never long to double or to string). A column widened before is
-// kept as it is.
+// double, never long to double or to string). One change stays: a
+// decimal column's precision grows to 38 for a value that needs more
+// digits at its scale (widerDecimal), which Iceberg promotes in place. A
+// column widened before is kept as it is.
 func (t *Table) SetFixedTypes(fixed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -776,9 +778,8 @@ func firstNewColumn(row Row, have map[string]int, added map[string]Type, sortBy 
 // without one gets the ingestion time. fits is false when a row has a
 // column schema lacks or a value that one of check's checks finds (a
 // type that would widen its column, a decimal declaring more digits: cols
-// are then nil). The json.RawMessage
-// values of the json columns named in trusted are taken as they are
-// (TrustJSON).
+// are then nil). The json.RawMessage values of the json columns named in
+// trusted are taken as they are (TrustJSON).
 func (t *Table) coerce(rows []Row, schema []Column, check coerceChecks, trusted []string) (cols []colData, fits bool, err error) {
 	n := len(schema) * len(rows)
 	return t.coerceInto(rows, schema, check, trusted, &colSlab{vals: make([]value, n), nulls: make([]bool, n)})
