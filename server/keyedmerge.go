@@ -33,7 +33,13 @@ import (
 //     own entries.
 //   - Of one key's rows and entries, one of the same source partition with a
 //     higher offset supersedes another: a later change of the key. At the
-//     same position a row supersedes an entry (the entry is that row's).
+//     same position a deleted key's entry supersedes a row or a live entry:
+//     a delete that carries no position of its own (HTTP, a snapshot's
+//     leftover keys) keeps the position of the change it followed, so the
+//     row at that position, wherever it is held, is older than the delete;
+//     a Kafka tombstone has an offset of its own that no row has. Otherwise
+//     a row supersedes a live entry at its position (the entry is that
+//     row's).
 //   - What is left is unordered: changes through two partitions, or without
 //     a position (HTTP), have no order between nodes. A row is shown if one
 //     is left (a delete hides only the older rows of its own partition); of
@@ -80,6 +86,7 @@ type keyedCandidate struct {
 	partition  string
 	offset     int64
 	positioned bool
+	deleted    bool      // an entry of a key whose last change deleted it
 	at         time.Time // the time column's value
 	node       int
 }
@@ -235,7 +242,7 @@ func (m *keyedMerge) addLine(line []byte) error {
 		if len(st.Key) != len(m.keyCols) {
 			return fmt.Errorf("keyed merge: node %d: key state with %d key columns, want %d", m.node, len(st.Key), len(m.keyCols))
 		}
-		m.add(encodeKeyTexts(st.Key), keyedCandidate{partition: st.Partition, offset: st.Offset, positioned: true, node: m.node})
+		m.add(encodeKeyTexts(st.Key), keyedCandidate{partition: st.Partition, offset: st.Offset, positioned: true, deleted: st.Op == keyStateDeleted, node: m.node})
 		return nil
 	}
 	if raw, ok := fields["error"]; ok && len(fields) == 1 {
@@ -326,13 +333,21 @@ func encodeKeyTexts(texts []string) string {
 }
 
 // supersedes reports whether a is a later change of its key than b: the
-// same source partition at a higher offset, or at the same offset a row
-// over an entry (the entry is the row's own).
+// same source partition at a higher offset, or at the same offset a
+// deleted key's entry over a row or a live entry (the delete followed the
+// change at its position), or a row over a live entry (the entry is the
+// row's own).
 func (a keyedCandidate) supersedes(b keyedCandidate) bool {
 	if !a.positioned || !b.positioned || a.partition != b.partition {
 		return false
 	}
-	return a.offset > b.offset || (a.offset == b.offset && a.line != nil && b.line == nil)
+	if a.offset != b.offset {
+		return a.offset > b.offset
+	}
+	if a.deleted || b.deleted {
+		return a.deleted && !b.deleted
+	}
+	return a.line != nil && b.line == nil
 }
 
 // add adds one node's candidate of a key: it is dropped if another
@@ -346,7 +361,7 @@ func (m *keyedMerge) add(key string, c keyedCandidate) {
 		if e.supersedes(c) {
 			return
 		}
-		if e.positioned && c.positioned && e.partition == c.partition && e.offset == c.offset && (e.line != nil || c.line == nil) {
+		if e.positioned && c.positioned && e.partition == c.partition && e.offset == c.offset && !c.supersedes(e) {
 			return // the same change, held by two nodes
 		}
 	}

@@ -193,7 +193,10 @@ func (s *Server) handleLeaseOpen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	lease, err := s.leases.Open(r.Context(), name, clientOf(r), newNodeID(), ttl)
+	// A keyed table's lease has one split, every node's part merged by key
+	// on this node (leasemerge.go).
+	merged := len(s.tables[name].table.PrimaryKey()) > 0
+	lease, err := s.leases.Open(r.Context(), name, clientOf(r), newNodeID(), ttl, merged)
 	if errors.Is(err, leases.ErrTooMany) {
 		writeError(w, http.StatusTooManyRequests, "lease: "+err.Error())
 		return
@@ -262,11 +265,22 @@ func (s *Server) queryUnderLease(ctx context.Context, w http.ResponseWriter, nam
 		}
 		w.WriteHeader(http.StatusOK)
 	}
+	if req.Keyed {
+		// A part of a merged read (leasemerge.go): the key index entries
+		// that may hide another node's row go first, read before the rows.
+		start()
+		start = nil
+		if err := writeKeyStates(ctx, s.tables[name], req, w); err != nil {
+			s.log.Warn("query under a lease failed mid-stream", "table", name, "error", err)
+			endWithError(w, format, err)
+			return
+		}
+	}
 	n, err := s.query(ctx, name, req, w, format, start, true, read.Keep)
 	if err != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), leases.ErrEnded) {
 		err = context.Cause(ctx)
 	}
-	if err != nil && n < 0 {
+	if err != nil && n < 0 && start != nil {
 		code := queryErrorCode(err)
 		if errors.Is(err, leases.ErrEnded) {
 			code = http.StatusGone

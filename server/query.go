@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/cluster"
+	"github.com/sluicedb/sluice/cluster/leases"
 	"github.com/sluicedb/sluice/compute"
 	"github.com/sluicedb/sluice/internal/rowformat"
 	"github.com/sluicedb/sluice/table"
@@ -489,8 +490,8 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	} else {
 		req, err = ParseQueryURL(r.URL.Query())
 	}
-	if err == nil && req.Tier != "" && req.Tier != "all" && req.Tier != "hot" {
-		err = fmt.Errorf("%w: tier %q: want all or hot", errBadQuery, req.Tier)
+	if err == nil && req.Tier != "" && req.Tier != "all" && req.Tier != "hot" && (req.Tier != leases.TierCluster || req.Lease == "") {
+		err = fmt.Errorf("%w: tier %q: want all or hot (or %s with a lease)", errBadQuery, req.Tier, leases.TierCluster)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -510,6 +511,10 @@ func (s *Server) handleQuery(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(deadline(s.cfg.Limits.QueryTimeout))
 	if req.Cluster {
 		s.clusterQuery(ctx, w, name, req, format)
+		return
+	}
+	if req.Lease != "" && req.Tier == leases.TierCluster {
+		s.mergedLeaseRead(ctx, w, name, req, format)
 		return
 	}
 	if req.Lease != "" {

@@ -15,6 +15,13 @@
 // split reads holds exactly what every node's hot split leaves out,
 // whenever each is read.
 //
+// A keyed table's lease hands out one split instead (Open's merged, tier
+// "cluster", on the coordinator): a table with a primary key has one row
+// per key, and a key whose changes reached two nodes' stores has a row in
+// each, so the splits' rows must be merged by key before an engine sees
+// them. The coordinator reads every node's part (Parts) under the same
+// holds and merges them; the cut is the same as the per-node splits'.
+//
 // The lease ends when its splits have been read (Done once per split),
 // when the client ends it (End), or when its TTL fires, on the coordinator
 // and on every member (each member's own timer ends its hold even when the
@@ -67,8 +74,13 @@ type Lease struct {
 	Splits []Split `json:"splits"`
 }
 
+// TierCluster is the tier of a merged lease's one split: every node's part
+// read by the coordinator and merged by key.
+const TierCluster = "cluster"
+
 // Split is one node's part. Node "" is the coordinator itself when it is
-// not in its member list (no cluster config): the URL the client asked.
+// not in its member list (no cluster config), and a merged lease's one
+// split: the URL the client asked.
 type Split struct {
 	Node string `json:"node"`
 	Tier string `json:"tier"`
@@ -142,6 +154,7 @@ type clusterLease struct {
 	table   string
 	client  string // who opened it
 	lease   Lease
+	parts   []Split  // every node's part (lease.Splits, unless merged)
 	members []string // every member asked to hold (each is told when it ends)
 	uses    int      // splits not yet reported read
 	timer   *time.Timer
@@ -278,8 +291,10 @@ type HoldAnswer struct {
 
 // Open opens lease id on table as its coordinator for client (the unit of
 // MaxPerClient): every member holds, or none does and the error names the
-// nodes that failed. ErrTooMany when client has its most open.
-func (t *Table) Open(ctx context.Context, table, client, id string, ttl time.Duration) (Lease, error) {
+// nodes that failed. ErrTooMany when client has its most open. A merged
+// lease answers one split of tier TierCluster on this node, whose read
+// takes every node's part (Parts).
+func (t *Table) Open(ctx context.Context, table, client, id string, ttl time.Duration, merged bool) (Lease, error) {
 	release, err := t.reserve(client)
 	if err != nil {
 		return Lease{}, err
@@ -354,6 +369,10 @@ func (t *Table) Open(ctx context.Context, table, client, id string, ttl time.Dur
 	if len(errs) > 0 {
 		t.end(cl, id, "")
 		return Lease{}, errors.Join(errs...)
+	}
+	cl.parts = cl.lease.Splits
+	if merged {
+		cl.lease.Splits = []Split{{Node: "", Tier: TierCluster}}
 	}
 	cl.uses = len(cl.lease.Splits)
 	t.mu.Lock()
@@ -513,6 +532,19 @@ func (t *Table) Splits(table, id string) (Lease, bool) {
 	}
 	cl.uses += len(cl.lease.Splits)
 	return cl.lease, true
+}
+
+// Parts are every node's part of a lease this node coordinates (for a
+// merged lease, what its one split reads); false when it is not
+// coordinated here.
+func (t *Table) Parts(table, id string) ([]Split, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cl := t.coordinated[leaseKey(table, id)]
+	if cl == nil {
+		return nil, false
+	}
+	return cl.parts, true
 }
 
 // End ends a lease now (the engine's query is over): on every node when

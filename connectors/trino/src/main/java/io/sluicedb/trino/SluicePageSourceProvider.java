@@ -18,6 +18,9 @@ import java.util.List;
  * Reads one split: one node's answer, streamed, as Arrow batches straight into pages (format "arrow", the default),
  * or as NDJSON rows through a record cursor (format "ndjson", for a node built without Arrow: the lean sluice binary).
  * The split is done when its page source closes, read or not: the last one ends the lease.
+ *
+ * <p>A keyed table's one split (tier "cluster": every node's part merged by key on the lease's coordinator) is
+ * always read as NDJSON: the node merges the nodes' answers line by line and answers in that format only.
  */
 public final class SluicePageSourceProvider implements ConnectorPageSourceProvider {
     private final SluiceClient client;
@@ -46,6 +49,7 @@ public final class SluicePageSourceProvider implements ConnectorPageSourceProvid
             names.add(t.sortBy());
         }
         Runnable done = () -> client.leaseDone(t.table(), s.lease());
+        SluiceConfig.Format format = s.merged() ? SluiceConfig.Format.NDJSON : this.format;
         var body = client.query(s.node(), t.table(), s.tier(), s.lease(), format, names, t.from(), t.to(), t.hashes());
         if (format == SluiceConfig.Format.ARROW) {
             return new SluiceArrowPageSource(s.node(), cols, names.size(), body, done);

@@ -18,6 +18,10 @@ import java.util.List;
  * One split per node, all under one read lease the catalog's node opens: the lease's coordinator answers with the
  * Iceberg table's rows and its store's (tier "all"), every other node with its store's rows the table lacks (tier
  * "hot"), and no node commits until the splits are read, so each row is read once (docs/cluster.md).
+ *
+ * <p>A keyed table's lease has one split (tier "cluster"): per-node splits would show a key once per store its
+ * changes reached, so the lease's coordinator reads every node's part itself and merges them by key. The lease
+ * decides, so the splits are taken as it hands them out.
  */
 public final class SluiceSplitManager implements ConnectorSplitManager {
     private final SluiceLeases leases;

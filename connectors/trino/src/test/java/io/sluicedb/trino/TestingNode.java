@@ -35,8 +35,8 @@ final class TestingNode implements AutoCloseable {
         }
     }
 
-    /** One request as the node saw it. */
-    record Request(String method, String path, String authorization) {}
+    /** One request as the node saw it (query: its query string, null when it has none). */
+    record Request(String method, String path, String authorization, String query) {}
 
     private final HttpServer server;
     private final Map<String, Function<Request, Answer>> routes = new ConcurrentHashMap<>();
@@ -108,7 +108,8 @@ final class TestingNode implements AutoCloseable {
 
     private void handle(HttpExchange exchange) throws IOException {
         try (exchange) {
-            Request r = new Request(exchange.getRequestMethod(), exchange.getRequestURI().getPath(), exchange.getRequestHeaders().getFirst("Authorization"));
+            Request r = new Request(exchange.getRequestMethod(), exchange.getRequestURI().getPath(), exchange.getRequestHeaders().getFirst("Authorization"),
+                    exchange.getRequestURI().getRawQuery());
             requests.add(r);
             exchange.getRequestBody().readAllBytes();
             Function<Request, Answer> route = routes.get(r.method() + " " + r.path());
