@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/csv"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -117,6 +119,28 @@ func TestClusterQueryColumnPath(t *testing.T) {
 			if r["address.city"] != dotted || r[`"address".city`] != city(n) || r["items[0].sku"] != sku {
 				t.Errorf("node %d, n=%d: %v, want address.city %v, \"address\".city %v, items[0].sku %v", i, n, r, dotted, city(n), sku)
 			}
+		}
+		// A path named apart (POST paths) into the json column node 1
+		// lacks: null there too.
+		resp, err := http.Post(s.url+"/v1/tables/orders/query", "application/json",
+			strings.NewReader(`{"cluster":true,"columns":["n","sku"],"paths":{"sku":{"column":"items","path":"[0].sku"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body = resp.StatusCode, string(b)
+		skus := 0
+		for _, r := range lines(body) {
+			n, _ := r["n"].(float64)
+			if sku, ok := r["sku"].(string); ok && n < 100 && sku == fmt.Sprintf("s%d", int(n)%4) {
+				skus++
+			} else if r["sku"] != nil || n < 100 {
+				t.Errorf("node %d, POST paths: row %v", i, r)
+			}
+		}
+		if code != 200 || skus != 6 || len(lines(body)) != 10 {
+			t.Errorf("node %d, POST paths: %d, %d skus (%.300s)", i, code, skus, body)
 		}
 	}
 }
