@@ -144,3 +144,13 @@ func TestClusterQueryColumnPath(t *testing.T) {
 		}
 	}
 }
+
+// TestParseColumnsPaths: columns split at commas, except a comma inside a
+// quoted name of a path.
+func TestParseColumnsPaths(t *testing.T) {
+	q, err := ParseQueryURL(url.Values{"columns": {`n, attrs."a,b" ,items[0].sku`, `"x,y".z`}})
+	want := []string{"n", `attrs."a,b"`, "items[0].sku", `"x,y".z`}
+	if err != nil || !slices.Equal(q.Columns, want) {
+		t.Errorf("columns %q (%v), want %q", q.Columns, err, want)
+	}
+}
