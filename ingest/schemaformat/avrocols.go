@@ -429,7 +429,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i
 		if err != nil {
 			return colbatch.Cell{}, err
 		}
-		return cb.CellOf(t), nil
+		return cache.timeCell(cb, t), nil
 	case avroTimeMillis, avroTimeMicros, avroBytes, avroFixed, avroUUIDFixed, avroUUIDString, avroDecimalBytes, avroDecimalFixed:
 		v, err := r.native(n)
 		if err != nil {

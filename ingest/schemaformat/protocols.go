@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -79,6 +78,11 @@ type protoPlan struct {
 	// (numbers up to len(byNumber)-1); others are in numbered.
 	byNumber []int
 	numbered map[protowire.Number]int
+	// byTag[t] is the index in cols of the planned field whose tag is the
+	// one byte t (field numbers 1 to 15) with the field's own wire type,
+	// -1 for any other byte: most fields are then found by one load
+	// instead of a tag's varint and a number's lookup.
+	byTag [128]int16
 }
 
 // maxDenseFieldNumber bounds the field numbers looked up by slice.
@@ -197,12 +201,18 @@ func planProto(md protoreflect.MessageDescriptor) *protoPlan {
 		p.byNumber[i] = -1
 	}
 	p.numbered = map[protowire.Number]int{}
+	for i := range p.byTag {
+		p.byTag[i] = -1
+	}
 	for i := range fields.Len() {
 		n := fields.Get(i).Number()
 		if int(n) < len(p.byNumber) {
 			p.byNumber[n] = i
 		} else {
 			p.numbered[n] = i
+		}
+		if tag := protowire.EncodeTag(n, p.cols[i].wire); tag < 0x80 && p.cols[i].op != protoSlow && i <= math.MaxInt16 {
+			p.byTag[tag] = int16(i)
 		}
 	}
 	return p
@@ -282,25 +292,33 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 	}
 	var seen uint64 // the Timestamp and wrapper fields met (the first 64)
 	for pos := 0; pos < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[pos:])
-		if n < 0 {
-			return fmt.Errorf("at byte %d: field tag: %w", at+pos, protowire.ParseError(n))
-		}
 		fieldAt := pos
-		pos += n
-		i := p.field(num)
-		if i >= 0 && p.cols[i].op == protoSlow {
-			return errSlow
+		i := -1
+		if t := b[pos]; t < 0x80 {
+			i = int(p.byTag[t])
 		}
-		if i < 0 || p.cols[i].wire != typ {
-			// Unknown, or a known number with another wire type, which
-			// Protobuf keeps as an unknown field: skipped.
-			m := protowire.ConsumeFieldValue(num, typ, b[pos:])
-			if m < 0 {
-				return fmt.Errorf("at byte %d: field %d: %w", at+fieldAt, num, protowire.ParseError(m))
+		if i >= 0 {
+			pos++ // a one-byte tag of a planned field, of its wire type
+		} else {
+			num, typ, n := protowire.ConsumeTag(b[pos:])
+			if n < 0 {
+				return fmt.Errorf("at byte %d: field tag: %w", at+pos, protowire.ParseError(n))
 			}
-			pos += m
-			continue
+			pos += n
+			i = p.field(num)
+			if i >= 0 && p.cols[i].op == protoSlow {
+				return errSlow
+			}
+			if i < 0 || p.cols[i].wire != typ {
+				// Unknown, or a known number with another wire type, which
+				// Protobuf keeps as an unknown field: skipped.
+				m := protowire.ConsumeFieldValue(num, typ, b[pos:])
+				if m < 0 {
+					return fmt.Errorf("at byte %d: field %d: %w", at+fieldAt, num, protowire.ParseError(m))
+				}
+				pos += m
+				continue
+			}
 		}
 		c := &p.cols[i]
 		if c.op == protoTimestamp || c.op == protoWrapper {
@@ -391,10 +409,11 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 	}
 	switch c.op {
 	case protoString:
-		if !utf8.Valid(v) {
+		s, ok := cache.utf8Str(i, v)
+		if !ok {
 			return colbatch.Cell{}, 0, errors.New("string is not valid UTF-8")
 		}
-		return colbatch.Cell{Kind: colbatch.String, S: cache.str(i, v)}, n, nil
+		return colbatch.Cell{Kind: colbatch.String, S: s}, n, nil
 	case protoBytes:
 		return colbatch.Cell{Kind: colbatch.String, S: base64.StdEncoding.EncodeToString(v)}, n, nil
 	case protoTimestamp:
@@ -402,7 +421,7 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 		if err != nil {
 			return colbatch.Cell{}, 0, err
 		}
-		return cb.CellOf(t), n, nil
+		return cache.timeCell(cb, t), n, nil
 	}
 	// A wrapper: its value field (number 1), the zero value when absent.
 	cell, err := c.inner.readMessage(v, c.inner.zero, cb, cache)

@@ -1,0 +1,190 @@
+package schemaformat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluicedb/sluice/internal/colbatch"
+	"github.com/sluicedb/sluice/internal/testregistry"
+)
+
+// TestParseDateTimeMatchesTimeParse: the date-time fast path gives what
+// time.Parse(time.RFC3339Nano) gives, in UTC, and refuses what it refuses,
+// over the forms producers write, fields at and past their ranges, leap
+// days and random instants.
+func TestParseDateTimeMatchesTimeParse(t *testing.T) {
+	cases := []string{
+		"2024-05-01T00:00:00Z", "2024-05-01T00:00:00.037Z", "2024-05-01T23:59:59.999999999Z", "2024-05-01T00:00:00.5Z",
+		"2024-02-29T12:00:00Z", "2023-02-29T12:00:00Z", "2100-02-29T00:00:00Z", "2000-02-29T00:00:00Z", "2024-04-31T00:00:00Z",
+		"2024-12-31T24:00:00Z", "2024-12-31T23:60:00Z", "2024-12-31T23:59:60Z", "2024-13-01T00:00:00Z", "2024-00-01T00:00:00Z",
+		"2024-01-00T00:00:00Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2024-05-01T00:00:00.Z",
+		"2024-05-01T00:00:00.1234567890Z", "2024-05-01T00:00:00+02:00", "2024-05-01T00:00:00.25-07:30",
+		"2024-05-01t00:00:00Z", "2024-05-01T00:00:00z", "2024-05-01 00:00:00Z", "2024-5-01T00:00:00Z", "2024-05-01T00:00:0xZ",
+		"2024-05-01T00:00:00,5Z", "", "Z", "2024-05-01T00:00:00.+5Z", "-024-05-01T00:00:00Z",
+	}
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		tm := time.Unix(rnd.Int64N(1<<36)-1<<35, rnd.Int64N(1e9)).UTC()
+		cases = append(cases, tm.Format(time.RFC3339Nano), tm.Format(time.RFC3339))
+	}
+	for _, s := range cases {
+		sameDateTime(t, s)
+	}
+}
+
+func sameDateTime(t *testing.T, s string) {
+	t.Helper()
+	want, werr := time.Parse(time.RFC3339Nano, s)
+	got, err := parseDateTime(s)
+	if (err != nil) != (werr != nil) {
+		t.Fatalf("%q: error %v, time.Parse's %v", s, err, werr)
+	}
+	if werr == nil && (!got.Equal(want) || got.Location() != time.UTC) {
+		t.Fatalf("%q: %v, time.Parse's %v (want it in UTC)", s, got, want.UTC())
+	}
+}
+
+func FuzzParseDateTime(f *testing.F) {
+	f.Add("2024-05-01T00:00:00.037Z")
+	f.Add("2024-02-29T23:59:59Z")
+	f.Fuzz(sameDateTime)
+}
+
+// TestTimeCellsKeepTheirValues: the timestamps of a batch's cells, laid
+// in shared blocks, each keep their own value (over several blocks, and
+// after collections), and a batch of Protobuf rows costs no allocation a
+// row for them.
+func TestTimeCellsKeepTheirValues(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("t-value", testregistry.Schema{Schema: `syntax = "proto3";
+import "google/protobuf/timestamp.proto";
+message T { google.protobuf.Timestamp at = 1; string s = 2; }`, SchemaType: "PROTOBUF"})
+	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	msgOf := func(k int) []byte {
+		var ts []byte
+		ts = protowire.AppendTag(ts, 1, protowire.VarintType)
+		ts = protowire.AppendVarint(ts, uint64(1714521600+k))
+		ts = protowire.AppendTag(ts, 2, protowire.VarintType)
+		ts = protowire.AppendVarint(ts, uint64(k))
+		body := protowire.AppendTag([]byte{0}, 1, protowire.BytesType)
+		body = protowire.AppendBytes(body, ts)
+		body = protowire.AppendTag(body, 2, protowire.BytesType)
+		return frame(id, protowire.AppendString(body, "same"))
+	}
+	const n = 3*timeBlock + 7
+	msgs := make([][]byte, n)
+	for k := range msgs {
+		msgs[k] = msgOf(k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cb colbatch.Batch
+	rows := d.Rows(&cb)
+	for k, msg := range msgs {
+		if err := rows.Append(ctx, msg, k+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.GC()
+	at := cb.Find("at")
+	for k := range n {
+		v, _ := cb.Any(cb.Cols[at].Cells[k])
+		if want := time.Unix(1714521600+int64(k), int64(k)).UTC(); v != any(want) {
+			t.Fatalf("row %d: %#v, want %v", k, v, want)
+		}
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		cb.Reset()
+		rows := d.Rows(&cb)
+		for k, msg := range msgs {
+			if err := rows.Append(ctx, msg, k+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	// The blocks (4), the Rows, its column indexes and kept strings;
+	// one a timestamp would be n.
+	if allocs > 20 {
+		t.Errorf("%.0f allocations for %d rows, want ≤ 20", allocs, n)
+	}
+}
+
+// TestProtoStringsChecked: a string that is not valid UTF-8 is refused
+// (as dynamicpb refuses it) whether its column keeps its values, has
+// stopped keeping them (past maxValues), or the value is too long to
+// keep; a kept value is not checked again.
+func TestProtoStringsChecked(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("s-value", testregistry.Schema{Schema: `syntax = "proto3"; message S { string s = 1; }`, SchemaType: "PROTOBUF"})
+	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	msgOf := func(s string) []byte {
+		b := protowire.AppendTag([]byte{0}, 1, protowire.BytesType)
+		return frame(id, protowire.AppendString(b, s))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cb colbatch.Batch
+	rows := d.Rows(&cb)
+	bad := []string{"a\xffb", "\xc3", strings.Repeat("x", maxValueLen) + "\xff"}
+	check := func(when string) {
+		t.Helper()
+		for _, s := range bad {
+			if err := rows.Append(ctx, msgOf(s), cb.Len+1); !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "not valid UTF-8") {
+				t.Errorf("%s: %q: %v, want ErrBody saying not valid UTF-8", when, s, err)
+			}
+		}
+	}
+	for _, s := range []string{"view", "é", "view"} {
+		if err := rows.Append(ctx, msgOf(s), cb.Len+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("column keeping its values")
+	for k := range maxValues + 1 {
+		if err := rows.Append(ctx, msgOf(fmt.Sprint("v", k)), cb.Len+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("column past its kept values")
+	if got := cb.Len; got != 3+maxValues+1 {
+		t.Errorf("%d rows, want %d", got, 3+maxValues+1)
+	}
+}
+
+// TestProtoOneByteTagsOfAnotherWireType: a field numbered 1 to 15 sent
+// with a wire type other than its own is an unknown field (skipped, the
+// column its zero value), as dynamicpb reads it, not read as the field.
+func TestProtoOneByteTagsOfAnotherWireType(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("w-value", testregistry.Schema{Schema: `syntax = "proto3";
+message W { bool b = 1; int64 i = 2; double f = 3; string s = 4; }`, SchemaType: "PROTOBUF"})
+	d := newDecoder(t, FormatProtobuf, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	var msgs [][]byte
+	for _, body := range [][]byte{
+		protowire.AppendFixed64(protowire.AppendTag(nil, 1, protowire.Fixed64Type), 1),
+		protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), "12"),
+		protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 7),
+		protowire.AppendFixed32(protowire.AppendTag(nil, 4, protowire.Fixed32Type), 7),
+		// Their own types after the others: the value is the last one's.
+		protowire.AppendVarint(protowire.AppendTag(protowire.AppendFixed64(protowire.AppendTag(nil, 2, protowire.Fixed64Type), 9), 2, protowire.VarintType), 5),
+	} {
+		msgs = append(msgs, frame(id, append([]byte{0}, body...)))
+	}
+	sameCells(t, d, msgs)
+	var cb colbatch.Batch
+	if err := d.Rows(&cb).Append(context.Background(), msgs[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cb.Any(cb.Cols[cb.Find("b")].Cells[0]); v != false {
+		t.Errorf("b sent as fixed64: %v, want false (an unknown field)", v)
+	}
+}
