@@ -119,9 +119,9 @@ message T { google.protobuf.Timestamp at = 1; string s = 2; }`, SchemaType: "PRO
 }
 
 // TestProtoStringsChecked: a string that is not valid UTF-8 is refused
-// (as dynamicpb refuses it) whether its column keeps its values, has
-// stopped keeping them (past maxValues), or the value is too long to
-// keep; a kept value is not checked again.
+// (as dynamicpb refuses it), short or long; the strings of a batch, laid
+// one after another in shared chunks, each keep their own value across
+// chunks (values short and long, many rows, after collections).
 func TestProtoStringsChecked(t *testing.T) {
 	reg := startRegistry(t, testregistry.Options{})
 	id := reg.Register("s-value", testregistry.Schema{Schema: `syntax = "proto3"; message S { string s = 1; }`, SchemaType: "PROTOBUF"})
@@ -134,29 +134,30 @@ func TestProtoStringsChecked(t *testing.T) {
 	defer cancel()
 	var cb colbatch.Batch
 	rows := d.Rows(&cb)
-	bad := []string{"a\xffb", "\xc3", strings.Repeat("x", maxValueLen) + "\xff"}
-	check := func(when string) {
-		t.Helper()
-		for _, s := range bad {
-			if err := rows.Append(ctx, msgOf(s), cb.Len+1); !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "not valid UTF-8") {
-				t.Errorf("%s: %q: %v, want ErrBody saying not valid UTF-8", when, s, err)
-			}
+	var want []string
+	for k := range 3000 {
+		s := fmt.Sprint("v", k, strings.Repeat("é", k%50))
+		if k%500 == 0 {
+			s = strings.Repeat("long", maxArenaString/3) // a string of its own
 		}
-	}
-	for _, s := range []string{"view", "é", "view"} {
 		if err := rows.Append(ctx, msgOf(s), cb.Len+1); err != nil {
 			t.Fatal(err)
 		}
-	}
-	check("column keeping its values")
-	for k := range maxValues + 1 {
-		if err := rows.Append(ctx, msgOf(fmt.Sprint("v", k)), cb.Len+1); err != nil {
-			t.Fatal(err)
+		want = append(want, s)
+		if k%1000 == 0 {
+			for _, bad := range []string{"a\xffb", "\xc3", strings.Repeat("x", maxArenaString) + "\xff"} {
+				if err := rows.Append(ctx, msgOf(bad), cb.Len+1); !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "not valid UTF-8") {
+					t.Errorf("%.20q: %v, want ErrBody saying not valid UTF-8", bad, err)
+				}
+			}
 		}
 	}
-	check("column past its kept values")
-	if got := cb.Len; got != 3+maxValues+1 {
-		t.Errorf("%d rows, want %d", got, 3+maxValues+1)
+	runtime.GC()
+	c := cb.Find("s")
+	for k, w := range want {
+		if got := cb.Cols[c].Cells[k].S; got != w {
+			t.Fatalf("row %d: %.40q, want %.40q", k, got, w)
+		}
 	}
 }
 

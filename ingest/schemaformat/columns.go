@@ -17,68 +17,53 @@ type rowAppender interface {
 }
 
 // columnCache holds the batch's column indexes of one plan's fields, so
-// that the rows of a batch look their columns up once, not once a field.
+// that the rows of a batch look their columns up once, not once a field,
+// and, when keep is set (a batch of rows, not one), the memory its string
+// and timestamp cells point into.
 type columnCache struct {
 	plan any
 	cols []int
-	// values[i] are the string values of column cols[i] met in the batch:
-	// low-cardinality columns (a country, an action) then cost no
-	// allocation per row. Kept only when keep is set (a batch of rows,
-	// not one).
-	values []stringValues
-	keep   bool
+	keep bool
+	// strs holds the string values of the batch's cells, one after
+	// another (str).
+	strs []byte
 	// times are the timestamps of timeCell's cells, in blocks.
 	times []time.Time
 }
 
-type stringValues struct {
-	vals map[string]string
-	off  bool
-}
-
-// maxValues bounds one column's kept values, maxValueLen the length of a
-// kept value: a column of ever-new values stops being kept.
+// strChunk is the size of one chunk of a cache's strings; a value over
+// maxArenaString is a string of its own.
 const (
-	maxValues   = 256
-	maxValueLen = 64
+	strChunk       = 16 << 10
+	maxArenaString = strChunk / 8
 )
 
-// str returns b as a string, the one kept for column i when b is one of
-// its values.
-func (c *columnCache) str(i int, b []byte) string {
-	s, _ := c.keptStr(i, b, false)
-	return s
+// str returns b as a string. When the cache serves a batch of rows the
+// strings are copied one after another into chunks of strChunk bytes: a
+// value costs a copy, not an allocation of its own (nor a lookup among the
+// column's earlier values, which cost more than the copy; the NDJSON
+// column decoder lays its strings out the same way). A chunk lives as long
+// as any string pointing into it, and its bytes are never written again
+// once a string points to them.
+func (c *columnCache) str(b []byte) string {
+	if !c.keep || len(b) > maxArenaString || len(b) == 0 {
+		return string(b)
+	}
+	if len(b) > cap(c.strs)-len(c.strs) {
+		c.strs = make([]byte, 0, strChunk)
+	}
+	start := len(c.strs)
+	c.strs = append(c.strs, b...)
+	return unsafe.String(&c.strs[start], len(b))
 }
 
 // utf8Str is str for a value that must be valid UTF-8 (ok is false when
-// it is not). Only a value not kept yet is checked: a kept one was checked
-// when it was first met, so a low-cardinality column's values cost one
-// map lookup a row, not a lookup and a check.
-func (c *columnCache) utf8Str(i int, b []byte) (s string, ok bool) {
-	return c.keptStr(i, b, true)
-}
-
-func (c *columnCache) keptStr(i int, b []byte, check bool) (string, bool) {
-	if i < 0 || i >= len(c.values) || len(b) > maxValueLen || c.values[i].off {
-		return string(b), !check || utf8.Valid(b)
-	}
-	v := &c.values[i]
-	if s, ok := v.vals[string(b)]; ok {
-		return s, true
-	}
-	if check && !utf8.Valid(b) {
+// it is not).
+func (c *columnCache) utf8Str(b []byte) (s string, ok bool) {
+	if !utf8.Valid(b) {
 		return "", false
 	}
-	if len(v.vals) >= maxValues {
-		v.off, v.vals = true, nil
-		return string(b), true
-	}
-	if v.vals == nil {
-		v.vals = map[string]string{}
-	}
-	s := string(b)
-	v.vals[s] = s
-	return s, true
+	return c.str(b), true
 }
 
 // timeBlock is how many timestamps one allocation of timeCell holds.
@@ -122,9 +107,6 @@ func (c *columnCache) columns(plan any, names func(yield func(string) bool), cb 
 	c.plan, c.cols = plan, c.cols[:0]
 	for name := range names {
 		c.cols = append(c.cols, cb.ColumnOf(name))
-	}
-	if c.keep {
-		c.values = make([]stringValues, len(c.cols))
 	}
 	return c.cols
 }

@@ -331,7 +331,7 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 				return errSlow
 			}
 		}
-		cell, m, err := c.read(b[pos:], cb, cache, i)
+		cell, m, err := c.read(b[pos:], cb, cache)
 		if err != nil {
 			return fmt.Errorf("at byte %d: field %s: %w", at+fieldAt, c.name, err)
 		}
@@ -344,10 +344,9 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 	return nil
 }
 
-// read reads one value of c (field i of the plan; -1 inside a wrapper) at
-// the start of b (past its tag) and returns its cell and the bytes it
-// took.
-func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int) (colbatch.Cell, int, error) {
+// read reads one value of c at the start of b (past its tag) and returns
+// its cell and the bytes it took.
+func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache) (colbatch.Cell, int, error) {
 	switch c.wire {
 	case protowire.VarintType:
 		v, n := protowire.ConsumeVarint(b)
@@ -409,7 +408,7 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 	}
 	switch c.op {
 	case protoString:
-		s, ok := cache.utf8Str(i, v)
+		s, ok := cache.utf8Str(v)
 		if !ok {
 			return colbatch.Cell{}, 0, errors.New("string is not valid UTF-8")
 		}
@@ -445,7 +444,7 @@ func (c *protoCol) readMessage(b []byte, cell colbatch.Cell, cb *colbatch.Batch,
 			continue
 		}
 		var err error
-		if cell, n, err = c.read(b[pos:], cb, cache, -1); err != nil {
+		if cell, n, err = c.read(b[pos:], cb, cache); err != nil {
 			return cell, err
 		}
 		pos += n
