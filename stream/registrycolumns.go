@@ -85,6 +85,7 @@ func (w *Writer) writeJSONSchemaColumns(ctx context.Context, msgs []Message, pos
 	bodies := make([]Message, len(msgs))
 	types := make([]*schemaformat.JSONTypes, len(msgs))
 	jrows := w.registry.JSONRows()
+	jrows.TimestampColumns(w.target.Schema)
 	for i := range msgs {
 		b, err := body(&msgs[i])
 		if err != nil {

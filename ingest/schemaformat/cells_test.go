@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/sluicedb/sluice/coltype"
 	"github.com/sluicedb/sluice/internal/colbatch"
 	"github.com/sluicedb/sluice/internal/testregistry"
 )
@@ -187,5 +188,49 @@ message W { bool b = 1; int64 i = 2; double f = 3; string s = 4; }`, SchemaType:
 	}
 	if v, _ := cb.Any(cb.Cols[cb.Find("b")].Cells[0]); v != false {
 		t.Errorf("b sent as fixed64: %v, want false (an unknown field)", v)
+	}
+}
+
+// TestJSONRowsTimestampText: a date-time property whose column is
+// declared a timestamp keeps its text when it is in the UTC form (its
+// column parses it), is converted when it has an offset, and is refused
+// when it is no date-time, as without the declaration.
+func TestJSONRowsTimestampText(t *testing.T) {
+	reg := startRegistry(t, testregistry.Options{})
+	id := reg.Register("j-value", testregistry.Schema{Schema: `{"type":"object","properties":{"at":{"type":"string","format":"date-time"},
+ "other":{"type":"string","format":"date-time"}}}`, SchemaType: "JSON"})
+	d := newDecoder(t, FormatJSONSchema, Registry{URLs: []string{reg.URL}, Timeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	jr := d.JSONRows()
+	jr.TimestampColumns(map[string]coltype.Type{"at": coltype.Timestamp, "other": coltype.String})
+	_, types, err := jr.Body(ctx, frame(id, []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cb colbatch.Batch
+	for _, at := range []string{"2026-01-02T03:04:05.5Z", "2026-01-02T05:04:05+02:00"} {
+		r := cb.AddRow(cb.Len + 1)
+		cb.Set(cb.ColumnOf("at"), r, at)
+		cb.Set(cb.ColumnOf("other"), r, "2026-01-02T03:04:05Z")
+	}
+	if _, err := jr.Convert(&cb, 0, cb.Len, types); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for r, w := range []any{"2026-01-02T03:04:05.5Z", want} {
+		if got, _ := cb.Any(cb.Cols[cb.Find("at")].Cells[r]); got != w {
+			t.Errorf("row %d: at %#v, want %#v", r, got, w)
+		}
+		if got, _ := cb.Any(cb.Cols[cb.Find("other")].Cells[r]); got != any(want) {
+			t.Errorf("row %d: other (not a timestamp column) %#v, want %v", r, got, want)
+		}
+	}
+	for _, bad := range []string{"2023-02-29T00:00:00Z", "yesterday"} {
+		var cb colbatch.Batch
+		cb.Set(cb.ColumnOf("at"), cb.AddRow(1), bad)
+		if row, err := jr.Convert(&cb, 0, 1, types); row != 0 || err == nil || !strings.Contains(err.Error(), "date-time") {
+			t.Errorf("%q: row %d, %v; want row 0 refused, naming the date-time", bad, row, err)
+		}
 	}
 }

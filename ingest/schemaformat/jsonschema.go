@@ -193,10 +193,10 @@ func (d *Decoder) JSONBody(ctx context.Context, msg []byte) ([]byte, *JSONTypes,
 // its index returned), a date-time string a time. A property at a time:
 // a column's cells in one loop.
 func (t *JSONTypes) Convert(cb *colbatch.Batch, from, to int) (int, error) {
-	return t.convert(cb, from, to, &columnCache{})
+	return t.convert(cb, from, to, &columnCache{}, nil)
 }
 
-func (t *JSONTypes) convert(cb *colbatch.Batch, from, to int, cache *columnCache) (int, error) {
+func (t *JSONTypes) convert(cb *colbatch.Batch, from, to int, cache *columnCache, textTimes map[string]bool) (int, error) {
 	for name, p := range t.props {
 		c := cb.Find(name)
 		if c < 0 {
@@ -204,6 +204,14 @@ func (t *JSONTypes) convert(cb *colbatch.Batch, from, to int, cache *columnCache
 		}
 		cells := cb.Cols[c].Cells
 		for r := from; r < to; r++ {
+			if p == propDateTime && textTimes[name] {
+				// Checked, and left as the text its column parses.
+				if cell := &cells[r]; cell.Kind == colbatch.String {
+					if _, ok := parseUTCDateTime(cell.S); ok {
+						continue
+					}
+				}
+			}
 			if err := convertCell(cb, &cells[r], name, p, cache); err != nil {
 				return r, err
 			}
@@ -222,6 +230,27 @@ type JSONRows struct {
 	id    int
 	types *JSONTypes
 	cache columnCache
+	// textTimes are the date-time properties whose column is declared a
+	// timestamp (TimestampColumns).
+	textTimes map[string]bool
+}
+
+// TimestampColumns tells r the table's declared column types: a
+// date-time property whose column is a timestamp keeps its text when it is
+// YYYY-MM-DDTHH:MM:SS[.fraction]Z, checked as Convert checks it, since
+// that column parses the text to the same instant (the NDJSON path's
+// work, no time.Time boxed and unboxed a row). Another date-time string
+// (an offset) is converted as before.
+func (r *JSONRows) TimestampColumns(types map[string]coltype.Type) {
+	r.textTimes = nil
+	for name, t := range types {
+		if t == coltype.Timestamp {
+			if r.textTimes == nil {
+				r.textTimes = map[string]bool{}
+			}
+			r.textTimes[name] = true
+		}
+	}
 }
 
 // JSONRows returns a JSONRows of d (FormatJSONSchema).
@@ -245,7 +274,7 @@ func (r *JSONRows) Body(ctx context.Context, msg []byte) ([]byte, *JSONTypes, er
 
 // Convert is t.Convert.
 func (r *JSONRows) Convert(cb *colbatch.Batch, from, to int, t *JSONTypes) (int, error) {
-	return t.convert(cb, from, to, &r.cache)
+	return t.convert(cb, from, to, &r.cache, r.textTimes)
 }
 
 func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonProp, cache *columnCache) error {
