@@ -14,6 +14,7 @@ import (
 	"github.com/sluicedb/sluice/config"
 	"github.com/sluicedb/sluice/ingest"
 	"github.com/sluicedb/sluice/ingest/schemaformat"
+	"github.com/sluicedb/sluice/internal/colbatch"
 )
 
 // Framed bodies carry Schema Registry wire-format messages (magic byte,
@@ -127,10 +128,29 @@ func (s *Server) ingestFramed(ctx context.Context, ts *tableState, r io.Reader, 
 	if part <= 0 {
 		part = partRows
 	}
+	// Without computed columns or filters that need maps, and not a
+	// delete, each message is decoded straight into a column batch by the
+	// decoder compiled for its schema id (schemaformat.Rows), as a Kafka
+	// source's are; otherwise into a map per row.
+	var byColumn *framedColumns
+	if ts.pipe.Columnar() && !opts.Delete {
+		byColumn = newFramedColumns(dec)
+		defer byColumn.close()
+	}
 	var rows []ingest.Row
 	var lines []int
 	pending := 0 // rows added to b and not committed
 	flush := func(commit bool) error {
+		if byColumn != nil && byColumn.cb.Len > 0 {
+			if err := noHiddenColumns(byColumn.cb); err != nil {
+				return err
+			}
+			pending += byColumn.cb.Len
+			if err := b.AddColumns(ctx, byColumn.cb, &res); err != nil {
+				return err
+			}
+			byColumn.reset()
+		}
 		if len(rows) > 0 {
 			if err := operations(rows, lines, opts.Delete); err != nil {
 				return err
@@ -182,7 +202,13 @@ func (s *Server) ingestFramed(ctx context.Context, ts *tableState, r io.Reader, 
 			err = &ingest.LineError{Line: frame, Err: fmt.Errorf("%w: frame of %d bytes cut short after %d", ingest.ErrBadInput, n, msg.Len())}
 			break
 		}
-		row, derr := dec.Decode(ctx, msg.Bytes())
+		var row map[string]any
+		var derr error
+		if byColumn != nil {
+			derr = byColumn.rows.Append(ctx, msg.Bytes(), frame)
+		} else {
+			row, derr = dec.Decode(ctx, msg.Bytes())
+		}
 		if errors.Is(derr, schemaformat.ErrUnavailable) {
 			err = fmt.Errorf("frame %d: %w", frame, derr)
 			break
@@ -203,9 +229,11 @@ func (s *Server) ingestFramed(ctx context.Context, ts *tableState, r io.Reader, 
 			continue
 		}
 		d.Rows++
-		rows = append(rows, row)
-		lines = append(lines, frame)
-		if len(rows) == part {
+		if byColumn == nil {
+			rows = append(rows, row)
+			lines = append(lines, frame)
+		}
+		if len(rows) == part || byColumn != nil && byColumn.cb.Len == part {
 			if err = flush(opts.BatchRows > 0); err != nil {
 				break
 			}
@@ -218,6 +246,34 @@ func (s *Server) ingestFramed(ctx context.Context, ts *tableState, r io.Reader, 
 		b.Reject(&res)
 	}
 	return res, d, err
+}
+
+// framedColumns is the column batch framed messages are decoded into,
+// from a pool: a body's batch is copied by the table (AddColumns), and its
+// cells and columns serve the next.
+type framedColumns struct {
+	dec  *schemaformat.Decoder
+	cb   *colbatch.Batch
+	rows *schemaformat.Rows
+}
+
+var framedBatches = sync.Pool{New: func() any { return new(colbatch.Batch) }}
+
+func newFramedColumns(dec *schemaformat.Decoder) *framedColumns {
+	cb := framedBatches.Get().(*colbatch.Batch)
+	return &framedColumns{dec: dec, cb: cb, rows: dec.Rows(cb)}
+}
+
+// reset empties the batch for the next rows (a Rows may not outlive its
+// batch's Reset).
+func (f *framedColumns) reset() {
+	f.cb.Reset()
+	f.rows = f.dec.Rows(f.cb)
+}
+
+func (f *framedColumns) close() {
+	f.cb.Reset()
+	framedBatches.Put(f.cb)
 }
 
 // IngestFramedSource is IngestSource for a file (or URL) of framed

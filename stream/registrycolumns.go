@@ -84,12 +84,14 @@ func (w *Writer) writeRegistryColumns(ctx context.Context, msgs []Message, posit
 func (w *Writer) writeJSONSchemaColumns(ctx context.Context, msgs []Message, positions []Position) (res Result, done bool, err error) {
 	bodies := make([]Message, len(msgs))
 	types := make([]*schemaformat.JSONTypes, len(msgs))
+	jrows := w.registry.JSONRows()
+	jrows.TimestampColumns(w.target.Schema)
 	for i := range msgs {
 		b, err := body(&msgs[i])
 		if err != nil {
 			return res, false, nil
 		}
-		jb, jt, err := w.registry.JSONBody(ctx, b)
+		jb, jt, err := jrows.Body(ctx, b)
 		if errors.Is(err, schemaformat.ErrUnavailable) {
 			return res, true, fmt.Errorf("stream: decoding the message at %s: %w", w.origin(&msgs[i]), err)
 		}
@@ -123,7 +125,7 @@ func (w *Writer) writeJSONSchemaColumns(ctx context.Context, msgs []Message, pos
 				for to < cb.Len && types[to] == types[from] {
 					to++
 				}
-				if _, err := types[from].Convert(cb, from, to); err != nil {
+				if _, err := jrows.Convert(cb, from, to, types[from]); err != nil {
 					return err
 				}
 				from = to

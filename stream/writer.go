@@ -148,10 +148,10 @@ type messageDecoder interface {
 	Decode(ctx context.Context, msg []byte) (map[string]any, error)
 	// Rows decodes messages into new rows of cb, by column.
 	Rows(cb *colbatch.Batch) *schemaformat.Rows
-	// Format is the decoder's format; JSONBody, for json_schema, a
-	// message's JSON body and its schema's types.
+	// Format is the decoder's format; JSONRows, for json_schema, gives
+	// the messages' JSON bodies and their schemas' types.
 	Format() string
-	JSONBody(ctx context.Context, msg []byte) ([]byte, *schemaformat.JSONTypes, error)
+	JSONRows() *schemaformat.JSONRows
 }
 
 // maxDeadLetterBody bounds the message text kept in a dead letter.

@@ -362,7 +362,7 @@ func (a *avroColumns) appendRow(body []byte, cb *colbatch.Batch, row int, cache 
 	r := avroReader{b: body}
 	for i := range a.fields {
 		f := &a.fields[i]
-		cell, err := r.cell(f.node, cb, cache, i)
+		cell, err := r.cell(f.node, cb, cache)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", f.name, err)
 		}
@@ -383,9 +383,8 @@ func (a *avroColumns) names(yield func(string) bool) {
 	}
 }
 
-// cell reads one top-level field's value (field i of the plan) as its
-// column's cell.
-func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i int) (colbatch.Cell, error) {
+// cell reads one top-level field's value as its column's cell.
+func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache) (colbatch.Cell, error) {
 	switch n.op {
 	case avroNull:
 		return colbatch.Cell{Kind: colbatch.Null}, nil
@@ -406,7 +405,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i
 		return colbatch.Cell{Kind: colbatch.Float, I: int64(math.Float64bits(v))}, err
 	case avroString:
 		b, err := r.lengthed()
-		return colbatch.Cell{Kind: colbatch.String, S: cache.str(i, b)}, err
+		return colbatch.Cell{Kind: colbatch.String, S: cache.str(b)}, err
 	case avroEnum:
 		s, err := r.enum(n)
 		return colbatch.Cell{Kind: colbatch.String, S: s}, err
@@ -415,7 +414,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i
 		if err != nil {
 			return colbatch.Cell{}, err
 		}
-		return r.cell(b, cb, cache, i)
+		return r.cell(b, cb, cache)
 	case avroDate:
 		// A date column's value (a timestamp column created before date
 		// columns takes it as its midnight, as before).
@@ -429,7 +428,7 @@ func (r *avroReader) cell(n *avroNode, cb *colbatch.Batch, cache *columnCache, i
 		if err != nil {
 			return colbatch.Cell{}, err
 		}
-		return cb.CellOf(t), nil
+		return cache.timeCell(cb, t), nil
 	case avroTimeMillis, avroTimeMicros, avroBytes, avroFixed, avroUUIDFixed, avroUUIDString, avroDecimalBytes, avroDecimalFixed:
 		v, err := r.native(n)
 		if err != nil {

@@ -3,6 +3,9 @@ package schemaformat
 import (
 	"context"
 	"fmt"
+	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/sluicedb/sluice/internal/colbatch"
 )
@@ -14,50 +17,86 @@ type rowAppender interface {
 }
 
 // columnCache holds the batch's column indexes of one plan's fields, so
-// that the rows of a batch look their columns up once, not once a field.
+// that the rows of a batch look their columns up once, not once a field,
+// and, when keep is set (a batch of rows, not one), the memory its string
+// and timestamp cells point into.
 type columnCache struct {
 	plan any
 	cols []int
-	// values[i] are the string values of column cols[i] met in the batch:
-	// low-cardinality columns (a country, an action) then cost no
-	// allocation per row. Kept only when keep is set (a batch of rows,
-	// not one).
-	values []stringValues
-	keep   bool
+	keep bool
+	// strs holds the string values of the batch's cells, one after
+	// another (str).
+	strs []byte
+	// times are the timestamps of timeCell's cells, in blocks.
+	times []time.Time
 }
 
-type stringValues struct {
-	vals map[string]string
-	off  bool
-}
-
-// maxValues bounds one column's kept values, maxValueLen the length of a
-// kept value: a column of ever-new values stops being kept.
+// strChunk is the size of one chunk of a cache's strings; a value over
+// maxArenaString is a string of its own.
 const (
-	maxValues   = 256
-	maxValueLen = 64
+	strChunk       = 16 << 10
+	maxArenaString = strChunk / 8
 )
 
-// str returns b as a string, the one kept for column i when b is one of
-// its values.
-func (c *columnCache) str(i int, b []byte) string {
-	if i < 0 || i >= len(c.values) || len(b) > maxValueLen || c.values[i].off {
+// str returns b as a string. When the cache serves a batch of rows the
+// strings are copied one after another into chunks of strChunk bytes: a
+// value costs a copy, not an allocation of its own (nor a lookup among the
+// column's earlier values, which cost more than the copy; the NDJSON
+// column decoder lays its strings out the same way). A chunk lives as long
+// as any string pointing into it, and its bytes are never written again
+// once a string points to them.
+func (c *columnCache) str(b []byte) string {
+	if !c.keep || len(b) > maxArenaString || len(b) == 0 {
 		return string(b)
 	}
-	v := &c.values[i]
-	if s, ok := v.vals[string(b)]; ok {
-		return s
+	if len(b) > cap(c.strs)-len(c.strs) {
+		c.strs = make([]byte, 0, strChunk)
 	}
-	if len(v.vals) >= maxValues {
-		v.off, v.vals = true, nil
-		return string(b)
+	start := len(c.strs)
+	c.strs = append(c.strs, b...)
+	return unsafe.String(&c.strs[start], len(b))
+}
+
+// utf8Str is str for a value that must be valid UTF-8 (ok is false when
+// it is not).
+func (c *columnCache) utf8Str(b []byte) (s string, ok bool) {
+	if !utf8.Valid(b) {
+		return "", false
 	}
-	if v.vals == nil {
-		v.vals = map[string]string{}
+	return c.str(b), true
+}
+
+// timeBlock is how many timestamps one allocation of timeCell holds.
+const timeBlock = 256
+
+// timeCell is cb.CellOf(t) without an allocation per timestamp when the
+// cache serves a batch of rows. An interface holding a time.Time (24
+// bytes) points to a copy of it, which CellOf allocates for every row (a
+// third of the bench row's allocated bytes and its one allocation); here
+// the copies are laid in blocks of timeBlock, one allocation a block. A
+// block lives as long as any cell pointing into it, and a copy is never
+// written again once a cell points to it, so each interface sees the
+// value it was made with, as one from CellOf does.
+func (c *columnCache) timeCell(cb *colbatch.Batch, t time.Time) colbatch.Cell {
+	if !c.keep {
+		return cb.CellOf(t)
 	}
-	s := string(b)
-	v.vals[s] = s
-	return s
+	if len(c.times) == cap(c.times) {
+		c.times = make([]time.Time, 0, timeBlock)
+	}
+	c.times = append(c.times, t)
+	v := zeroTime
+	(*eface)(unsafe.Pointer(&v)).data = unsafe.Pointer(&c.times[len(c.times)-1])
+	return cb.CellOf(v)
+}
+
+// zeroTime is an interface holding a time.Time, whose type word timeCell
+// copies.
+var zeroTime any = time.Time{}
+
+// eface is the layout of an interface{} value (runtime.eface).
+type eface struct {
+	typ, data unsafe.Pointer
 }
 
 // columns returns the indexes in cb of names, the columns of plan.
@@ -68,9 +107,6 @@ func (c *columnCache) columns(plan any, names func(yield func(string) bool), cb 
 	c.plan, c.cols = plan, c.cols[:0]
 	for name := range names {
 		c.cols = append(c.cols, cb.ColumnOf(name))
-	}
-	if c.keep {
-		c.values = make([]stringValues, len(c.cols))
 	}
 	return c.cols
 }

@@ -71,11 +71,17 @@ func benchProtoMessage(b *testing.B) ([]byte, *Decoder) {
 	f := md.Fields().ByName
 	ts := dynamicpb.NewMessage(f("time").Message())
 	ts.Set(f("time").Message().Fields().ByName("seconds"), protoreflect.ValueOfInt64(1714521600))
+	ts.Set(f("time").Message().Fields().ByName("nanos"), protoreflect.ValueOfInt32(37_000_000))
 	m.Set(f("time"), protoreflect.ValueOfMessage(ts))
-	m.Set(f("user"), protoreflect.ValueOfString("u3"))
-	m.Set(f("amount"), protoreflect.ValueOfFloat64(12.5))
-	m.Set(f("count"), protoreflect.ValueOfInt64(7))
-	m.Set(f("ok"), protoreflect.ValueOfBool(true))
+	// Every field set, as sluice bench kafka's rows are.
+	for name, v := range map[protoreflect.Name]protoreflect.Value{
+		"user": protoreflect.ValueOfString("u3"), "action": protoreflect.ValueOfString("view"),
+		"country": protoreflect.ValueOfString("SG"), "device": protoreflect.ValueOfString("web"),
+		"amount": protoreflect.ValueOfFloat64(12.5), "score": protoreflect.ValueOfFloat64(3.5),
+		"count": protoreflect.ValueOfInt64(7), "session": protoreflect.ValueOfInt64(1234), "ok": protoreflect.ValueOfBool(true),
+	} {
+		m.Set(f(name), v)
+	}
 	body, err := proto.Marshal(m)
 	if err != nil {
 		b.Fatal(err)
@@ -151,3 +157,46 @@ func benchDecodeMap(b *testing.B, msg []byte, d *Decoder) {
 		}
 	}
 }
+
+// BenchmarkConvertJSONSchema: the bench row's JSON Schema types given to
+// a batch of 1000 rows the NDJSON column decoder made (a date-time string,
+// numbers without a fraction made float64), as the stream writer does;
+// ns/op and allocs/op are per row.
+func BenchmarkConvertJSONSchema(b *testing.B) {
+	reg := startRegistry(b, testregistry.Options{})
+	id := reg.Register("b-value", testregistry.Schema{Schema: benchJSONSchema, SchemaType: "JSON"})
+	d := newDecoder(b, FormatJSONSchema, Registry{URLs: []string{reg.URL}})
+	ctx := context.Background()
+	msg := frame(id, []byte(`{}`))
+	const rows = 1000
+	var cb colbatch.Batch
+	fill := func() {
+		cb.Reset()
+		for r := range rows {
+			row := cb.AddRow(r + 1)
+			cb.Set(cb.ColumnOf("time"), row, time.UnixMilli(1714521600000+int64(r)*37).UTC().Format(time.RFC3339Nano))
+			cb.Set(cb.ColumnOf("amount"), row, int64(r%500))
+			cb.Set(cb.ColumnOf("count"), row, int64(r%13))
+			cb.Set(cb.ColumnOf("user"), row, "u3")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		jr := d.JSONRows()
+		_, types, err := jr.Body(ctx, msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := jr.Convert(&cb, 0, rows, types); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+}
+
+// benchJSONSchema is sluice bench kafka's row as a JSON Schema.
+const benchJSONSchema = `{"type":"object","properties":{"time":{"type":"string","format":"date-time"},
+ "user":{"type":"string"},"amount":{"type":"number"},"count":{"type":"integer"}}}`

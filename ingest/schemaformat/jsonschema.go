@@ -144,11 +144,11 @@ func (d *jsonSchemaDecoder) decode(body []byte) (map[string]any, error) {
 			row[name] = i
 		case p == propDateTime:
 			if s, ok := v.(string); ok {
-				t, err := time.Parse(time.RFC3339Nano, s)
+				t, err := parseDateTime(s)
 				if err != nil {
 					return nil, fmt.Errorf("property %q: date-time %q: %w", name, s, err)
 				}
-				row[name] = t.UTC()
+				row[name] = t
 			}
 		case p >= propDate:
 			if s, ok := v.(string); ok {
@@ -193,6 +193,10 @@ func (d *Decoder) JSONBody(ctx context.Context, msg []byte) ([]byte, *JSONTypes,
 // its index returned), a date-time string a time. A property at a time:
 // a column's cells in one loop.
 func (t *JSONTypes) Convert(cb *colbatch.Batch, from, to int) (int, error) {
+	return t.convert(cb, from, to, &columnCache{}, nil)
+}
+
+func (t *JSONTypes) convert(cb *colbatch.Batch, from, to int, cache *columnCache, textTimes map[string]bool) (int, error) {
 	for name, p := range t.props {
 		c := cb.Find(name)
 		if c < 0 {
@@ -200,7 +204,15 @@ func (t *JSONTypes) Convert(cb *colbatch.Batch, from, to int) (int, error) {
 		}
 		cells := cb.Cols[c].Cells
 		for r := from; r < to; r++ {
-			if err := convertCell(cb, &cells[r], name, p); err != nil {
+			if p == propDateTime && textTimes[name] {
+				// Checked, and left as the text its column parses.
+				if cell := &cells[r]; cell.Kind == colbatch.String {
+					if _, ok := parseUTCDateTime(cell.S); ok {
+						continue
+					}
+				}
+			}
+			if err := convertCell(cb, &cells[r], name, p, cache); err != nil {
 				return r, err
 			}
 		}
@@ -208,7 +220,64 @@ func (t *JSONTypes) Convert(cb *colbatch.Batch, from, to int) (int, error) {
 	return -1, nil
 }
 
-func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonProp) error {
+// JSONRows is JSONBody and JSONTypes.Convert for the messages of one
+// batch, keeping what its rows share: the last schema id's types (most
+// batches are of one schema: no lookup a message) and the memory of the
+// timestamps' cells (no allocation a timestamp). Not safe for concurrent
+// use; its cells are valid while the batch is.
+type JSONRows struct {
+	d     *Decoder
+	id    int
+	types *JSONTypes
+	cache columnCache
+	// textTimes are the date-time properties whose column is declared a
+	// timestamp (TimestampColumns).
+	textTimes map[string]bool
+}
+
+// TimestampColumns tells r the table's declared column types: a
+// date-time property whose column is a timestamp keeps its text when it is
+// YYYY-MM-DDTHH:MM:SS[.fraction]Z, checked as Convert checks it, since
+// that column parses the text to the same instant (the NDJSON path's
+// work, no time.Time boxed and unboxed a row). Another date-time string
+// (an offset) is converted as before.
+func (r *JSONRows) TimestampColumns(types map[string]coltype.Type) {
+	r.textTimes = nil
+	for name, t := range types {
+		if t == coltype.Timestamp {
+			if r.textTimes == nil {
+				r.textTimes = map[string]bool{}
+			}
+			r.textTimes[name] = true
+		}
+	}
+}
+
+// JSONRows returns a JSONRows of d (FormatJSONSchema).
+func (d *Decoder) JSONRows() *JSONRows {
+	return &JSONRows{d: d, id: -1, cache: columnCache{keep: true}}
+}
+
+// Body is JSONBody.
+func (r *JSONRows) Body(ctx context.Context, msg []byte) ([]byte, *JSONTypes, error) {
+	id, body, err := splitFrame(msg)
+	if err != nil || id != r.id {
+		body, r.types, err = r.d.JSONBody(ctx, msg)
+		if err != nil {
+			r.id = -1
+			return nil, nil, err
+		}
+		r.id = id
+	}
+	return body, r.types, nil
+}
+
+// Convert is t.Convert.
+func (r *JSONRows) Convert(cb *colbatch.Batch, from, to int, t *JSONTypes) (int, error) {
+	return t.convert(cb, from, to, &r.cache, r.textTimes)
+}
+
+func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonProp, cache *columnCache) error {
 	switch p {
 	case propNumber:
 		switch cell.Kind {
@@ -238,11 +307,11 @@ func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonPro
 		}
 	case propDateTime:
 		if cell.Kind == colbatch.String {
-			tm, err := time.Parse(time.RFC3339Nano, cell.S)
+			tm, err := parseDateTime(cell.S)
 			if err != nil {
 				return fmt.Errorf("property %q: date-time %q: %w", name, cell.S, err)
 			}
-			*cell = cb.CellOf(tm.UTC())
+			*cell = cache.timeCell(cb, tm)
 		}
 	case propDate, propTimeOfDay, propUUID:
 		if cell.Kind == colbatch.String {
@@ -254,6 +323,67 @@ func convertCell(cb *colbatch.Batch, cell *colbatch.Cell, name string, p jsonPro
 		}
 	}
 	return nil
+}
+
+// parseDateTime is time.Parse(time.RFC3339Nano, s) in UTC. The form
+// producers write, YYYY-MM-DDTHH:MM:SS[.fraction]Z, is read by its digits
+// (time.Parse was most of a JSON Schema row's conversion); anything else
+// (an offset, a field out of range) goes to time.Parse, which accepts or
+// refuses it with its reason.
+func parseDateTime(s string) (time.Time, error) {
+	if t, ok := parseUTCDateTime(s); ok {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t.UTC(), err
+}
+
+// parseUTCDateTime reads YYYY-MM-DDTHH:MM:SS[.fraction]Z (one to nine
+// fraction digits) with every field in range; ok is false for anything
+// else.
+func parseUTCDateTime(s string) (t time.Time, ok bool) {
+	if len(s) < 20 || len(s) > 30 || s[len(s)-1] != 'Z' ||
+		s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return t, false
+	}
+	num := func(from, to int) int {
+		v := 0
+		for _, c := range []byte(s[from:to]) {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	if year < 0 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month) ||
+		hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return t, false
+	}
+	nanos := 0
+	if len(s) > 20 {
+		digits := len(s) - 21 // between the '.' and the 'Z'
+		if s[19] != '.' || digits < 1 || digits > 9 {
+			return t, false
+		}
+		if nanos = num(20, len(s)-1); nanos < 0 {
+			return t, false
+		}
+		for range 9 - digits {
+			nanos *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nanos, time.UTC), true
+}
+
+// daysIn is the number of days of month (1 to 12) in year.
+func daysIn(year, month int) int {
+	if month == 2 && year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		return 29
+	}
+	return int([...]uint8{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}[month-1])
 }
 
 // formatValue is the string s of a property of format date, time or uuid

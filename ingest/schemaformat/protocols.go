@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -81,6 +80,11 @@ type protoPlan struct {
 	// (numbers up to len(byNumber)-1); others are in numbered.
 	byNumber []int
 	numbered map[protowire.Number]int
+	// byTag[t] is the index in cols of the planned field whose tag is the
+	// one byte t (field numbers 1 to 15) with the field's own wire type,
+	// -1 for any other byte: most fields are then found by one load
+	// instead of a tag's varint and a number's lookup.
+	byTag [128]int16
 }
 
 // maxDenseFieldNumber bounds the field numbers looked up by slice.
@@ -201,12 +205,18 @@ func planProto(md protoreflect.MessageDescriptor) *protoPlan {
 		p.byNumber[i] = -1
 	}
 	p.numbered = map[protowire.Number]int{}
+	for i := range p.byTag {
+		p.byTag[i] = -1
+	}
 	for i := range fields.Len() {
 		n := fields.Get(i).Number()
 		if int(n) < len(p.byNumber) {
 			p.byNumber[n] = i
 		} else {
 			p.numbered[n] = i
+		}
+		if tag := protowire.EncodeTag(n, p.cols[i].wire); tag < 0x80 && p.cols[i].op != protoSlow && i <= math.MaxInt16 {
+			p.byTag[tag] = int16(i)
 		}
 	}
 	return p
@@ -286,25 +296,33 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 	}
 	var seen uint64 // the message fields met (the first 64)
 	for pos := 0; pos < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[pos:])
-		if n < 0 {
-			return fmt.Errorf("at byte %d: field tag: %w", at+pos, protowire.ParseError(n))
-		}
 		fieldAt := pos
-		pos += n
-		i := p.field(num)
-		if i >= 0 && p.cols[i].op == protoSlow {
-			return errSlow
+		i := -1
+		if t := b[pos]; t < 0x80 {
+			i = int(p.byTag[t])
 		}
-		if i < 0 || p.cols[i].wire != typ {
-			// Unknown, or a known number with another wire type, which
-			// Protobuf keeps as an unknown field: skipped.
-			m := protowire.ConsumeFieldValue(num, typ, b[pos:])
-			if m < 0 {
-				return fmt.Errorf("at byte %d: field %d: %w", at+fieldAt, num, protowire.ParseError(m))
+		if i >= 0 {
+			pos++ // a one-byte tag of a planned field, of its wire type
+		} else {
+			num, typ, n := protowire.ConsumeTag(b[pos:])
+			if n < 0 {
+				return fmt.Errorf("at byte %d: field tag: %w", at+pos, protowire.ParseError(n))
 			}
-			pos += m
-			continue
+			pos += n
+			i = p.field(num)
+			if i >= 0 && p.cols[i].op == protoSlow {
+				return errSlow
+			}
+			if i < 0 || p.cols[i].wire != typ {
+				// Unknown, or a known number with another wire type, which
+				// Protobuf keeps as an unknown field: skipped.
+				m := protowire.ConsumeFieldValue(num, typ, b[pos:])
+				if m < 0 {
+					return fmt.Errorf("at byte %d: field %d: %w", at+fieldAt, num, protowire.ParseError(m))
+				}
+				pos += m
+				continue
+			}
 		}
 		c := &p.cols[i]
 		if c.op == protoTimestamp || c.op == protoWrapper || c.op == protoDate || c.op == protoTimeOfDay {
@@ -317,7 +335,7 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 				return errSlow
 			}
 		}
-		cell, m, err := c.read(b[pos:], cb, cache, i)
+		cell, m, err := c.read(b[pos:], cb, cache)
 		if err != nil {
 			return fmt.Errorf("at byte %d: field %s: %w", at+fieldAt, c.name, err)
 		}
@@ -330,10 +348,9 @@ func (p *protoPlan) read(b []byte, at int, cb *colbatch.Batch, row int, cols []i
 	return nil
 }
 
-// read reads one value of c (field i of the plan; -1 inside a wrapper) at
-// the start of b (past its tag) and returns its cell and the bytes it
-// took.
-func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int) (colbatch.Cell, int, error) {
+// read reads one value of c at the start of b (past its tag) and returns
+// its cell and the bytes it took.
+func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache) (colbatch.Cell, int, error) {
 	switch c.wire {
 	case protowire.VarintType:
 		v, n := protowire.ConsumeVarint(b)
@@ -395,10 +412,11 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 	}
 	switch c.op {
 	case protoString:
-		if !utf8.Valid(v) {
+		s, ok := cache.utf8Str(v)
+		if !ok {
 			return colbatch.Cell{}, 0, errors.New("string is not valid UTF-8")
 		}
-		return colbatch.Cell{Kind: colbatch.String, S: cache.str(i, v)}, n, nil
+		return colbatch.Cell{Kind: colbatch.String, S: s}, n, nil
 	case protoBytes:
 		return colbatch.Cell{Kind: colbatch.String, S: base64.StdEncoding.EncodeToString(v)}, n, nil
 	case protoTimestamp:
@@ -406,7 +424,7 @@ func (c *protoCol) read(b []byte, cb *colbatch.Batch, cache *columnCache, i int)
 		if err != nil {
 			return colbatch.Cell{}, 0, err
 		}
-		return cb.CellOf(t), n, nil
+		return cache.timeCell(cb, t), n, nil
 	case protoDate, protoTimeOfDay:
 		cell, err := readGoogleType(c.op, v, cb)
 		return cell, n, err
@@ -433,7 +451,7 @@ func (c *protoCol) readMessage(b []byte, cell colbatch.Cell, cb *colbatch.Batch,
 			continue
 		}
 		var err error
-		if cell, n, err = c.read(b[pos:], cb, cache, -1); err != nil {
+		if cell, n, err = c.read(b[pos:], cb, cache); err != nil {
 			return cell, err
 		}
 		pos += n
