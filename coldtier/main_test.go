@@ -24,6 +24,11 @@ var (
 	python string
 	pyErr  error
 	pyPool *coldtest.PythonPool
+	// The package's one Spark JVM and one Trino, started by the first test
+	// that needs them: each start costs tens of CPU-seconds, more than
+	// the queries the tests ask of them.
+	sharedSpark coldtest.SharedSpark
+	sharedTrino coldtest.SharedTrino
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +51,8 @@ func TestMain(m *testing.M) {
 	pyPool = coldtest.NewPythonPool(python)
 	code := m.Run()
 	pyPool.Close()
+	sharedSpark.Close()
+	sharedTrino.Close()
 	stopPostgres() // started by the first test that needs it (postgres_test.go)
 	s3.Stop()
 	os.RemoveAll(dir)
