@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/testenv"
 )
 
 // TestSparkServerSessions: one Spark JVM answers request after request,
@@ -17,6 +19,11 @@ import (
 // request, and a request past its context's deadline returns at the
 // deadline (the JVM killed), not when Spark is done.
 func TestSparkServerSessions(t *testing.T) {
+	if testenv.RaceEnabled {
+		// A Spark JVM's start is tens of CPU-seconds; what this checks is
+		// the JVM's side of the protocol, not a race.
+		t.Skip("scripts/test runs this test without -race, beside the engine tests")
+	}
 	t.Parallel()
 	spark, err := FindSpark()
 	Require(t, err)
