@@ -222,7 +222,7 @@ func firstLine(err error) error {
 	return fmt.Errorf("%.300s", s)
 }
 
-// sparkNs is column n of the one result SparkQuery.java printed.
+// sparkNs is column n of the one result the Spark server answered.
 func sparkNs(out []byte) ([]int64, error) {
 	for _, line := range strings.Split(string(out), "\n") {
 		js, ok := strings.CutPrefix(line, "SPARKQ ")

@@ -33,7 +33,7 @@ var sparkTypes = map[table.Type]string{
 	table.JSON: "string", table.Timestamp: "timestamp",
 }
 
-// sparkResult is one statement's output from testdata/SparkQuery.java.
+// sparkResult is one statement's output from the Spark server.
 type sparkResult struct {
 	Schema struct {
 		Fields []struct {

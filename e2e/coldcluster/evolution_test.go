@@ -619,7 +619,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 		total, committed.Seconds(), time.Since(readStart).Seconds(), time.Since(began).Seconds(), registry.Started.Seconds())
 }
 
-// sparkRows is the rows of SparkQuery.java's one result, in the
+// sparkRows is the rows of the Spark server's one result, in the
 // statement's column order.
 func sparkRows(out []byte) ([][]any, error) {
 	for line := range strings.SplitSeq(string(out), "\n") {

@@ -11,7 +11,7 @@
 //
 //	SPARKQ {"schema": <the result's Spark schema as JSON>, "rows": [<each row as Spark's toJSON writes it>]}
 //
-// as SparkQuery.java prints them, or, at the first statement that fails,
+// or, at the first statement that fails,
 // SPARKERR followed by the error as a JSON string; then SPARKEND. The
 // session settings below are the harness's (one local JVM, no UI, UTC,
 // nulls kept in the JSON, Iceberg's SQL extensions: a static setting, so

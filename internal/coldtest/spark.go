@@ -2,7 +2,6 @@ package coldtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -21,7 +20,7 @@ import (
 
 // Spark is Apache Spark 3.5 as a library (Maven Central jars with Iceberg's
 // Spark runtime, iceberg-aws-bundle and the SQLite JDBC driver), resolved by
-// scripts/install-spark; a test runs it as one local JVM.
+// scripts/install-spark; a test package runs it as one local JVM (Server).
 type Spark struct {
 	Java      string
 	Classpath string
@@ -72,23 +71,6 @@ var sparkJavaOptions = []string{
 	"-Dio.netty.tryReflectionSetAccessible=true",
 }
 
-// Run starts one JVM that runs the Java source file driver with args and
-// returns its standard output; on failure the error carries the end of
-// its standard error (Spark's log). The process inherits the environment
-// (the S3 credentials StartS3 exported).
-func (s *Spark) Run(ctx context.Context, driver string, args ...string) ([]byte, error) {
-	cmdArgs := append([]string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}, sparkJavaOptions...)
-	cmdArgs = append(cmdArgs, "-cp", s.Classpath, driver)
-	cmd := exec.CommandContext(ctx, s.Java, append(cmdArgs, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		log := stderr.Bytes()
-		return stdout.Bytes(), fmt.Errorf("spark: %w: %s", err, log[max(0, len(log)-6000):])
-	}
-	return stdout.Bytes(), nil
-}
-
 // sparkServerSource is the driver of a SparkServer.
 //
 //go:embed SparkServer.java
@@ -121,9 +103,8 @@ type sparkProc struct {
 func (s *Spark) Server() *SparkServer { return &SparkServer{spark: s} }
 
 // Run runs statements in a new session with the settings of the Spark
-// properties file conf (spark-defaults.conf form, as Spark.Run takes) and
-// returns one SPARKQ line a statement, as Spark.Run's SparkQuery.java
-// prints them. A failed statement ends the request with an error wrapping
+// properties file conf (spark-defaults.conf form: "key value" a line) and
+// returns its SPARKQ line of each statement (SparkServer.java). A failed statement ends the request with an error wrapping
 // ErrSparkStatement; when ctx ends first, the JVM is killed.
 func (ss *SparkServer) Run(ctx context.Context, conf string, statements ...string) ([]byte, error) {
 	ss.mu.Lock()
