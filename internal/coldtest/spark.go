@@ -110,7 +110,7 @@ func (ss *SparkServer) Run(ctx context.Context, conf string, statements ...strin
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.proc == nil {
-		p, err := ss.start()
+		p, err := ss.start(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -188,8 +188,9 @@ func (ss *SparkServer) Run(ctx context.Context, conf string, statements ...strin
 }
 
 // start starts the JVM and waits for its SPARKREADY line (the session
-// built); a start that fails leaves nothing running.
-func (ss *SparkServer) start() (*sparkProc, error) {
+// built), for at most sparkStartTimeout or until ctx ends; a start that
+// fails leaves nothing running.
+func (ss *SparkServer) start(ctx context.Context) (*sparkProc, error) {
 	if ss.dir == "" {
 		dir, err := os.MkdirTemp("", "spark-server-")
 		if err != nil {
@@ -243,6 +244,10 @@ func (ss *SparkServer) start() (*sparkProc, error) {
 		p.kill()
 		<-ready
 		return nil, fmt.Errorf("the Spark server did not start in %v: %s", sparkStartTimeout, tail.String())
+	case <-ctx.Done():
+		p.kill()
+		<-ready
+		return nil, fmt.Errorf("the Spark server's start: %w: %s", ctx.Err(), tail.String())
 	}
 	return p, nil
 }
