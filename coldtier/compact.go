@@ -109,6 +109,7 @@ type Compactor struct {
 	// Iceberg rows of the keys it changes (deletes.go).
 	keyed bool
 	aws   awsConfigs // the S3 file IO's AWS config (awslog.go)
+	hooks stepHooks  // a test's (hooks.go)
 }
 
 // Open opens the catalog of t's cold tier (the Iceberg table is created by
@@ -416,7 +417,7 @@ func (c *Compactor) run(ctx context.Context, p pending, from, to time.Time, sel 
 			return st, fmt.Errorf("coldtier: table %s: stage files: %w", c.t.Name(), err)
 		}
 		fault("after-upload")
-		runStaged()
+		hook(c.hooks.RunStaged, runStaged)
 		if st.Rows == 0 && len(deletes) == 0 {
 			// Nothing to commit: no snapshot, only the local step (nothing
 			// was read that is not in the Iceberg table already: blocks
@@ -730,7 +731,7 @@ func (c *Compactor) recover(ctx context.Context, st *Stats) error {
 // abandoned): its in-flight marker goes, then its record. A kill between
 // the two leaves the record, whose recovery decides the same again.
 func (c *Compactor) endRun(ctx context.Context, tbl *itable.Table, p pending) error {
-	markerKept()
+	hook(c.hooks.MarkerKept, markerKept)
 	if err := c.removeMarker(ctx, tbl, p.Run); err != nil {
 		return err
 	}

@@ -159,8 +159,7 @@ func TestPositionDeletesEngines(t *testing.T) {
 	}
 
 	t.Run("spark", func(t *testing.T) {
-		spark, err := coldtest.FindSpark()
-		coldtest.Require(t, err)
+		spark := sharedSpark.Require(t)
 		conf := strings.Join([]string{
 			"spark.sql.extensions org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
 			"spark.sql.catalog.sluice org.apache.iceberg.spark.SparkCatalog",
@@ -175,18 +174,12 @@ func TestPositionDeletesEngines(t *testing.T) {
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// The harness of e2e/cold's Spark test (java runs a source
-		// file given by path).
-		driver, err := filepath.Abs("../e2e/cold/testdata/SparkQuery.java")
-		if err != nil {
-			t.Fatal(err)
-		}
 		sctx, scancel := context.WithTimeout(ctx, 6*time.Minute)
 		defer scancel()
 		for _, tbl := range tables {
-			// One statement per JVM: a table Spark cannot read fails the
-			// whole run.
-			out, err := spark.Run(sctx, driver, confPath, "SELECT n FROM sluice.sluice."+tbl+" ORDER BY n")
+			// One statement a request: a table Spark cannot read fails
+			// its request alone.
+			out, err := spark.Run(sctx, confPath, "SELECT n FROM sluice.sluice."+tbl+" ORDER BY n")
 			if err != nil {
 				judge("spark", tbl, nil, firstLine(err))
 				continue
@@ -197,22 +190,16 @@ func TestPositionDeletesEngines(t *testing.T) {
 	})
 
 	t.Run("trino", func(t *testing.T) {
-		coldtest.Require(t, coldtest.FindTrino())
 		props := strings.Join([]string{
 			"connector.name=iceberg", "iceberg.catalog.type=rest", "iceberg.rest-catalog.uri=" + rest.URI,
 			"fs.native-s3.enabled=true", "s3.endpoint=" + s3.Endpoint, "s3.path-style-access=true", "s3.region=" + coldtest.Region,
 		}, "\n")
-		trinoDir := filepath.Join(dir, "trino")
-		if err := os.MkdirAll(trinoDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		trino, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": props})
-		coldtest.Require(t, err)
-		defer trino.Stop()
+		trino := sharedTrino.Require(t)
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer tcancel()
+		trino.AddCatalog(tctx, t, "deletes", props)
 		for _, tbl := range tables {
-			_, rows, err := trino.Query(tctx, "SELECT n FROM iceberg.sluice."+tbl+" ORDER BY n")
+			_, rows, err := trino.Query(tctx, "SELECT n FROM deletes.sluice."+tbl+" ORDER BY n")
 			if err != nil {
 				judge("trino", tbl, nil, firstLine(err))
 				continue
@@ -235,7 +222,7 @@ func firstLine(err error) error {
 	return fmt.Errorf("%.300s", s)
 }
 
-// sparkNs is column n of the one result SparkQuery.java printed.
+// sparkNs is column n of the one result the Spark server answered.
 func sparkNs(out []byte) ([]int64, error) {
 	for _, line := range strings.Split(string(out), "\n") {
 		js, ok := strings.CutPrefix(line, "SPARKQ ")

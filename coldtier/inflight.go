@@ -117,7 +117,11 @@ func (c *Compactor) writeMarker(ctx context.Context, tbl *itable.Table, id, kind
 	if err := w.WriteFile(c.markerPath(tbl, id), buf); err != nil {
 		return started, fmt.Errorf("coldtier: table %s: write in-flight marker %s: %w", c.t.Name(), id, err)
 	}
-	markerWritten(kind)
+	if f := c.hooks.MarkerWritten; f != nil {
+		f(kind)
+	} else {
+		markerWritten(kind)
+	}
 	return started, nil
 }
 

@@ -24,6 +24,11 @@ var (
 	python string
 	pyErr  error
 	pyPool *coldtest.PythonPool
+	// The package's one Spark JVM and one Trino, started by the first test
+	// that needs them: each start costs tens of CPU-seconds, more than
+	// the queries the tests ask of them.
+	sharedSpark coldtest.SharedSpark
+	sharedTrino coldtest.SharedTrino
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +51,8 @@ func TestMain(m *testing.M) {
 	pyPool = coldtest.NewPythonPool(python)
 	code := m.Run()
 	pyPool.Close()
+	sharedSpark.Close()
+	sharedTrino.Close()
 	stopPostgres() // started by the first test that needs it (postgres_test.go)
 	s3.Stop()
 	os.RemoveAll(dir)
@@ -54,10 +61,11 @@ func TestMain(m *testing.M) {
 
 // The longest tests call t.Parallel: each owns its prefix in the bucket,
 // its directories and its child processes, and sets no package hook
-// (coldtier.Set*) nor environment variable. A test that does must stay
-// sequential: Go runs the parallel tests only after every sequential one
-// has returned (and restored what it set), so the hooks are never written
-// while a parallel test reads them.
+// (coldtier.Set*) nor environment variable; hooks of its own compactors
+// (coldtier.SetHooks) are its own. A test that sets a package hook must
+// stay sequential: Go runs the parallel tests only after every sequential
+// one has returned (and restored what it set), so the hooks are never
+// written while a parallel test reads them.
 
 // testConfig is a cold tier on the package's S3 server with a SQLite
 // catalog in dir; prefix keeps tests apart in the one bucket.

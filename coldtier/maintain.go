@@ -347,7 +347,7 @@ func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res it
 			}
 			return nil, fmt.Errorf("stage: %w", err)
 		}
-		rewriteStaged()
+		hook(c.hooks.RewriteStaged, rewriteStaged)
 		if err := c.maintDeadline(); err != nil {
 			return nil, err
 		}
@@ -537,7 +537,7 @@ func (c *Compactor) expire(ctx context.Context, tbl *itable.Table, opts Maintain
 			return post, nil
 		}
 		fault("maintain-after-expire-commit")
-		expiryCommitted()
+		hook(c.hooks.ExpiryCommitted, expiryCommitted)
 		// The files only the removed snapshots referenced go now; a query
 		// of this process that planned on one of them holds the read lock
 		// until it has read its files. A kill before or during the

@@ -262,8 +262,7 @@ func TestNativeTypesIceberg(t *testing.T) {
 // docs/cold-tier.md configures it) and checks the types Spark gives each
 // column and every value against want.
 func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtier.Config, want []map[string]any, more ...sparkQuery) {
-	spark, err := coldtest.FindSpark()
-	coldtest.Require(t, err)
+	spark := sharedSpark.Require(t)
 	conf := strings.Join([]string{
 		"spark.sql.extensions org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
 		"spark.sql.catalog.sluice org.apache.iceberg.spark.SparkCatalog",
@@ -280,17 +279,13 @@ func sparkNativeTypes(ctx context.Context, t *testing.T, dir string, cfg coldtie
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	driver, err := filepath.Abs("../e2e/cold/testdata/SparkQuery.java")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	statements := []string{"SELECT n, d, u, b, amount, wide FROM sluice.sluice.events ORDER BY n"}
 	for _, q := range more {
 		statements = append(statements, q.statement)
 	}
-	out, err := spark.Run(sctx, driver, append([]string{confPath}, statements...)...)
+	out, err := spark.Run(sctx, confPath, statements...)
 	if err != nil {
 		t.Fatal(err)
 	}

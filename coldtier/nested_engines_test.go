@@ -277,8 +277,7 @@ func TestNestedFieldsEngines(t *testing.T) {
 	check("duckdb", engineFields(t, "duckdb", py["duckdb"]))
 
 	t.Run("spark", func(t *testing.T) {
-		spark, err := coldtest.FindSpark()
-		coldtest.Require(t, err)
+		spark := sharedSpark.Require(t)
 		conf := strings.Join([]string{
 			"spark.sql.extensions org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
 			"spark.sql.catalog.sluice org.apache.iceberg.spark.SparkCatalog",
@@ -293,13 +292,9 @@ func TestNestedFieldsEngines(t *testing.T) {
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		driver, err := filepath.Abs("../e2e/cold/testdata/SparkQuery.java")
-		if err != nil {
-			t.Fatal(err)
-		}
 		sctx, scancel := context.WithTimeout(ctx, 6*time.Minute)
 		defer scancel()
-		out, err := spark.Run(sctx, driver, confPath, nestedDocStatement(t, "spark", "sluice.sluice.events"))
+		out, err := spark.Run(sctx, confPath, nestedDocStatement(t, "spark", "sluice.sluice.events"))
 		if err != nil {
 			t.Fatal(firstLine(err))
 		}
@@ -332,21 +327,15 @@ func TestNestedFieldsEngines(t *testing.T) {
 	})
 
 	t.Run("trino", func(t *testing.T) {
-		coldtest.Require(t, coldtest.FindTrino())
 		props := strings.Join([]string{
 			"connector.name=iceberg", "iceberg.catalog.type=rest", "iceberg.rest-catalog.uri=" + rest.URI,
 			"fs.native-s3.enabled=true", "s3.endpoint=" + s3.Endpoint, "s3.path-style-access=true", "s3.region=" + coldtest.Region,
 		}, "\n")
-		trinoDir := filepath.Join(dir, "trino")
-		if err := os.MkdirAll(trinoDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		trino, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": props})
-		coldtest.Require(t, err)
-		defer trino.Stop()
+		trino := sharedTrino.Require(t)
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer tcancel()
-		_, rows, err := trino.Query(tctx, nestedDocStatement(t, "trino", "iceberg.sluice.events"))
+		trino.AddCatalog(tctx, t, "nested", props)
+		_, rows, err := trino.Query(tctx, nestedDocStatement(t, "trino", "nested.sluice.events"))
 		if err != nil {
 			t.Fatal(firstLine(err))
 		}

@@ -41,12 +41,12 @@ var orphansPlanned = func() {}
 // location (twice when a marker is live), so call it rarely.
 func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Duration) ([]string, error) {
 	if !c.maint.mu.TryLock() {
-		orphansWaiting()
+		hook(c.hooks.OrphansWaiting, orphansWaiting)
 		c.maint.mu.Lock()
 	}
 	defer c.maint.mu.Unlock()
 	if !c.runMu.TryLock() {
-		orphansWaiting()
+		hook(c.hooks.OrphansWaiting, orphansWaiting)
 		c.runMu.Lock()
 	}
 	defer c.runMu.Unlock()
@@ -69,7 +69,7 @@ func (c *Compactor) DeleteOrphanFiles(ctx context.Context, olderThan time.Durati
 	if len(candidates) == 0 {
 		return []string{}, nil
 	}
-	orphansPlanned()
+	hook(c.hooks.OrphansPlanned, orphansPlanned)
 	fsys, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("coldtier: %s: %w", name, err)

@@ -43,6 +43,15 @@ func SetOrphansPlanned(f func()) (restore func()) {
 	return func() { orphansPlanned = old }
 }
 
+// Hooks are functions a test runs at named points of one compactor's
+// steps; each nil one falls back to the package's hook (the Set*
+// functions above). Tests that set hooks of their own compactors only
+// may run in parallel.
+type Hooks = stepHooks
+
+// SetHooks sets c's own hooks; call it while none of c's steps runs.
+func SetHooks(c *Compactor, h Hooks) { c.hooks = h }
+
 // InflightDir is the directory of the in-flight markers of a table whose
 // location is location.
 func InflightDir(location string) string { return inflightDir(location) }

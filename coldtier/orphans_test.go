@@ -94,6 +94,7 @@ func markersOnDisk(t *testing.T, prefix string) []string {
 // once by pyiceberg, DuckDB and sluice. Without the markers B deletes A's
 // files and the snapshot A commits references missing files.
 func TestOrphanCleanupDuringRunAnotherNode(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	dir := t.TempDir()
 	const prefix = "orphans-other-node"
 	shared := testConfig(t, dir, prefix)
@@ -110,7 +111,7 @@ func TestOrphanCleanupDuringRunAnotherNode(t *testing.T) {
 		deleted []string
 		held    bool
 	)
-	defer coldtier.SetRunStaged(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{RunStaged: func() {
 		once.Do(func() {
 			held = true
 			var err error
@@ -118,7 +119,7 @@ func TestOrphanCleanupDuringRunAnotherNode(t *testing.T) {
 				t.Errorf("node B's cleanup during node A's run: %v", err)
 			}
 		})
-	})()
+	}})
 	st, err := a.compact(ctx)
 	if err != nil {
 		t.Fatalf("node A's run after node B's cleanup: %v", err)
@@ -143,6 +144,7 @@ func TestOrphanCleanupDuringRunAnotherNode(t *testing.T) {
 // held between upload and commit waits for the run (without waiting it
 // would find the run's marker all the same), then keeps every file.
 func TestOrphanCleanupDuringRunSameNode(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	dir := t.TempDir()
 	const prefix = "orphans-same-node"
 	shared := testConfig(t, dir, prefix)
@@ -155,14 +157,13 @@ func TestOrphanCleanupDuringRunSameNode(t *testing.T) {
 	}
 	fill(t, a.tb, 1000, 300, 3)
 	waiting := make(chan struct{}, 1)
-	defer coldtier.SetOrphansWaiting(func() { waiting <- struct{}{} })()
 	type result struct {
 		deleted []string
 		err     error
 	}
 	done := make(chan result, 1)
 	var once sync.Once
-	defer coldtier.SetRunStaged(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{OrphansWaiting: func() { waiting <- struct{}{} }, RunStaged: func() {
 		once.Do(func() {
 			go func() {
 				deleted, err := a.c.DeleteOrphanFiles(ctx, 0)
@@ -177,7 +178,7 @@ func TestOrphanCleanupDuringRunSameNode(t *testing.T) {
 				t.Error("the cleanup neither waited nor ended")
 			}
 		})
-	})()
+	}})
 	if _, err := a.compact(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,10 @@ func TestOrphanCleanupDuringRunSameNode(t *testing.T) {
 // afterwards nothing is left: no marker, no file the table does not
 // reference.
 func TestOrphanCleanupRunCrashes(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	for _, step := range []string{"after-marker", "after-upload", "after-commit"} {
 		t.Run(step, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			prefix := "orphans-crash-" + step
 			shared := testConfig(t, dir, prefix)
@@ -217,15 +220,15 @@ func TestOrphanCleanupRunCrashes(t *testing.T) {
 			stop := func() { once.Do(func() { panic(crash{}) }) }
 			switch step {
 			case "after-marker":
-				defer coldtier.SetMarkerWritten(func(kind string) {
+				coldtier.SetHooks(a.c, coldtier.Hooks{MarkerWritten: func(kind string) {
 					if kind == "run" {
 						stop()
 					}
-				})()
+				}})
 			case "after-upload":
-				defer coldtier.SetRunStaged(stop)()
+				coldtier.SetHooks(a.c, coldtier.Hooks{RunStaged: stop})
 			case "after-commit":
-				defer coldtier.SetMarkerKept(stop)()
+				coldtier.SetHooks(a.c, coldtier.Hooks{MarkerKept: stop})
 			}
 			if !a.compactCrashing(t, ctx) {
 				t.Fatalf("the run was not stopped %s", step)
@@ -268,6 +271,7 @@ func TestOrphanCleanupRunCrashes(t *testing.T) {
 // and commit that never comes back is honoured for MarkerBound, then no
 // longer: its files do not stay forever.
 func TestOrphanMarkerOfDeadNode(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	dir := t.TempDir()
 	const prefix = "orphans-dead-node"
 	shared := testConfig(t, dir, prefix)
@@ -280,7 +284,7 @@ func TestOrphanMarkerOfDeadNode(t *testing.T) {
 	}
 	fill(t, a.tb, 1000, 300, 3)
 	var once sync.Once
-	defer coldtier.SetRunStaged(func() { once.Do(func() { panic(crash{}) }) })()
+	coldtier.SetHooks(a.c, coldtier.Hooks{RunStaged: func() { once.Do(func() { panic(crash{}) }) }})
 	if !a.compactCrashing(t, ctx) {
 		t.Fatal("the run was not stopped")
 	}
@@ -364,18 +368,18 @@ func coldRows(t *testing.T, n *node) int {
 // one after the other (the second waits), and neither fails on the files
 // the other deleted.
 func TestOrphanCleanupsOneNodeAtOnce(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	a, _, orphans := localNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	waiting := make(chan struct{}, 1)
-	defer coldtier.SetOrphansWaiting(func() { waiting <- struct{}{} })()
 	type result struct {
 		deleted []string
 		err     error
 	}
 	second := make(chan result, 1)
 	var first atomic.Bool
-	defer coldtier.SetOrphansPlanned(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{OrphansWaiting: func() { waiting <- struct{}{} }, OrphansPlanned: func() {
 		if !first.CompareAndSwap(false, true) {
 			return // the second cleanup
 		}
@@ -393,7 +397,7 @@ func TestOrphanCleanupsOneNodeAtOnce(t *testing.T) {
 				t.Error("the second cleanup neither waited nor ended")
 			}
 		}()
-	})()
+	}})
 	deleted, err := a.c.DeleteOrphanFiles(ctx, 0)
 	if err != nil {
 		t.Fatalf("first cleanup: %v", err)
@@ -414,6 +418,7 @@ func TestOrphanCleanupsOneNodeAtOnce(t *testing.T) {
 // node A's cleanup has listed and is about to delete: A's answer is no
 // error (what is gone is done), not a 500 for a missing file.
 func TestOrphanCleanupsTwoNodesAtOnce(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	a, b, orphans := localNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -424,16 +429,16 @@ func TestOrphanCleanupsTwoNodesAtOnce(t *testing.T) {
 		whileA    bool
 		planningA = true
 	)
-	defer coldtier.SetOrphansPlanned(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{OrphansPlanned: func() {
 		if !planningA {
-			return // B's own cleanup
+			return
 		}
 		once.Do(func() {
 			planningA = false
 			whileA = true
 			byB, errB = b.c.DeleteOrphanFiles(ctx, 0)
 		})
-	})()
+	}})
 	byA, err := a.c.DeleteOrphanFiles(ctx, 0)
 	if err != nil {
 		t.Fatalf("node A's cleanup after node B deleted its candidates: %v", err)
@@ -484,6 +489,7 @@ func cleanupMustWait(t *testing.T, ctx context.Context, n *node, waiting <-chan 
 // has uploaded a rewrite's files and staged its commit waits for the pass,
 // then deletes what the pass replaced and nothing the table references.
 func TestOrphanCleanupDuringRewrite(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	dir := t.TempDir()
 	const prefix = "orphans-rewrite"
 	shared := testConfig(t, dir, prefix)
@@ -492,14 +498,13 @@ func TestOrphanCleanupDuringRewrite(t *testing.T) {
 	a := openNode(t, dir, "node-a", shared)
 	smallCommits(t, a.tb, a.c, 0, 4, 50, 2)
 	waiting := make(chan struct{}, 1)
-	defer coldtier.SetOrphansWaiting(func() { waiting <- struct{}{} })()
 	var (
 		once sync.Once
 		wait func() ([]string, error)
 	)
-	defer coldtier.SetRewriteStaged(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{OrphansWaiting: func() { waiting <- struct{}{} }, RewriteStaged: func() {
 		once.Do(func() { wait = cleanupMustWait(t, ctx, a, waiting) })
-	})()
+	}})
 	ms, err := a.c.Maintain(ctx, coldtier.MaintainOptions{NoExpire: true})
 	if err != nil {
 		t.Fatal(err)
@@ -517,6 +522,7 @@ func TestOrphanCleanupDuringRewrite(t *testing.T) {
 // committed and not yet deleted the expired snapshots' files waits for the
 // pass.
 func TestOrphanCleanupDuringExpiry(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	dir := t.TempDir()
 	const prefix = "orphans-expiry"
 	shared := testConfig(t, dir, prefix)
@@ -530,14 +536,13 @@ func TestOrphanCleanupDuringExpiry(t *testing.T) {
 	smallCommits(t, a.tb, a.c, 1000, 1, 50, 2)
 	time.Sleep(10 * time.Millisecond) // the snapshots before are older than SnapshotAge below
 	waiting := make(chan struct{}, 1)
-	defer coldtier.SetOrphansWaiting(func() { waiting <- struct{}{} })()
 	var (
 		once sync.Once
 		wait func() ([]string, error)
 	)
-	defer coldtier.SetExpiryCommitted(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{OrphansWaiting: func() { waiting <- struct{}{} }, ExpiryCommitted: func() {
 		once.Do(func() { wait = cleanupMustWait(t, ctx, a, waiting) })
-	})()
+	}})
 	ms, err := a.c.Maintain(ctx, coldtier.MaintainOptions{NoRewrite: true, NoManifests: true, KeepSnapshots: 1, SnapshotAge: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -580,13 +585,16 @@ func fillSource(t *testing.T, tb *table.Table, first, n int) {
 // with a SQL catalog and with a REST catalog (whose conflict iceberg-go
 // would replay without the pin).
 func TestClaimsRecheckOnConflict(t *testing.T) {
+	t.Parallel() // its hooks are its compactors' own (coldtier.SetHooks)
 	t.Run("sql", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		shared := testConfig(t, dir, "claims-conflict")
 		a := claimsConflict(t, dir, shared)
 		checkRowsOnce(t, "after both runs", shared, a.c, rowSet([2]int{0, 300}))
 	})
 	t.Run("rest", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		rest, err := coldtest.StartREST(dir)
 		coldtest.Require(t, err)
@@ -628,13 +636,13 @@ func claimsConflict(t *testing.T, dir string, shared coldtier.Config) *node {
 		errB error
 		ranB bool
 	)
-	defer coldtier.SetRunStaged(func() {
+	coldtier.SetHooks(a.c, coldtier.Hooks{RunStaged: func() {
 		if !inA.CompareAndSwap(false, true) {
-			return // node B's run
+			return
 		}
 		ranB = true
 		stB, errB = b.compact(ctx)
-	})()
+	}})
 	stA, err := a.compact(ctx)
 	if err != nil {
 		t.Fatalf("node A's run: %v", err)

@@ -154,7 +154,7 @@ func deadLetters(rows []map[string]any) []map[string]any {
 
 // icebergRows reads cols of sluice.<table> with pyiceberg and, when its
 // extensions are installed, DuckDB; it fails when the two disagree.
-func icebergRows(t *testing.T, python, catalog, table string, cols ...string) [][]any {
+func icebergRows(t *testing.T, python *coldtest.PythonPool, catalog, table string, cols ...string) [][]any {
 	t.Helper()
 	script, err := os.ReadFile("testdata/rows.py")
 	if err != nil {
@@ -162,7 +162,7 @@ func icebergRows(t *testing.T, python, catalog, table string, cols ...string) []
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := coldtest.RunPython(ctx, python, string(script), append([]string{catalog, "sluice." + table, s3.Endpoint,
+	out, err := python.Run(ctx, string(script), append([]string{catalog, "sluice." + table, s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey}, cols...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +201,12 @@ func sortedRows(rows [][]any) string {
 // message that is still not JSON stays a dead letter with its new reason.
 func TestDeadLettersInIcebergAndReplay(t *testing.T) {
 	coldtest.Require(t, s3Err)
-	python, err := coldtest.Python()
+	py, err := coldtest.Python()
 	coldtest.Require(t, err)
+	// One interpreter for the test's checks: pyiceberg, pyarrow and
+	// DuckDB imported once, not once a check.
+	python := coldtest.NewPythonPool(py)
+	defer python.Close()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

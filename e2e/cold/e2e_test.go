@@ -39,7 +39,8 @@ func TestMain(m *testing.M) {
 	}
 	s3, s3Err = coldtest.StartS3(dir)
 	code := m.Run()
-	stopTrino() // started by the first test that needs it (keyed_engines_test.go)
+	sharedTrino.Close() // started by the first test that needs it (keyed_engines_test.go)
+	sharedSpark.Close()
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)

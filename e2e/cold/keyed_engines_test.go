@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,55 +17,14 @@ import (
 	"github.com/sluicedb/sluice/table"
 )
 
-// The package's one Trino, started by the first test that needs it and
-// stopped by TestMain: a JVM start costs half a minute of CPU, so each test
-// adds a catalog of its own to it (CreateCatalog) instead.
+// The package's one Trino and one Spark JVM, started by the first test
+// that needs them and stopped by TestMain: a JVM start costs half a minute
+// of CPU, so each test adds a catalog of its own to the Trino
+// (AddCatalog) and sends its statements to the Spark server.
 var (
-	trinoOnce sync.Once
-	trino     *coldtest.Trino
-	trinoErr  error
-	trinoDir  string
+	sharedTrino coldtest.SharedTrino
+	sharedSpark coldtest.SharedSpark
 )
-
-// packageTrino returns the package's Trino, starting it on first use.
-func packageTrino(t *testing.T) *coldtest.Trino {
-	t.Helper()
-	coldtest.Require(t, coldtest.FindTrino())
-	trinoOnce.Do(func() {
-		if trinoDir, trinoErr = os.MkdirTemp("", "e2e-cold-trino-"); trinoErr != nil {
-			return
-		}
-		trino, trinoErr = coldtest.StartTrino(trinoDir, nil)
-	})
-	coldtest.Require(t, trinoErr)
-	return trino
-}
-
-// addCatalog adds the catalog name to tr from a catalog properties file's
-// contents, dropped when the test ends.
-func addCatalog(ctx context.Context, t *testing.T, tr *coldtest.Trino, name, props string) {
-	t.Helper()
-	if err := tr.CreateCatalog(ctx, name, props); err != nil {
-		t.Fatalf("create catalog %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := tr.DropCatalog(ctx, name); err != nil {
-			t.Errorf("drop catalog %s: %v", name, err)
-		}
-	})
-}
-
-// stopTrino stops the package's Trino if a test started it.
-func stopTrino() {
-	if trino != nil {
-		trino.Stop()
-	}
-	if trinoDir != "" {
-		os.RemoveAll(trinoDir)
-	}
-}
 
 // keyState is the state a keyed table must hold, as the test produced
 // it: each live key's note.
@@ -179,9 +137,8 @@ func keysWhere(keys int64, pick func(n int64) bool) []int64 {
 // note, no deleted key.
 func TestKeyedTableEngines(t *testing.T) {
 	coldtest.Require(t, s3Err)
-	spark, err := coldtest.FindSpark()
-	coldtest.Require(t, err)
-	tr := packageTrino(t)
+	spark := sharedSpark.Require(t)
+	tr := sharedTrino.Require(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -258,7 +215,7 @@ func TestKeyedTableEngines(t *testing.T) {
 		{"http://127.0.0.1:7070", s3.Endpoint},
 		{"us-east-1", coldtest.Region},
 	})
-	addCatalog(ctx, t, tr, "keyed", props)
+	tr.AddCatalog(ctx, t, "keyed", props)
 	trinoRows := func(sql string) [][]any {
 		t.Helper()
 		_, rows, err := tr.Query(ctx, sql)
@@ -337,7 +294,7 @@ func TestKeyedTableEngines(t *testing.T) {
 		fmt.Sprintf("SELECT n, note FROM sluice.sluice.events VERSION AS OF %d", before),
 		"SELECT n, note FROM sluice.sluice.events",
 	}
-	out, err := spark.Run(ctx, "testdata/SparkQuery.java", append([]string{confPath}, stmts...)...)
+	out, err := spark.Run(ctx, confPath, stmts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ var sparkTypes = map[table.Type]string{
 	table.JSON: "string", table.Timestamp: "timestamp",
 }
 
-// sparkResult is one statement's output from testdata/SparkQuery.java.
+// sparkResult is one statement's output from the Spark server.
 type sparkResult struct {
 	Schema struct {
 		Fields []struct {
@@ -104,8 +104,7 @@ func sparkView(res []sparkResult) engineView {
 // the sluice.* snapshot properties, for both.
 func TestSparkReadsIcebergTable(t *testing.T) {
 	coldtest.Require(t, s3Err)
-	spark, err := coldtest.FindSpark()
-	coldtest.Require(t, err)
+	spark := sharedSpark.Require(t)
 	dir := t.TempDir()
 
 	jdbcDir := filepath.Join(dir, "jdbc")
@@ -154,11 +153,11 @@ func TestSparkReadsIcebergTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	started := time.Now()
-	out, err := spark.Run(ctx, "testdata/SparkQuery.java", append([]string{confPath}, stmts...)...)
+	out, err := spark.Run(ctx, confPath, stmts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Spark (one JVM, %d statements) took %v", len(stmts), time.Since(started).Round(time.Millisecond))
+	t.Logf("Spark (the package's server, %d statements) took %v", len(stmts), time.Since(started).Round(time.Millisecond))
 	res := parseSpark(t, out, len(stmts))
 	for _, l := range lakes {
 		n := len(l.statements())

@@ -42,8 +42,8 @@ func TestTrinoReadsIcebergTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The package's Trino, with the documented file as its catalog.
-	tr := packageTrino(t)
-	addCatalog(ctx, t, tr, "iceberg", props)
+	tr := sharedTrino.Require(t)
+	tr.AddCatalog(ctx, t, "iceberg", props)
 
 	query := func(sql string) ([]coldtest.TrinoColumn, []map[string]any) {
 		t.Helper()

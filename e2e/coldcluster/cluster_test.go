@@ -58,11 +58,34 @@ func TestMain(m *testing.M) {
 	}
 	s3, s3Err = coldtest.StartS3(dir)
 	python, pyErr = readersPython()
+	pyPool = coldtest.NewPythonPool(python)
 	code := testkafka.Main(m, partitions)
+	pyPool.Close()
 	apicurio.Close()
+	sharedTrino.Close()
+	sharedSpark.Close()
 	s3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// The package's one Trino and one Spark JVM, started by the first test
+// that needs them: a JVM start costs tens of CPU-seconds, so each test
+// adds a Trino catalog of its own and sends its statements to the Spark
+// server.
+var (
+	sharedTrino coldtest.SharedTrino
+	sharedSpark coldtest.SharedSpark
+	// pyPool runs the readers' checks in interpreters that keep pyiceberg,
+	// pyarrow and DuckDB loaded (a second of CPU an import).
+	pyPool *coldtest.PythonPool
+)
+
+// dropCatalog drops a catalog a test added to the package's Trino.
+func dropCatalog(tr *coldtest.Trino, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr.DropCatalog(ctx, name)
 }
 
 // readersPython is the interpreter with pyiceberg and DuckDB's iceberg
@@ -405,7 +428,7 @@ func countTable(t testing.TB, catalog, table string) readers {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := coldtest.RunPython(ctx, python, string(script), catalog, "sluice."+table, s3.Endpoint,
+	out, err := pyPool.Run(ctx, string(script), catalog, "sluice."+table, s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey, "id")
 	if err != nil {
 		t.Fatal(err)

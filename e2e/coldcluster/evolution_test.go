@@ -378,8 +378,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	coldtest.Require(t, pyErr)
 	broker := testkafka.Require(t)
 	clients := testregistry.RequirePython(t)
-	spark, err := coldtest.FindSpark()
-	coldtest.Require(t, err)
+	spark := sharedSpark.Require(t)
 	coldtest.Require(t, coldtest.FindTrino())
 	registry := apicurio.Require(t)
 	dir := t.TempDir()
@@ -401,17 +400,15 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	}
 	trinoReady := make(chan trinoStart, 1)
 	go func() {
-		trinoDir := filepath.Join(dir, "trino")
-		if err := os.MkdirAll(trinoDir, 0o755); err != nil {
-			trinoReady <- trinoStart{err: err}
-			return
+		tr, err := sharedTrino.Get()
+		if err == nil {
+			err = tr.CreateCatalog(ctx, "evolution", trinoRESTCatalog(rest.URI))
 		}
-		tr, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": trinoRESTCatalog(rest.URI)})
 		trinoReady <- trinoStart{tr, err}
 	}()
 	defer func() {
-		if ts := <-trinoReady; ts.tr != nil {
-			ts.tr.Stop()
+		if ts := <-trinoReady; ts.err == nil {
+			dropCatalog(ts.tr, "evolution")
 		}
 	}()
 
@@ -567,7 +564,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 			return
 		}
 		_, rows, err := ts.tr.Query(ctx, "SELECT id, account, date_diff('millisecond', from_unixtime(0), ts) AS ts, "+
-			strings.Join(evoColumns[3:], ", ")+" FROM iceberg.sluice.events")
+			strings.Join(evoColumns[3:], ", ")+" FROM evolution.sluice.events")
 		if err != nil {
 			log, _ := os.ReadFile(ts.tr.Log)
 			err = fmt.Errorf("%w\nTrino log (end): %s", err, log[max(0, len(log)-3000):])
@@ -578,7 +575,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pyOut, pyRunErr := coldtest.RunPython(ctx, python, string(script), append([]string{rest.URI, "sluice.events", s3.Endpoint,
+	pyOut, pyRunErr := pyPool.Run(ctx, string(script), append([]string{rest.URI, "sluice.events", s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey, "ts"}, slices.Concat(evoColumns[:2], evoColumns[3:])...)...)
 	wg.Wait()
 	if pyRunErr != nil {
@@ -622,7 +619,7 @@ func TestClusterSchemaEvolution(t *testing.T) {
 		total, committed.Seconds(), time.Since(readStart).Seconds(), time.Since(began).Seconds(), registry.Started.Seconds())
 }
 
-// sparkRows is the rows of SparkQuery.java's one result, in the
+// sparkRows is the rows of the Spark server's one result, in the
 // statement's column order.
 func sparkRows(out []byte) ([][]any, error) {
 	for line := range strings.SplitSeq(string(out), "\n") {

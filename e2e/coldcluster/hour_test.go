@@ -197,11 +197,9 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 	coldtest.Require(t, s3Err)
 	coldtest.Require(t, pyErr)
 	broker := testkafka.Require(t)
-	var spark *coldtest.Spark
+	var spark *coldtest.SparkServer
 	if engines {
-		var err error
-		spark, err = coldtest.FindSpark()
-		coldtest.Require(t, err)
+		spark = sharedSpark.Require(t)
 		coldtest.Require(t, coldtest.FindTrino())
 	}
 	dir := t.TempDir()
@@ -295,12 +293,12 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 	trinoReady := make(chan trinoStart, 1)
 	if engines {
 		go func() {
-			trinoDir := filepath.Join(dir, "trino")
-			if err := os.MkdirAll(trinoDir, 0o755); err != nil {
-				trinoReady <- trinoStart{err: err}
-				return
+			tr, err := sharedTrino.Get()
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err = tr.CreateCatalog(ctx, "hour", trinoRESTCatalog(rest.URI))
 			}
-			tr, err := coldtest.StartTrino(trinoDir, map[string]string{"iceberg": trinoRESTCatalog(rest.URI)})
 			trinoReady <- trinoStart{tr, err}
 		}()
 	}
@@ -386,8 +384,8 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 				mu.Unlock()
 				return
 			}
-			defer ts.tr.Stop()
-			n, err := trinoCount(ts.tr)
+			defer dropCatalog(ts.tr, "hour")
+			n, err := trinoCount(ts.tr, "hour")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -400,7 +398,7 @@ func runHour(t testing.TB, p hourParams, engines bool) hourResult {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pyOut, err := coldtest.RunPython(ctx, python, string(script), rest.URI, "sluice.events", s3.Endpoint,
+	pyOut, err := pyPool.Run(ctx, string(script), rest.URI, "sluice.events", s3.Endpoint,
 		coldtest.AccessKey, coldtest.SecretKey, "id")
 	if err != nil {
 		t.Fatal(err)
@@ -590,7 +588,7 @@ const countSQL = "SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, 
 // sparkCount counts the table's ids with Spark through the REST catalog
 // (Iceberg's SparkCatalog, S3FileIO), configured as docs/cold-tier.md's
 // REST block says.
-func sparkCount(spark *coldtest.Spark, dir, restURI string) (counts, error) {
+func sparkCount(spark *coldtest.SparkServer, dir, restURI string) (counts, error) {
 	out, err := sparkSQL(spark, dir, restURI, fmt.Sprintf(countSQL, "sluice.sluice.events"))
 	if err != nil {
 		return counts{}, err
@@ -611,11 +609,11 @@ func sparkCount(spark *coldtest.Spark, dir, restURI string) (counts, error) {
 	return counts{}, fmt.Errorf("spark printed no result: %.2000s", out)
 }
 
-// sparkSQL runs statements in one Spark JVM with the catalog sluice on the
+// sparkSQL runs statements in the package's Spark server with the catalog sluice on the
 // REST catalog at restURI (Iceberg's SparkCatalog, S3FileIO), configured
 // as docs/cold-tier.md's REST block says, and returns its output
-// (testdata/SparkQuery.java's SPARKQ lines).
-func sparkSQL(spark *coldtest.Spark, dir, restURI string, statements ...string) ([]byte, error) {
+// (SPARKQ lines).
+func sparkSQL(spark *coldtest.SparkServer, dir, restURI string, statements ...string) ([]byte, error) {
 	conf := fmt.Sprintf(`spark.sql.extensions                          org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
 spark.sql.catalog.sluice                      org.apache.iceberg.spark.SparkCatalog
 spark.sql.catalog.sluice.type                 rest
@@ -631,7 +629,7 @@ spark.sql.catalog.sluice.client.region        %s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return spark.Run(ctx, filepath.Join("..", "cold", "testdata", "SparkQuery.java"), append([]string{path}, statements...)...)
+	return spark.Run(ctx, path, statements...)
 }
 
 // trinoRESTCatalog is the properties of a Trino catalog (Trino's Iceberg
@@ -648,11 +646,11 @@ s3.region=%s
 }
 
 // trinoCount counts the table's ids with Trino's Iceberg connector on the
-// REST catalog.
-func trinoCount(tr *coldtest.Trino) (counts, error) {
+// REST catalog, through tr's catalog named catalog.
+func trinoCount(tr *coldtest.Trino, catalog string) (counts, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, rows, err := tr.Query(ctx, fmt.Sprintf(countSQL, "iceberg.sluice.events"))
+	_, rows, err := tr.Query(ctx, fmt.Sprintf(countSQL, catalog+".sluice.events"))
 	if err != nil {
 		return counts{}, err
 	}

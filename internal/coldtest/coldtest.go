@@ -5,9 +5,9 @@
 // scripts a PythonPool runs in long-lived interpreters; Iceberg's
 // REST catalog server (rest.go), Spark (spark.go) and Trino (trino.go),
 // each installed by its scripts/install-* script. Start them once per
-// package in TestMain (or once in the one test that needs them); tests
-// call Require, which fails the test when something is missing and CI is
-// set, and skips it otherwise.
+// package (TestMain, or SharedSpark and SharedTrino on first use: a JVM
+// start costs tens of CPU-seconds); tests call Require, which fails the
+// test when something is missing and CI is set, and skips it otherwise.
 package coldtest
 
 import (

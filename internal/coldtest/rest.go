@@ -51,7 +51,12 @@ func StartRESTOn(port int, dir string, env ...string) (*REST, error) {
 			return nil, err
 		}
 	}
-	cmd := exec.Command(java, "-Xmx256m", "-cp", strings.TrimSpace(string(cp)), "org.apache.iceberg.rest.RESTCatalogServer")
+	// A test fixture answering a few requests: the C1 compiler alone and
+	// the serial collector cut the JVM's start-up CPU (C2 compiling
+	// Jetty's and Jackson's start-up paths, parallel GC threads) that it
+	// would not win back in a test's life.
+	cmd := exec.Command(java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-cp", strings.TrimSpace(string(cp)), "org.apache.iceberg.rest.RESTCatalogServer")
 	cmd.Env = append(os.Environ(), "CATALOG_WAREHOUSE="+filepath.Join(dir, "rest-warehouse"), "CATALOG_REST_PORT="+strconv.Itoa(port))
 	cmd.Env = append(cmd.Env, env...)
 	logPath := filepath.Join(dir, "rest-catalog.log")

@@ -3,6 +3,8 @@ package testkafka
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"github.com/sluicedb/sluice/internal/testenv"
@@ -156,15 +158,13 @@ log.flush.interval.messages=9223372036854775807
 	if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
 		return nil, err
 	}
-	uuid, err := exec.CommandContext(ctx, "java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid").Output()
+	clusterID, err := randomClusterID()
 	if err != nil {
-		return nil, fmt.Errorf("testkafka: random-uuid: %w", err)
+		return nil, err
 	}
-	fields := strings.Fields(string(uuid))
-	if len(fields) == 0 {
-		return nil, errors.New("testkafka: random-uuid printed nothing")
-	}
-	format := append([]string{"-cp", cp, "kafka.tools.StorageTool", "format", "-t", fields[len(fields)-1], "-c", propsPath, "--standalone"}, formatArgs...)
+	// The storage tool is a JVM run once: the JIT flags of the broker's
+	// own start cut its start-up CPU.
+	format := append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", clusterID, "-c", propsPath, "--standalone"}, formatArgs...)
 	if out, err := exec.CommandContext(ctx, "java", format...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("testkafka: format storage: %w: %s", err, out)
 	}
@@ -326,4 +326,21 @@ func Require(t TB) *Broker {
 	}
 	testenv.Missing(t, "a Kafka broker is needed and could not start: %v", shared.err)
 	return nil
+}
+
+// randomClusterID is what `kafka-storage.sh random-uuid` prints (Kafka's
+// Uuid.randomUuid: 16 random bytes in URL-safe base64 without padding,
+// never starting with '-', which a command line would take for a flag),
+// made here instead of in a JVM of its own: a JVM start is a second or
+// more of CPU for each broker a test starts.
+func randomClusterID() (string, error) {
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("testkafka: cluster id: %w", err)
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id, nil
+		}
+	}
 }

@@ -113,6 +113,7 @@ func countRows(t *testing.T, bin, cfg, data string) int {
 // directory. The same kill in stream mode leaves rows stored (the kill
 // lands mid-ingest: the test can tell half-stored from nothing).
 func TestIngestRDBKill9StoresNothing(t *testing.T) {
+	t.Parallel() // its own processes, directories and ports
 	redisproc.Need(t)
 	bin := buildSluice(t)
 	const keys = 150_000

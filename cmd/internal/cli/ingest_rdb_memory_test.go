@@ -76,6 +76,7 @@ func bigValueRDB(t *testing.T) string {
 // server. Issue 19 measured 2.96 GB (CLI) and 1.43 GB (HTTP) for such a
 // value. Run without -race (buildSluice).
 func TestIngestRDBPeakMemory(t *testing.T) {
+	t.Parallel() // its own processes, directories and ports
 	redisproc.Need(t)
 	bin := buildSluice(t)
 	snapshot := bigValueRDB(t)

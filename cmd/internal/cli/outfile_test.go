@@ -70,6 +70,7 @@ func jsonLines(t *testing.T, path, field string) (objects []map[string]any, othe
 // now written as the process's own; each dead letter and row arrives whole
 // beside the summary and the other output; a regular file is appended to.
 func TestComputeDeadLetterToStdStreams(t *testing.T) {
+	t.Parallel() // its own processes, directories and ports
 	dir := t.TempDir()
 	config := filepath.Join(dir, "computed.yaml")
 	if err := os.WriteFile(config, []byte(`computed:

@@ -162,6 +162,7 @@ func largestValue(t *testing.T, path string) int64 {
 // stream's whole JSON three times over (318 MB), the serial mode a 12 MB
 // string's escaped JSON whole (108 MB): both anonymous memory.
 func TestRDBExportPeakMemory(t *testing.T) {
+	t.Parallel() // its own processes, directories and ports
 	redisproc.Need(t)
 	bin := buildSluice(t)
 	path := bigValuesRDB(t)

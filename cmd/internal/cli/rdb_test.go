@@ -124,6 +124,7 @@ func TestRDBVerbsOnFixture(t *testing.T) {
 // TestExportTruncatedAtEveryOffset covers every offset; this checks the
 // command end to end at a spread of them.
 func TestRDBJSONTruncatedIsNotValidJSON(t *testing.T) {
+	t.Parallel() // its own processes, directories and ports
 	data, err := os.ReadFile(fixture)
 	if err != nil {
 		t.Fatal(err)
