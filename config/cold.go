@@ -78,10 +78,32 @@ type IcebergMaintain struct {
 	// MetadataVersions is how many earlier metadata files are kept
 	// (default 100).
 	MetadataVersions int `yaml:"metadata_versions"`
+	// DeleteFiles: a pass also runs once this node's runs have committed
+	// this many position delete files since its last pass (a keyed
+	// table's; default 10; negative: the interval only). Every query
+	// reads every delete file until a pass applies it, so a keyed table
+	// committing every few seconds needs passes far more often than the
+	// interval (docs/upserts.md, "Maintenance").
+	DeleteFiles int `yaml:"delete_files"`
 }
 
 // Defaults of the maintenance (the others are coldtier's).
-const DefaultMaintainInterval = time.Hour
+const (
+	DefaultMaintainInterval    = time.Hour
+	DefaultMaintainDeleteFiles = 10
+)
+
+// MaintainDeleteFiles is delete_files with the default applied (0: the
+// interval only).
+func (m *IcebergMaintain) MaintainDeleteFiles() int {
+	switch {
+	case m.DeleteFiles < 0:
+		return 0
+	case m.DeleteFiles == 0:
+		return DefaultMaintainDeleteFiles
+	}
+	return m.DeleteFiles
+}
 
 // MaintainInterval is the maintenance's interval with the default applied
 // (0: never).
