@@ -80,29 +80,21 @@ type IcebergMaintain struct {
 	MetadataVersions int `yaml:"metadata_versions"`
 	// DeleteFiles: a pass also runs once this node's runs have committed
 	// this many position delete files since its last pass (a keyed
-	// table's; default 10; negative: the interval only). Every query
-	// reads every delete file until a pass applies it, so a keyed table
-	// committing every few seconds needs passes far more often than the
-	// interval (docs/upserts.md, "Maintenance").
+	// table's; 0, the default, or negative: the interval only). Every
+	// query reads every delete file until a pass applies it, so a keyed
+	// table committing every few seconds needs passes far more often than
+	// the interval; it is off by default because a query made while a
+	// pass commits can read a key twice (docs/upserts.md, "Maintenance").
 	DeleteFiles int `yaml:"delete_files"`
 }
 
 // Defaults of the maintenance (the others are coldtier's).
-const (
-	DefaultMaintainInterval    = time.Hour
-	DefaultMaintainDeleteFiles = 10
-)
+const DefaultMaintainInterval = time.Hour
 
-// MaintainDeleteFiles is delete_files with the default applied (0: the
+// MaintainDeleteFiles is delete_files, negative read as 0 (0: the
 // interval only).
 func (m *IcebergMaintain) MaintainDeleteFiles() int {
-	switch {
-	case m.DeleteFiles < 0:
-		return 0
-	case m.DeleteFiles == 0:
-		return DefaultMaintainDeleteFiles
-	}
-	return m.DeleteFiles
+	return max(m.DeleteFiles, 0)
 }
 
 // MaintainInterval is the maintenance's interval with the default applied
