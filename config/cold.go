@@ -83,8 +83,9 @@ type IcebergMaintain struct {
 	// table's; 0, the default, or negative: the interval only). Every
 	// query reads every delete file until a pass applies it, so a keyed
 	// table committing every few seconds needs passes far more often than
-	// the interval; it is off by default because a query made while a
-	// pass commits can read a key twice (docs/upserts.md, "Maintenance").
+	// the interval; it is off by default because a pass that overlaps a
+	// run can leave an updated key's old row (docs/upserts.md,
+	// "Maintenance").
 	DeleteFiles int `yaml:"delete_files"`
 }
 

@@ -14,7 +14,7 @@ import (
 // the small files once two are committed. The queries made before it
 // answer each key once with its latest value. Not checked: the queries
 // during and after the pass, which read an updated key's old row beside
-// its new one here (with iceberg-go's planning too; docs/upserts.md,
+// its new one here when the pass overlaps the next run (docs/upserts.md,
 // "Maintenance").
 func TestKeyedMaintainOnDeleteFiles(t *testing.T) {
 	wh := t.TempDir()
