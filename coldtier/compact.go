@@ -69,6 +69,9 @@ type Stats struct {
 	// Deleted counts the rows of the Iceberg table the run's commit
 	// deleted (position deletes, deletes.go).
 	Deleted int64
+	// DeleteFiles counts the position delete files the run's commit
+	// added: every query reads them until maintenance applies them.
+	DeleteFiles int64
 }
 
 // Counters are a Compactor's running totals, for /metrics.
@@ -679,8 +682,10 @@ func (c *Compactor) account(st *Stats, committed *itable.Table, run string) {
 			if s.Summary != nil && s.Summary.Properties[propRun] == run {
 				b, _ := strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
 				f, _ := strconv.ParseInt(s.Summary.Properties["added-data-files"], 10, 64)
+				d, _ := strconv.ParseInt(s.Summary.Properties["added-delete-files"], 10, 64)
 				st.Bytes += b
 				st.Files += f
+				st.DeleteFiles += d
 			}
 		}
 	}

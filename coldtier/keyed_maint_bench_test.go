@@ -33,12 +33,20 @@ import (
 // reports rows/s, rows per CPU-second of the process, and the table's
 // data and delete files. With SLUICE_BENCH_DUCKDB=1 DuckDB's iceberg_scan
 // is timed on the same three snapshots (pyiceberg's venv with the
-// duckdb-extension wheels).
+// duckdb-extension wheels). With SLUICE_BENCH_MAINTAIN_EVERY=N
+// maintenance also runs during the updates, as a trigger every N runs
+// would, placed so that N-1 runs follow the last pass: the table queried
+// "before maintenance" is then the worst a query meets under that
+// trigger.
 //
 //	go test -run '^$' -bench KeyedColdQuery -benchtime 10x ./coldtier/
 func BenchmarkKeyedColdQuery(b *testing.B) {
 	keys := benchEnvInt(b, "SLUICE_BENCH_KEYS", 100_000)
 	runs := benchEnvInt(b, "SLUICE_BENCH_RUNS", 100)
+	every := 0
+	if os.Getenv("SLUICE_BENCH_MAINTAIN_EVERY") != "" {
+		every = benchEnvInt(b, "SLUICE_BENCH_MAINTAIN_EVERY", 1)
+	}
 	ctx := context.Background()
 	dir := b.TempDir()
 	open := func(name string) (*table.Table, *coldtier.Compactor, coldtier.Config) {
@@ -112,6 +120,11 @@ func BenchmarkKeyedColdQuery(b *testing.B) {
 		state.upsert(b, updated, ups, note)
 		state.remove(b, updated, dels)
 		compact(cu)
+		if every > 0 && (runs-r)%every == every-1 {
+			if _, err := cu.Maintain(ctx, coldtier.MaintainOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	once, co, cfgOnce := open("once")
 	load(once, state)

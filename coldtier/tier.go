@@ -41,7 +41,7 @@ type tier struct {
 func (t tier) Compact(ctx context.Context, watermark time.Time, remove bool) (coldapi.Stats, error) {
 	st, err := t.Compactor.Compact(t.withAWS(ctx), watermark, Options{Remove: remove, Continuous: t.continuous})
 	return coldapi.Stats{Rows: st.Rows, Bytes: st.Bytes, Files: st.Files, Watermark: st.Watermark,
-		SnapshotID: st.SnapshotID, Recovered: st.Recovered}, err
+		SnapshotID: st.SnapshotID, Recovered: st.Recovered, DeleteFiles: st.DeleteFiles}, err
 }
 
 func (t tier) Counters() coldapi.Counters {

@@ -78,10 +78,25 @@ type IcebergMaintain struct {
 	// MetadataVersions is how many earlier metadata files are kept
 	// (default 100).
 	MetadataVersions int `yaml:"metadata_versions"`
+	// DeleteFiles: a pass also runs once this node's runs have committed
+	// this many position delete files since its last pass (a keyed
+	// table's; 0, the default, or negative: the interval only). Every
+	// query reads every delete file until a pass applies it, so a keyed
+	// table committing every few seconds needs passes far more often than
+	// the interval; it is off by default because a pass that overlaps a
+	// run can leave an updated key's old row (docs/upserts.md,
+	// "Maintenance").
+	DeleteFiles int `yaml:"delete_files"`
 }
 
 // Defaults of the maintenance (the others are coldtier's).
 const DefaultMaintainInterval = time.Hour
+
+// MaintainDeleteFiles is delete_files, negative read as 0 (0: the
+// interval only).
+func (m *IcebergMaintain) MaintainDeleteFiles() int {
+	return max(m.DeleteFiles, 0)
+}
 
 // MaintainInterval is the maintenance's interval with the default applied
 // (0: never).

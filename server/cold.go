@@ -106,6 +106,7 @@ func (s *Server) compactCold(ctx context.Context, ts *tableState) (coldapi.Stats
 	}
 	ts.compactRuns.Add(1)
 	ts.compactRows.Add(st.Rows)
+	s.countDeleteFiles(ts, st.DeleteFiles)
 	ts.lastCompact.Store(st.Watermark.UnixNano())
 	if ended := ts.coldHealth.succeeded(s.now(), st.Watermark); ended > 0 {
 		s.log.Info("compaction to iceberg succeeds again", "table", ts.cfg.Name, "failed_runs", ended)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/sluicedb/sluice/internal/coldapi"
 )
@@ -16,18 +17,54 @@ import (
 // .interval and on demand (POST /v1/tables/{table}/maintain,
 // `sluice compact --table T --maintain`).
 
-// startMaintain starts the table's maintenance loop (its interval, 1h by
-// default; none when negative).
+// startMaintain starts the table's maintenance loop: a pass every
+// interval (1h by default; none when negative), and one as soon as the
+// compaction runs have committed delete_files position delete files since
+// the last pass (maintainDue).
 func (s *Server) startMaintain(ctx context.Context, wg *sync.WaitGroup, ts *tableState) {
 	interval := ts.cfg.Compact.Iceberg.Maintain.MaintainInterval()
-	if ts.cold == nil || interval <= 0 {
+	if ts.cold == nil || interval <= 0 && ts.cfg.Compact.Iceberg.Maintain.MaintainDeleteFiles() <= 0 {
 		return
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		every(ctx, interval, func() { s.maintain(ctx, ts) })
+		var tick <-chan time.Time
+		if interval > 0 {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			tick = t.C
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+			case <-ts.maintainDue:
+			}
+			// The files committed from here on count toward the next
+			// pass: this one may not see them.
+			ts.deleteFilesSincePass.Store(0)
+			s.maintain(ctx, ts)
+		}
 	}()
+}
+
+// countDeleteFiles adds a run's position delete files to the table's count
+// since its last pass and asks the maintenance loop for a pass when it
+// reaches delete_files. It never waits: a pass already asked for or
+// running takes these files too.
+func (s *Server) countDeleteFiles(ts *tableState, n int64) {
+	due := ts.cfg.Compact.Iceberg.Maintain.MaintainDeleteFiles()
+	if n <= 0 || due <= 0 || ts.maintainDue == nil {
+		return
+	}
+	if ts.deleteFilesSincePass.Add(n) >= int64(due) {
+		select {
+		case ts.maintainDue <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // maintain runs the table's maintenance with its configured options.

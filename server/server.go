@@ -161,8 +161,13 @@ type tableState struct {
 	compactRuns, compactErrors, expireRuns atomic.Int64
 	compactRows                            atomic.Int64
 	lastCompact                            atomic.Int64 // unix ns of the last successful compaction's watermark
-	cold                                   coldapi.Tier // nil: compaction to compact.dir, or none
-	coldHealth                             *coldHealth  // with cold: its runs' failures and lag (coldhealth.go)
+	// deleteFilesSincePass counts the position delete files committed
+	// since the last maintenance pass began; maintainDue asks the
+	// maintenance loop for a pass (maintain.go).
+	deleteFilesSincePass atomic.Int64
+	maintainDue          chan struct{}
+	cold                 coldapi.Tier // nil: compaction to compact.dir, or none
+	coldHealth           *coldHealth  // with cold: its runs' failures and lag (coldhealth.go)
 
 	// compute is cfg's computed columns and filters as package compute
 	// takes them (options.go).
@@ -284,7 +289,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 }
 
 func (s *Server) openTable(ctx context.Context, tc config.Table) (*tableState, error) {
-	ts := &tableState{cfg: tc, compute: computeConfig(tc), schema: map[string]compute.Type{}}
+	ts := &tableState{cfg: tc, compute: computeConfig(tc), schema: map[string]compute.Type{}, maintainDue: make(chan struct{}, 1)}
 	ts.policy, _ = ingest.ParsePolicy(tc.OnBadLine) // validated
 	tcfg := table.Config{Name: tc.Name, HashBy: tc.HashBy, SortBy: tc.SortBy, TTL: tc.TTL, BlockSpan: tc.BlockSpan, PrimaryKey: tc.PrimaryKey}
 	for _, c := range tc.Schema {

@@ -54,47 +54,63 @@ func (fp filePositions) bytes(key positionKey) int64 {
 	return n
 }
 
-// positionCache is a byte-bounded LRU cache of decoded delete files. One
-// mutex guards it; a lookup holds it only to move a list element, and the
-// decoding of a missed file happens outside it (two queries missing the
-// same file at once both decode it, and the second store is dropped).
+// positionCache is the byte-bounded cache of decoded delete files.
 type positionCache struct {
-	mu      sync.Mutex
-	max     int64
-	used    int64
-	lru     *list.List // of *positionEntry, most recently used first
-	entries map[positionKey]*list.Element
-	hits    int64
-}
-
-type positionEntry struct {
-	key   positionKey
-	pos   filePositions
-	bytes int64
+	*lruCache[positionKey, filePositions]
 }
 
 func newPositionCache(maxBytes int64) *positionCache {
-	return &positionCache{max: maxBytes, lru: list.New(), entries: map[positionKey]*list.Element{}}
+	return &positionCache{newLRU[positionKey, filePositions](maxBytes)}
 }
 
-// get returns the positions of the delete file key, if kept.
-func (c *positionCache) get(key positionKey) (filePositions, bool) {
+// put keeps the positions of the delete file key (see lruCache.put).
+func (c *positionCache) put(key positionKey, pos filePositions) {
+	c.lruCache.put(key, pos, pos.bytes(key))
+}
+
+// lruCache is a byte-bounded LRU cache of values decoded from immutable
+// files. One mutex guards it; a lookup holds it only to move a list
+// element, and the decoding of a missed file happens outside it (two
+// queries missing the same file at once both decode it, and the second
+// store is dropped). Values are shared between queries: read-only once
+// put.
+type lruCache[K comparable, V any] struct {
+	mu      sync.Mutex
+	max     int64
+	used    int64
+	lru     *list.List // of *lruEntry, most recently used first
+	entries map[K]*list.Element
+	hits    int64
+}
+
+type lruEntry[K comparable, V any] struct {
+	key   K
+	val   V
+	bytes int64
+}
+
+func newLRU[K comparable, V any](maxBytes int64) *lruCache[K, V] {
+	return &lruCache[K, V]{max: maxBytes, lru: list.New(), entries: map[K]*list.Element{}}
+}
+
+// get returns the value kept under key, if any.
+func (c *lruCache[K, V]) get(key K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[key]
 	if !ok {
-		return nil, false
+		var zero V
+		return zero, false
 	}
 	c.lru.MoveToFront(el)
 	c.hits++
-	return el.Value.(*positionEntry).pos, true
+	return el.Value.(*lruEntry[K, V]).val, true
 }
 
-// put keeps the positions of the delete file key, evicting the least
-// recently used entries to stay within the bound; an entry larger than
-// the bound is not kept.
-func (c *positionCache) put(key positionKey, pos filePositions) {
-	size := pos.bytes(key)
+// put keeps val, which holds about size bytes, under key, evicting the
+// least recently used entries to stay within the bound; a value larger
+// than the bound is not kept.
+func (c *lruCache[K, V]) put(key K, val V, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if size > c.max {
@@ -105,17 +121,17 @@ func (c *positionCache) put(key positionKey, pos filePositions) {
 	}
 	for c.used+size > c.max {
 		last := c.lru.Back()
-		e := last.Value.(*positionEntry)
+		e := last.Value.(*lruEntry[K, V])
 		c.lru.Remove(last)
 		delete(c.entries, e.key)
 		c.used -= e.bytes
 	}
-	c.entries[key] = c.lru.PushFront(&positionEntry{key: key, pos: pos, bytes: size})
+	c.entries[key] = c.lru.PushFront(&lruEntry[K, V]{key: key, val: val, bytes: size})
 	c.used += size
 }
 
 // state is what the cache holds: bytes, entries and hits so far.
-func (c *positionCache) state() (used int64, entries int, hits int64) {
+func (c *lruCache[K, V]) state() (used int64, entries int, hits int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.used, len(c.entries), c.hits

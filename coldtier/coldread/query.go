@@ -31,6 +31,10 @@ type Stats struct {
 	// the data files of the plan by position, deletes.go); of those,
 	// DeleteFilesCached came decoded from an earlier query (cache.go).
 	DeleteFiles, DeleteFilesCached int
+	// Manifests counts the manifests of the snapshot planned here (plan.go;
+	// 0 when iceberg-go planned it); of those, ManifestsCached came
+	// decoded from an earlier query.
+	Manifests, ManifestsCached int
 }
 
 // Query emits the rows of the Iceberg table tbl (its current snapshot)
@@ -39,8 +43,9 @@ type Stats struct {
 // columns of t.Columns(q)) and the row's values in that order; vals is
 // reused.
 //
-// It plans the scan with iceberg-go (partition and file-statistics
-// pruning with the matcher's filter), then reads each planned data file
+// It plans the scan from the snapshot's manifests, decoded once and kept
+// between queries (plan.go: file-statistics pruning on the time range and
+// hash values; iceberg-go plans what that does not handle), then reads each planned data file
 // with parquet-go (parquetread.go), row groups decoded in parallel and
 // emitted in the plan's order, less the rows the position delete files of
 // the plan delete (deletes.go). A file with equality deletes or a
@@ -98,7 +103,10 @@ func Query(ctx context.Context, tbl *itable.Table, t *table.Table, q table.Query
 	}
 	scan := tbl.Scan(itable.WithRowFilter(m.filter()), itable.WithSelectedFields(need...))
 	defer scan.Close()
-	tasks, err := scan.PlanFiles(ctx)
+	tasks, planned, err := planScan(ctx, tbl, m, &st)
+	if err == nil && !planned {
+		tasks, err = scan.PlanFiles(ctx)
+	}
 	if err != nil {
 		return 0, st, fmt.Errorf("coldtier: plan %s: %w", name, err)
 	}

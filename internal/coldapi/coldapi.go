@@ -92,6 +92,7 @@ type Stats struct {
 	Watermark          time.Time // rows before it were compacted
 	SnapshotID         int64     // 0: nothing committed
 	Recovered          bool      // the run finished a crashed run first
+	DeleteFiles        int64     // position delete files committed (a keyed table's)
 }
 
 // Counters are a tier's totals, read at scrape time (coldtier.Counters).
