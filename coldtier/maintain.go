@@ -126,7 +126,11 @@ type MaintainStats struct {
 	Partitions int
 	// FilesRewritten were replaced by FilesWritten; RowsRewritten is
 	// their rows, BytesRewritten and BytesWritten their sizes.
-	FilesRewritten, FilesWritten  int
+	FilesRewritten, FilesWritten int
+	// PartitionsDeferred is the number of groups whose rewrite gave way
+	// because another writer deleted rows of their files meanwhile; the
+	// next pass rewrites them.
+	PartitionsDeferred            int
 	RowsRewritten                 int64
 	BytesRewritten, BytesWritten  int64
 	ManifestsMerged, ManifestsNew int
@@ -219,6 +223,8 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
+	// Every group's merge applies the delete files of this snapshot.
+	planSeq := tbl.CurrentSnapshot().SequenceNumber
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = opts.TargetFileBytes
 	cfg.MinFileSizeBytes = opts.TargetFileBytes * 3 / 4
@@ -269,11 +275,15 @@ func (c *Compactor) rewrite(ctx context.Context, tbl *itable.Table, opts Maintai
 		fault("maintain-after-upload")
 		id := uuid.NewString()
 		props := iceberg.Properties{propRewrite: id, propNode: c.cfg.Node}
-		committed, err := c.commitRewrite(ctx, tbl, res, props)
+		committed, err := c.commitRewrite(ctx, tbl, planSeq, res, props)
 		if errors.Is(err, errRewriteStale) {
-			// Another node rewrote or removed these files meanwhile: the
-			// files written here are not needed.
+			// Another node rewrote or removed these files meanwhile, or
+			// deleted rows of them: the files written here are not
+			// needed (or would bring the rows back).
 			c.removeFiles(ctx, tbl, res.NewDataFiles)
+			if errors.Is(err, errRewriteDeleted) {
+				st.PartitionsDeferred++
+			}
 			continue
 		}
 		if err != nil {
@@ -313,8 +323,18 @@ var expiryCommitted = func() {}
 // its commit (a test commits another writer's run there).
 var rewriteStaged = func() {}
 
-// errRewriteStale: a file the rewrite replaces is no longer in the table.
+// errRewriteStale: a file the rewrite replaces is no longer in the table,
+// or rows of it were deleted since the rewrite read it (newDeletesFor).
 var errRewriteStale = errors.New("a rewritten file is no longer in the table")
+
+// errRewriteDeleted: another writer deleted rows of a file the rewrite
+// replaces since the snapshot the rewrite read (a keyed table's run names
+// the rows of an updated key by their position in the file). The new files
+// hold those rows, and no delete names them there: committed, the replace
+// would bring the rows back. It gives way, as Iceberg's RewriteFiles does
+// (validateNoNewDeletesForDataFiles); the next pass rewrites the files with
+// the deletes applied.
+var errRewriteDeleted = fmt.Errorf("%w: rows of a rewritten file were deleted since the rewrite read it", errRewriteStale)
 
 // commitRewrite stages res as one replace snapshot on the table as it is
 // now (the merge took a while: tbl is older) and commits it; when another
@@ -330,11 +350,24 @@ var errRewriteStale = errors.New("a rewritten file is no longer in the table")
 // log entries"), which a rewrite replayed over hundreds of manifests
 // against writers committing every second reached. Staged again here, the
 // snapshot is stamped after the head it is staged on.
-func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res itable.CompactionGroupResult, props iceberg.Properties) (*itable.Table, error) {
+//
+// planSeq is the sequence number of the snapshot whose delete files the
+// merge applied: a delete file committed after it that may name rows of a
+// replaced file makes the rewrite give way (errRewriteDeleted). The check
+// runs on the table the commit is pinned to, so a delete committed after
+// it fails the commit and is seen at the next attempt.
+func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, planSeq int64, res itable.CompactionGroupResult, props iceberg.Properties) (*itable.Table, error) {
 	if fresh, err := c.cat.LoadTable(ctx, c.ident); err == nil {
 		tbl = fresh
 	}
 	for attempt := 1; ; attempt++ {
+		deleted, err := newDeletesFor(ctx, tbl, planSeq, res.OldDataFiles)
+		if err != nil {
+			return nil, fmt.Errorf("look for deletes since the rewrite's snapshot: %w", err)
+		}
+		if deleted {
+			return nil, errRewriteDeleted
+		}
 		tx := tbl.NewTransaction()
 		if err := tx.AssertRefSnapshotID(""); err != nil {
 			return nil, fmt.Errorf("pin the head: %w", err)
@@ -382,6 +415,72 @@ func (c *Compactor) commitRewrite(ctx context.Context, tbl *itable.Table, res it
 		}
 	}
 }
+
+// newDeletesFor reports whether tbl's current snapshot holds a delete file
+// with a data sequence number past since that may name rows of one of
+// files: a position delete file that references one of them, or whose
+// file_path bounds (when written) enclose one of their paths; any equality
+// delete file (its rows are found by value, not by file). Manifests added
+// at or before since are not read: their entries are that old too.
+func newDeletesFor(ctx context.Context, tbl *itable.Table, since int64, files []iceberg.DataFile) (bool, error) {
+	snap := tbl.CurrentSnapshot()
+	if snap == nil || snap.SequenceNumber <= since || len(files) == 0 {
+		return false, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return false, err
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return false, fmt.Errorf("manifest list %s: %w", snap.ManifestList, err)
+	}
+	paths := make(map[string]bool, len(files))
+	for _, df := range files {
+		paths[df.FilePath()] = true
+	}
+	for _, mf := range manifests {
+		if mf.ManifestContent() != iceberg.ManifestContentDeletes || mf.SequenceNum() <= since {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		entries, err := mf.FetchEntries(fs, true)
+		if err != nil {
+			return false, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			df := e.DataFile()
+			if e.SequenceNum() <= since || df.Count() == 0 {
+				continue
+			}
+			switch df.ContentType() {
+			case iceberg.EntryContentEqDeletes:
+				return true, nil
+			case iceberg.EntryContentPosDeletes:
+			default:
+				continue
+			}
+			if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
+				if paths[*ref] {
+					return true, nil
+				}
+				continue
+			}
+			lo, hi := df.LowerBoundValues()[filePathField], df.UpperBoundValues()[filePathField]
+			for p := range paths {
+				if (lo == nil || string(lo) <= p) && (hi == nil || string(hi) >= p) {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// filePathField is the field id of a position delete file's file_path.
+const filePathField = 2147483546
 
 // liveFiles reports whether every file of files is in tbl's current
 // snapshot.

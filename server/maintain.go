@@ -80,8 +80,8 @@ func (s *Server) maintain(ctx context.Context, ts *tableState) (coldapi.Maintain
 		}
 		return st, err
 	}
-	if st.FilesRewritten > 0 || st.SnapshotsExpired > 0 || st.ManifestsMerged > 0 {
-		s.log.Info("iceberg maintenance", "table", ts.cfg.Name, "files_rewritten", st.FilesRewritten,
+	if st.FilesRewritten > 0 || st.PartitionsDeferred > 0 || st.SnapshotsExpired > 0 || st.ManifestsMerged > 0 {
+		s.log.Info("iceberg maintenance", "table", ts.cfg.Name, "files_rewritten", st.FilesRewritten, "partitions_deferred", st.PartitionsDeferred,
 			"files_written", st.FilesWritten, "manifests_merged", st.ManifestsMerged,
 			"snapshots_expired", st.SnapshotsExpired, "files_deleted", st.FilesDeleted,
 			"snapshots", st.Snapshots, "data_files", st.DataFiles)
@@ -95,15 +95,18 @@ type MaintainResult struct {
 	Table string `json:"table"`
 	// Partitions day partition groups were rewritten: FilesRewritten
 	// files (RowsRewritten rows) replaced by FilesWritten.
-	Partitions       int   `json:"partitions"`
-	FilesRewritten   int   `json:"files_rewritten"`
-	FilesWritten     int   `json:"files_written"`
-	RowsRewritten    int64 `json:"rows_rewritten"`
-	BytesRewritten   int64 `json:"bytes_rewritten"`
-	BytesWritten     int64 `json:"bytes_written"`
-	ManifestsMerged  int   `json:"manifests_merged"`
-	SnapshotsExpired int   `json:"snapshots_expired"`
-	FilesDeleted     int   `json:"files_deleted"`
+	Partitions     int `json:"partitions"`
+	FilesRewritten int `json:"files_rewritten"`
+	FilesWritten   int `json:"files_written"`
+	// PartitionsDeferred groups gave way to another writer's deletes of
+	// their rows and are left to the next pass.
+	PartitionsDeferred int   `json:"partitions_deferred"`
+	RowsRewritten      int64 `json:"rows_rewritten"`
+	BytesRewritten     int64 `json:"bytes_rewritten"`
+	BytesWritten       int64 `json:"bytes_written"`
+	ManifestsMerged    int   `json:"manifests_merged"`
+	SnapshotsExpired   int   `json:"snapshots_expired"`
+	FilesDeleted       int   `json:"files_deleted"`
 	// What the table has now.
 	Snapshots int `json:"snapshots"`
 	DataFiles int `json:"data_files"`
@@ -123,7 +126,7 @@ func (s *Server) MaintainNow(ctx context.Context, name string) (MaintainResult, 
 	st, err := s.maintain(ctx, ts)
 	res.Partitions, res.FilesRewritten, res.FilesWritten, res.RowsRewritten = st.Partitions, st.FilesRewritten, st.FilesWritten, st.RowsRewritten
 	res.BytesRewritten, res.BytesWritten, res.ManifestsMerged = st.BytesRewritten, st.BytesWritten, st.ManifestsMerged
-	res.SnapshotsExpired, res.FilesDeleted = st.SnapshotsExpired, st.FilesDeleted
+	res.SnapshotsExpired, res.FilesDeleted, res.PartitionsDeferred = st.SnapshotsExpired, st.FilesDeleted, st.PartitionsDeferred
 	res.Snapshots, res.DataFiles, res.Manifests = st.Snapshots, st.DataFiles, st.Manifests
 	return res, err
 }

@@ -118,6 +118,7 @@ type MaintainOptions struct {
 // MaintainStats say what a maintenance pass did (coldtier.MaintainStats).
 type MaintainStats struct {
 	Partitions, FilesRewritten, FilesWritten int
+	PartitionsDeferred                       int
 	RowsRewritten                            int64
 	BytesRewritten, BytesWritten             int64
 	ManifestsMerged, ManifestsNew            int
