@@ -446,11 +446,10 @@ func newDeletesFor(ctx context.Context, tbl *itable.Table, since int64, files []
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		entries, err := mf.FetchEntries(fs, true)
-		if err != nil {
-			return false, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
-		}
-		for _, e := range entries {
+		for e, err := range mf.Entries(fs, true) {
+			if err != nil {
+				return false, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+			}
 			df := e.DataFile()
 			if e.SequenceNum() <= since || df.Count() == 0 {
 				continue

@@ -199,14 +199,13 @@ func manifestEntries(ctx context.Context, fs icebergio.IO, manifests []iceberg.M
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			live, err := mf.FetchEntries(fs, true)
-			if err != nil {
-				errs[i] = fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
-				return
-			}
-			es := make([]planEntry, len(live))
-			for j, e := range live {
-				es[j] = newPlanEntry(e)
+			var es []planEntry
+			for e, err := range mf.Entries(fs, true) {
+				if err != nil {
+					errs[i] = fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+					return
+				}
+				es = append(es, newPlanEntry(e))
 			}
 			manifestCache.put(key, es, entriesBytes(key, es))
 			entries[i] = es
