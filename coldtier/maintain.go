@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	coldcat "github.com/sluicedb/sluice/coldtier/catalog"
+	"github.com/sluicedb/sluice/coldtier/coldread"
 )
 
 // Maintenance of a long-running Iceberg table (docs/cold-tier.md,
@@ -467,9 +468,9 @@ func newDeletesFor(ctx context.Context, tbl *itable.Table, since int64, files []
 				}
 				continue
 			}
-			lo, hi := df.LowerBoundValues()[filePathField], df.UpperBoundValues()[filePathField]
+			lower, upper := df.LowerBoundValues(), df.UpperBoundValues()
 			for p := range paths {
-				if (lo == nil || string(lo) <= p) && (hi == nil || string(hi) >= p) {
+				if coldread.DeleteMayName(lower, upper, p) {
 					return true, nil
 				}
 			}
@@ -477,9 +478,6 @@ func newDeletesFor(ctx context.Context, tbl *itable.Table, since int64, files []
 	}
 	return false, nil
 }
-
-// filePathField is the field id of a position delete file's file_path.
-const filePathField = 2147483546
 
 // liveFiles reports whether every file of files is in tbl's current
 // snapshot.

@@ -286,6 +286,19 @@ func sign(n int64) int64 {
 // filePathField is the field id of a position delete file's file_path.
 const filePathField = 2147483546
 
+// DeleteMayName reports whether a position delete file with these lower
+// and upper bounds may hold rows of the data file path: its file_path
+// bounds, when written, enclose path.
+func DeleteMayName(lower, upper map[int][]byte, path string) bool {
+	if lo := lower[filePathField]; lo != nil && string(lo) > path {
+		return false
+	}
+	if hi := upper[filePathField]; hi != nil && string(hi) < path {
+		return false
+	}
+	return true
+}
+
 // forDataFile returns the delete files that apply to the data file of e:
 // of its partition or referencing it, with a data sequence number at or
 // past its own (a delete committed before the data file was written
@@ -316,16 +329,7 @@ func (d *positionDeletes) forDataFile(e planEntry) []iceberg.DataFile {
 // the data file path: it has rows, and its file_path bounds (when
 // written) enclose path.
 func (del planEntry) mayName(path string) bool {
-	if del.file.Count() == 0 {
-		return false
-	}
-	if lo := del.lower[filePathField]; lo != nil && string(lo) > path {
-		return false
-	}
-	if hi := del.upper[filePathField]; hi != nil && string(hi) < path {
-		return false
-	}
-	return true
+	return del.file.Count() > 0 && DeleteMayName(del.lower, del.upper, path)
 }
 
 // partitionKey is a file's partition, its spec and values, as a string
